@@ -1,0 +1,3 @@
+"""taospec: declarative YAML job specs for NVIDIA TAO containers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,48 @@
+"""The one error root and the exit codes it maps to.
+
+Every failure taospec expects is a :class:`TaospecError`; the CLI's single
+handler prints its message and exits with its ``exit_code``. Anything else is
+a bug and exits with :data:`EXIT_INTERNAL`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_INVALID = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+class TaospecError(Exception):
+    """A failure with a message a person can act on."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class InvalidInput(TaospecError):
+    """Bad input or usage: a spec, a flag, an id. Nothing was written."""
+
+    exit_code = EXIT_INVALID
+
+
+class JobFailed(TaospecError):
+    """The job ran and ended in ERROR, CANCELED or UNKNOWN."""
+
+    exit_code = EXIT_JOB_FAILED
+
+
+class CommandFailed(TaospecError):
+    """A process taospec started exited with a code it did not accept."""
+
+    exit_code = EXIT_JOB_FAILED
+
+    def __init__(self, argv_text: str, returncode: int, output: str = "") -> None:
+        self.argv_text = argv_text
+        self.returncode = returncode
+        self.output = output
+        detail = f"command failed (exit {returncode}): {argv_text}"
+        if output.strip():
+            indented = "\n".join("    " + line for line in output.rstrip().splitlines())
+            detail += "\n" + indented
+        super().__init__(detail)
