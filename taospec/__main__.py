@@ -1,0 +1,7 @@
+"""``python -m taospec``."""
+
+import sys
+
+from taospec.cli import main
+
+sys.exit(main())

@@ -1,0 +1,23 @@
+"""``taospec lint``: find inline secrets in a command line or script."""
+
+from __future__ import annotations
+
+import sys
+
+from taospec import lint
+from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
+
+
+def run(text: str, name: str) -> int:
+    """Print each finding (never a value); exit 1 when there are any."""
+    findings = lint.lint_text(text)
+    for finding in findings:
+        print(f"{name}:{finding}", file=sys.stderr)
+    if findings:
+        print(
+            f"{name}: {len(findings)} inline secret(s); pass secrets by name (-e NAME) "
+            "or through stdin (--password-stdin)",
+            file=sys.stderr,
+        )
+        return EXIT_JOB_FAILED
+    return EXIT_OK

@@ -1,0 +1,64 @@
+"""Problems found in a user's file, and the error that carries them.
+
+A :class:`Problem` points at one place: file, line, column and the JSON path
+of the value. :class:`SpecError` collects every problem in a file so that the
+user sees them all at once, sorted by position, in the form editors jump to:
+``jobs/train.yaml:12:5: $.gpus[1]: 'two' is not an integer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from taospec.errors import InvalidInput
+
+JsonPath = tuple[str | int, ...]
+
+
+def format_path(path: JsonPath) -> str:
+    """Render a path the way JSONPath does: ``$.env.pass[0]``, ``$['a.b']``."""
+    out = "$"
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}"
+        else:
+            out += "[" + repr(part) + "]"
+    return out
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a file, at one place."""
+
+    line: int
+    column: int
+    path: JsonPath
+    message: str
+    file: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        return f"{where}: {format_path(self.path)}: {self.message}"
+
+
+class SpecError(InvalidInput):
+    """A file that cannot be used, with every problem found in it."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(sorted(problems, key=lambda p: (p.file, p.line, p.column, p.message)))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def single(cls, file: str, message: str, line: int = 1, column: int = 1) -> SpecError:
+        """An error about the whole file (syntax, size, encoding)."""
+        return cls([Problem(line, column, (), message, file)])
+
+
+def raise_if_any(problems: Iterable[Problem]) -> None:
+    """Raise one :class:`SpecError` holding all ``problems``, if there are any."""
+    found = list(problems)
+    if found:
+        raise SpecError(found)

@@ -1,0 +1,52 @@
+"""``{name}`` placeholders in commands, spec values and environment values.
+
+``{config_path}``, ``{results_dir}`` and ``{job_id}`` are filled when a plan is
+rendered. ``{{`` and ``}}`` stand for literal braces; any other brace is taken
+literally, so ``{"a": 1}`` needs no escaping unless it looks like a name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+
+JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}")
+
+
+def names(text: str) -> list[str]:
+    """The placeholder names used in ``text``, in order."""
+    return [m.group(1) for m in _TOKEN.finditer(text) if m.group(1)]
+
+
+def unknown(text: str, known: Iterable[str]) -> list[str]:
+    """Sentences about every placeholder in ``text`` that is not in ``known``."""
+    allowed = list(known)
+    found = []
+    for name in names(text):
+        if name in allowed:
+            continue
+        guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        hint = f" (did you mean {{{guess[0]}}}?)" if guess else ""
+        choices = ", ".join("{" + a + "}" for a in allowed)
+        found.append(
+            f"unknown placeholder {{{name}}}{hint}; known: {choices}; write {{{{ and }}}} "
+            "for literal braces"
+        )
+    return found
+
+
+def expand(text: str, values: Mapping[str, str]) -> str:
+    """Fill every placeholder in ``text``. A name missing from ``values`` is a bug."""
+
+    def fill(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values[match.group(1)]
+
+    return _TOKEN.sub(fill, text)

@@ -1,0 +1,290 @@
+"""A job rendered into the exact, ordered steps that will run.
+
+The :class:`Plan` is the executor's only input and the reviewer's only view:
+the text a person reads (:mod:`taospec.plantext`) is produced from the same
+steps the executor runs. A plan is rendered once with a placeholder id for
+review; at submit the record's id replaces the placeholder and nothing else
+changes (:meth:`Plan.with_job_id`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from taospec import identity, placeholders
+from taospec.errors import InvalidInput
+from taospec.identity import Identity
+from taospec.spec import Job
+
+JOB_ID = "\x00job-id\x00"
+"""Stands for the job id until the record is opened; no spec value can hold a NUL."""
+
+CONTAINER_RESULTS = "/results"
+RUNTIME_HOME = ".tao-runtime/home"
+CACHE_DIRS = (
+    ("XDG_CACHE_HOME", ""),
+    ("HF_HOME", "huggingface"),
+    ("TORCH_HOME", "torch"),
+    ("TRITON_CACHE_DIR", "triton"),
+    ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
+    ("MPLCONFIGDIR", "matplotlib"),
+)
+SPEC_FILE = "stage/spec.yaml"
+LOG_FILE = "taospec.log"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan.
+
+    ``env`` holds non-secret variables set for this command; ``pass_env``
+    names variables copied from the launcher's environment (their values are
+    never part of a plan); with ``clean_env`` the command sees nothing else.
+    ``unless`` skips the step when that command succeeds. ``stdin_text`` is
+    literal input; ``stdin_env`` names a launcher variable fed to stdin (how
+    secrets reach ``--password-stdin``). ``log_path`` marks a detached
+    process whose output goes to that file. ``expect`` is a line the output
+    must contain for the step to count as done (brev does not return remote
+    exit codes); ``attempts`` bounds how often it is tried.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    why: str
+    env: tuple[tuple[str, str], ...] = ()
+    pass_env: tuple[str, ...] = ()
+    clean_env: bool = False
+    unless: tuple[str, ...] = ()
+    stdin_text: str | None = None
+    stdin_env: str | None = None
+    log_path: str | None = None
+    cwd: str | None = None
+    expect: str | None = None
+    attempts: int = 1
+
+    def strings(self) -> list[str]:
+        """Every string the step would hand to a process, for the lint."""
+        out = [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
+        return out
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    """What the job record is opened with."""
+
+    platform: str
+    image: str
+    network_arch: str
+    action: str
+    storage_tier: str
+    results_dir: str
+    upload_excludes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ordered steps of one job, with what its record needs."""
+
+    file: str
+    target: str
+    platform: str
+    job_id: str
+    record: RecordFields
+    steps: tuple[Step, ...]
+    notes: tuple[str, ...] = ()
+    backend: tuple[tuple[str, str], ...] = ()
+    """Platform facts the other verbs need later (docker host, brev instance)."""
+    secrets: tuple[str, ...] = field(default=())
+    """Names of launcher variables whose values must never be written anywhere."""
+
+    @property
+    def has_placeholder_id(self) -> bool:
+        """True while the plan still shows the placeholder instead of a real id."""
+        return self.job_id == JOB_ID
+
+    def with_job_id(self, job_id: str) -> Plan:
+        """The same plan with the placeholder replaced by ``job_id`` everywhere."""
+        return _substitute(self, lambda text: text.replace(JOB_ID, job_id))
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data; the placeholder id appears as ``${JOB_ID}``."""
+        shown = _substitute(self, lambda text: text.replace(JOB_ID, "${JOB_ID}"))
+        data = asdict(shown)
+        data["job_id"] = None if self.has_placeholder_id else self.job_id
+        return data
+
+    def digest(self) -> str:
+        """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
+        abstract = self if self.has_placeholder_id else _unsubstitute(self)
+        data = asdict(abstract)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def backend_value(self, key: str) -> str | None:
+        """One of the facts in :attr:`backend`."""
+        return dict(self.backend).get(key)
+
+
+def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return fix(value)
+        if isinstance(value, tuple):
+            return tuple(walk(v) for v in value)
+        if hasattr(value, "__dataclass_fields__"):
+            return replace(value, **{k: walk(getattr(value, k)) for k in value.__dataclass_fields__})
+        return value
+
+    result: Plan = walk(plan)
+    return result
+
+
+def _unsubstitute(plan: Plan) -> Plan:
+    job_id = plan.job_id
+    return _substitute(plan, lambda text: text.replace(job_id, JOB_ID))
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a platform needs to render its steps for one job."""
+
+    job: Job
+    job_id: str
+    identity: Identity
+    launcher: Identity
+    results_dir: str
+    job_results: str
+    """The results directory as the job sees it (``/results`` in a container)."""
+
+    @property
+    def config_path(self) -> str:
+        """The spec file as the job sees it."""
+        return f"{self.job_results}/{SPEC_FILE}"
+
+    @property
+    def values(self) -> dict[str, str]:
+        """The placeholder values for this job."""
+        return {
+            "config_path": self.config_path,
+            "results_dir": self.job_results,
+            "job_id": self.job_id,
+        }
+
+    def expand(self, text: str) -> str:
+        """``text`` with its placeholders filled."""
+        return placeholders.expand(text, self.values)
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        """The job's command with placeholders filled."""
+        return tuple(self.expand(word) for word in self.job.command)
+
+    @property
+    def env_set(self) -> tuple[tuple[str, str], ...]:
+        """``env.set`` with placeholders filled."""
+        return tuple((name, self.expand(value)) for name, value in self.job.env_set)
+
+    @property
+    def spec_yaml(self) -> str | None:
+        """The spec file's content, or None when the job has none."""
+        if self.job.spec is None:
+            return None
+        import yaml
+
+        data = _thaw(self.job.spec, self.expand)
+        text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=2**16)
+        return text
+
+    def runtime_env(self) -> tuple[tuple[str, str], ...]:
+        """HOME, USER, LOGNAME and the cache redirects, under the job's results."""
+        home = f"{self.job_results}/{RUNTIME_HOME}"
+        pairs = [("HOME", home), ("USER", self.identity.name), ("LOGNAME", self.identity.name)]
+        for name, sub in CACHE_DIRS:
+            pairs.append((name, f"{home}/.cache/{sub}".rstrip("/")))
+        return tuple(pairs)
+
+    def host_dirs(self) -> tuple[str, ...]:
+        """Directories created on the host before launch, parents first."""
+        root = self.results_dir
+        home = f"{root}/{RUNTIME_HOME}"
+        dirs = [root, f"{root}/stage", f"{root}/.tao-runtime", home, f"{home}/.cache"]
+        dirs += [f"{home}/.cache/{sub}" for _, sub in CACHE_DIRS if sub]
+        return tuple(dirs)
+
+
+def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v, expand) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v, expand) for v in value]
+    if isinstance(value, str):
+        return expand(value)
+    return value
+
+
+def render(
+    job: Job,
+    *,
+    job_id: str = JOB_ID,
+    user: str | None = None,
+    launcher: Identity | None = None,
+) -> Plan:
+    """Render ``job`` into its plan, refusing any plan that carries a secret.
+
+    ``launcher`` is who submits (default: this process); ``user`` overrides
+    the spec's ``user:``.
+    """
+    from taospec.platforms import platform_module
+
+    submitter = launcher or identity.launcher()
+    ident = identity.resolve(job.user, user, submitter)
+    module = platform_module(job.platform)
+    results_dir = f"{job.results_root.rstrip('/')}/{job_id}"
+    context = Context(
+        job=job,
+        job_id=job_id,
+        identity=ident,
+        launcher=submitter,
+        results_dir=results_dir,
+        job_results=module.job_results(results_dir),
+    )
+    plan = module.plan(context)
+    lint_plan(plan)
+    return plan
+
+
+def record_fields(context: Context, platform: str) -> RecordFields:
+    """The job record's fields for this context."""
+    job = context.job
+    return RecordFields(
+        platform=platform,
+        image=job.image,
+        network_arch=job.network_arch,
+        action=job.action,
+        storage_tier=job.storage_tier,
+        results_dir=context.results_dir,
+        upload_excludes=job.upload_excludes,
+    )
+
+
+def lint_plan(plan: Plan) -> None:
+    """Refuse a plan that would put a secret on a command line or into a file."""
+    from taospec import lint
+
+    findings = []
+    for step in plan.steps:
+        for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in step.strings()]):
+            findings.append(f"step {step.name}: {finding}")
+        if step.stdin_text is not None:
+            for finding in lint.lint_text(step.stdin_text):
+                findings.append(f"step {step.name} (input): {finding}")
+    if findings:
+        listed = "\n".join(f"  {f}" for f in findings)
+        raise InvalidInput(
+            f"{plan.file}: the plan would carry inline secrets; pass them by name under "
+            f"env.pass instead:\n{listed}"
+        )

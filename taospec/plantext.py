@@ -1,0 +1,177 @@
+"""The text a person reads for a plan: a reviewable listing, a runnable script, or JSON.
+
+All three are produced from the :class:`~taospec.plan.Plan`'s own steps; no
+command is assembled here. Every argument becomes one shell word through
+``shlex.quote``; the placeholder id becomes ``"$JOB_ID"``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Iterator
+
+from taospec.plan import JOB_ID, Plan, Step
+
+WRAP = 88
+HEAD = 40
+ID_WORD = '"$JOB_ID"'
+
+
+def word(arg: str) -> str:
+    """One argument as one shell word; the placeholder id expands from $JOB_ID."""
+    if JOB_ID not in arg:
+        return shlex.quote(arg)
+    parts = arg.split(JOB_ID)
+    return ID_WORD.join(shlex.quote(p) if p else "" for p in parts)
+
+
+def words(argv: Iterable[str]) -> str:
+    """An argument list on one line."""
+    return " ".join(word(a) for a in argv)
+
+
+Unit = tuple[str, bool]
+"""Shell text that stays on one line, and whether it is an option."""
+
+
+def units(argv: Iterable[str]) -> list[Unit]:
+    """Arguments grouped for reading: an option with its value, or one positional word."""
+    out: list[Unit] = []
+    value_slot = False
+    for arg in argv:
+        is_option = arg.startswith("-") and len(arg) > 1 and arg != "--"
+        if value_slot and not is_option:
+            out[-1] = (out[-1][0] + " " + word(arg), True)
+            value_slot = False
+            continue
+        out.append((word(arg), is_option))
+        value_slot = is_option and "=" not in arg
+    return out
+
+
+def layout(head: list[str], body: list[Unit]) -> str:
+    """One line when short; else each option on its own line, positionals packed."""
+    flat = " ".join(head + [text for text, _ in body])
+    if len(flat) <= WRAP:
+        return flat
+    lines = [" ".join(head)]
+    previous_option = True
+    for text, is_option in body:
+        fits = len(lines[-1]) + len(text) < WRAP
+        joins_head = len(lines) == 1 and len(lines[0]) + len(text) < HEAD
+        joins_words = not is_option and not previous_option and fits
+        if lines[-1] and (joins_head or joins_words):
+            lines[-1] += " " + text
+        else:
+            lines.append(text)
+        previous_option = is_option
+    return " \\\n    ".join(line for line in lines if line)
+
+
+def heredoc(text: str) -> tuple[str, str]:
+    """A quoted here-document (opener, body) whose delimiter is not a line of ``text``."""
+    taken = set(text.splitlines())
+    delimiter = "TAOSPEC_EOF"
+    counter = 0
+    while delimiter in taken:
+        counter += 1
+        delimiter = f"TAOSPEC_EOF_{counter}"
+    body = text if text.endswith("\n") else text + "\n"
+    return f"<<'{delimiter}'", f"{body}{delimiter}"
+
+
+def command_line(step: Step) -> str:
+    """The shell line that does exactly what the executor does for ``step``."""
+    head: list[str] = []
+    body: list[Unit] = []
+    if step.log_path:
+        head.append("setsid")
+    if step.clean_env:
+        head += ["env", "-i"]
+        if step.cwd:
+            body.append((f"-C {word(step.cwd)}", True))
+        body += [(word(f"{k}={v}"), True) for k, v in step.env]
+        body += [(f'{name}="${name}"', True) for name in step.pass_env]
+    else:
+        head += [word(f"{k}={v}") for k, v in step.env]
+    argv_units = units(step.argv)
+    if body:
+        body += argv_units
+    else:
+        head.append(argv_units[0][0])
+        body = argv_units[1:]
+    line = layout(head, body)
+    if step.stdin_env:
+        line = f'printf \'%s\' "${step.stdin_env}" | {line}'
+    if step.unless:
+        line = f"{words(step.unless)} >/dev/null 2>&1 || {line}"
+    if step.log_path:
+        line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
+    if step.stdin_text is not None:
+        opener, text_body = heredoc(step.stdin_text)
+        line = f"{line} {opener}\n{text_body}"
+    return line
+
+
+def comment(text: str) -> str:
+    """A comment line's text, with the placeholder id shown as $JOB_ID."""
+    return text.replace(JOB_ID, "$JOB_ID").replace("\n", " ")
+
+
+def _notes(plan: Plan) -> Iterator[str]:
+    yield f"# taospec plan: {plan.file} (target {plan.target}, platform {plan.platform})"
+    if plan.has_placeholder_id:
+        yield "# The job id is minted when the job is submitted; until then it shows as $JOB_ID."
+    yield f"# Results: {plan.record.results_dir.replace(JOB_ID, '$JOB_ID')}"
+    for note in plan.notes:
+        yield f"# Note: {comment(note)}"
+
+
+def text(plan: Plan) -> str:
+    """The reviewable listing: each step's purpose, then its exact command line."""
+    out = list(_notes(plan))
+    for step in plan.steps:
+        out.append("")
+        out.append(f"# {step.name}: {comment(step.why)}")
+        out.append(command_line(step))
+    return "\n".join(out) + "\n"
+
+
+def script(plan: Plan) -> str:
+    """A bash script a person could run by hand: record, steps, RUNNING."""
+    record = plan.record
+    open_argv = [
+        "taospec", "record", "open",
+        "--platform", record.platform,
+        "--image", record.image,
+        "--network-arch", record.network_arch,
+        "--action", record.action,
+        "--storage-tier", record.storage_tier,
+        "--results-root", record.results_dir.rsplit("/", 1)[0],
+    ]
+    for exclude in record.upload_excludes:
+        open_argv += ["--upload-exclude", exclude]
+    out = ["#!/usr/bin/env bash", *_notes(plan), "set -euo pipefail", ""]
+    out.append("# The record comes first: it mints the id the container is named after.")
+    out.append(f'JOB_ID="${{JOB_ID:-$({words(open_argv)})}}"')
+    out.append("export JOB_ID")
+    for step in plan.steps:
+        out.append("")
+        out.append(f"# {step.name}: {comment(step.why)}")
+        line = command_line(step)
+        if step.name == "launch" and not step.log_path:
+            out.append(f"backend_ref=$({line})")
+        elif step.name == "launch":
+            out.append(line)
+            out.append('backend_ref="pid:$!"')
+        else:
+            out.append(line)
+    out.append("")
+    out.append('taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"')
+    return "\n".join(out) + "\n"
+
+
+def as_json(plan: Plan) -> str:
+    """The plan as JSON data."""
+    return json.dumps(plan.to_json(), indent=2) + "\n"

@@ -1,0 +1,149 @@
+"""The job spec's JSON Schema and the sentences its errors become.
+
+The schema ships inside the package (``taospec/schemas/job.schema.json``) and
+is the one source of truth; editors read the same file through the
+``yaml-language-server`` comment at the top of each example job.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from taospec.diagnostics import Problem
+from taospec.yamlsrc import Source
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
+SCHEMA_NAME = "job.schema.json"
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
+
+
+def schema_text() -> str:
+    """The schema exactly as shipped."""
+    return resources.files("taospec").joinpath("schemas", SCHEMA_NAME).read_text("utf-8")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The parsed schema."""
+    loaded: dict[str, Any] = json.loads(schema_text())
+    return loaded
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema())
+
+
+def validate(source: Source) -> list[Problem]:
+    """Every schema violation in ``source``, each as a located sentence."""
+    return [_problem(source, error) for error in _validator().iter_errors(source.data)]
+
+
+def _problem(source: Source, error: ValidationError) -> Problem:
+    error = _most_specific(error)
+    path = tuple(error.absolute_path)
+    if error.validator == "additionalProperties":
+        return _unknown_keys(source, error, path)
+    return source.problem(path, _sentence(error))
+
+
+def _most_specific(error: ValidationError) -> ValidationError:
+    """For oneOf/anyOf, the error of the branch meant for the value's type.
+
+    A value whose type fits no branch is reported against the oneOf itself,
+    whose description says what is accepted.
+    """
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        typed = [e for e in error.context if e.validator != "type" and e.validator != "const"]
+        if not typed:
+            return error
+        error = max(typed, key=lambda e: len(e.absolute_path))
+    return error
+
+
+def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...]) -> Problem:
+    allowed = sorted(error.schema.get("properties", {}))
+    extra = sorted(set(error.instance) - set(allowed))
+    name = extra[0]
+    message = f"unknown key {name!r}"
+    guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if guess:
+        message += f" (did you mean {guess[0]!r}?)"
+    else:
+        message += f"; allowed keys here: {', '.join(allowed)}"
+    return source.problem((*path, name), message, key=True)
+
+
+def _sentence(error: ValidationError) -> str:
+    value = error.instance
+    kind = error.validator
+    if kind == "type":
+        wanted = error.validator_value
+        names = [wanted] if isinstance(wanted, str) else list(wanted)
+        return f"{_show(value)} is not {' or '.join(_TYPE_NAMES[n] for n in names)}"
+    if kind == "required":
+        missing = [repr(k) for k in error.validator_value if k not in value]
+        plural = "s" if len(missing) > 1 else ""
+        return f"missing required key{plural} {', '.join(missing)}"
+    if kind == "minLength" and error.validator_value == 1:
+        return "must not be empty"
+    if kind == "minItems" and error.validator_value == 1:
+        return "must list at least one item"
+    if kind == "enum":
+        options = ", ".join(repr(v) for v in error.validator_value)
+        return f"{_show(value)} is not one of {options}{_hint(value, error.validator_value)}"
+    if kind == "const":
+        return f"{_show(value)} must be {error.validator_value!r}"
+    if kind == "pattern":
+        what = error.schema.get("description", f"text matching {error.validator_value}")
+        return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:].rstrip('.')}"
+    if kind == "oneOf":
+        what = error.schema.get("description", "").split(". ")[0].rstrip(".")
+        return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:]}"
+    return error.message
+
+
+def _hint(value: object, options: list[Any]) -> str:
+    if not isinstance(value, str):
+        return ""
+    guess = difflib.get_close_matches(value, [str(o) for o in options], n=1, cutoff=0.6)
+    return f" (did you mean {guess[0]!r}?)" if guess else ""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def iter_descriptions() -> Iterator[tuple[str, str]]:
+    """(JSON pointer, description) for every schema node; used by the schema tests."""
+    yield from _descriptions(schema(), "#")
+
+
+def _descriptions(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        if "description" in node:
+            yield pointer, node["description"]
+        for key, child in node.items():
+            yield from _descriptions(child, f"{pointer}/{key}")
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _descriptions(child, f"{pointer}/{index}")

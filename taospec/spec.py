@@ -1,0 +1,346 @@
+"""Loading a job file: parse, validate, and return a frozen, typed :class:`Job`.
+
+:func:`load_job` is the one way into taospec for a spec. It reads the file
+(:mod:`taospec.yamlsrc`), checks it against the JSON Schema
+(:mod:`taospec.schema`), applies the rules a schema cannot express (GPU
+counts, dotted spec keys, secrets in ``env.set``, placeholders, the image's
+versions key), and reports every problem at once. Nothing downstream sees a
+raw dict.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from taospec import placeholders, schema
+from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any
+from taospec.yamlsrc import Source, parse, read_text
+
+GPU_COUNT_MESSAGE = (
+    "GPUs are chosen by id, not by count: a count always lands on the first devices, so on a "
+    "shared host every job piles onto GPU 0 while the others sit idle. List the ids to use, "
+    "e.g. [0, 1] (see nvidia-smi), or write 'all'"
+)
+RESULTS_TARGET = "/results"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount: a host path seen by the job at ``target``."""
+
+    source: str
+    target: str
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class DockerOptions:
+    """``docker:`` settings."""
+
+    host: str | None = None
+    shm_size: str = "8g"
+    ipc: str = "host"
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BrevOptions:
+    """``brev:`` settings."""
+
+    instance: str
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """One validated job. ``command`` and ``spec`` still hold their placeholders."""
+
+    file: str
+    name: str
+    network_arch: str
+    action: str
+    platform: str
+    image: str
+    versions_key: str | None
+    command: tuple[str, ...]
+    spec: Mapping[str, Any] | None
+    gpus: tuple[int | str, ...] | str
+    storage_tier: str
+    results_root: str
+    mounts: tuple[Mount, ...]
+    env_pass: tuple[str, ...]
+    env_set: tuple[tuple[str, str], ...]
+    user: str
+    upload_excludes: tuple[str, ...]
+    docker: DockerOptions
+    brev: BrevOptions | None
+
+
+def load_job(path: str | Path) -> Job:
+    """Read, validate and type the job file at ``path``; raise :class:`SpecError`."""
+    file = Path(path)
+    display = str(path)
+    source = parse(read_text(file, display), display)
+    raise_if_any(check(source, file))
+    return _build(source, file)
+
+
+def check(source: Source, file: Path) -> list[Problem]:
+    """Every problem in ``source``: schema violations first, then the rules beyond it."""
+    problems = [_reword(source, p) for p in schema.validate(source)]
+    problems += list(_rules(source, file))
+    return _dedupe(problems)
+
+
+def _reword(source: Source, problem: Problem) -> Problem:
+    gpus = source.data.get("gpus")
+    if problem.path[:1] == ("gpus",) and (isinstance(gpus, int) and not isinstance(gpus, bool)):
+        return source.problem(("gpus",), GPU_COUNT_MESSAGE)
+    return problem
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[tuple[int, int, str]] = set()
+    unique = []
+    for problem in problems:
+        key = (problem.line, problem.column, problem.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(problem)
+    return unique
+
+
+def _rules(source: Source, file: Path) -> Iterator[Problem]:
+    data = source.data
+    yield from _nul_bytes(source, data, ())
+    yield from _command_rules(source)
+    yield from _spec_rules(source)
+    yield from _env_rules(source)
+    yield from _mount_rules(source)
+    yield from _platform_rules(source)
+    yield from _image_rules(source, file)
+
+
+def _nul_bytes(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
+    if isinstance(value, str) and "\x00" in value:
+        yield source.problem(path, "contains a NUL character, which no process argument can hold")
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _nul_bytes(source, child, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _nul_bytes(source, child, (*path, index))
+
+
+def _strings(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _strings(child, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _strings(child, (*path, index))
+
+
+def _placeholder_rules(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
+    for where, text in _strings(value, path):
+        for message in placeholders.unknown(text, placeholders.JOB_PLACEHOLDERS):
+            yield source.problem(where, message)
+
+
+def _command_rules(source: Source) -> Iterator[Problem]:
+    command = source.data.get("command")
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            yield source.problem(("command",), f"cannot be split into words: {exc}")
+            return
+        if command and not words:
+            yield source.problem(("command",), "is blank; say what the job runs")
+    if isinstance(command, str | list):
+        yield from _placeholder_rules(source, command, ("command",))
+
+
+def _spec_rules(source: Source) -> Iterator[Problem]:
+    spec = source.data.get("spec")
+    if not isinstance(spec, dict):
+        return
+    yield from _dotted_keys(source, spec, ("spec",))
+    yield from _placeholder_rules(source, spec, ("spec",))
+
+
+def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if not isinstance(key, str):
+                yield source.problem((*path, str(key)), f"key {key!r} must be text", key=True)
+            elif "." in key:
+                nested = ": {".join(key.split(".")) + ": ...}" + "}" * (key.count(".") - 1)
+                yield source.problem(
+                    (*path, key),
+                    f"dotted key {key!r} is ambiguous in a TAO spec; nest it instead ({nested})",
+                    key=True,
+                )
+            yield from _dotted_keys(source, child, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _dotted_keys(source, child, (*path, index))
+
+
+def _env_rules(source: Source) -> Iterator[Problem]:
+    from taospec import lint
+
+    env = source.data.get("env")
+    if not isinstance(env, dict):
+        return
+    passed = env.get("pass") if isinstance(env.get("pass"), list) else []
+    values = env.get("set") if isinstance(env.get("set"), dict) else {}
+    for name, value in values.items():
+        path = ("env", "set", name)
+        if name in passed:
+            yield source.problem(path, f"{name} is both passed and set; keep one", key=True)
+        if lint.is_secret_name(str(name)):
+            yield source.problem(
+                path,
+                f"{name} looks like a secret; list it under env.pass so its value comes from "
+                "the launcher's environment and is never written down",
+                key=True,
+            )
+        elif isinstance(value, str) and lint.looks_like_secret_value(value):
+            yield source.problem(
+                path,
+                f"the value of {name} looks like a credential; pass it by name under env.pass",
+            )
+        if isinstance(value, str):
+            yield from _placeholder_rules(source, value, path)
+
+
+def _mount_rules(source: Source) -> Iterator[Problem]:
+    mounts = source.data.get("mounts")
+    if not isinstance(mounts, list):
+        return
+    seen: dict[str, int] = {}
+    for index, mount in enumerate(mounts):
+        if not isinstance(mount, dict) or not isinstance(mount.get("target"), str):
+            continue
+        target = mount["target"].rstrip("/") or "/"
+        path = ("mounts", index, "target")
+        if target == RESULTS_TARGET:
+            yield source.problem(path, "/results is where the job's results directory is mounted")
+        elif target in seen:
+            yield source.problem(path, f"{target} is already the target of mounts[{seen[target]}]")
+        else:
+            seen[target] = index
+
+
+def _platform_rules(source: Source) -> Iterator[Problem]:
+    data = source.data
+    platform = data.get("platform", "local")
+    if platform == "brev" and "brev" not in data:
+        yield source.problem(
+            ("platform",), "platform brev needs a brev: block naming the instance"
+        )
+    if platform == "local" and data.get("gpus") == "all":
+        yield source.problem(
+            ("gpus",), "a local process sees every GPU already; list ids to restrict it"
+        )
+
+
+def _image_rules(source: Source, file: Path) -> Iterator[Problem]:
+    image = source.data.get("image")
+    if isinstance(image, dict) and isinstance(image.get("versions_key"), str):
+        try:
+            resolve_versions_key(image["versions_key"], file)
+        except LookupError as exc:
+            yield source.problem(("image", "versions_key"), str(exc))
+
+
+def find_versions_file(start: Path) -> Path | None:
+    """The nearest ``versions.yaml`` next to ``start`` or in a parent directory."""
+    folder = start.resolve().parent
+    for candidate_dir in (folder, *folder.parents):
+        candidate = candidate_dir / "versions.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def resolve_versions_key(key: str, spec_file: Path) -> str:
+    """The image URI that ``key`` names in the nearest versions.yaml."""
+    versions = find_versions_file(spec_file)
+    if versions is None:
+        raise LookupError(
+            f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
+            "directory, and there is none"
+        )
+    node: Any = parse(read_text(versions, str(versions)), str(versions)).data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise LookupError(f"{versions} has no key {key!r}")
+        node = node[part]
+    if not isinstance(node, str) or not node:
+        raise LookupError(f"{versions}: {key!r} is not an image reference")
+    return node
+
+
+def _build(source: Source, file: Path) -> Job:
+    data = source.data
+    image = data["image"]
+    versions_key = image["versions_key"] if isinstance(image, dict) else None
+    env = data.get("env", {})
+    docker = data.get("docker", {})
+    brev = data.get("brev")
+    gpus = data.get("gpus", [])
+    return Job(
+        file=source.file,
+        name=file.stem,
+        network_arch=data["network_arch"],
+        action=data["action"],
+        platform=data.get("platform", "local"),
+        image=resolve_versions_key(versions_key, file) if versions_key else image,
+        versions_key=versions_key,
+        command=_command(data["command"]),
+        spec=_freeze(data["spec"]) if "spec" in data else None,
+        gpus=gpus if isinstance(gpus, str) else tuple(gpus),
+        storage_tier=data.get("storage_tier", "A"),
+        results_root=data["results_root"],
+        mounts=tuple(
+            Mount(m["source"], m["target"], m.get("readonly", False)) for m in data.get("mounts", [])
+        ),
+        env_pass=tuple(env.get("pass", [])),
+        env_set=tuple((k, _env_value(v)) for k, v in env.get("set", {}).items()),
+        user=str(data.get("user", "host")),
+        upload_excludes=tuple(data.get("upload_excludes", [])),
+        docker=DockerOptions(
+            host=docker.get("host"),
+            shm_size=docker.get("shm_size", "8g"),
+            ipc=docker.get("ipc", "host"),
+            extra_args=tuple(docker.get("extra_args", [])),
+        ),
+        brev=BrevOptions(brev["instance"], brev.get("ephemeral", False)) if brev else None,
+    )
+
+
+def _command(command: str | list[str]) -> tuple[str, ...]:
+    return tuple(shlex.split(command) if isinstance(command, str) else command)
+
+
+def _env_value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value

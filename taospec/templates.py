@@ -1,0 +1,52 @@
+"""The Jinja environment that turns step templates into argument lists.
+
+Every ``{{ value }}`` in a template is shell-quoted by ``finalize`` and every
+missing name is an error (``StrictUndefined``). A macro renders one command
+line; :func:`argv` splits it back with POSIX rules, which undo
+``shlex.quote`` exactly, so the argument list holds each value untouched.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+import jinja2
+
+
+class Shell(str):
+    """Text that is already shell syntax and must not be quoted again."""
+
+    __slots__ = ()
+
+
+def _finalize(value: object) -> str:
+    if isinstance(value, Shell):
+        return str(value)
+    return shlex.quote(str(value))
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """The one template environment; templates compile once per process."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("taospec", "templates"),
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+
+
+def module(name: str, values: Mapping[str, Any]) -> Any:
+    """The macros of ``templates/<name>.j2`` bound to ``values``."""
+    return environment().get_template(f"{name}.j2").make_module(dict(values))
+
+
+def argv(rendered: str) -> tuple[str, ...]:
+    """The argument list a rendered command line stands for."""
+    return tuple(shlex.split(str(rendered)))

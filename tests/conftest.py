@@ -1,0 +1,120 @@
+"""Shared fixtures: the real ``taospec`` command, a private ledger, and the real engine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = ROOT / "jobs"
+TEST_IMAGE = "taospec-test/busybox:1"
+REQUIRE_ENGINE = os.environ.get("TAOSPEC_REQUIRE_ENGINE") == "1"
+
+
+def taospec_command() -> list[str]:
+    """The installed console script when there is one, else ``python -m taospec``."""
+    script = Path(sys.executable).parent / "taospec"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "taospec"]
+
+
+class Runner:
+    """Runs the real ``taospec`` command in a subprocess with a private environment."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.env = env
+        self.cwd = cwd
+
+    def __call__(
+        self,
+        *args: str | os.PathLike[str],
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        merged = {**self.env, **(env or {})}
+        return subprocess.run(
+            [*taospec_command(), *map(str, args)],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=merged,
+            cwd=self.cwd,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            check=False,
+        )
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """A private TAO_STATE_DIR."""
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def taospec(state_dir: Path, tmp_path: Path) -> Runner:
+    """The real command line, with its ledger in ``state_dir``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAOSPEC_")}
+    env["TAO_STATE_DIR"] = str(state_dir)
+    env["PYTHONPATH"] = str(ROOT)
+    return Runner(env, tmp_path)
+
+
+def _engine_problem() -> str | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return "no docker CLI on PATH (make test installs Debian's docker.io as root)"
+    info = subprocess.run([docker, "info"], capture_output=True, text=True, check=False)
+    if info.returncode != 0:
+        return "docker info fails: " + (info.stderr.strip().splitlines() or ["?"])[-1]
+    image = subprocess.run(
+        [docker, "image", "inspect", TEST_IMAGE], capture_output=True, check=False
+    )
+    if image.returncode != 0:
+        return f"the test image {TEST_IMAGE} is missing (scripts/ensure-docker.sh builds it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[str]:
+    """A Docker engine that answers, with the test image; skips (or fails in CI) without one."""
+    problem = _engine_problem()
+    if problem is not None:
+        if REQUIRE_ENGINE:
+            pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
+        pytest.skip(f"no Docker engine: {problem}")
+    yield TEST_IMAGE
+
+
+def bash_words(text: str, env: dict[str, str] | None = None) -> list[str]:
+    """The words a real bash makes of ``text`` used as a command's arguments."""
+    script = 'words() { printf "%s\\0" "$@"; }\nwords ' + text
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], **(env or {})},
+        check=True,
+    )
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` (creating parents) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def arguments(values: Sequence[str]) -> list[str]:
+    """A copy as a list, for comparisons with bash output."""
+    return list(values)
