@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# taospec plan: jobs/hello.yaml (target hello, platform local)
+# The job id is minted when the job is submitted; until then it shows as $JOB_ID.
+# Results: /tmp/taospec-results/$JOB_ID
+set -euo pipefail
+
+# The record comes first: it mints the id the container is named after.
+JOB_ID="${JOB_ID:-$(taospec record open --platform local --image taospec-test/busybox:1 --network-arch hello --action greet --storage-tier A --results-root /tmp/taospec-results)}"
+export JOB_ID
+
+# prepare: create the results directory, its stage and the job's HOME and caches
+install -d -m 0755 \
+    /tmp/taospec-results/"$JOB_ID" /tmp/taospec-results/"$JOB_ID"/stage \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/huggingface \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torch \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/triton \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torchinductor \
+    /tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/matplotlib
+
+# spec-file: write the experiment spec the job reads as /tmp/taospec-results/$JOB_ID/stage/spec.yaml
+install -m 0644 /dev/stdin /tmp/taospec-results/"$JOB_ID"/stage/spec.yaml <<'TAOSPEC_EOF'
+greeting:
+  text: hello, TAO
+  repeat: 1
+TAOSPEC_EOF
+
+# launch: start the command in its own session; output goes to the log file
+setsid env -i \
+    -C /tmp/taospec-results/"$JOB_ID" \
+    HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home \
+    USER=root \
+    LOGNAME=root \
+    XDG_CACHE_HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache \
+    HF_HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/huggingface \
+    TORCH_HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torch \
+    TRITON_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/triton \
+    TORCHINDUCTOR_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torchinductor \
+    MPLCONFIGDIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/matplotlib \
+    PATH="$PATH" \
+    sh \
+    -c 'echo "hello from '"$JOB_ID"'" > /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
+backend_ref="pid:$!"
+
+taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

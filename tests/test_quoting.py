@@ -1,0 +1,106 @@
+"""Quoting is correct by construction: hostile values survive a real bash intact.
+
+Every string field a spec can hold gets values full of quotes, ``$()``,
+backticks, newlines, spaces and unicode. The plan's text form, parsed back by
+bash, must give exactly the plan's argument lists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taospec import plantext
+from taospec.identity import Identity
+from taospec.plan import JOB_ID, render
+from taospec.spec import load_job
+from tests.conftest import bash_words
+
+LAUNCHER = Identity(1000, 1000, (), "alice")
+HOSTILE_PIECES = ["'", '"', "$(id)", "`id`", "\n", " ", "\\", "$HOME", "${x:-y}", "*", "!", ";", "&&",
+                  "|", "#", "~", "é", "日本", "\t", "'\"'\"'", "--", "-e", "{{", "}}"]  # fmt: skip
+JOB_IDS = st.from_regex(r"[a-z][a-z0-9_.-]{0,20}", fullmatch=True)
+
+
+def hostile(min_size: int = 0, exclude: str = "") -> st.SearchStrategy[str]:
+    alphabet = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00" + exclude)
+    pieces = st.sampled_from([p for p in HOSTILE_PIECES if not set(p) & set(exclude)])
+    return st.lists(st.one_of(st.text(alphabet, max_size=6), pieces), min_size=min_size).map(
+        "".join
+    )
+
+
+def absolute(exclude: str = ":") -> st.SearchStrategy[str]:
+    return hostile(exclude=exclude).map(lambda s: "/" + s)
+
+
+def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
+    no_braces = "{}"
+    doc: dict[str, object] = {
+        "version": 1,
+        "network_arch": "arch",
+        "action": "act",
+        "platform": platform,
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "command": draw(st.lists(hostile(min_size=1, exclude=no_braces), min_size=1, max_size=4)),
+        "results_root": draw(absolute(exclude=":{}")),
+        "user": "1000:1000",
+        "mounts": [
+            {"source": draw(absolute(":{}")), "target": "/data", "readonly": draw(st.booleans())}
+        ],
+        "env": {
+            "pass": ["NGC_KEY"],
+            "set": {"MODE": draw(hostile(exclude=no_braces))},
+        },
+        "spec": {"train": {"note": draw(hostile(exclude=no_braces))}},
+    }
+    if platform == "docker":
+        doc["docker"] = {"extra_args": draw(st.lists(hostile(exclude=no_braces), max_size=3))}
+    return doc
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict[str, object]:
+    return spec_document(draw, draw(st.sampled_from(["docker", "local"])))
+
+
+def load(tmp_path: Path, doc: dict[str, object]):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    return load_job(path)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=documents(), job_id=JOB_IDS)
+def test_bash_reads_back_every_argument_exactly(tmp_path: Path, doc, job_id: str) -> None:
+    job = load(tmp_path, doc)
+    assert job.command == tuple(doc["command"])  # the YAML round trip kept every value
+    plan = render(job, launcher=LAUNCHER)
+    real = plan.with_job_id(job_id)
+    for shown, ran in zip(plan.steps, real.steps, strict=True):
+        text = plantext.argv_text(shown.argv)
+        assert bash_words(text, {"JOB_ID": job_id}) == list(ran.argv), shown.name
+        assert JOB_ID not in plantext.command_line(shown)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=documents())
+def test_spec_file_heredoc_is_written_byte_for_byte(tmp_path: Path, doc) -> None:
+    import subprocess
+
+    plan = render(load(tmp_path, doc), launcher=LAUNCHER)
+    step = next(s for s in plan.steps if s.name == "spec-file")
+    opener, body = plantext.heredoc(step.stdin_text or "")
+    out = subprocess.run(["bash", "-c", f"cat {opener}\n{body}\n"], capture_output=True, check=True)
+    assert out.stdout.decode() == step.stdin_text
+    assert yaml.safe_load(out.stdout)["train"]["note"] == doc["spec"]["train"]["note"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=hostile())
+def test_placeholder_id_splices_into_any_word(text: str) -> None:
+    arg = text + JOB_ID + text
+    assert bash_words(plantext.word(arg), {"JOB_ID": "my-id"}) == [text + "my-id" + text]

@@ -1,0 +1,139 @@
+"""Rendering: golden plans for every example job, the seed's canonical launch, shellcheck."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from taospec import plantext
+from taospec.errors import InvalidInput
+from taospec.identity import Identity
+from taospec.plan import JOB_ID, render
+from taospec.spec import load_job
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+EXAMPLE_JOBS = sorted(p for p in (ROOT / "jobs").glob("*.yaml") if p.name != "versions.yaml")
+ROOT_LAUNCHER = Identity(0, 0, (), "root")
+ALICE = Identity(1000, 1000, (27, 44), "alice")
+FORMATS = {"txt": plantext.text, "json": plantext.as_json, "sh": plantext.script}
+UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
+
+
+def rendered(path: Path, launcher: Identity = ROOT_LAUNCHER) -> dict[str, str]:
+    plan = render(load_job(path.relative_to(ROOT)), launcher=launcher)
+    return {ext: fmt(plan) for ext, fmt in FORMATS.items()}
+
+
+@pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])
+@pytest.mark.parametrize("ext", sorted(FORMATS))
+def test_example_job_matches_its_golden_file(path: Path, ext: str, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    text = rendered(path)[ext]
+    golden = GOLDEN / f"{path.stem}.{ext}"
+    if UPDATE:
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_seed_canonical_launch_has_the_seeds_flags(monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    plan = render(load_job("tests/golden/seed-canonical.yaml"), launcher=ALICE)
+    launch = plan.with_job_id("visual_changenet-train-0a1b2c").steps[-1]
+    home = "/results/.tao-runtime/home"
+    assert launch.argv == (
+        "docker", "run", "-d",
+        "--name", "visual_changenet-train-0a1b2c",
+        "--label", "tao-job=visual_changenet-train-0a1b2c",
+        "--gpus", "all",
+        "--ipc=host",
+        "--shm-size=8g",
+        "--user", "1000:1000", "--group-add", "27", "--group-add", "44",
+        "-v", "/host/results/visual_changenet-train-0a1b2c:/results",
+        "-v", "/host/data:/data",
+        "-e", f"HOME={home}",
+        "-e", "USER=alice", "-e", "LOGNAME=alice",
+        "-e", f"XDG_CACHE_HOME={home}/.cache",
+        "-e", f"HF_HOME={home}/.cache/huggingface",
+        "-e", f"TORCH_HOME={home}/.cache/torch",
+        "-e", f"TRITON_CACHE_DIR={home}/.cache/triton",
+        "-e", f"TORCHINDUCTOR_CACHE_DIR={home}/.cache/torchinductor",
+        "-e", f"MPLCONFIGDIR={home}/.cache/matplotlib",
+        "-e", "HF_TOKEN", "-e", "NGC_KEY",
+        "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "visual_changenet", "train", "-e", "/results/stage/spec.yaml",
+    )  # fmt: skip
+    assert [s.name for s in plan.steps] == ["prepare", "login", "pull", "launch"]
+    assert plan.steps[1].stdin_env == "NGC_KEY"
+    assert "--password-stdin" in plan.steps[1].argv
+
+
+def test_gpu_ids_carry_the_literal_quotes_docker_needs(monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    launch = render(load_job("jobs/train.yaml"), launcher=ROOT_LAUNCHER).steps[-1]
+    assert launch.argv[launch.argv.index("--gpus") + 1] == '"device=0,1"'
+    assert "--gpus '\"device=0,1\"'" in plantext.command_line(launch)
+
+
+def test_dry_run_plan_and_submitted_plan_differ_only_by_the_id(monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    job = load_job("jobs/train.yaml")
+    reviewed = render(job, launcher=ROOT_LAUNCHER)
+    submitted = render(job, job_id="visual_changenet-train-abc123", launcher=ROOT_LAUNCHER)
+    assert reviewed.with_job_id("visual_changenet-train-abc123") == submitted
+    assert reviewed.digest() == submitted.digest()
+    assert JOB_ID not in json.dumps(submitted.to_json())
+
+
+def test_root_launcher_with_user_host_is_refused_for_docker(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "version: 1\nnetwork_arch: a\naction: b\nplatform: docker\nimage: busybox:1\n"
+        "command: 'true'\nresults_root: /r\n"
+    )
+    with pytest.raises(InvalidInput, match=r"user: host would run this writable launch as root"):
+        render(load_job(spec), launcher=ROOT_LAUNCHER)
+    plan = render(load_job(spec), launcher=ALICE)
+    assert plan.steps[-1].argv[plan.steps[-1].argv.index("--user") + 1] == "1000:1000"
+
+
+def test_remote_host_prefixes_every_docker_command_and_warns(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "version: 1\nnetwork_arch: a\naction: b\nplatform: docker\nimage: busybox:1\n"
+        "command: 'true'\nresults_root: /r\nuser: '1000:1000'\ndocker: {host: 'ssh://u@box'}\n"
+    )
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    text = plantext.text(plan)
+    assert "mount sources and results_root are paths on that host" in text
+    docker_lines = [line for line in text.splitlines() if "docker " in line and "#" not in line]
+    assert docker_lines
+    assert all("DOCKER_HOST=ssh://u@box " in line for line in docker_lines)
+
+
+def test_inline_secret_in_the_command_is_refused_and_never_printed(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    secret = "nvapi-" + "Q" * 40
+    spec.write_text(
+        "version: 1\nnetwork_arch: a\naction: b\nimage: busybox:1\n"
+        f"command: 'curl -H token {secret}'\nresults_root: /r\n"
+    )
+    with pytest.raises(InvalidInput) as caught:
+        render(load_job(spec), launcher=ALICE)
+    assert secret not in str(caught.value)
+    assert "inline secrets" in str(caught.value)
+
+
+@pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])
+def test_rendered_script_passes_shellcheck(path: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    script = tmp_path / "plan.sh"
+    script.write_text(rendered(path)["sh"])
+    assert shutil.which("shellcheck"), "shellcheck is missing: make test installs it as root"
+    done = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
