@@ -69,6 +69,12 @@ def layout(head: list[str], body: list[Unit]) -> str:
     return " \\\n    ".join(line for line in lines if line)
 
 
+def argv_text(argv: tuple[str, ...], head: Iterable[str] = ()) -> str:
+    """An argument list as shell text (after ``head`` words), wrapped when long."""
+    first, *rest = units(argv)
+    return layout([*head, first[0]], rest)
+
+
 def heredoc(text: str) -> tuple[str, str]:
     """A quoted here-document (opener, body) whose delimiter is not a line of ``text``."""
     taken = set(text.splitlines())
@@ -95,13 +101,7 @@ def command_line(step: Step) -> str:
         body += [(f'{name}="${name}"', True) for name in step.pass_env]
     else:
         head += [word(f"{k}={v}") for k, v in step.env]
-    argv_units = units(step.argv)
-    if body:
-        body += argv_units
-    else:
-        head.append(argv_units[0][0])
-        body = argv_units[1:]
-    line = layout(head, body)
+    line = layout(head, body + units(step.argv)) if body else argv_text(step.argv, head)
     if step.stdin_env:
         line = f'printf \'%s\' "${step.stdin_env}" | {line}'
     if step.unless:

@@ -1,0 +1,178 @@
+"""Reading YAML safely while remembering where every value came from.
+
+The loader refuses what a job file should never contain (duplicate keys,
+files over 1 MiB, bytes that are not UTF-8, aliases that expand without
+bound) and keeps the node tree so that a JSON path can be turned back into
+the line and column a person should look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from taospec.diagnostics import JsonPath, Problem, SpecError
+
+MAX_BYTES = 1024 * 1024
+MAX_NODES = 100_000
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed YAML document: its data and the node tree it came from."""
+
+    file: str
+    data: Any
+    root: yaml.Node
+
+    def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
+        """Return the 1-based (line, column) of the value at ``path``.
+
+        With ``key=True`` the last element names a mapping key and the
+        position of the key itself is returned (for unknown keys). Where the
+        path leaves the tree, the deepest node reached is used.
+        """
+        node = self.root
+        for depth, part in enumerate(path):
+            last = depth == len(path) - 1
+            child = _child(node, part, want_key=key and last)
+            if child is None:
+                break
+            node = child
+        mark = node.start_mark
+        return mark.line + 1, mark.column + 1
+
+    def problem(self, path: JsonPath, message: str, *, key: bool = False) -> Problem:
+        """A :class:`Problem` at ``path`` in this file."""
+        line, column = self.locate(path, key=key)
+        return Problem(line, column, path, message, self.file)
+
+
+def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
+                return key_node if want_key else value_node
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        child: yaml.Node = node.value[part]
+        return child
+    return None
+
+
+def read_text(path: Path, display: str) -> str:
+    """Read a file as UTF-8 text within the size limit, or explain why not."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError.single(display, "no such file") from None
+    except IsADirectoryError:
+        raise SpecError.single(display, "is a directory, not a job file") from None
+    except OSError as exc:
+        raise SpecError.single(display, f"cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError.single(display, "is larger than 1 MiB; a job file should be small")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError.single(
+            display, f"is not UTF-8 text (byte 0x{raw[exc.start]:02x})", line, column
+        ) from None
+
+
+def parse(text: str, display: str) -> Source:
+    """Parse one YAML document into a :class:`Source`."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            raise SpecError.single(display, "is empty; a job file is a mapping of keys")
+        _check_tree(root, display)
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        raise _yaml_error(exc, display) from None
+    except yaml.YAMLError as exc:
+        raise SpecError.single(display, f"is not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
+        raise SpecError.single(display, f"holds {kind}; a job file is a mapping of keys")
+    return Source(display, data, root)
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError, display: str) -> SpecError:
+    mark = exc.problem_mark or exc.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    reason = exc.problem or exc.context or "syntax error"
+    return SpecError.single(display, f"YAML syntax error: {reason}", line, column)
+
+
+def _check_tree(root: yaml.Node, display: str) -> None:
+    """Refuse alias bombs, then duplicate keys, before anything is constructed."""
+    if _expanded_size(root, {}, set()) > MAX_NODES:
+        raise SpecError.single(
+            display,
+            f"expands to more than {MAX_NODES} values through aliases (or an alias refers "
+            "to itself); refusing to load it",
+        )
+    problems = list(_duplicate_keys(root, display))
+    if problems:
+        raise SpecError(problems)
+
+
+def _duplicate_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> Iterator[Problem]:
+    """Every key that appears twice in one mapping, at the second place it appears."""
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            yield from _duplicate_keys(item, display, (*path, index))
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        name = key_node.value
+        if name in first:
+            mark = key_node.start_mark
+            message = (
+                f"duplicate key {name!r} (first defined on line {first[name]}); "
+                "a later value would silently win"
+            )
+            yield Problem(mark.line + 1, mark.column + 1, (*path, name), message, display)
+            continue
+        first[name] = key_node.start_mark.line + 1
+        yield from _duplicate_keys(value_node, display, (*path, name))
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:
+    """Count the values ``node`` becomes once every alias is expanded."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in active:
+        return MAX_NODES + 1
+    active.add(key)
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            total += _expanded_size(key_node, sizes, active)
+            total += _expanded_size(value_node, sizes, active)
+            if total > MAX_NODES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded_size(item, sizes, active)
+            if total > MAX_NODES:
+                break
+    active.discard(key)
+    sizes[key] = total
+    return total
