@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import click
 
+from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TaospecError
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
@@ -73,6 +74,145 @@ def lint_command(file: str) -> None:
     _exit(command.run(text, name))
 
 
+STATES = click.Choice(["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN"])
+
+
+@cli.command()
+@click.argument("file")
+@click.option("-n", "--dry-run", is_flag=True, help="Print the plan; touch nothing.")
+@click.option("-d", "--detach", is_flag=True, help="Return after submit; print the job id.")
+@click.option("-f", "--follow", is_flag=True, help="Stream the job's output while it runs.")
+@click.option("--allow-shared-gpus", is_flag=True,
+              help="Submit even if a running job on the same host holds one of the GPUs.")
+@USER_OPTION
+def run(file: str, dry_run: bool, detach: bool, follow: bool, allow_shared_gpus: bool,
+        user: str | None) -> None:
+    """Submit FILE's job and follow it until it ends (exit 0 only on COMPLETE)."""
+    from taospec.commands import run as command
+
+    _exit(command.run(file, dry_run=dry_run, detach=detach, follow=follow, user=user,
+                      allow_shared_gpus=allow_shared_gpus))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(job_id: str, as_json: bool) -> None:
+    """Ask the backend for JOB_ID's state (records a first terminal state)."""
+    from taospec.commands import jobs
+
+    _exit(jobs.status(job_id, as_json=as_json))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+def logs(job_id: str, tail: int | None, follow: bool) -> None:
+    """Print JOB_ID's output."""
+    from taospec.commands import jobs
+
+    _exit(jobs.logs(job_id, tail=tail, follow=follow))
+
+
+@cli.command()
+@click.argument("job_id")
+def cancel(job_id: str) -> None:
+    """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
+    from taospec.commands import jobs
+
+    _exit(jobs.cancel(job_id))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
+def show(job_id: str, with_plan: bool) -> None:
+    """Print JOB_ID's record."""
+    from taospec.commands import jobs
+
+    _exit(jobs.show(job_id, plan=with_plan))
+
+
+@cli.command("ls")
+@click.option("--state", type=STATES, help="Only records in this state.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per line.")
+def ls_command(state: str | None, limit: int, as_json: bool) -> None:
+    """List the newest jobs in the ledger (recorded states)."""
+    from taospec.commands import jobs
+
+    _exit(jobs.ls(state=state, limit=limit, as_json=as_json))
+
+
+@cli.group()
+def record() -> None:
+    """The job-record ledger's verbs (compatible with the TAO recorder)."""
+
+
+@record.command("open")
+@click.option("--platform", required=True)
+@click.option("--image", required=True)
+@click.option("--network-arch", required=True)
+@click.option("--action", required=True)
+@click.option("--storage-tier", type=click.Choice(["A", "B", "C"]), required=True)
+@click.option("--results-root")
+@click.option("--results-dir")
+@click.option("--upload-exclude", "upload_excludes", multiple=True)
+@click.option("--parent-job")
+@click.option("--retry-of")
+def record_open(platform: str, image: str, network_arch: str, action: str, storage_tier: str,
+                results_root: str | None, results_dir: str | None,
+                upload_excludes: tuple[str, ...], parent_job: str | None,
+                retry_of: str | None) -> None:
+    """Open a record (before anything launches) and print its id."""
+    from taospec.commands import record as command
+
+    if (results_root is None) == (results_dir is None):
+        raise click.UsageError("give exactly one of --results-root and --results-dir")
+    _exit(command.open_record(
+        platform=platform, image=image, network_arch=network_arch, action=action,
+        storage_tier=storage_tier, results_root=results_root, results_dir=results_dir,
+        upload_excludes=upload_excludes, parent_job=parent_job, retry_of=retry_of,
+    ))
+
+
+@record.command("mark")
+@click.argument("job_id")
+@click.option("--state", type=STATES, required=True)
+@click.option("--message", default="")
+@click.option("--source", type=click.Choice(["agent", "poller", "backend-hook"]),
+              default="agent", show_default=True)
+@click.option("--backend-ref")
+@click.option("--err-class", type=click.Choice(["ERR_INFRA", "ERR_PROGRAM"]))
+def record_mark(job_id: str, state: str, message: str, source: str,
+                backend_ref: str | None, err_class: str | None) -> None:
+    """Append a transition to JOB_ID's record."""
+    from taospec.commands import record as command
+
+    _exit(command.mark(job_id, state=state, message=message, source=source,
+                       backend_ref=backend_ref, err_class=err_class))
+
+
+@record.command("show")
+@click.argument("job_id")
+def record_show(job_id: str) -> None:
+    """Print JOB_ID's record as JSON."""
+    from taospec.commands import record as command
+
+    _exit(command.show(job_id))
+
+
+@record.command("list")
+@click.option("--state", type=STATES)
+@click.option("--limit", type=click.IntRange(min=1))
+def record_list(state: str | None, limit: int | None) -> None:
+    """Print records newest first, one JSON object per line."""
+    from taospec.commands import record as command
+
+    _exit(command.list_records(state=state, limit=limit))
+
+
 def _exit(code: int) -> None:
     sys.exit(code)
 
@@ -86,6 +226,11 @@ def run_guarded(call: Callable[[], object]) -> int:
     """Run ``call``; map taospec errors, usage errors, Ctrl-C and bugs to exit codes."""
     try:
         result = call()
+    except SpecError as exc:
+        click.echo(str(exc), err=True)
+        count = len(exc.problems)
+        click.echo(f"taospec: {count} problem{'s' if count > 1 else ''}; nothing was run", err=True)
+        return exc.exit_code
     except TaospecError as exc:
         click.echo(f"taospec: {exc}", err=True)
         return exc.exit_code

@@ -288,3 +288,28 @@ def lint_plan(plan: Plan) -> None:
             f"{plan.file}: the plan would carry inline secrets; pass them by name under "
             f"env.pass instead:\n{listed}"
         )
+
+
+def plan_from_json(data: Mapping[str, Any]) -> Plan:
+    """A plan stored by :meth:`Plan.to_json` with a real job id, read back."""
+
+    def step(raw: Mapping[str, Any]) -> Step:
+        fields = dict(raw)
+        fields["argv"] = tuple(fields["argv"])
+        fields["env"] = tuple(tuple(pair) for pair in fields["env"])
+        fields["pass_env"] = tuple(fields["pass_env"])
+        fields["unless"] = tuple(fields["unless"])
+        return Step(**fields)
+
+    return Plan(
+        file=data["file"],
+        target=data["target"],
+        platform=data["platform"],
+        job_id=data["job_id"],
+        record=RecordFields(**{**data["record"],
+                               "upload_excludes": tuple(data["record"]["upload_excludes"])}),
+        steps=tuple(step(s) for s in data["steps"]),
+        notes=tuple(data["notes"]),
+        backend=tuple(tuple(pair) for pair in data["backend"]),
+        secrets=tuple(data["secrets"]),
+    )

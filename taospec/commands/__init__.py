@@ -1,1 +1,27 @@
 """One module per command; each exposes a function that returns an exit code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from taospec.ledger import Ledger
+
+
+def open_ledger(secrets: Iterable[str] = ()) -> Ledger:
+    """The ledger at $TAO_STATE_DIR, redacting ``secrets`` from everything it writes."""
+    from taospec import proc
+    from taospec.ledger import Ledger
+
+    values = list(secrets)
+    proc.add_secrets(values)
+    return Ledger.from_env(secret_values=values)
+
+
+def say(message: str) -> None:
+    """A progress line for the person at the terminal (stderr, redacted)."""
+    from taospec.proc import redacted
+
+    print(redacted(message), file=sys.stderr, flush=True)

@@ -8,12 +8,31 @@ HOME and cache redirects a container gets, ``env.set``, and the names in
 
 from __future__ import annotations
 
-from taospec import templates
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taospec import proc, templates
+from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import InvalidInput
+from taospec.jobstate import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps, owner
 
+if TYPE_CHECKING:
+    from taospec.ledger import Record
+
 NAME = "local"
+EXIT_FILE = "taospec.exit"
+JOB_ID_VARIABLE = "TAO_JOB_ID"
+WRAPPER = (
+    'exit_file=$1; shift; "$@"; code=$?; '
+    'echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"'
+)
+"""Runs the command, then records its exit code where ``status`` reads it."""
 
 
 def job_results(results_dir: str) -> str:
@@ -31,9 +50,16 @@ def plan(context: Context) -> Plan:
             f"{context.launcher.spec}; only root can start a process as another user"
         )
     macros = templates.module(
-        "local", {"switch_user": switch, "user": context.identity, "command": context.command}
+        "local",
+        {
+            "wrapper": WRAPPER,
+            "exit_file": f"{context.results_dir}/{EXIT_FILE}",
+            "switch_user": switch,
+            "user": context.identity,
+            "command": context.command,
+        },
     )
-    env = list(context.runtime_env())
+    env = [(JOB_ID_VARIABLE, context.job_id), *context.runtime_env()]
     if isinstance(job.gpus, tuple) and job.gpus:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in job.gpus)))
     env += context.env_set
@@ -56,3 +82,148 @@ def plan(context: Context) -> Plan:
         steps=(*local_steps(context), launch),
         secrets=job.env_pass,
     )
+
+
+# -- the verbs -------------------------------------------------------------
+
+
+def backend_ref(pid: int) -> str:
+    """``pid:<pid>``, the TAO record's form for a local process."""
+    return f"pid:{pid}"
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])
+
+
+def _alive(pid: int, started: object) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        _reap(pid)
+        return False
+    return started is None or int(fields[19]) == started
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _pid(record: Record) -> int | None:
+    ref = record.backend_ref or ""
+    return int(ref[4:]) if ref.startswith("pid:") and ref[4:].isdigit() else None
+
+
+def find_by_job_id(job_id: str) -> int | None:
+    """The session leader whose environment names ``job_id`` (heals a lost RUNNING mark)."""
+    wanted = f"{JOB_ID_VARIABLE}={job_id}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ and os.getsid(int(entry.name)) == int(entry.name):
+            return int(entry.name)
+    return None
+
+
+def status(record: Record, sidecar: Mapping[str, object]) -> Status:
+    """Alive (and the same process, by start time) is RUNNING; else the recorded exit code."""
+    pid = _pid(record)
+    found = None
+    if pid is None:
+        pid = find_by_job_id(record.id)
+        found = backend_ref(pid) if pid is not None else None
+    if pid is not None and _alive(pid, sidecar.get("start_time") if found is None else None):
+        return Status(RUNNING, f"process {pid} is running", found_ref=found)
+    code = _exit_code(record)
+    if code is None:
+        return Status(UNKNOWN, "the process is gone and left no exit code", found_ref=found)
+    if code == 0:
+        return Status(COMPLETE, "process exited 0", 0, found_ref=found)
+    diagnosis = diagnose(_tail_text(record, 50))
+    message = f"process exited with code {code}" + (f"; {diagnosis}" if diagnosis else "")
+    return Status(ERROR, message, code, diagnosis.err_class if diagnosis else PROGRAM, found)
+
+
+def _exit_code(record: Record) -> int | None:
+    try:
+        text = Path(record.results_dir, EXIT_FILE).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _tail_text(record: Record, lines: int) -> str:
+    try:
+        with Path(record.results_dir, LOG_FILE).open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 64 * 1024))
+            data = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "".join(data.splitlines(keepends=True)[-lines:])
+
+
+def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+    """The last ``lines`` of the job's log file."""
+    return _tail_text(record, lines)
+
+
+def logs(
+    record: Record,
+    sidecar: Mapping[str, object],
+    *,
+    tail: int | None,
+    follow: bool,
+    on_line: Callable[[str], None],
+) -> int:
+    """Print the log file (its last ``tail`` lines), then follow it while the job runs."""
+    path = Path(record.results_dir, LOG_FILE)
+    if not path.exists():
+        on_line(f"(no log yet at {path})\n")
+        return 0
+    with path.open("rb") as log:
+        text = log.read().decode(errors="replace")
+        chunk = text.splitlines(keepends=True)
+        for line in chunk[-tail:] if tail is not None else chunk:
+            on_line(line)
+        while follow:
+            more = log.read()
+            if more:
+                for line in more.decode(errors="replace").splitlines(keepends=True):
+                    on_line(line)
+                continue
+            if status(record, sidecar).state != RUNNING:
+                break
+            time.sleep(0.2)
+    return 0
+
+
+def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
+    """End the job's whole process group: TERM, then KILL after a grace period."""
+    pid = _pid(record) or find_by_job_id(record.id)
+    if pid is None or not _alive(pid, sidecar.get("start_time")):
+        return "no process was left"
+    proc.signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + proc.GRACE_SECONDS
+    while time.monotonic() < deadline:
+        if not _alive(pid, None):
+            return f"process group {pid} ended"
+        time.sleep(0.05)
+    proc.signal_group(pid, signal.SIGKILL)
+    return f"process group {pid} killed"

@@ -1,0 +1,185 @@
+"""Submit a plan: record first, then run its steps exactly as rendered.
+
+The plan is the only input. :func:`submit` opens the job record (minting the
+id and binding the results directory), substitutes the id into the reviewed
+plan, runs each step in order, and marks the record RUNNING with the
+backend's handle. Any failure before that marks the record ERROR with what
+went wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from taospec import proc
+from taospec.diagnose import diagnose
+from taospec.errors import CommandFailed, InvalidInput, JobFailed
+from taospec.jobstate import CANCELED, ERROR, RUNNING, Status
+from taospec.plan import Plan
+from taospec.platforms import platform_module
+
+if TYPE_CHECKING:
+    from taospec.ledger import Ledger, Record
+
+Progress = Callable[[str], None]
+
+
+def secret_values(names: tuple[str, ...], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the passed variables, which must never be written anywhere."""
+    env = os.environ if environ is None else environ
+    return [env[name] for name in names if env.get(name)]
+
+
+def check_environment(plan: Plan, environ: Mapping[str, str]) -> None:
+    """Every name the job passes must be set, or the job would start with an empty value."""
+    missing = [name for name in plan.secrets if name not in environ]
+    for step in plan.steps:
+        if step.stdin_env and step.stdin_env not in environ and step.stdin_env not in missing:
+            missing.append(step.stdin_env)
+    if missing:
+        names = ", ".join(missing)
+        raise InvalidInput(
+            f"{plan.file}: env.pass names {names}, but this environment does not set "
+            f"{'it' if len(missing) == 1 else 'them'}; export {names} before submitting "
+            "(the value is passed by name and never written down)"
+        )
+
+
+def check_gpus(plan: Plan, ledger: Ledger) -> None:
+    """Refuse GPU ids that a RUNNING job on the same docker host already holds."""
+    wanted = plan.backend_value("gpus")
+    if not wanted:
+        return
+    host = plan.backend_value("docker_host") or ""
+    for record in ledger.list(state=RUNNING):
+        side = ledger.sidecar(record.id)
+        held = str(side.get("gpus") or "")
+        if not held or str(side.get("docker_host") or "") != host:
+            continue
+        if _overlap(wanted, held):
+            raise InvalidInput(
+                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {record.id} on "
+                f"{host or 'the local engine'}; pick free ids, wait for it, or pass "
+                "--allow-shared-gpus"
+            )
+
+
+def _overlap(a: str, b: str) -> bool:
+    if "all" in (a, b):
+        return True
+    return bool(set(a.split(",")) & set(b.split(",")))
+
+
+@dataclass
+class Submission:
+    """A submitted job: its record and the plan that ran, with the real id."""
+
+    record: Record
+    plan: Plan
+
+
+def submit(
+    plan: Plan,
+    ledger: Ledger,
+    *,
+    environ: Mapping[str, str] | None = None,
+    sidecar: Mapping[str, object] | None = None,
+    progress: Progress = lambda _: None,
+) -> Submission:
+    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure."""
+    env = dict(os.environ if environ is None else environ)
+    results_root = plan.record.results_dir.rsplit("/", 1)[0]
+    fields = plan.record
+    record = ledger.open(
+        platform=fields.platform,
+        image=fields.image,
+        network_arch=fields.network_arch,
+        action=fields.action,
+        storage_tier=fields.storage_tier,
+        results_root=results_root,
+        upload_excludes=fields.upload_excludes,
+        sidecar={**(sidecar or {}), **dict(plan.backend), "plan_digest": plan.digest()},
+        message=f"opened by taospec for {plan.file} (target {plan.target})",
+    )
+    real = plan.with_job_id(record.id)
+    ledger.update_sidecar(record.id, plan=real.to_json())
+    progress(f"{record.id}: opened record, results in {record.results_dir}")
+    try:
+        ref = _run_steps(real, record, ledger, env, progress)
+    except CommandFailed as failure:
+        _mark_failed(ledger, record, failure)
+        raise JobFailed(f"{record.id}: {failure}") from None
+    except KeyboardInterrupt:
+        _interrupted(real, ledger, record)
+        raise
+    marked = ledger.mark(record.id, RUNNING, message="launched", backend_ref=ref)
+    progress(f"{record.id}: RUNNING ({ref})")
+    return Submission(marked, real)
+
+
+def _run_steps(
+    plan: Plan, record: Record, ledger: Ledger, env: dict[str, str], progress: Progress
+) -> str:
+    module = platform_module(plan.platform)
+    ref = record.id
+    for step in plan.steps:
+        if step.unless and proc.run(step.unless, extra_env=step.env, check=False).ok:
+            progress(f"{record.id}: {step.name}: not needed")
+            continue
+        progress(f"{record.id}: {step.name}")
+        if step.log_path:
+            pid = proc.spawn_detached(
+                step.argv,
+                env=proc.environment(step.env, step.pass_env, clean=step.clean_env, base=env),
+                cwd=step.cwd or "/",
+                log_path=step.log_path,
+            )
+            ledger.update_sidecar(record.id, start_time=module.start_time(pid))
+            ref = module.backend_ref(pid)
+            continue
+        stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
+        result = proc.run(step.argv, extra_env=step.env, stdin=stdin)
+        if step.name == "launch":
+            ref = module.backend_ref(result, record.id)
+    return ref
+
+
+def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None:
+    diagnosis = diagnose(failure.output)
+    message = str(failure) if diagnosis is None else f"{failure}\n{diagnosis}"
+    err_class = diagnosis.err_class if diagnosis else "ERR_PROGRAM"
+    ledger.mark(record.id, ERROR, message=message, err_class=err_class)
+    if diagnosis:
+        failure.args = (f"{failure}\n  => {diagnosis}",)
+
+
+def _interrupted(plan: Plan, ledger: Ledger, record: Record) -> None:
+    """Ctrl-C during submit: remove whatever may have started, then record CANCELED."""
+    module = platform_module(plan.platform)
+    current = ledger.get(record.id)
+    note = module.cancel(current, ledger.sidecar(record.id))
+    ledger.mark(record.id, CANCELED, message=f"interrupted during submit; {note}")
+
+
+def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
+    """Ask the backend, heal a lost RUNNING mark, record a first terminal state."""
+    module = platform_module(record.platform)
+    sidecar = ledger.sidecar(record.id)
+    status: Status = module.status(record, sidecar)
+    if status.found_ref and record.backend_ref is None and record.terminal_state is None:
+        record = ledger.mark(
+            record.id,
+            RUNNING,
+            message=f"healed: found {status.found_ref} after a lost RUNNING mark",
+            source="poller",
+            backend_ref=status.found_ref,
+        )
+    if status.terminal and record.terminal_state is None:
+        record = ledger.mark(
+            record.id, status.state, message=status.message, source="poller",
+            err_class=status.err_class,
+        )
+    return record, status

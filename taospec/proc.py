@@ -1,0 +1,208 @@
+"""The one place taospec starts processes.
+
+Every command is an argument list. What runs is logged (redacted) when
+``TAOSPEC_VERBOSE`` is set or ``-v`` is given; a failure carries the command,
+its exit code and its output. Ctrl-C is handled in order: give the child a
+moment to stop on its own, then terminate it, then kill it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from taospec.errors import CommandFailed, InvalidInput
+
+GRACE_SECONDS = 5.0
+VERBOSE = os.environ.get("TAOSPEC_VERBOSE", "") not in ("", "0")
+_secrets: list[str] = []
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Values that must never appear in what this module logs or raises."""
+    _secrets.extend(v for v in values if v)
+
+
+def redacted(text: str) -> str:
+    """``text`` with inline secrets and every registered secret value removed."""
+    from taospec.lint import redact
+
+    return redact(text, _secrets)
+
+
+def shown(argv: Sequence[str]) -> str:
+    """An argument list as one redacted shell line."""
+    return redacted(shlex.join(argv))
+
+
+def _log(argv: Sequence[str], env: Mapping[str, str] | None) -> None:
+    if VERBOSE:
+        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
+        print(f"+ {redacted(prefix)}{shown(argv)}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished command."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.returncode == 0
+
+    def output(self) -> str:
+        """stdout then stderr, redacted, for messages."""
+        return redacted((self.stdout + self.stderr).strip())
+
+
+def environment(
+    extra: Iterable[tuple[str, str]] = (),
+    passed: Iterable[str] = (),
+    *,
+    clean: bool = False,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A child's environment: the launcher's (or nothing, when ``clean``) plus ``extra``."""
+    source = os.environ if base is None else base
+    env = {} if clean else dict(source)
+    env.update(extra)
+    for name in passed:
+        if name in source:
+            env[name] = source[name]
+    return env
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    extra_env: Iterable[tuple[str, str]] = (),
+    stdin: str | bytes | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+) -> Result:
+    """Run ``argv`` to completion and capture its output.
+
+    ``extra_env`` is logged; ``env`` (a whole environment) is not. With
+    ``check`` a non-zero exit raises :class:`CommandFailed`.
+    """
+    extra = dict(extra_env)
+    _log(argv, extra)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    child_env = dict(env) if env is not None else environment(extra.items())
+    if env is not None:
+        child_env.update(extra)
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+        )
+    except FileNotFoundError:
+        raise InvalidInput(f"{argv[0]}: command not found (needed for: {shown(argv)})") from None
+    out, err = _communicate(process, data, timeout)
+    result = Result(tuple(argv), process.returncode, out.decode(errors="replace"),
+                    err.decode(errors="replace"))
+    if check and not result.ok:
+        raise CommandFailed(shown(argv), result.returncode, result.output())
+    return result
+
+
+def _communicate(
+    process: subprocess.Popen[bytes], data: bytes | None, timeout: float | None
+) -> tuple[bytes, bytes]:
+    try:
+        return process.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        out, err = process.communicate()
+        return out, err + b"\n(taospec: timed out after %d s)" % int(timeout or 0)
+    except KeyboardInterrupt:
+        stop(process)
+        raise
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> None:
+    """Wait for ``process`` to end, then terminate it, then kill it."""
+    for action in (None, process.terminate, process.kill):
+        if action is not None:
+            try:
+                action()
+            except ProcessLookupError:
+                return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stream(
+    argv: Sequence[str],
+    *,
+    extra_env: Iterable[tuple[str, str]] = (),
+    on_line: Callable[[str], None],
+) -> int:
+    """Run ``argv``, handing each output line (stdout and stderr merged) to ``on_line``."""
+    extra = dict(extra_env)
+    _log(argv, extra)
+    process = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=environment(extra.items()),
+    )
+    assert process.stdout is not None
+    try:
+        for raw in process.stdout:
+            on_line(raw.decode(errors="replace"))
+        return process.wait()
+    except KeyboardInterrupt:
+        stop(process, grace=1.0)
+        raise
+    finally:
+        process.stdout.close()
+
+
+def spawn_detached(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str
+) -> int:
+    """Start ``argv`` in a new session, output appended to ``log_path``; return its pid."""
+    _log(argv, None)
+    with Path(log_path).open("ab") as log:
+        try:
+            process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise InvalidInput(f"{argv[0]}: command not found") from None
+    return process.pid
+
+
+def signal_group(pid: int, signum: signal.Signals) -> bool:
+    """Send ``signum`` to the process group led by ``pid``; False when it is gone."""
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
