@@ -62,6 +62,17 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def open_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A directory every user can traverse (pytest's own tmp dirs are private to root)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="taospec-test-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def taospec(state_dir: Path, tmp_path: Path) -> Runner:
     """The real command line, with its ledger in ``state_dir``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAOSPEC_")}

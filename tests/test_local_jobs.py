@@ -1,0 +1,179 @@
+"""The local platform for real: processes, exit codes, logs, cancel, healing, ownership."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Runner, write
+
+
+def job_file(tmp_path: Path, command: str, **extra: str) -> Path:
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: local",
+        "image: busybox:1",
+        f"results_root: {tmp_path / 'results'}",
+        f"command: {json.dumps(command)}",
+        *(f"{key}: {value}" for key, value in extra.items()),
+    ]
+    return write(tmp_path / "job.yaml", "\n".join(lines) + "\n")
+
+
+def record(state_dir: Path, job_id: str) -> dict:
+    return json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_job_that_succeeds_is_complete_with_its_output(taospec: Runner, tmp_path, state_dir):
+    spec = job_file(tmp_path, "sh -c 'echo out-$0 > {results_dir}/out.txt; cat {config_path}' x",
+                    spec="{greeting: hi}")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    results = tmp_path / "results" / job_id
+    assert (results / "out.txt").read_text() == "out-x\n"
+    assert (results / "taospec.log").read_text() == "greeting: hi\n"
+    rec = record(state_dir, job_id)
+    assert [t["state"] for t in rec["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+    assert rec["terminal_state"] == "COMPLETE"
+    assert rec["backend_ref"].startswith("pid:")
+    assert rec["results_dir"] == str(results)
+
+
+def test_a_job_that_exits_3_is_an_error_with_the_code_and_log_tail(taospec: Runner, tmp_path):
+    spec = job_file(tmp_path, "sh -c 'echo about to fail; exit 3'")
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id, state = done.stdout.split()
+    assert state == "ERROR"
+    assert "process exited with code 3" in done.stderr
+    assert "| about to fail" in done.stderr
+    status = json.loads(taospec("status", job_id, "--json").stdout)
+    assert status["state"] == "ERROR"
+    assert status["exit_code"] == 3
+
+
+def test_detach_then_status_logs_and_cancel_from_other_processes(taospec: Runner, tmp_path):
+    spec = job_file(tmp_path, "sh -c 'for i in 1 2 3; do echo line-$i; done; exec sleep 300'")
+    done = taospec("run", "--detach", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
+    wait_for(lambda: "line-3" in taospec("logs", job_id).stdout)
+    assert taospec("logs", job_id, "--tail", "1").stdout == "line-3\n"
+    pid = int(json.loads(taospec("show", job_id).stdout)["backend_ref"][4:])
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0
+    assert "CANCELED" in cancelled.stdout
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid))
+    again = taospec("cancel", job_id)
+    assert again.returncode == 0
+    assert "already ended CANCELED; nothing to cancel" in again.stdout
+    assert taospec("status", job_id).stdout.split()[1] in ("UNKNOWN", "CANCELED")
+    assert json.loads(taospec("show", job_id).stdout)["terminal_state"] == "CANCELED"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_only_passed_names_reach_the_process(taospec: Runner, tmp_path):
+    spec = job_file(tmp_path, "sh -c 'env | sort > {results_dir}/env.txt'",
+                    env="{pass: [PASSED_ONE], set: {SET_ONE: 'a b'}}")
+    done = taospec("run", spec, env={"PASSED_ONE": "p1", "NOT_PASSED": "nope"})
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    env = (tmp_path / "results" / job_id / "env.txt").read_text().splitlines()
+    names = {line.split("=", 1)[0] for line in env}
+    assert "PASSED_ONE=p1" in env
+    assert "SET_ONE=a b" in env
+    assert f"TAO_JOB_ID={job_id}" in env
+    assert "NOT_PASSED" not in names
+    assert f"HOME={tmp_path / 'results' / job_id}/.tao-runtime/home" in env
+
+
+def test_a_passed_name_missing_from_the_environment_is_refused_before_anything(
+    taospec: Runner, tmp_path, state_dir
+):
+    spec = job_file(tmp_path, "true", env="{pass: [SURELY_UNSET_VARIABLE]}")
+    done = taospec("run", spec)
+    assert done.returncode == 2
+    assert "SURELY_UNSET_VARIABLE" in done.stderr
+    assert list(state_dir.iterdir()) == []
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root; CI runs as root")
+def test_as_root_a_job_with_a_user_runs_as_that_user_and_owns_its_results(
+    taospec: Runner, open_tmp: Path
+):
+    tmp_path = open_tmp
+    spec = job_file(tmp_path, "sh -c 'id -u > {results_dir}/uid; touch {results_dir}/made'",
+                    user='"1000:1000"')
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    results = tmp_path / "results" / done.stdout.split()[0]
+    assert (results / "uid").read_text() == "1000\n"
+    assert (results / "made").stat().st_uid == 1000
+    assert results.stat().st_uid == 1000
+
+
+def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(
+    taospec: Runner, tmp_path, state_dir
+):
+    """Open and launch by hand the way submit does, but never mark RUNNING."""
+    spec = job_file(tmp_path, "sleep 300")
+    opened = taospec("record", "open", "--platform", "local", "--image", "busybox:1",
+                     "--network-arch", "hello", "--action", "greet", "--storage-tier", "A",
+                     "--results-root", str(tmp_path / "results"))
+    job_id = opened.stdout.strip()
+    results = tmp_path / "results" / job_id
+    results.mkdir(parents=True)
+    child = subprocess.Popen(["sleep", "300"], env={"TAO_JOB_ID": job_id, "PATH": os.environ["PATH"]},
+                             start_new_session=True)
+    try:
+        healed = taospec("status", job_id, "--json")
+        assert json.loads(healed.stdout)["state"] == "RUNNING"
+        rec = record(state_dir, job_id)
+        assert rec["backend_ref"] == f"pid:{child.pid}"
+        assert rec["transitions"][-1]["source"] == "poller"
+        assert "healed" in rec["transitions"][-1]["message"]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert spec.exists()
+
+
+def test_ctrl_c_while_following_cancels_the_job(taospec: Runner, tmp_path, state_dir):
+    spec = job_file(tmp_path, "sleep 300")
+    env = {**taospec.env}
+    follower = subprocess.Popen([*__import__("tests.conftest").conftest.taospec_command(), "run",
+                                 str(spec)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    wait_for(lambda: (state_dir / "jobs").exists() and any(
+        json.loads(p.read_text())["backend_ref"]
+        for p in (state_dir / "jobs").glob("*.json") if not p.name.endswith(".taospec.json")))
+    follower.send_signal(signal.SIGINT)
+    out, err = follower.communicate(timeout=30)
+    assert follower.returncode == 130, err
+    job_id = out.split()[0]
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
