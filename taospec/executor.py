@@ -10,6 +10,7 @@ went wrong and what to do.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,13 +19,15 @@ from taospec import proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
 from taospec.jobstate import CANCELED, ERROR, RUNNING, Status
-from taospec.plan import Plan
+from taospec.plan import Plan, Step, plan_from_json
 from taospec.platforms import platform_module
 
 if TYPE_CHECKING:
     from taospec.ledger import Ledger, Record
 
 Progress = Callable[[str], None]
+RETRY_INTERVAL = float(os.environ.get("TAOSPEC_RETRY_INTERVAL", "5"))
+"""Seconds between attempts of a step that waits for a line (e.g. an instance's probe)."""
 
 
 def secret_values(names: tuple[str, ...], environ: Mapping[str, str] | None = None) -> list[str]:
@@ -140,11 +143,45 @@ def _run_steps(
             ledger.update_sidecar(record.id, start_time=module.start_time(pid))
             ref = module.backend_ref(pid)
             continue
-        stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
-        result = proc.run(step.argv, extra_env=step.env, stdin=stdin)
+        result = run_step(step, env, progress)
         if step.name == "launch":
             ref = module.backend_ref(result, record.id)
     return ref
+
+
+def run_step(step: Step, env: Mapping[str, str], progress: Progress = lambda _: None) -> proc.Result:
+    """Run one non-detached step; with ``expect``, retry until its output has that line."""
+    stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
+    if step.expect is None:
+        return proc.run(step.argv, extra_env=step.env, stdin=stdin)
+    result = None
+    for attempt in range(1, step.attempts + 1):
+        result = proc.run(step.argv, extra_env=step.env, stdin=stdin, check=False)
+        if any(line.startswith(step.expect) for line in result.stdout.splitlines()):
+            return result
+        if attempt < step.attempts:
+            progress(f"{step.name}: not yet ({attempt}/{step.attempts}), retrying")
+            time.sleep(RETRY_INTERVAL)
+    assert result is not None
+    raise CommandFailed(
+        proc.shown(step.argv),
+        result.returncode,
+        f"{result.output()}\n(no output line starting with {step.expect!r} after "
+        f"{step.attempts} attempt{'s' if step.attempts > 1 else ''})",
+    )
+
+
+def teardown(record: Record, ledger: Ledger, progress: Progress = lambda _: None) -> None:
+    """Run the stored plan's teardown steps once, after the job has ended."""
+    side = ledger.sidecar(record.id)
+    stored = side.get("plan")
+    if side.get("teardown_done") or not isinstance(stored, dict):
+        return
+    steps = plan_from_json(stored).teardown
+    for step in steps:
+        progress(f"{record.id}: {step.name}")
+        run_step(step, os.environ, progress)
+    ledger.update_sidecar(record.id, teardown_done=True)
 
 
 def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None:
@@ -162,6 +199,7 @@ def _interrupted(plan: Plan, ledger: Ledger, record: Record) -> None:
     current = ledger.get(record.id)
     note = module.cancel(current, ledger.sidecar(record.id))
     ledger.mark(record.id, CANCELED, message=f"interrupted during submit; {note}")
+    teardown(current, ledger)
 
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
@@ -182,4 +220,5 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
             record.id, status.state, message=status.message, source="poller",
             err_class=status.err_class,
         )
+        teardown(record, ledger)
     return record, status

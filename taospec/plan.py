@@ -100,6 +100,8 @@ class Plan:
     """Platform facts the other verbs need later (docker host, brev instance)."""
     secrets: tuple[str, ...] = field(default=())
     """Names of launcher variables whose values must never be written anywhere."""
+    teardown: tuple[Step, ...] = ()
+    """Steps run once after the job has ended, however it ended (e.g. delete an instance)."""
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -276,7 +278,7 @@ def lint_plan(plan: Plan) -> None:
     from taospec import lint
 
     findings = []
-    for step in plan.steps:
+    for step in (*plan.steps, *plan.teardown):
         for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in step.strings()]):
             findings.append(f"step {step.name}: {finding}")
         if step.stdin_text is not None:
@@ -312,4 +314,5 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         notes=tuple(data["notes"]),
         backend=tuple(tuple(pair) for pair in data["backend"]),
         secrets=tuple(data["secrets"]),
+        teardown=tuple(step(s) for s in data.get("teardown", [])),
     )

@@ -108,10 +108,23 @@ def command_line(step: Step) -> str:
         line = f"{words(step.unless)} >/dev/null 2>&1 || {line}"
     if step.log_path:
         line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
+    if step.expect is not None:
+        line = _expecting(step, line)
     if step.stdin_text is not None:
         opener, text_body = heredoc(step.stdin_text)
         line = f"{line} {opener}\n{text_body}"
     return line
+
+
+def _expecting(step: Step, line: str) -> str:
+    """A step that counts as done only when its output has a line starting with ``expect``."""
+    check = f"{line} </dev/null | grep -q ^{word(step.expect or '')}"
+    if step.attempts <= 1:
+        return check
+    return (
+        f"for _ in $(seq {step.attempts}); do {check} && break; sleep 5; done; "
+        f"{check}"
+    )
 
 
 def comment(text: str) -> str:
@@ -132,9 +145,9 @@ def text(plan: Plan) -> str:
     """The reviewable listing: each step's purpose, then its exact command line."""
     out = list(_notes(plan))
     for step in plan.steps:
-        out.append("")
-        out.append(f"# {step.name}: {comment(step.why)}")
-        out.append(command_line(step))
+        out += ["", f"# {step.name}: {comment(step.why)}", command_line(step)]
+    for step in plan.teardown:
+        out += ["", f"# after the job ends, {step.name}: {comment(step.why)}", command_line(step)]
     return "\n".join(out) + "\n"
 
 
@@ -152,7 +165,9 @@ def script(plan: Plan) -> str:
     ]
     for exclude in record.upload_excludes:
         open_argv += ["--upload-exclude", exclude]
-    out = ["#!/usr/bin/env bash", *_notes(plan), "set -euo pipefail", ""]
+    out = ["#!/usr/bin/env bash", *_notes(plan)]
+    out.append("# Values are single-quoted so that a $ in them stays literal, as in the spec.")
+    out += ["# shellcheck disable=SC2016", "set -euo pipefail", ""]
     out.append("# The record comes first: it mints the id the container is named after.")
     out.append(f'JOB_ID="${{JOB_ID:-$({words(open_argv)})}}"')
     out.append("export JOB_ID")
@@ -169,6 +184,9 @@ def script(plan: Plan) -> str:
             out.append(line)
     out.append("")
     out.append('taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"')
+    for step in plan.teardown:
+        out += ["", f"# after the job ends, {step.name}: {comment(step.why)}",
+                f"# {command_line(step)}"]
     return "\n".join(out) + "\n"
 
 

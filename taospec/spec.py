@@ -27,6 +27,15 @@ GPU_COUNT_MESSAGE = (
     "e.g. [0, 1] (see nvidia-smi), or write 'all'"
 )
 RESULTS_TARGET = "/results"
+MULTI_NODE_REFUSALS = {
+    "brev": (
+        "multi-node is not supported on Brev: instances are independent machines with no "
+        "cross-instance coordination; use one instance with several GPUs (gpus: [0, 1, ...]) "
+        "or a cluster platform"
+    ),
+    "docker": "a Docker host is one node; use several GPUs on it, or a cluster platform",
+    "local": "a local process runs on this one machine; use a cluster platform for more nodes",
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class Job:
     command: tuple[str, ...]
     spec: Mapping[str, Any] | None
     gpus: tuple[int | str, ...] | str
+    nodes: int
     storage_tier: str
     results_root: str
     mounts: tuple[Mount, ...]
@@ -247,6 +257,9 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         yield source.problem(
             ("platform",), "platform brev needs a brev: block naming the instance"
         )
+    nodes = data.get("nodes", 1)
+    if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
+        yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])
     if platform == "local" and data.get("gpus") == "all":
         yield source.problem(
             ("gpus",), "a local process sees every GPU already; list ids to restrict it"
@@ -309,6 +322,7 @@ def _build(source: Source, file: Path) -> Job:
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,
         gpus=gpus if isinstance(gpus, str) else tuple(gpus),
+        nodes=data.get("nodes", 1),
         storage_tier=data.get("storage_tier", "A"),
         results_root=data["results_root"],
         mounts=tuple(

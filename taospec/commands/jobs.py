@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from taospec import plantext
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_OK
-from taospec.executor import poll
+from taospec.executor import poll, teardown
 from taospec.jobstate import CANCELED
 from taospec.platforms import platform_module
 from taospec.proc import redacted
@@ -66,7 +66,8 @@ def cancel(job_id: str) -> int:
         print(f"{job_id} already ended {record.terminal_state}; nothing to cancel")
         return EXIT_OK
     note = platform_module(record.platform).cancel(record, ledger.sidecar(job_id))
-    ledger.mark(job_id, CANCELED, message=f"cancelled by the user; {note}")
+    record = ledger.mark(job_id, CANCELED, message=f"cancelled by the user; {note}")
+    teardown(record, ledger, say)
     print(f"{job_id} {CANCELED} ({note})")
     return EXIT_OK
 

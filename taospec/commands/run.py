@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 from taospec import __version__, plantext
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
-from taospec.executor import check_environment, check_gpus, poll, secret_values, submit
+from taospec.executor import (
+    check_environment,
+    check_gpus,
+    poll,
+    secret_values,
+    submit,
+    teardown,
+)
 from taospec.jobstate import CANCELED, COMPLETE
 from taospec.plan import render
 from taospec.platforms import platform_module
@@ -100,6 +107,6 @@ def _cancel_on_interrupt(record: Record, ledger: Ledger) -> int:
     current = ledger.get(record.id)
     if current.terminal_state is None:
         note = platform_module(current.platform).cancel(current, ledger.sidecar(current.id))
-        ledger.mark(current.id, CANCELED, message=f"interrupted; {note}")
+        teardown(ledger.mark(current.id, CANCELED, message=f"interrupted; {note}"), ledger, say)
     print(f"{record.id} {CANCELED}", file=sys.stdout)
     return EXIT_INTERRUPTED

@@ -2,6 +2,8 @@
 # taospec plan: jobs/hello-docker.yaml (target hello-docker, platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /tmp/taospec-results/$JOB_ID
+# Values are single-quoted so that a $ in them stays literal, as in the spec.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 # The record comes first: it mints the id the container is named after.

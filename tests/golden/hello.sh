@@ -2,6 +2,8 @@
 # taospec plan: jobs/hello.yaml (target hello, platform local)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /tmp/taospec-results/$JOB_ID
+# Values are single-quoted so that a $ in them stays literal, as in the spec.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 # The record comes first: it mints the id the container is named after.
@@ -30,6 +32,7 @@ TAOSPEC_EOF
 # launch: start the command in its own session; output goes to the log file
 setsid env -i \
     -C /tmp/taospec-results/"$JOB_ID" \
+    TAO_JOB_ID="$JOB_ID" \
     HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home \
     USER=root \
     LOGNAME=root \
@@ -41,6 +44,8 @@ setsid env -i \
     MPLCONFIGDIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/matplotlib \
     PATH="$PATH" \
     sh \
+    -c 'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"' \
+    taospec-job /tmp/taospec-results/"$JOB_ID"/taospec.exit sh \
     -c 'echo "hello from '"$JOB_ID"'" > /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
 backend_ref="pid:$!"
 
