@@ -3,7 +3,8 @@
 Layout under the state root (``$TAO_STATE_DIR``, default ``~/.tao``)::
 
     jobs/<id>.json           the job record, exactly in the TAO skill bank's shape
-    jobs/<id>.taospec.json   taospec's own notes about the job (never in the record)
+    jobs/<id>.taospec        taospec's own notes about the job, as JSON (never in the
+                             record, and not matching jobs/*.json, which holds records only)
     jobs/.<id>.lock          per-record lock file for read-modify-write updates
     ledger.jsonl             append-only journal: one line per open and per transition
 
@@ -518,7 +519,7 @@ def _journal_id(entry: Mapping[str, object]) -> str | None:
 
 def _record_file_id(name: str) -> str | None:
     """The job id a file in the jobs folder holds the record of, if it is a record."""
-    if name[:1] == "." or not name.endswith(".json") or name.endswith(f"{_SIDECAR_SUFFIX}.json"):
+    if name[:1] == "." or not name.endswith(".json"):
         return None
     job_id = name[:-5]
     return job_id if _is_tao_id(job_id) else None
@@ -945,7 +946,7 @@ class Ledger:
         return self.jobs_dir / f"{job_id}.json"
 
     def _sidecar_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}{_SIDECAR_SUFFIX}.json"
+        return self.jobs_dir / f"{job_id}{_SIDECAR_SUFFIX}"
 
     def _ensure_jobs_dir(self) -> None:
         if not self.jobs_dir.is_dir():

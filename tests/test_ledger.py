@@ -514,7 +514,7 @@ def test_the_sidecar_stays_out_of_the_record(ledger: Ledger) -> None:
     data = on_disk(ledger, record.id)
     assert set(data) == REQUIRED
     assert "plan_digest" not in json.dumps(data)
-    sidecar_path = ledger.jobs_dir / f"{record.id}.taospec.json"
+    sidecar_path = ledger.jobs_dir / f"{record.id}.taospec"
     assert json.loads(sidecar_path.read_text())["gpus"] == ["0", "1"]
     assert ledger.sidecar(record.id) == {
         "spec": "/jobs/train.yaml",
@@ -674,7 +674,7 @@ def test_a_writer_killed_at_random_moments_leaves_only_valid_records(
 
     names = [p.name for p in ledger.jobs_dir.iterdir()]
     records = [n for n in names if n.endswith(".json") and not n.startswith(".")]
-    records = [n for n in records if not n.endswith(".taospec.json")]
+    records = [n for n in records if not n.endswith(".taospec")]
     assert len(records) > kills
     for name in records:
         path = ledger.jobs_dir / name
@@ -682,7 +682,7 @@ def test_a_writer_killed_at_random_moments_leaves_only_valid_records(
         assert f"{record.id}.json" == name
         assert ledger.get(record.id) == record
     for name in names:
-        if name.endswith(".taospec.json"):
+        if name.endswith(".taospec"):
             assert isinstance(json.loads((ledger.jobs_dir / name).read_bytes()), dict)
     listed = ledger.list()
     assert {r.id for r in listed} == {n.removesuffix(".json") for n in records}

@@ -40,8 +40,11 @@ def wait_for(predicate, timeout: float = 20.0) -> None:
 
 
 def test_a_job_that_succeeds_is_complete_with_its_output(taospec: Runner, tmp_path, state_dir):
-    spec = job_file(tmp_path, "sh -c 'echo out-$0 > {results_dir}/out.txt; cat {config_path}' x",
-                    spec="{greeting: hi}")
+    spec = job_file(
+        tmp_path,
+        "sh -c 'echo out-$0 > {results_dir}/out.txt; cat {config_path}' x",
+        spec="{greeting: hi}",
+    )
     done = taospec("run", spec)
     assert done.returncode == 0, done.stderr
     job_id, state = done.stdout.split()
@@ -97,8 +100,11 @@ def _zombie(pid: int) -> bool:
 
 
 def test_only_passed_names_reach_the_process(taospec: Runner, tmp_path):
-    spec = job_file(tmp_path, "sh -c 'env | sort > {results_dir}/env.txt'",
-                    env="{pass: [PASSED_ONE], set: {SET_ONE: 'a b'}}")
+    spec = job_file(
+        tmp_path,
+        "sh -c 'env | sort > {results_dir}/env.txt'",
+        env="{pass: [PASSED_ONE], set: {SET_ONE: 'a b'}}",
+    )
     done = taospec("run", spec, env={"PASSED_ONE": "p1", "NOT_PASSED": "nope"})
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.split()[0]
@@ -122,13 +128,16 @@ def test_a_passed_name_missing_from_the_environment_is_refused_before_anything(
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root; CI runs as root")
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="switching to another user needs root; CI runs as root"
+)
 def test_as_root_a_job_with_a_user_runs_as_that_user_and_owns_its_results(
     taospec: Runner, open_tmp: Path
 ):
     tmp_path = open_tmp
-    spec = job_file(tmp_path, "sh -c 'id -u > {results_dir}/uid; touch {results_dir}/made'",
-                    user='"1000:1000"')
+    spec = job_file(
+        tmp_path, "sh -c 'id -u > {results_dir}/uid; touch {results_dir}/made'", user='"1000:1000"'
+    )
     done = taospec("run", spec)
     assert done.returncode == 0, done.stderr
     results = tmp_path / "results" / done.stdout.split()[0]
@@ -142,14 +151,30 @@ def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(
 ):
     """Open and launch by hand the way submit does, but never mark RUNNING."""
     spec = job_file(tmp_path, "sleep 300")
-    opened = taospec("record", "open", "--platform", "local", "--image", "busybox:1",
-                     "--network-arch", "hello", "--action", "greet", "--storage-tier", "A",
-                     "--results-root", str(tmp_path / "results"))
+    opened = taospec(
+        "record",
+        "open",
+        "--platform",
+        "local",
+        "--image",
+        "busybox:1",
+        "--network-arch",
+        "hello",
+        "--action",
+        "greet",
+        "--storage-tier",
+        "A",
+        "--results-root",
+        str(tmp_path / "results"),
+    )
     job_id = opened.stdout.strip()
     results = tmp_path / "results" / job_id
     results.mkdir(parents=True)
-    child = subprocess.Popen(["sleep", "300"], env={"TAO_JOB_ID": job_id, "PATH": os.environ["PATH"]},
-                             start_new_session=True)
+    child = subprocess.Popen(
+        ["sleep", "300"],
+        env={"TAO_JOB_ID": job_id, "PATH": os.environ["PATH"]},
+        start_new_session=True,
+    )
     try:
         healed = taospec("status", job_id, "--json")
         assert json.loads(healed.stdout)["state"] == "RUNNING"
@@ -166,12 +191,23 @@ def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(
 def test_ctrl_c_while_following_cancels_the_job(taospec: Runner, tmp_path, state_dir):
     spec = job_file(tmp_path, "sleep 300")
     env = {**taospec.env}
-    follower = subprocess.Popen([*__import__("tests.conftest").conftest.taospec_command(), "run",
-                                 str(spec)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    wait_for(lambda: (state_dir / "jobs").exists() and any(
-        json.loads(p.read_text())["backend_ref"]
-        for p in (state_dir / "jobs").glob("*.json") if not p.name.endswith(".taospec.json")))
+    follower = subprocess.Popen(
+        [*__import__("tests.conftest").conftest.taospec_command(), "run", str(spec)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    wait_for(
+        lambda: (
+            (state_dir / "jobs").exists()
+            and any(
+                json.loads(p.read_text())["backend_ref"]
+                for p in (state_dir / "jobs").glob("*.json")
+            )
+        )
+    )
     follower.send_signal(signal.SIGINT)
     out, err = follower.communicate(timeout=30)
     assert follower.returncode == 130, err
