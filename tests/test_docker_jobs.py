@@ -1,0 +1,209 @@
+"""The docker platform on a real engine, through the real ``taospec`` command.
+
+Every job runs as the non-root ``1000:1000`` in the locally built busybox
+image, with its results under a directory every user can traverse.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from taospec.errors import JobFailed
+from taospec.executor import submit
+from taospec.ledger import Ledger
+from taospec.plan import render
+from taospec.spec import load_job
+from tests.conftest import Runner, write
+
+pytestmark = pytest.mark.engine
+
+
+def job_file(root: Path, image: str, command: str, **extra: str) -> Path:
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: docker",
+        f"image: {image}",
+        f"results_root: {root / 'results'}",
+        'user: "1000:1000"',
+        "docker: {shm_size: 64m}",
+        f"command: {json.dumps(command)}",
+        *(f"{key}: {value}" for key, value in extra.items()),
+    ]
+    return write(root / "job.yaml", "\n".join(lines) + "\n")
+
+
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def cleanup():
+    """Remove every container a test created, by its tao-job label."""
+    yield
+    listed = docker("ps", "-aq", "--filter", "label=tao-job")
+    ids = listed.stdout.split()
+    named = docker("ps", "-aq", "--filter", "name=collide-")
+    ids += named.stdout.split()
+    if ids:
+        docker("rm", "-f", *ids)
+
+
+def record(state_dir: Path, job_id: str) -> dict:
+    return json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
+
+
+def test_success_is_complete_and_results_belong_to_the_job_user(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine,
+                    "sh -c 'id -u > {results_dir}/uid; cat {config_path} > {results_dir}/copy'",
+                    spec="{greeting: hi}")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    results = open_tmp / "results" / job_id
+    assert (results / "uid").read_text() == "1000\n"
+    assert (results / "copy").read_text() == "greeting: hi\n"
+    for path in (results, results / "uid", results / ".tao-runtime" / "home"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (1000, 1000), path
+    rec = record(state_dir, job_id)
+    assert [t["state"] for t in rec["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+    labels = docker("inspect", "--format", "{{index .Config.Labels \"tao-job\"}} {{.Name}}", job_id)
+    assert labels.stdout.split() == [job_id, f"/{job_id}"]
+    assert rec["backend_ref"] == docker("inspect", "--format", "{{.Id}}", job_id).stdout.strip()
+
+
+def test_exit_3_is_an_error_with_the_code_and_the_log_tail(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'echo step one; echo broke >&2; exit 3'")
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id, state = done.stdout.split()
+    assert state == "ERROR"
+    assert "docker: exited with code 3" in done.stderr
+    assert "| broke" in done.stderr
+    rec = record(state_dir, job_id)
+    assert rec["terminal_state"] == "ERROR"
+    assert rec["err_class"] == "ERR_PROGRAM"
+    status = json.loads(taospec("status", job_id, "--json").stdout)
+    assert (status["state"], status["exit_code"]) == ("ERROR", 3)
+
+
+def test_detach_status_logs_and_cancel_from_other_processes(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'for i in 1 2 3 4; do echo line $i; done; sleep 300'")
+    done = taospec("run", "--detach", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
+    deadline = time.monotonic() + 20
+    while "line 4" not in taospec("logs", job_id).stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert taospec("logs", job_id, "--tail", "2").stdout == "line 3\nline 4\n"
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout.strip() == ""
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert "nothing to cancel" in taospec("cancel", job_id).stdout
+    assert record(state_dir, job_id)["transitions"][-1]["state"] == "CANCELED"
+
+
+def test_an_existing_container_with_the_jobs_name_is_never_replaced(
+    engine: str, open_tmp: Path, state_dir: Path, cleanup, monkeypatch
+) -> None:
+    name = f"collide-{secrets.token_hex(3)}"
+    existing = docker("run", "-d", "--name", name, engine, "sleep", "300").stdout.strip()
+    spec = job_file(open_tmp, engine, "true")
+    ledger = Ledger(state_dir)
+    monkeypatch.setattr("taospec.ledger._mint_id", lambda arch, action: name)
+    with pytest.raises(JobFailed, match="a container with the job's name already exists"):
+        submit(render(load_job(spec)), ledger)
+    assert docker("inspect", "--format", "{{.Id}} {{.State.Status}}", name).stdout.split() == [
+        existing, "running"
+    ]
+    assert ledger.get(name).terminal_state == "ERROR"
+
+
+def test_gpus_on_an_engine_without_the_gpu_runtime_give_the_documented_message(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "true", gpus="[0]")
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    assert "no GPU runtime on the Docker host" in done.stderr
+    assert "NVIDIA Container Toolkit" in done.stderr
+    job_id = json.loads((state_dir / "ledger.jsonl").read_text().splitlines()[0])["id"]
+    rec = record(state_dir, job_id)
+    assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_INFRA")
+
+
+def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    opened = taospec("record", "open", "--platform", "docker", "--image", engine,
+                     "--network-arch", "hello", "--action", "greet", "--storage-tier", "A",
+                     "--results-root", str(open_tmp / "results"))
+    job_id = opened.stdout.strip()
+    docker("run", "-d", "--name", job_id, "--label", f"tao-job={job_id}", engine, "true")
+    container = docker("inspect", "--format", "{{.Id}}", job_id).stdout.strip()
+    docker("wait", job_id)
+    healed = json.loads(taospec("status", job_id, "--json").stdout)
+    assert healed["state"] == "COMPLETE"
+    states = [(t["state"], t["source"]) for t in record(state_dir, job_id)["transitions"]]
+    assert states == [("PENDING", "agent"), ("RUNNING", "poller"), ("COMPLETE", "poller")]
+    assert record(state_dir, job_id)["backend_ref"] == container
+
+
+def test_a_secret_passed_by_name_lands_nowhere_taospec_writes_or_shows(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    canary = "nvapi-" + secrets.token_hex(24)
+    spec = job_file(open_tmp, engine,
+                    "sh -c 'echo key is $NGC_KEY; test -n \"$NGC_KEY\" && sleep 3'",
+                    env="{pass: [NGC_KEY]}")
+    seen_in_cmdline: list[str] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    if canary.encode() in cmdline.read_bytes():
+                        seen_in_cmdline.append(str(cmdline))
+                except OSError:
+                    continue
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        done = taospec("run", "--follow", spec, env={"NGC_KEY": canary})
+    finally:
+        stop.set()
+        sampler.join()
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[-2]
+    outputs = [done.stdout, done.stderr]
+    for args in (("status", job_id), ("logs", job_id), ("show", job_id), ("show", "--plan", job_id),
+                 ("ls",), ("render", spec)):
+        result = taospec(*args, env={"NGC_KEY": canary})
+        outputs += [result.stdout, result.stderr]
+    assert "key is <redacted>" in done.stdout
+    assert all(canary not in text for text in outputs)
+    for path in state_dir.rglob("*"):
+        if path.is_file():
+            assert canary.encode() not in path.read_bytes(), path
+    assert seen_in_cmdline == []
