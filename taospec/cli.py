@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -39,8 +40,14 @@ def validate(files: tuple[str, ...], quiet: bool) -> None:
 
 @cli.command()
 @click.argument("file")
-@click.option("--format", "fmt", type=FORMAT_CHOICE, default="text", show_default=True,
-              help="text: for review; sh: a bash script to run by hand; json: data.")
+@click.option(
+    "--format",
+    "fmt",
+    type=FORMAT_CHOICE,
+    default="text",
+    show_default=True,
+    help="text: for review; sh: a bash script to run by hand; json: data.",
+)
 @USER_OPTION
 def render(file: str, fmt: str, user: str | None) -> None:
     """Print the exact commands FILE's job will run. Runs nothing."""
@@ -67,8 +74,7 @@ def lint_command(file: str) -> None:
         text, name = sys.stdin.read(), "<stdin>"
     else:
         try:
-            with open(file, encoding="utf-8") as handle:
-                text, name = handle.read(), file
+            text, name = Path(file).read_text(encoding="utf-8"), file
         except (OSError, UnicodeDecodeError) as exc:
             raise click.BadParameter(f"{file}: {exc}") from None
     _exit(command.run(text, name))
@@ -82,16 +88,28 @@ STATES = click.Choice(["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "U
 @click.option("-n", "--dry-run", is_flag=True, help="Print the plan; touch nothing.")
 @click.option("-d", "--detach", is_flag=True, help="Return after submit; print the job id.")
 @click.option("-f", "--follow", is_flag=True, help="Stream the job's output while it runs.")
-@click.option("--allow-shared-gpus", is_flag=True,
-              help="Submit even if a running job on the same host holds one of the GPUs.")
+@click.option(
+    "--allow-shared-gpus",
+    is_flag=True,
+    help="Submit even if a running job on the same host holds one of the GPUs.",
+)
 @USER_OPTION
-def run(file: str, dry_run: bool, detach: bool, follow: bool, allow_shared_gpus: bool,
-        user: str | None) -> None:
+def run(
+    file: str, dry_run: bool, detach: bool, follow: bool, allow_shared_gpus: bool, user: str | None
+) -> None:
     """Submit FILE's job and follow it until it ends (exit 0 only on COMPLETE)."""
     from taospec.commands import run as command
 
-    _exit(command.run(file, dry_run=dry_run, detach=detach, follow=follow, user=user,
-                      allow_shared_gpus=allow_shared_gpus))
+    _exit(
+        command.run(
+            file,
+            dry_run=dry_run,
+            detach=detach,
+            follow=follow,
+            user=user,
+            allow_shared_gpus=allow_shared_gpus,
+        )
+    )
 
 
 @cli.command()
@@ -161,37 +179,72 @@ def record() -> None:
 @click.option("--upload-exclude", "upload_excludes", multiple=True)
 @click.option("--parent-job")
 @click.option("--retry-of")
-def record_open(platform: str, image: str, network_arch: str, action: str, storage_tier: str,
-                results_root: str | None, results_dir: str | None,
-                upload_excludes: tuple[str, ...], parent_job: str | None,
-                retry_of: str | None) -> None:
+def record_open(
+    platform: str,
+    image: str,
+    network_arch: str,
+    action: str,
+    storage_tier: str,
+    results_root: str | None,
+    results_dir: str | None,
+    upload_excludes: tuple[str, ...],
+    parent_job: str | None,
+    retry_of: str | None,
+) -> None:
     """Open a record (before anything launches) and print its id."""
     from taospec.commands import record as command
 
     if (results_root is None) == (results_dir is None):
         raise click.UsageError("give exactly one of --results-root and --results-dir")
-    _exit(command.open_record(
-        platform=platform, image=image, network_arch=network_arch, action=action,
-        storage_tier=storage_tier, results_root=results_root, results_dir=results_dir,
-        upload_excludes=upload_excludes, parent_job=parent_job, retry_of=retry_of,
-    ))
+    _exit(
+        command.open_record(
+            platform=platform,
+            image=image,
+            network_arch=network_arch,
+            action=action,
+            storage_tier=storage_tier,
+            results_root=results_root,
+            results_dir=results_dir,
+            upload_excludes=upload_excludes,
+            parent_job=parent_job,
+            retry_of=retry_of,
+        )
+    )
 
 
 @record.command("mark")
 @click.argument("job_id")
 @click.option("--state", type=STATES, required=True)
 @click.option("--message", default="")
-@click.option("--source", type=click.Choice(["agent", "poller", "backend-hook"]),
-              default="agent", show_default=True)
+@click.option(
+    "--source",
+    type=click.Choice(["agent", "poller", "backend-hook"]),
+    default="agent",
+    show_default=True,
+)
 @click.option("--backend-ref")
 @click.option("--err-class", type=click.Choice(["ERR_INFRA", "ERR_PROGRAM"]))
-def record_mark(job_id: str, state: str, message: str, source: str,
-                backend_ref: str | None, err_class: str | None) -> None:
+def record_mark(
+    job_id: str,
+    state: str,
+    message: str,
+    source: str,
+    backend_ref: str | None,
+    err_class: str | None,
+) -> None:
     """Append a transition to JOB_ID's record."""
     from taospec.commands import record as command
 
-    _exit(command.mark(job_id, state=state, message=message, source=source,
-                       backend_ref=backend_ref, err_class=err_class))
+    _exit(
+        command.mark(
+            job_id,
+            state=state,
+            message=message,
+            source=source,
+            backend_ref=backend_ref,
+            err_class=err_class,
+        )
+    )
 
 
 @record.command("show")

@@ -149,7 +149,9 @@ def _run_steps(
     return ref
 
 
-def run_step(step: Step, env: Mapping[str, str], progress: Progress = lambda _: None) -> proc.Result:
+def run_step(
+    step: Step, env: Mapping[str, str], progress: Progress = lambda _: None
+) -> proc.Result:
     """Run one non-detached step; with ``expect``, retry until its output has that line."""
     stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
     if step.expect is None:

@@ -42,11 +42,9 @@ def expand(text: str, values: Mapping[str, str]) -> str:
     """Fill every placeholder in ``text``. A name missing from ``values`` is a bug."""
 
     def fill(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
+        text = match.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
         return values[match.group(1)]
 
     return _TOKEN.sub(fill, text)

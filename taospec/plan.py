@@ -68,8 +68,7 @@ class Step:
 
     def strings(self) -> list[str]:
         """Every string the step would hand to a process, for the lint."""
-        out = [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
-        return out
+        return [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,8 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
         if isinstance(value, tuple):
             return tuple(walk(v) for v in value)
         if hasattr(value, "__dataclass_fields__"):
-            return replace(value, **{k: walk(getattr(value, k)) for k in value.__dataclass_fields__})
+            fields = value.__dataclass_fields__
+            return replace(value, **{k: walk(getattr(value, k)) for k in fields})
         return value
 
     result: Plan = walk(plan)
@@ -254,7 +254,7 @@ def render(
         results_dir=results_dir,
         job_results=module.job_results(results_dir),
     )
-    plan = module.plan(context)
+    plan: Plan = module.plan(context)
     lint_plan(plan)
     return plan
 

@@ -103,7 +103,7 @@ def command_line(step: Step) -> str:
         head += [word(f"{k}={v}") for k, v in step.env]
     line = layout(head, body + units(step.argv)) if body else argv_text(step.argv, head)
     if step.stdin_env:
-        line = f'printf \'%s\' "${step.stdin_env}" | {line}'
+        line = f"printf '%s' \"${step.stdin_env}\" | {line}"
     if step.unless:
         line = f"{words(step.unless)} >/dev/null 2>&1 || {line}"
     if step.log_path:
@@ -121,10 +121,7 @@ def _expecting(step: Step, line: str) -> str:
     check = f"{line} </dev/null | grep -q ^{word(step.expect or '')}"
     if step.attempts <= 1:
         return check
-    return (
-        f"for _ in $(seq {step.attempts}); do {check} && break; sleep 5; done; "
-        f"{check}"
-    )
+    return f"for _ in $(seq {step.attempts}); do {check} && break; sleep 5; done; {check}"
 
 
 def comment(text: str) -> str:
@@ -155,13 +152,21 @@ def script(plan: Plan) -> str:
     """A bash script a person could run by hand: record, steps, RUNNING."""
     record = plan.record
     open_argv = [
-        "taospec", "record", "open",
-        "--platform", record.platform,
-        "--image", record.image,
-        "--network-arch", record.network_arch,
-        "--action", record.action,
-        "--storage-tier", record.storage_tier,
-        "--results-root", record.results_dir.rsplit("/", 1)[0],
+        "taospec",
+        "record",
+        "open",
+        "--platform",
+        record.platform,
+        "--image",
+        record.image,
+        "--network-arch",
+        record.network_arch,
+        "--action",
+        record.action,
+        "--storage-tier",
+        record.storage_tier,
+        "--results-root",
+        record.results_dir.rsplit("/", 1)[0],
     ]
     for exclude in record.upload_excludes:
         open_argv += ["--upload-exclude", exclude]
@@ -185,8 +190,11 @@ def script(plan: Plan) -> str:
     out.append("")
     out.append('taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"')
     for step in plan.teardown:
-        out += ["", f"# after the job ends, {step.name}: {comment(step.why)}",
-                f"# {command_line(step)}"]
+        out += [
+            "",
+            f"# after the job ends, {step.name}: {comment(step.why)}",
+            f"# {command_line(step)}",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -114,8 +114,9 @@ def run(
     except FileNotFoundError:
         raise InvalidInput(f"{argv[0]}: command not found (needed for: {shown(argv)})") from None
     out, err = _communicate(process, data, timeout)
-    result = Result(tuple(argv), process.returncode, out.decode(errors="replace"),
-                    err.decode(errors="replace"))
+    result = Result(
+        tuple(argv), process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
     if check and not result.ok:
         raise CommandFailed(shown(argv), result.returncode, result.output())
     return result
@@ -178,9 +179,7 @@ def stream(
         process.stdout.close()
 
 
-def spawn_detached(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str
-) -> int:
+def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str) -> int:
     """Start ``argv`` in a new session, output appended to ``log_path``; return its pid."""
     _log(argv, None)
     with Path(log_path).open("ab") as log:

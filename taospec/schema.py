@@ -72,7 +72,7 @@ def _most_specific(error: ValidationError) -> ValidationError:
     whose description says what is accepted.
     """
     while error.validator in ("oneOf", "anyOf") and error.context:
-        typed = [e for e in error.context if e.validator != "type" and e.validator != "const"]
+        typed = [e for e in error.context if e.validator not in {"type", "const"}]
         if not typed:
             return error
         error = max(typed, key=lambda e: len(e.absolute_path))
@@ -80,8 +80,10 @@ def _most_specific(error: ValidationError) -> ValidationError:
 
 
 def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...]) -> Problem:
-    allowed = sorted(error.schema.get("properties", {}))
-    extra = sorted(set(error.instance) - set(allowed))
+    node: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+    allowed = sorted(node.get("properties", {}))
+    instance: Any = error.instance
+    extra = sorted(set(instance) - set(allowed))
     name = extra[0]
     message = f"unknown key {name!r}"
     guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
@@ -93,30 +95,31 @@ def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...])
 
 
 def _sentence(error: ValidationError) -> str:
-    value = error.instance
+    value: Any = error.instance
     kind = error.validator
+    wanted: Any = error.validator_value
+    node: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
     if kind == "type":
-        wanted = error.validator_value
         names = [wanted] if isinstance(wanted, str) else list(wanted)
         return f"{_show(value)} is not {' or '.join(_TYPE_NAMES[n] for n in names)}"
     if kind == "required":
-        missing = [repr(k) for k in error.validator_value if k not in value]
+        missing = [repr(k) for k in wanted if k not in value]
         plural = "s" if len(missing) > 1 else ""
         return f"missing required key{plural} {', '.join(missing)}"
-    if kind == "minLength" and error.validator_value == 1:
+    if kind == "minLength" and wanted == 1:
         return "must not be empty"
-    if kind == "minItems" and error.validator_value == 1:
+    if kind == "minItems" and wanted == 1:
         return "must list at least one item"
     if kind == "enum":
-        options = ", ".join(repr(v) for v in error.validator_value)
-        return f"{_show(value)} is not one of {options}{_hint(value, error.validator_value)}"
+        options = ", ".join(repr(v) for v in wanted)
+        return f"{_show(value)} is not one of {options}{_hint(value, wanted)}"
     if kind == "const":
-        return f"{_show(value)} must be {error.validator_value!r}"
+        return f"{_show(value)} must be {wanted!r}"
     if kind == "pattern":
-        what = error.schema.get("description", f"text matching {error.validator_value}")
+        what = node.get("description", f"text matching {wanted}")
         return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:].rstrip('.')}"
     if kind == "oneOf":
-        what = error.schema.get("description", "").split(". ")[0].rstrip(".")
+        what = node.get("description", "").split(". ")[0].rstrip(".")
         return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:]}"
     return error.message
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any
+from taospec.diagnostics import JsonPath, Problem, raise_if_any
 from taospec.yamlsrc import Source, parse, read_text
 
 GPU_COUNT_MESSAGE = (
@@ -210,8 +210,8 @@ def _env_rules(source: Source) -> Iterator[Problem]:
     env = source.data.get("env")
     if not isinstance(env, dict):
         return
-    passed = env.get("pass") if isinstance(env.get("pass"), list) else []
-    values = env.get("set") if isinstance(env.get("set"), dict) else {}
+    passed: list[Any] = env["pass"] if isinstance(env.get("pass"), list) else []
+    values: dict[Any, Any] = env["set"] if isinstance(env.get("set"), dict) else {}
     for name, value in values.items():
         path = ("env", "set", name)
         if name in passed:
@@ -254,9 +254,7 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     data = source.data
     platform = data.get("platform", "local")
     if platform == "brev" and "brev" not in data:
-        yield source.problem(
-            ("platform",), "platform brev needs a brev: block naming the instance"
-        )
+        yield source.problem(("platform",), "platform brev needs a brev: block naming the instance")
     nodes = data.get("nodes", 1)
     if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
         yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])
@@ -326,7 +324,8 @@ def _build(source: Source, file: Path) -> Job:
         storage_tier=data.get("storage_tier", "A"),
         results_root=data["results_root"],
         mounts=tuple(
-            Mount(m["source"], m["target"], m.get("readonly", False)) for m in data.get("mounts", [])
+            Mount(m["source"], m["target"], m.get("readonly", False))
+            for m in data.get("mounts", [])
         ),
         env_pass=tuple(env.get("pass", [])),
         env_set=tuple((k, _env_value(v)) for k, v in env.get("set", {}).items()),

@@ -97,14 +97,14 @@ def _engine_problem() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def engine() -> Iterator[str]:
+def engine() -> str:
     """A Docker engine that answers, with the test image; skips (or fails in CI) without one."""
     problem = _engine_problem()
     if problem is not None:
         if REQUIRE_ENGINE:
             pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
         pytest.skip(f"no Docker engine: {problem}")
-    yield TEST_IMAGE
+    return TEST_IMAGE
 
 
 def bash_words(text: str, env: dict[str, str] | None = None) -> list[str]:

@@ -64,9 +64,12 @@ def record(state_dir: Path, job_id: str) -> dict:
 def test_success_is_complete_and_results_belong_to_the_job_user(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
-    spec = job_file(open_tmp, engine,
-                    "sh -c 'id -u > {results_dir}/uid; cat {config_path} > {results_dir}/copy'",
-                    spec="{greeting: hi}")
+    spec = job_file(
+        open_tmp,
+        engine,
+        "sh -c 'id -u > {results_dir}/uid; cat {config_path} > {results_dir}/copy'",
+        spec="{greeting: hi}",
+    )
     done = taospec("run", spec)
     assert done.returncode == 0, done.stderr
     job_id, state = done.stdout.split()
@@ -78,7 +81,7 @@ def test_success_is_complete_and_results_belong_to_the_job_user(
         assert (path.stat().st_uid, path.stat().st_gid) == (1000, 1000), path
     rec = record(state_dir, job_id)
     assert [t["state"] for t in rec["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
-    labels = docker("inspect", "--format", "{{index .Config.Labels \"tao-job\"}} {{.Name}}", job_id)
+    labels = docker("inspect", "--format", '{{index .Config.Labels "tao-job"}} {{.Name}}', job_id)
     assert labels.stdout.split() == [job_id, f"/{job_id}"]
     assert rec["backend_ref"] == docker("inspect", "--format", "{{.Id}}", job_id).stdout.strip()
 
@@ -132,7 +135,8 @@ def test_an_existing_container_with_the_jobs_name_is_never_replaced(
     with pytest.raises(JobFailed, match="a container with the job's name already exists"):
         submit(render(load_job(spec)), ledger)
     assert docker("inspect", "--format", "{{.Id}} {{.State.Status}}", name).stdout.split() == [
-        existing, "running"
+        existing,
+        "running",
     ]
     assert ledger.get(name).terminal_state == "ERROR"
 
@@ -153,9 +157,22 @@ def test_gpus_on_an_engine_without_the_gpu_runtime_give_the_documented_message(
 def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
-    opened = taospec("record", "open", "--platform", "docker", "--image", engine,
-                     "--network-arch", "hello", "--action", "greet", "--storage-tier", "A",
-                     "--results-root", str(open_tmp / "results"))
+    opened = taospec(
+        "record",
+        "open",
+        "--platform",
+        "docker",
+        "--image",
+        engine,
+        "--network-arch",
+        "hello",
+        "--action",
+        "greet",
+        "--storage-tier",
+        "A",
+        "--results-root",
+        str(open_tmp / "results"),
+    )
     job_id = opened.stdout.strip()
     docker("run", "-d", "--name", job_id, "--label", f"tao-job={job_id}", engine, "true")
     container = docker("inspect", "--format", "{{.Id}}", job_id).stdout.strip()
@@ -171,9 +188,12 @@ def test_a_secret_passed_by_name_lands_nowhere_taospec_writes_or_shows(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
     canary = "nvapi-" + secrets.token_hex(24)
-    spec = job_file(open_tmp, engine,
-                    "sh -c 'echo key is $NGC_KEY; test -n \"$NGC_KEY\" && sleep 3'",
-                    env="{pass: [NGC_KEY]}")
+    spec = job_file(
+        open_tmp,
+        engine,
+        "sh -c 'echo key is $NGC_KEY; test -n \"$NGC_KEY\" && sleep 3'",
+        env="{pass: [NGC_KEY]}",
+    )
     seen_in_cmdline: list[str] = []
     stop = threading.Event()
 
@@ -197,8 +217,14 @@ def test_a_secret_passed_by_name_lands_nowhere_taospec_writes_or_shows(
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.split()[-2]
     outputs = [done.stdout, done.stderr]
-    for args in (("status", job_id), ("logs", job_id), ("show", job_id), ("show", "--plan", job_id),
-                 ("ls",), ("render", spec)):
+    for args in (
+        ("status", job_id),
+        ("logs", job_id),
+        ("show", job_id),
+        ("show", "--plan", job_id),
+        ("ls",),
+        ("render", spec),
+    ):
         result = taospec(*args, env={"NGC_KEY": canary})
         outputs += [result.stdout, result.stderr]
     assert "key is <redacted>" in done.stdout

@@ -20,8 +20,8 @@ from taospec.spec import load_job
 from tests.conftest import bash_words
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
-HOSTILE_PIECES = ["'", '"', "$(id)", "`id`", "\n", " ", "\\", "$HOME", "${x:-y}", "*", "!", ";", "&&",
-                  "|", "#", "~", "é", "日本", "\t", "'\"'\"'", "--", "-e", "{{", "}}"]  # fmt: skip
+HOSTILE_PIECES = ["'", '"', "$(id)", "`id`", "\n", " ", "\\", "$HOME", "${x:-y}", "*", "!",
+                  ";", "&&", "|", "#", "~", "é", "日本", "\t", "'\"'\"'", "--", "-e"]  # fmt: skip
 JOB_IDS = st.from_regex(r"[a-z][a-z0-9_.-]{0,20}", fullmatch=True)
 
 
@@ -73,7 +73,9 @@ def load(tmp_path: Path, doc: dict[str, object]):
     return load_job(path)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=documents(), job_id=JOB_IDS)
 def test_bash_reads_back_every_argument_exactly(tmp_path: Path, doc, job_id: str) -> None:
     job = load(tmp_path, doc)
@@ -86,7 +88,9 @@ def test_bash_reads_back_every_argument_exactly(tmp_path: Path, doc, job_id: str
         assert JOB_ID not in plantext.command_line(shown)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=documents())
 def test_spec_file_heredoc_is_written_byte_for_byte(tmp_path: Path, doc) -> None:
     import subprocess

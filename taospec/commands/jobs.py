@@ -54,8 +54,13 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends."""
     ledger, record = _ledger_for(job_id)
     module = platform_module(record.platform)
-    module.logs(record, ledger.sidecar(job_id), tail=tail, follow=follow,
-                on_line=lambda line: print(redacted(line), end="", flush=True))
+    module.logs(
+        record,
+        ledger.sidecar(job_id),
+        tail=tail,
+        follow=follow,
+        on_line=lambda line: print(redacted(line), end="", flush=True),
+    )
     return EXIT_OK
 
 

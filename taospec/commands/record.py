@@ -54,7 +54,11 @@ def mark(
 ) -> int:
     """Append a transition (a repeated terminal state is a no-op)."""
     open_ledger().mark(
-        job_id, state, message=message, source=source, backend_ref=backend_ref,
+        job_id,
+        state,
+        message=message,
+        source=source,
+        backend_ref=backend_ref,
         err_class=err_class,
     )
     return EXIT_OK

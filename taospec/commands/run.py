@@ -62,8 +62,13 @@ def follow_job(record: Record, ledger: Ledger, *, logs: bool) -> int:
     try:
         if logs:
             module = platform_module(record.platform)
-            module.logs(record, ledger.sidecar(record.id), tail=None, follow=True,
-                        on_line=lambda line: print(redacted(line), end="", flush=True))
+            module.logs(
+                record,
+                ledger.sidecar(record.id),
+                tail=None,
+                follow=True,
+                on_line=lambda line: print(redacted(line), end="", flush=True),
+            )
         record = _wait(record, ledger)
     except KeyboardInterrupt:
         return _cancel_on_interrupt(record, ledger)
@@ -91,9 +96,7 @@ def _report(record: Record, ledger: Ledger) -> int:
     print(f"{record.id} {state}")
     if state == COMPLETE:
         return EXIT_OK
-    tail = platform_module(record.platform).log_tail(
-        record, ledger.sidecar(record.id), TAIL_LINES
-    )
+    tail = platform_module(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
         say(f"last lines of {record.id}'s output:")
         for line in tail.rstrip("\n").splitlines():

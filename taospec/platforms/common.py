@@ -9,7 +9,10 @@ from taospec.plan import SPEC_FILE, Context, Step
 
 def owner(context: Context) -> Identity | None:
     """Who should own what taospec creates, when that is not the launcher itself."""
-    if context.identity.uid == context.launcher.uid and context.identity.gid == context.launcher.gid:
+    if (
+        context.identity.uid == context.launcher.uid
+        and context.identity.gid == context.launcher.gid
+    ):
         return None
     return context.identity
 

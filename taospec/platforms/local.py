@@ -8,6 +8,7 @@ HOME and cache redirects a container gets, ``env.set``, and the names in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -115,10 +116,8 @@ def _alive(pid: int, started: object) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _pid(record: Record) -> int | None:
