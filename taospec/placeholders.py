@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
+"""Every job may use these; pipeline jobs also ``needs.<target>.results_dir``."""
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}")
 
@@ -46,5 +47,15 @@ def expand(text: str, values: Mapping[str, str]) -> str:
         if text in ("{{", "}}"):
             return text[0]
         return values[match.group(1)]
+
+    return _TOKEN.sub(fill, text)
+
+
+def expand_known(text: str, values: Mapping[str, str]) -> str:
+    """Fill only the placeholders named in ``values``; leave escapes and others as they are."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return values[name] if name in values else match.group(0)
 
     return _TOKEN.sub(fill, text)

@@ -46,15 +46,21 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> Draft202012Validator:
+def _validator(definition: str | None) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(schema())
+    root = schema()
+    if definition is None:
+        return Draft202012Validator(root)
+    focused = {k: v for k, v in root.items() if k not in ("if", "then", "else")}
+    focused["$ref"] = f"#/$defs/{definition}"
+    return Draft202012Validator(focused)
 
 
-def validate(source: Source) -> list[Problem]:
-    """Every schema violation in ``source``, each as a located sentence."""
-    return [_problem(source, error) for error in _validator().iter_errors(source.data)]
+def validate(source: Source, definition: str | None = None) -> list[Problem]:
+    """Every schema violation in ``source`` (against one ``$defs`` entry, if named)."""
+    validator = _validator(definition)
+    return [_problem(source, error) for error in validator.iter_errors(source.data)]
 
 
 def _problem(source: Source, error: ValidationError) -> Problem:

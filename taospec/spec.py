@@ -92,18 +92,30 @@ class Job:
 
 
 def load_job(path: str | Path) -> Job:
-    """Read, validate and type the job file at ``path``; raise :class:`SpecError`."""
-    file = Path(path)
-    display = str(path)
-    source = parse(read_text(file, display), display)
-    raise_if_any(check(source, file))
-    return _build(source, file)
+    """The one job of a single-job file (or of a pipeline with one target)."""
+    from taospec.jobfile import load_jobfile
+
+    jobfile = load_jobfile(path)
+    if len(jobfile.targets) != 1:
+        names = ", ".join(jobfile.targets)
+        raise SpecError.single(str(path), f"is a pipeline of {len(jobfile.targets)} targets "
+                               f"({names}); name the target to use")
+    return next(iter(jobfile.targets.values())).job
 
 
-def check(source: Source, file: Path) -> list[Problem]:
-    """Every problem in ``source``: schema violations first, then the rules beyond it."""
-    problems = [_reword(source, p) for p in schema.validate(source)]
-    problems += list(_rules(source, file))
+def check(
+    source: Source,
+    file: Path,
+    known: tuple[str, ...] = placeholders.JOB_PLACEHOLDERS,
+    definition: str | None = None,
+) -> list[Problem]:
+    """Every problem in ``source``: schema violations first, then the rules beyond it.
+
+    ``known`` are the placeholders its values may use; ``definition`` names
+    the schema's ``$defs`` entry to check against (default: the whole file).
+    """
+    problems = [_reword(source, p) for p in schema.validate(source, definition)]
+    problems += list(_rules(source, file, known))
     return _dedupe(problems)
 
 
@@ -125,13 +137,13 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return unique
 
 
-def _rules(source: Source, file: Path) -> Iterator[Problem]:
+def _rules(source: Source, file: Path, known: tuple[str, ...]) -> Iterator[Problem]:
     data = source.data
     yield from _nul_bytes(source, data, ())
-    yield from _command_rules(source)
-    yield from _spec_rules(source)
-    yield from _env_rules(source)
-    yield from _mount_rules(source)
+    yield from _command_rules(source, known)
+    yield from _spec_rules(source, known)
+    yield from _env_rules(source, known)
+    yield from _mount_rules(source, known)
     yield from _platform_rules(source)
     yield from _image_rules(source, file)
 
@@ -158,13 +170,15 @@ def _strings(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
             yield from _strings(child, (*path, index))
 
 
-def _placeholder_rules(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
+def _placeholder_rules(
+    source: Source, value: Any, path: JsonPath, known: tuple[str, ...]
+) -> Iterator[Problem]:
     for where, text in _strings(value, path):
-        for message in placeholders.unknown(text, placeholders.JOB_PLACEHOLDERS):
+        for message in placeholders.unknown(text, known):
             yield source.problem(where, message)
 
 
-def _command_rules(source: Source) -> Iterator[Problem]:
+def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     command = source.data.get("command")
     if isinstance(command, str):
         try:
@@ -175,15 +189,15 @@ def _command_rules(source: Source) -> Iterator[Problem]:
         if command and not words:
             yield source.problem(("command",), "is blank; say what the job runs")
     if isinstance(command, str | list):
-        yield from _placeholder_rules(source, command, ("command",))
+        yield from _placeholder_rules(source, command, ("command",), known)
 
 
-def _spec_rules(source: Source) -> Iterator[Problem]:
+def _spec_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     spec = source.data.get("spec")
     if not isinstance(spec, dict):
         return
     yield from _dotted_keys(source, spec, ("spec",))
-    yield from _placeholder_rules(source, spec, ("spec",))
+    yield from _placeholder_rules(source, spec, ("spec",), known)
 
 
 def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
@@ -204,7 +218,7 @@ def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem
             yield from _dotted_keys(source, child, (*path, index))
 
 
-def _env_rules(source: Source) -> Iterator[Problem]:
+def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     from taospec import lint
 
     env = source.data.get("env")
@@ -229,15 +243,19 @@ def _env_rules(source: Source) -> Iterator[Problem]:
                 f"the value of {name} looks like a credential; pass it by name under env.pass",
             )
         if isinstance(value, str):
-            yield from _placeholder_rules(source, value, path)
+            yield from _placeholder_rules(source, value, path, known)
 
 
-def _mount_rules(source: Source) -> Iterator[Problem]:
+def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     mounts = source.data.get("mounts")
     if not isinstance(mounts, list):
         return
+    upstream = tuple(name for name in known if name.startswith("needs."))
     seen: dict[str, int] = {}
     for index, mount in enumerate(mounts):
+        if isinstance(mount, dict) and isinstance(mount.get("source"), str):
+            where = ("mounts", index, "source")
+            yield from _placeholder_rules(source, mount["source"], where, upstream)
         if not isinstance(mount, dict) or not isinstance(mount.get("target"), str):
             continue
         target = mount["target"].rstrip("/") or "/"
@@ -301,7 +319,8 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
     return node
 
 
-def _build(source: Source, file: Path) -> Job:
+def build_job(source: Source, file: Path, name: str) -> Job:
+    """The typed job for a checked ``source`` (its data already merged and expanded)."""
     data = source.data
     image = data["image"]
     versions_key = image["versions_key"] if isinstance(image, dict) else None
@@ -311,7 +330,7 @@ def _build(source: Source, file: Path) -> Job:
     gpus = data.get("gpus", [])
     return Job(
         file=source.file,
-        name=file.stem,
+        name=name,
         network_arch=data["network_arch"],
         action=data["action"],
         platform=data.get("platform", "local"),
@@ -328,7 +347,7 @@ def _build(source: Source, file: Path) -> Job:
             for m in data.get("mounts", [])
         ),
         env_pass=tuple(env.get("pass", [])),
-        env_set=tuple((k, _env_value(v)) for k, v in env.get("set", {}).items()),
+        env_set=tuple(sorted((k, _env_value(v)) for k, v in env.get("set", {}).items())),
         user=str(data.get("user", "host")),
         upload_excludes=tuple(data.get("upload_excludes", [])),
         docker=DockerOptions(

@@ -54,6 +54,34 @@ class Source:
         return Problem(line, column, path, message, self.file)
 
 
+@dataclass(frozen=True)
+class MergedSource(Source):
+    """One pipeline job after ``defaults`` were merged in.
+
+    A path is located in the job's own keys when it is there, else in
+    ``defaults``, else at the job's name, so a problem points at the line
+    that set the value.
+    """
+
+    job_path: JsonPath = ()
+
+    def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
+        """The line of ``path`` in the job, else in defaults, else the job itself."""
+        for base in (self.job_path, ("defaults",)):
+            if _reaches(self.root, (*base, *path)):
+                return Source(self.file, self.data, self.root).locate((*base, *path), key=key)
+        return Source(self.file, self.data, self.root).locate(self.job_path, key=True)
+
+
+def _reaches(node: yaml.Node, path: JsonPath) -> bool:
+    for part in path:
+        child = _child(node, part, want_key=False)
+        if child is None:
+            return False
+        node = child
+    return True
+
+
 def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:

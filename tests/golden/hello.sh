@@ -25,8 +25,8 @@ install -d -m 0755 \
 # spec-file: write the experiment spec the job reads as /tmp/taospec-results/$JOB_ID/stage/spec.yaml
 install -m 0644 /dev/stdin /tmp/taospec-results/"$JOB_ID"/stage/spec.yaml <<'TAOSPEC_EOF'
 greeting:
-  text: hello, TAO
   repeat: 1
+  text: hello, TAO
 TAOSPEC_EOF
 
 # launch: start the command in its own session; output goes to the log file

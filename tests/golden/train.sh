@@ -25,8 +25,8 @@ install -d -m 0755 -o 1000 -g 1000 \
 install -m 0644 -o 1000 -g 1000 /dev/stdin /data/results/"$JOB_ID"/stage/spec.yaml <<'TAOSPEC_EOF'
 dataset:
   segment:
-    root_dir: /data
     data_name: LEVIR-CD
+    root_dir: /data
 train:
   num_epochs: 10
   num_gpus: 2
