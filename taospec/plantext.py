@@ -11,19 +11,24 @@ import json
 import shlex
 from collections.abc import Iterable, Iterator
 
-from taospec.plan import JOB_ID, Plan, Step
+from taospec.plan import JOB_ID, STAND_IN, Plan, Step
 
 WRAP = 88
 HEAD = 40
-ID_WORD = '"$JOB_ID"'
 
 
 def word(arg: str) -> str:
-    """One argument as one shell word; the placeholder id expands from $JOB_ID."""
-    if JOB_ID not in arg:
+    """One argument as one shell word; a stand-in (the job id, ...) expands from ``$NAME``."""
+    if "\x00" not in arg:
         return shlex.quote(arg)
-    parts = arg.split(JOB_ID)
-    return ID_WORD.join(shlex.quote(p) if p else "" for p in parts)
+    parts = STAND_IN.split(arg)
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2:
+            out.append(f'"${part}"')
+        elif part:
+            out.append(shlex.quote(part))
+    return "".join(out)
 
 
 def words(argv: Iterable[str]) -> str:
@@ -126,14 +131,14 @@ def _expecting(step: Step, line: str) -> str:
 
 def comment(text: str) -> str:
     """A comment line's text, with the placeholder id shown as $JOB_ID."""
-    return text.replace(JOB_ID, "$JOB_ID").replace("\n", " ")
+    return STAND_IN.sub(r"$\1", text).replace("\n", " ")
 
 
 def _notes(plan: Plan) -> Iterator[str]:
     yield f"# taospec plan: {plan.file} (target {plan.target}, platform {plan.platform})"
     if plan.has_placeholder_id:
         yield "# The job id is minted when the job is submitted; until then it shows as $JOB_ID."
-    yield f"# Results: {plan.record.results_dir.replace(JOB_ID, '$JOB_ID')}"
+    yield f"# Results: {comment(plan.record.results_dir)}"
     for note in plan.notes:
         yield f"# Note: {comment(note)}"
 

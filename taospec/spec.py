@@ -276,6 +276,10 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     nodes = data.get("nodes", 1)
     if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
         yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])
+    if platform == "local" and data.get("mounts"):
+        yield source.problem(
+            ("mounts",), "a local process sees the host's files directly; mounts need a container"
+        )
     if platform == "local" and data.get("gpus") == "all":
         yield source.problem(
             ("gpus",), "a local process sees every GPU already; list ids to restrict it"

@@ -1,115 +1,150 @@
-"""``taospec run``: submit a job, then follow it until it ends."""
+"""``taospec run``: build the named targets (default: all) and what they need.
+
+What is up to date is skipped; what runs is submitted and followed until it
+ends. ``--dry-run`` says for each target whether it runs and why, then shows
+the plans of those that would; ``--check`` only answers whether anything
+would run (exit 1) or all is up to date (exit 0).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from taospec import __version__, plantext
+from taospec import plantext
 from taospec.commands import open_ledger, say
-from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
-from taospec.executor import (
-    check_environment,
-    check_gpus,
-    poll,
-    secret_values,
-    submit,
-    teardown,
-)
-from taospec.jobstate import CANCELED, COMPLETE
-from taospec.plan import render
+from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
+from taospec.executor import check_environment, secret_values
+from taospec.jobfile import load_jobfile
+from taospec.jobstate import COMPLETE
+from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.platforms import platform_module
 from taospec.proc import redacted
-from taospec.spec import load_job
 
 if TYPE_CHECKING:
-    from taospec.ledger import Ledger, Record
+    from taospec.ledger import Ledger
 
-POLL_FIRST, POLL_MAX = 0.2, 2.0
 TAIL_LINES = 20
 
 
 def run(
     file: str,
+    targets: Sequence[str] = (),
     *,
-    detach: bool = False,
     dry_run: bool = False,
+    check: bool = False,
+    detach: bool = False,
+    force: bool = False,
+    keep_going: bool = False,
+    jobs: int = 1,
     follow: bool = False,
     user: str | None = None,
     allow_shared_gpus: bool = False,
 ) -> int:
-    """Render ``file``; with ``dry_run`` print it, else submit and follow the job."""
-    plan = render(load_job(file), user=user)
-    if dry_run:
-        print(plantext.text(plan), end="")
-        return EXIT_OK
-    check_environment(plan, os.environ)
-    ledger = open_ledger(secret_values(plan.secrets))
-    if not allow_shared_gpus:
-        check_gpus(plan, ledger)
-    sidecar = {"spec": file, "target": plan.target, "taospec": __version__}
-    submission = submit(plan, ledger, sidecar=sidecar, progress=say)
+    """Decide, then (unless only asked) build. Exit 0 only when every run target completed."""
+    jobfile = load_jobfile(file)
+    names = jobfile.closure(tuple(targets))
+    passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
+    ledger = open_ledger(secret_values(tuple(passed)))
+    forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
+    decisions = decide(jobfile, names, ledger, force=forced, user=user)
+    if dry_run or check:
+        _print_decisions(decisions, with_plans=dry_run)
+        return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
+    for decision in decisions:
+        if decision.run:
+            check_environment(decision.plan, os.environ)
     if detach:
-        print(submission.record.id)
-        return EXIT_OK
-    return follow_job(submission.record, ledger, logs=follow)
-
-
-def follow_job(record: Record, ledger: Ledger, *, logs: bool) -> int:
-    """Wait for ``record``'s job to end; Ctrl-C cancels it. Exit 0 only on COMPLETE."""
+        return _detach(Build(jobfile, decisions, ledger, allow_shared_gpus=allow_shared_gpus,
+                             user=user, board=Board(enabled=False)))
+    for decision in decisions:
+        if not decision.run:
+            say(f"{decision.target.name}: {decision.reason}")
+    board = Board(enabled=True, live=sys.stderr.isatty(), write=_to_stderr, out=_to_stdout)
+    build = Build(jobfile, decisions, ledger, jobs=jobs, keep_going=keep_going,
+                  follow_logs=follow, allow_shared_gpus=allow_shared_gpus, user=user, board=board)
     try:
-        if logs:
-            module = platform_module(record.platform)
-            module.logs(
-                record,
-                ledger.sidecar(record.id),
-                tail=None,
-                follow=True,
-                on_line=lambda line: print(redacted(line), end="", flush=True),
-            )
-        record = _wait(record, ledger)
+        results = build.run()
     except KeyboardInterrupt:
-        return _cancel_on_interrupt(record, ledger)
-    return _report(record, ledger)
+        _report(decisions, build.results, ledger, show_summary=jobfile.pipeline)
+        return EXIT_INTERRUPTED
+    return _report(decisions, results, ledger, show_summary=jobfile.pipeline)
 
 
-def _wait(record: Record, ledger: Ledger) -> Record:
-    delay = POLL_FIRST
-    last = record.state
-    while True:
-        record, status = poll(record, ledger)
-        if status.state != last:
-            say(f"{record.id}: {status.state} ({status.message})")
-            last = status.state
-        if record.terminal_state is not None:
-            return record
-        if status.state == "UNKNOWN" and record.backend_ref is not None:
-            return record
-        time.sleep(delay)
-        delay = min(delay * 2, POLL_MAX)
+def _to_stdout(text: str) -> None:
+    sys.stdout.write(redacted(text))
+    sys.stdout.flush()
 
 
-def _report(record: Record, ledger: Ledger) -> int:
-    state = record.state
-    print(f"{record.id} {state}")
-    if state == COMPLETE:
-        return EXIT_OK
+def _to_stderr(text: str) -> None:
+    sys.stderr.write(redacted(text))
+    sys.stderr.flush()
+
+
+def _print_decisions(decisions: list[Decision], *, with_plans: bool) -> None:
+    width = max(len(d.target.name) for d in decisions)
+    for decision in decisions:
+        verb = "run " if decision.run else "skip"
+        print(f"{verb}  {decision.target.name:<{width}}  {decision.reason}")
+    if not with_plans:
+        return
+    for decision in decisions:
+        if decision.run:
+            print()
+            print(plantext.text(decision.plan), end="")
+
+
+def _detach(build: Build) -> int:
+    """Submit what is out of date without following it; refused when targets wait on others."""
+    running = {d.target.name for d in build.decisions if d.run}
+    for decision in build.decisions:
+        waits = [n for n in decision.target.needs if n in running]
+        if decision.run and waits:
+            say(f"cannot detach: {decision.target.name} waits for {waits[0]}, which runs first; "
+                "run without --detach")
+            return EXIT_INVALID
+    for decision in build.decisions:
+        if decision.run:
+            record, _ = build.launch(decision, {})
+            print(record.id)
+        else:
+            say(f"{decision.target.name}: {decision.reason}")
+    return EXIT_OK
+
+
+def _report(
+    decisions: list[Decision], results: dict[str, Outcome], ledger: Ledger, *, show_summary: bool
+) -> int:
+    failed = False
+    for decision in decisions:
+        outcome = results.get(decision.target.name)
+        if outcome is None:
+            continue
+        if outcome.record is not None:
+            print(f"{outcome.record.id} {outcome.state}")
+        if outcome.state != COMPLETE:
+            failed = True
+            _explain(outcome, ledger)
+    if show_summary:
+        for line in summary(decisions, results):
+            say(line)
+    if any(o.state == "CANCELED" for o in results.values()):
+        return EXIT_INTERRUPTED if failed else EXIT_OK
+    return EXIT_JOB_FAILED if failed else EXIT_OK
+
+
+def _explain(outcome: Outcome, ledger: Ledger) -> None:
+    record = outcome.record
+    if record is None:
+        say(f"{outcome.name}: {outcome.state}: {outcome.message}")
+        return
+    if outcome.state == "CANCELED":
+        return
     tail = platform_module(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
         say(f"last lines of {record.id}'s output:")
         for line in tail.rstrip("\n").splitlines():
             say(f"  | {line}")
     say(f"{record.id}: {record.transitions[-1].message}")
-    return EXIT_JOB_FAILED
-
-
-def _cancel_on_interrupt(record: Record, ledger: Ledger) -> int:
-    say(f"{record.id}: interrupted; cancelling the job")
-    current = ledger.get(record.id)
-    if current.terminal_state is None:
-        note = platform_module(current.platform).cancel(current, ledger.sidecar(current.id))
-        teardown(ledger.mark(current.id, CANCELED, message=f"interrupted; {note}"), ledger, say)
-    print(f"{record.id} {CANCELED}", file=sys.stdout)
-    return EXIT_INTERRUPTED

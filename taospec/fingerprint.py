@@ -1,0 +1,195 @@
+"""What makes a target's result what it is, and whether the ledger already holds it.
+
+A :class:`Fingerprint` covers everything that changes what runs: the plan
+with the job id abstracted (command, spec file, mounts, environment names
+and ``set`` values, image reference, platform options), the image's digest
+where the engine already has it (``docker image inspect``; never a pull),
+the content of each of the target's ``inputs``, and the fingerprints of the
+targets it needs. YAML comments, key order and whitespace change none of
+these. Not covered: the content of mount sources and of files the command
+reads that are not listed in ``inputs``, and images on remote engines.
+
+The index under ``$TAO_STATE_DIR/taospec/`` maps fingerprints and targets to
+job ids, so a check costs a few small file reads whatever the ledger's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taospec import proc
+from taospec.errors import InvalidInput
+from taospec.jobstate import COMPLETE
+from taospec.ledger import UnknownJob, write_json_atomic
+
+if TYPE_CHECKING:
+    from taospec.jobfile import Target
+    from taospec.ledger import Ledger
+    from taospec.plan import Plan
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The identity of one target's work."""
+
+    plan: str
+    image: str | None
+    inputs: dict[str, str] = field(default_factory=dict)
+    needs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 over every component."""
+        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def differences(self, other: Mapping[str, object]) -> list[str]:
+        """Why ``other`` (a stored fingerprint) is not this one, most telling first."""
+        reasons = []
+        if other.get("plan") != self.plan:
+            reasons.append("plan changed")
+        if other.get("image") != self.image:
+            reasons.append("image changed")
+        old_inputs = other.get("inputs") if isinstance(other.get("inputs"), dict) else {}
+        assert isinstance(old_inputs, dict)
+        for name, digest in self.inputs.items():
+            if old_inputs.get(name) != digest:
+                reasons.append(f"input {name} changed")
+        old_needs = other.get("needs") if isinstance(other.get("needs"), dict) else {}
+        assert isinstance(old_needs, dict)
+        for name, digest in self.needs.items():
+            if old_needs.get(name) != digest:
+                reasons.append(f"upstream {name} changed")
+        return reasons or ["inputs changed"]
+
+
+def compute(
+    target: Target, plan: Plan, needs: Mapping[str, str], image: str | None
+) -> Fingerprint:
+    """The fingerprint of ``target`` rendered as ``plan``."""
+    return Fingerprint(
+        plan=plan.digest(),
+        image=image,
+        inputs={text: hash_path(path) for text, path in zip(
+            target.inputs, target.input_paths(), strict=True)},
+        needs=dict(needs),
+    )
+
+
+def image_digest(plan: Plan, cache: dict[str, str | None]) -> str | None:
+    """The image's id on a local or DOCKER_HOST engine that already has it; else None."""
+    if plan.platform != "docker":
+        return None
+    host = plan.backend_value("docker_host")
+    key = f"{host or ''} {plan.record.image}"
+    if key not in cache:
+        env = (("DOCKER_HOST", host),) if host else ()
+        found = proc.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", plan.record.image],
+            extra_env=env,
+            check=False,
+        )
+        cache[key] = found.stdout.strip() if found.ok and found.stdout.strip() else None
+    return cache[key]
+
+
+def hash_path(path: Path) -> str:
+    """SHA-256 of a file's bytes, or of a folder's relative names and file contents."""
+    if path.is_symlink() and not path.exists():
+        raise InvalidInput(f"input {path} is a broken symbolic link")
+    if path.is_file():
+        return _hash_file(path)
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                member = Path(root, name)
+                relative = member.relative_to(path).as_posix()
+                digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
+        return digest.hexdigest()
+    raise InvalidInput(f"input {path} does not exist; inputs are files or folders on this machine")
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- the index ---------------------------------------------------------------
+
+
+def target_key(target: Target) -> str:
+    """A target's identity across runs: its file's absolute path and its name."""
+    return f"{Path(target.job.file).resolve()}#{target.name}"
+
+
+class Index:
+    """Fingerprint -> job id and target -> last launch, beside the ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.root = ledger.root / "taospec"
+
+    def _target_path(self, key: str) -> Path:
+        return self.root / "targets" / hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    def _fingerprint_path(self, digest: str) -> Path:
+        return self.root / "fingerprints" / digest
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, object]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def last_launch(self, key: str) -> dict[str, object]:
+        """What the last launch of a target recorded ({} when it never ran)."""
+        return self._read(self._target_path(key))
+
+    def complete_job(self, fingerprint: Fingerprint) -> str | None:
+        """A COMPLETE job with this fingerprint whose results still exist, if any."""
+        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
+        if not isinstance(job_id, str) or not self._complete(job_id):
+            return None
+        return job_id
+
+    def _complete(self, job_id: str) -> bool:
+        try:
+            record = self.ledger.get(job_id)
+        except UnknownJob:
+            return False
+        return record.state == COMPLETE and Path(record.results_dir).is_dir()
+
+    def results_missing(self, fingerprint: Fingerprint) -> bool:
+        """True when the matching job completed but its results directory is gone."""
+        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
+        if not isinstance(job_id, str):
+            return False
+        try:
+            record = self.ledger.get(job_id)
+        except UnknownJob:
+            return False
+        return record.state == COMPLETE and not Path(record.results_dir).is_dir()
+
+    def launched(self, key: str, job_id: str, fingerprint: Fingerprint) -> None:
+        """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""
+        write_json_atomic(
+            self._target_path(key),
+            {"target": key, "job_id": job_id, "fingerprint": asdict(fingerprint)},
+        )
+        if self.complete_job(fingerprint) is None:
+            write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})

@@ -1,0 +1,471 @@
+"""Make-like runs: decide what is out of date, then build it in dependency order.
+
+:func:`decide` walks the targets dependencies first and says for each one
+whether it runs and why (``never run``, ``plan changed``, ``input x
+changed``, ``upstream train will run``, ``results missing``) or which
+COMPLETE job already holds its result. :class:`Build` then runs what is out
+of date, up to ``jobs`` targets at once, never two whose GPU ids overlap on
+one host at the same time, and cancels what runs on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taospec import __version__
+from taospec.errors import TaospecError
+from taospec.executor import check_environment, check_gpus, poll, submit, teardown
+from taospec.fingerprint import Fingerprint, Index, compute, image_digest, target_key
+from taospec.jobstate import CANCELED, COMPLETE, UNKNOWN
+from taospec.plan import Plan, render, upstream_stand_in
+from taospec.platforms import platform_module
+
+if TYPE_CHECKING:
+    from taospec.jobfile import JobFile, Target
+    from taospec.ledger import Ledger, Record
+
+POLL_FIRST, POLL_MAX = 0.2, 2.0
+
+
+@dataclass
+class Decision:
+    """Whether one target runs, and why."""
+
+    target: Target
+    run: bool
+    reason: str
+    plan: Plan
+    fingerprint: Fingerprint | None = None
+    job_id: str | None = None
+    """The COMPLETE job that holds an up-to-date target's result."""
+    results_dir: str | None = None
+
+
+def decide(
+    jobfile: JobFile,
+    names: Sequence[str],
+    ledger: Ledger,
+    *,
+    force: Sequence[str] = (),
+    user: str | None = None,
+) -> list[Decision]:
+    """A decision per target in ``names`` (dependencies first)."""
+    index = Index(ledger)
+    images: dict[str, str | None] = {}
+    decided: dict[str, Decision] = {}
+    for name in names:
+        target = jobfile.targets[name]
+        decided[name] = _decide_one(target, decided, index, images, name in force, user)
+    return [decided[name] for name in names]
+
+
+def _decide_one(
+    target: Target,
+    decided: dict[str, Decision],
+    index: Index,
+    images: dict[str, str | None],
+    forced: bool,
+    user: str | None,
+) -> Decision:
+    upstream = {
+        need: upstream_stand_in(need) if decided[need].run else str(decided[need].results_dir)
+        for need in target.needs
+    }
+    plan = render(target.job, user=user, upstream=upstream)
+    waiting = [need for need in target.needs if decided[need].run]
+    if waiting:
+        return Decision(target, True, f"upstream {waiting[0]} will run", plan)
+    needs = {need: _digest(decided[need]) for need in target.needs}
+    fingerprint = compute(target, plan, needs, image_digest(plan, images))
+    if forced:
+        return Decision(target, True, "forced (-B)", plan, fingerprint)
+    done = index.complete_job(fingerprint)
+    if done is not None:
+        results = index.ledger.get(done).results_dir
+        return Decision(target, False, f"up to date (job {done})", plan, fingerprint, done, results)
+    return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint)
+
+
+def _digest(decision: Decision) -> str:
+    assert decision.fingerprint is not None
+    return decision.fingerprint.digest
+
+
+def _why(target: Target, fingerprint: Fingerprint, index: Index) -> str:
+    if index.results_missing(fingerprint):
+        return "results missing"
+    last = index.last_launch(target_key(target))
+    stored = last.get("fingerprint")
+    if not isinstance(stored, dict):
+        return "never run"
+    if stored == fingerprint.__dict__ or Fingerprint(**stored).digest == fingerprint.digest:
+        job_id = last.get("job_id")
+        state = _state_of(index.ledger, job_id)
+        return f"last run {job_id} ended {state}" if state else "never completed"
+    return fingerprint.differences(stored)[0]
+
+
+def _state_of(ledger: Ledger, job_id: object) -> str | None:
+    if not isinstance(job_id, str):
+        return None
+    try:
+        return ledger.get(job_id).state
+    except TaospecError:
+        return None
+
+
+# -- building ----------------------------------------------------------------
+
+
+def gpu_claim(target: Target) -> tuple[str, frozenset[str]] | None:
+    """The host and GPU ids a target holds while it runs (None: no GPUs, or a scheduler's)."""
+    job = target.job
+    if not job.gpus or job.platform not in ("docker", "local", "brev"):
+        return None
+    hosts = {"docker": job.docker.host or "local-engine", "local": "localhost"}
+    host = hosts.get(job.platform) or f"brev:{job.brev.instance if job.brev else ''}"
+    ids = frozenset({"*"}) if job.gpus == "all" else frozenset(str(g) for g in job.gpus)
+    return host, ids
+
+
+def _clash(a: tuple[str, frozenset[str]] | None, b: tuple[str, frozenset[str]] | None) -> bool:
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    return "*" in a[1] or "*" in b[1] or bool(a[1] & b[1])
+
+
+@dataclass
+class Outcome:
+    """How one target's run ended."""
+
+    name: str
+    state: str
+    record: Record | None = None
+    message: str = ""
+    started: float = 0.0
+    ended: float = 0.0
+    fingerprint: Fingerprint | None = None
+
+
+@dataclass
+class Build:
+    """Runs the out-of-date targets of one decision list."""
+
+    jobfile: JobFile
+    decisions: list[Decision]
+    ledger: Ledger
+    jobs: int = 1
+    keep_going: bool = False
+    follow_logs: bool = False
+    allow_shared_gpus: bool = False
+    user: str | None = None
+    board: Board | None = None
+    results: dict[str, Outcome] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _running: dict[str, Record | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def run(self) -> dict[str, Outcome]:
+        """Build everything; on Ctrl-C cancel what runs, record it, and re-raise."""
+        done: queue.Queue[Outcome] = queue.Queue()
+        waiting = [d for d in self.decisions if d.run]
+        upstream = {d.target.name: d for d in self.decisions if not d.run}
+        board = self.board or Board(enabled=False)
+        try:
+            while waiting or self._running:
+                self._start_ready(waiting, upstream, done, board)
+                if not self._running:
+                    break
+                try:
+                    outcome = done.get(timeout=0.5)
+                except queue.Empty:
+                    board.refresh()
+                    continue
+                self._finished(outcome, waiting, board)
+        except KeyboardInterrupt:
+            self._cancel_all(board)
+            raise
+        for decision in waiting:
+            self.results[decision.target.name] = Outcome(
+                decision.target.name, "NOT RUN", message="an upstream target failed"
+            )
+        board.refresh()
+        return self.results
+
+    def _start_ready(
+        self,
+        waiting: list[Decision],
+        upstream: dict[str, Decision],
+        done: queue.Queue[Outcome],
+        board: Board,
+    ) -> None:
+        if self._failed() and not self.keep_going:
+            waiting.clear()
+            return
+        for decision in list(waiting):
+            if len(self._running) >= self.jobs:
+                return
+            name = decision.target.name
+            needs = decision.target.needs
+            if any(self._blocked(n) for n in needs):
+                waiting.remove(decision)
+                self.results[name] = Outcome(name, "NOT RUN", message="an upstream target failed")
+                continue
+            if not all(n in upstream or self._complete(n) for n in needs):
+                continue
+            claim = gpu_claim(decision.target)
+            if any(_clash(claim, gpu_claim(self.jobfile.targets[r])) for r in self._running):
+                continue
+            waiting.remove(decision)
+            self._running[name] = None
+            board.start(name)
+            thread = threading.Thread(
+                target=self._work, args=(decision, upstream, done, board), daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _failed(self) -> bool:
+        return any(o.state not in (COMPLETE,) for o in self.results.values())
+
+    def _blocked(self, name: str) -> bool:
+        outcome = self.results.get(name)
+        return outcome is not None and outcome.state != COMPLETE
+
+    def _complete(self, name: str) -> bool:
+        outcome = self.results.get(name)
+        return outcome is not None and outcome.state == COMPLETE
+
+    def _finished(self, outcome: Outcome, waiting: list[Decision], board: Board) -> None:
+        self._running.pop(outcome.name, None)
+        self.results[outcome.name] = outcome
+        board.finish(outcome)
+
+    def _upstream(self, target: Target, upstream: dict[str, Decision]) -> tuple[
+        dict[str, str], dict[str, str]
+    ]:
+        dirs, digests = {}, {}
+        for need in target.needs:
+            if need in upstream:
+                dirs[need] = str(upstream[need].results_dir)
+                digests[need] = _digest(upstream[need])
+            else:
+                outcome = self.results[need]
+                assert outcome.record is not None and outcome.fingerprint is not None
+                dirs[need] = outcome.record.results_dir
+                digests[need] = outcome.fingerprint.digest
+        return dirs, digests
+
+    def _work(
+        self,
+        decision: Decision,
+        upstream: dict[str, Decision],
+        done: queue.Queue[Outcome],
+        board: Board,
+    ) -> None:
+        name = decision.target.name
+        started = time.time()
+        try:
+            outcome = self._build_one(decision, upstream, board)
+        except TaospecError as exc:
+            outcome = Outcome(name, "FAILED", message=str(exc))
+        except Exception as exc:  # a bug in one worker must not hang the build
+            outcome = Outcome(name, "FAILED", message=f"internal error: {exc!r}")
+        outcome.started, outcome.ended = started, time.time()
+        done.put(outcome)
+
+    def _build_one(
+        self, decision: Decision, upstream: dict[str, Decision], board: Board
+    ) -> Outcome:
+        target = decision.target
+        record, fingerprint = self.launch(decision, upstream)
+        board.update(target.name, "RUNNING", record.id)
+        if self.follow_logs:
+            self._stream_logs(record, target.name, board)
+        record = self._follow(record, target.name, board)
+        return Outcome(target.name, record.state, record, record.transitions[-1].message,
+                       fingerprint=fingerprint)
+
+    def launch(
+        self, decision: Decision, upstream: dict[str, Decision]
+    ) -> tuple[Record, Fingerprint]:
+        """Render with the real upstream results, submit, and index the launch."""
+        target = decision.target
+        board = self.board or Board(enabled=False)
+        upstream = upstream or {d.target.name: d for d in self.decisions if not d.run}
+        dirs, digests = self._upstream(target, upstream)
+        plan = render(target.job, user=self.user, upstream=dirs)
+        check_environment(plan, os.environ)
+        if not self.allow_shared_gpus:
+            check_gpus(plan, self.ledger)
+        sidecar = {
+            "spec": target.job.file,
+            "target": target_key(target),
+            "taospec": __version__,
+        }
+        submission = submit(plan, self.ledger, sidecar=sidecar, progress=board.note)
+        record = submission.record
+        with self._lock:
+            self._running[target.name] = record
+        fingerprint = compute(target, plan, digests, image_digest(plan, {}))
+        self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
+        Index(self.ledger).launched(target_key(target), record.id, fingerprint)
+        return record, fingerprint
+
+    def _stream_logs(self, record: Record, name: str, board: Board) -> None:
+        module = platform_module(record.platform)
+        prefix = f"[{name}] " if len(self.decisions) > 1 else ""
+        module.logs(record, self.ledger.sidecar(record.id), tail=None, follow=True,
+                    on_line=lambda line: board.output(prefix + line))
+
+    def _follow(self, record: Record, name: str, board: Board) -> Record:
+        delay = POLL_FIRST
+        while not self._stop.is_set():
+            record, status = poll(record, self.ledger)
+            board.update(name, status.state, record.id)
+            if record.terminal_state is not None:
+                return record
+            if status.state == UNKNOWN and record.backend_ref is not None:
+                return record
+            self._stop.wait(delay)
+            delay = min(delay * 2, POLL_MAX)
+        return self.ledger.get(record.id)
+
+    def _cancel_all(self, board: Board) -> None:
+        """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
+        self._stop.set()
+        self._cancel_running(board)
+        for thread in self._threads:
+            thread.join(timeout=120)
+        self._cancel_running(board)
+
+    def _cancel_running(self, board: Board) -> None:
+        with self._lock:
+            running = [(n, r) for n, r in self._running.items() if r is not None]
+        for name, record in running:
+            current = self.ledger.get(record.id)
+            if current.terminal_state is None:
+                note = platform_module(current.platform).cancel(
+                    current, self.ledger.sidecar(current.id)
+                )
+                marked = self.ledger.mark(current.id, CANCELED, message=f"interrupted; {note}")
+                teardown(marked, self.ledger, board.note)
+            self.results[name] = Outcome(name, CANCELED, self.ledger.get(record.id))
+
+
+# -- what the person at the terminal sees -------------------------------------
+
+
+@dataclass
+class Board:
+    """Live lines for running targets on a terminal; plain lines otherwise."""
+
+    enabled: bool
+    live: bool = False
+    write: Callable[[str], None] = field(default=lambda text: None)
+    """Where progress goes (stderr)."""
+    out: Callable[[str], None] = field(default=lambda text: None)
+    """Where the jobs' own output goes (stdout)."""
+    _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    _drawn: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _emit(self, text: str, *, job_output: bool = False) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self._erase()
+            line = text if text.endswith("\n") else text + "\n"
+            (self.out if job_output else self.write)(line)
+            self._draw()
+
+    def _erase(self) -> None:
+        if self.live and self._drawn:
+            self.write(f"\x1b[{self._drawn}F\x1b[J")
+            self._drawn = 0
+
+    def _draw(self) -> None:
+        if not self.live:
+            return
+        now = time.time()
+        lines = [
+            f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}"
+            for name, (state, job_id, since) in self._rows.items()
+        ]
+        if lines:
+            self.write("\n".join(lines) + "\n")
+        self._drawn = len(lines)
+
+    def refresh(self) -> None:
+        """Redraw the live lines (elapsed times move)."""
+        if self.enabled and self.live:
+            with self._lock:
+                self._erase()
+                self._draw()
+
+    def start(self, name: str) -> None:
+        """A target begins."""
+        self._rows[name] = ("STARTING", "", time.time())
+        self._emit(f"{name}: starting")
+
+    def update(self, name: str, state: str, job_id: str) -> None:
+        """A running target's state."""
+        previous = self._rows.get(name)
+        if previous is None:
+            return
+        self._rows[name] = (state, job_id, previous[2])
+        if previous[0] != state and not self.live:
+            self._emit(f"{name}: {state} ({job_id})")
+
+    def finish(self, outcome: Outcome) -> None:
+        """A target ended."""
+        self._rows.pop(outcome.name, None)
+        took = _elapsed(outcome.ended - outcome.started)
+        detail = f" ({outcome.message})" if outcome.state != COMPLETE and outcome.message else ""
+        self._emit(f"{outcome.name}: {outcome.state} in {took}{detail}")
+
+    def note(self, text: str) -> None:
+        """A progress line from a worker (shown without a live display only)."""
+        if not self.live:
+            self._emit(text)
+
+    def output(self, line: str) -> None:
+        """A line of a job's own output."""
+        self._emit(line, job_output=True)
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def summary(decisions: list[Decision], results: dict[str, Outcome]) -> list[str]:
+    """A table: each target, what happened, its job and how long it took."""
+    rows = [("TARGET", "RESULT", "JOB", "TIME")]
+    for decision in decisions:
+        name = decision.target.name
+        if not decision.run:
+            rows.append((name, "up to date", decision.job_id or "", ""))
+            continue
+        outcome = results.get(name)
+        if outcome is None:
+            rows.append((name, "NOT RUN", "", ""))
+            continue
+        job = outcome.record.id if outcome.record else ""
+        took = _elapsed(outcome.ended - outcome.started) if outcome.ended else ""
+        rows.append((name, outcome.state, job, took))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def results_dir_of(outcome: Outcome) -> Path | None:
+    """Where a finished target's results are."""
+    return Path(outcome.record.results_dir) if outcome.record else None
