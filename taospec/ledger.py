@@ -417,6 +417,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def write_json_atomic(path: Path, data: object) -> None:
+    """Durably replace ``path`` with ``data`` as JSON (creating its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, _encode_json(data))
+
+
 def _create_atomic(path: Path, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists; return whether it was created.
 

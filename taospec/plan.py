@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -18,10 +19,24 @@ from typing import Any
 from taospec import identity, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.spec import Job
+from taospec.spec import Job, Mount
 
-JOB_ID = "\x00job-id\x00"
-"""Stands for the job id until the record is opened; no spec value can hold a NUL."""
+JOB_ID = "\x00JOB_ID\x00"
+"""Stands for the job id until the record is opened; no spec value can hold a NUL.
+
+Any ``\\x00NAME\\x00`` is such a stand-in, shown to a reviewer as ``$NAME``.
+"""
+STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
+
+
+def stand_in(name: str) -> str:
+    """A value that is not known yet, shown as ``$NAME`` until it is."""
+    return f"\x00{name}\x00"
+
+
+def upstream_stand_in(target: str) -> str:
+    """Stands for the results directory of ``target``, which will run first."""
+    return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
 
 CONTAINER_RESULTS = "/results"
 RUNTIME_HOME = ".tao-runtime/home"
@@ -35,6 +50,8 @@ CACHE_DIRS = (
 )
 SPEC_FILE = "stage/spec.yaml"
 LOG_FILE = "taospec.log"
+FAILED = "TAOSPEC_FAILED="
+"""Starts an output line in which a step says why it failed (remote steps have no exit code)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +113,11 @@ class Plan:
     steps: tuple[Step, ...]
     notes: tuple[str, ...] = ()
     backend: tuple[tuple[str, str], ...] = ()
-    """Platform facts the other verbs need later (docker host, brev instance)."""
+    """Platform facts the other verbs need later (docker host, brev instance).
+
+    ``env_source: instance`` says the passed variables are read on a remote
+    machine, so the launcher's environment need not hold them.
+    """
     secrets: tuple[str, ...] = field(default=())
     """Names of launcher variables whose values must never be written anywhere."""
     teardown: tuple[Step, ...] = ()
@@ -113,7 +134,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """Plain data; the placeholder id appears as ``${JOB_ID}``."""
-        shown = _substitute(self, lambda text: text.replace(JOB_ID, "${JOB_ID}"))
+        shown = _substitute(self, lambda text: STAND_IN.sub(r"${\1}", text))
         data = asdict(shown)
         data["job_id"] = None if self.has_placeholder_id else self.job_id
         return data
@@ -161,6 +182,10 @@ class Context:
     results_dir: str
     job_results: str
     """The results directory as the job sees it (``/results`` in a container)."""
+    upstream: tuple[tuple[str, str], ...] = ()
+    """``needs.<target>.results_dir`` values: real paths, or stand-ins for what runs first."""
+    user_from_host: bool = False
+    """True when ``user: host`` (not an explicit UID:GID) chose :attr:`identity`."""
 
     @property
     def config_path(self) -> str:
@@ -174,6 +199,7 @@ class Context:
             "config_path": self.config_path,
             "results_dir": self.job_results,
             "job_id": self.job_id,
+            **{f"needs.{name}.results_dir": path for name, path in self.upstream},
         }
 
     def expand(self, text: str) -> str:
@@ -184,6 +210,11 @@ class Context:
     def command(self) -> tuple[str, ...]:
         """The job's command with placeholders filled."""
         return tuple(self.expand(word) for word in self.job.command)
+
+    @property
+    def mounts(self) -> tuple[Mount, ...]:
+        """The job's mounts with ``{needs.*}`` in their sources filled."""
+        return tuple(replace(m, source=self.expand(m.source)) for m in self.job.mounts)
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:
@@ -198,7 +229,7 @@ class Context:
         import yaml
 
         data = _thaw(self.job.spec, self.expand)
-        text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=2**16)
+        text: str = yaml.safe_dump(data, sort_keys=True, allow_unicode=True, width=2**16)
         return text
 
     def runtime_env(self) -> tuple[tuple[str, str], ...]:
@@ -234,11 +265,13 @@ def render(
     job_id: str = JOB_ID,
     user: str | None = None,
     launcher: Identity | None = None,
+    upstream: Mapping[str, str] | None = None,
 ) -> Plan:
     """Render ``job`` into its plan, refusing any plan that carries a secret.
 
     ``launcher`` is who submits (default: this process); ``user`` overrides
-    the spec's ``user:``.
+    the spec's ``user:``; ``upstream`` gives each needed target's results
+    directory (or a stand-in from :func:`upstream_stand_in`).
     """
     from taospec.platforms import platform_module
 
@@ -253,6 +286,7 @@ def render(
         launcher=submitter,
         results_dir=results_dir,
         job_results=module.job_results(results_dir),
+        user_from_host=job.user == "host" and not user,
     )
     plan: Plan = module.plan(context)
     lint_plan(plan)
