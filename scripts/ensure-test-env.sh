@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up what the integration tests use, idempotently: shellcheck (for the
-# rendered scripts), a Docker engine with the locally built test image, and a
-# loopback ssh server for remote-Docker tests. Installing needs root; without
+# rendered scripts), a Docker engine with the locally built test image, a
+# loopback ssh server for remote-Docker tests, and a single-node Slurm cluster
+# for the Slurm platform's tests. Installing needs root; without
 # it, whatever is missing is reported and the tests that need it say why they
 # skip. Stop what this started with scripts/stop-test-services.sh.
 set -euo pipefail
@@ -34,4 +35,7 @@ if [ "$status" -ne 0 ]; then
 fi
 if [ -x scripts/ensure-sshd.sh ]; then
     scripts/ensure-sshd.sh >/dev/null || say "no loopback ssh server: remote-Docker tests will say why they skip"
+fi
+if [ -x scripts/ensure-slurm.sh ]; then
+    scripts/ensure-slurm.sh || say "no Slurm cluster: Slurm tests will say why they skip"
 fi

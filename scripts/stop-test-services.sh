@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# stop-test-services.sh - stop what scripts/ensure-sshd.sh and
-# scripts/ensure-docker.sh started, by their pid files only:
-#   $STATE/ssh/sshd.pid   the test sshd
-#   $STATE/dockerd.pid    a dockerd that ensure-docker.sh started
+# stop-test-services.sh - stop what scripts/ensure-sshd.sh,
+# scripts/ensure-docker.sh and scripts/ensure-slurm.sh started, by their pid
+# files only:
+#   $STATE/ssh/sshd.pid              the test sshd
+#   $STATE/dockerd.pid               a dockerd that ensure-docker.sh started
+#   $STATE/slurm/slurmd.pid          the test cluster's slurmd
+#   $STATE/slurm/slurmctld.pid       its slurmctld
+#   $STATE/slurm/munge/munged.pid    the munged that ensure-slurm.sh started
+# Before our slurmd stops, the jobs still queued or running on our cluster
+# are cancelled (their steps would otherwise outlive the daemons).
 # A pid is signalled only when it is alive, its command name matches and its
 # command line names our pid file / sshd_config (so a recycled pid, or a
 # dockerd started by hand or by an init script with /var/run/docker.pid, is
@@ -102,6 +108,25 @@ kill_containers() {
   timeout 20 env -u DOCKER_CONTEXT docker -H "unix://$sock" kill $ids >/dev/null 2>&1 || true
 }
 
+# Cancels every job of our own test cluster (only while our slurmctld, by
+# its pid file, is the one answering) and waits up to 20 s for them to end.
+cancel_slurm_jobs() {
+  local ctld="$STATE/slurm/slurmctld.pid" pid ids deadline
+  command -v squeue >/dev/null 2>&1 || return 0
+  pid="$(tr -dc '0-9' 2>/dev/null <"$ctld" || true)"
+  [[ -n "$pid" && -n "$(start_time "$pid")" ]] || return 0
+  [[ "$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true)" == *"$STATE/slurm/slurmctld.log"* ]] || return 0
+  ids="$(timeout 10 squeue -h -o %i 2>/dev/null || true)"
+  [[ -n "$ids" ]] || return 0
+  log "cancelling $(wc -w <<<"$ids") job(s) of the test cluster"
+  # shellcheck disable=SC2086  # one argument per job id
+  timeout 20 scancel $ids >/dev/null 2>&1 || true
+  deadline=$((SECONDS + 20))
+  while [[ -n "$(timeout 10 squeue -h -o %i 2>/dev/null || true)" ]] && ((SECONDS < deadline)); do
+    sleep 0.5
+  done
+}
+
 # Stops the process named by pid file $1 when it is ours: command name $2 and
 # a command line (or sshd process title) containing $3. $4: label.
 stop_by_pidfile() {
@@ -150,7 +175,17 @@ main() {
   fi
   exec 9>>"$STATE/ensure-docker.lock"
   flock -w 120 9 || log "warning: ensure-docker.lock busy; going on"
+  if [[ -d "$STATE/slurm" ]]; then
+    exec 7>>"$STATE/slurm/ensure-slurm.lock"
+    flock -w 300 7 || log "warning: ensure-slurm.lock busy; going on"
+  fi
 
+  cancel_slurm_jobs
+  stop_by_pidfile "$STATE/slurm/slurmd.pid" slurmd "$STATE/slurm/slurmd.log" slurmd || failed=1
+  stop_by_pidfile "$STATE/slurm/slurmctld.pid" slurmctld "$STATE/slurm/slurmctld.log" slurmctld \
+    || failed=1
+  stop_by_pidfile "$STATE/slurm/munge/munged.pid" munged "$STATE/slurm/munge/munged.pid" munged \
+    || failed=1
   stop_by_pidfile "$STATE/ssh/sshd.pid" sshd "$STATE/ssh/sshd_config" "test sshd" || failed=1
   stop_by_pidfile "$STATE/dockerd.pid" dockerd "$STATE/dockerd.pid" dockerd || failed=1
   if [[ "$failed" -ne 0 ]]; then return 1; fi
