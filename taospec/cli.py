@@ -40,6 +40,7 @@ def validate(files: tuple[str, ...], quiet: bool) -> None:
 
 @cli.command()
 @click.argument("file")
+@click.argument("targets", nargs=-1)
 @click.option(
     "--format",
     "fmt",
@@ -49,11 +50,11 @@ def validate(files: tuple[str, ...], quiet: bool) -> None:
     help="text: for review; sh: a bash script to run by hand; json: data.",
 )
 @USER_OPTION
-def render(file: str, fmt: str, user: str | None) -> None:
-    """Print the exact commands FILE's job will run. Runs nothing."""
+def render(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
+    """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing."""
     from taospec.commands import render as command
 
-    _exit(command.run(file, fmt=fmt, user=user))
+    _exit(command.run(file, targets, fmt=fmt, user=user))
 
 
 @cli.command()
@@ -86,22 +87,49 @@ STATES = click.Choice(["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "U
 @cli.command()
 @click.argument("file")
 @click.argument("targets", nargs=-1)
-@click.option("-n", "--dry-run", is_flag=True,
-              help="Say what would run and why, and show its plans; touch nothing.")
+@click.option(
+    "-n",
+    "--dry-run",
+    is_flag=True,
+    help="Say what would run and why, and show its plans; touch nothing.",
+)
 @click.option("--check", is_flag=True, help="Exit 1 if anything would run, 0 if all is up to date.")
 @click.option("-B", "--force", is_flag=True, help="Run the named targets even if up to date.")
-@click.option("-k", "--keep-going", is_flag=True,
-              help="Keep building what does not depend on a failed target.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run up to N independent targets at once.")
+@click.option(
+    "-k",
+    "--keep-going",
+    is_flag=True,
+    help="Keep building what does not depend on a failed target.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run up to N independent targets at once.",
+)
 @click.option("-d", "--detach", is_flag=True, help="Return after submit; print the job ids.")
 @click.option("-f", "--follow", is_flag=True, help="Stream the jobs' output while they run.")
-@click.option("--allow-shared-gpus", is_flag=True,
-              help="Submit even if a running job on the same host holds one of the GPUs.")
+@click.option(
+    "--allow-shared-gpus",
+    is_flag=True,
+    help="Submit even if a running job on the same host holds one of the GPUs.",
+)
 @USER_OPTION
-def run(file: str, targets: tuple[str, ...], dry_run: bool, check: bool, force: bool,
-        keep_going: bool, jobs: int, detach: bool, follow: bool, allow_shared_gpus: bool,
-        user: str | None) -> None:
+def run(
+    file: str,
+    targets: tuple[str, ...],
+    dry_run: bool,
+    check: bool,
+    force: bool,
+    keep_going: bool,
+    jobs: int,
+    detach: bool,
+    follow: bool,
+    allow_shared_gpus: bool,
+    user: str | None,
+) -> None:
     """Build FILE's TARGETS (default: all) and what they need, skipping what is up to date.
 
     Exit 0 when every job that ran completed, 1 when one failed (or, with
@@ -109,16 +137,29 @@ def run(file: str, targets: tuple[str, ...], dry_run: bool, check: bool, force: 
     """
     from taospec.commands import run as command
 
-    _exit(command.run(file, targets, dry_run=dry_run, check=check, force=force,
-                      keep_going=keep_going, jobs=jobs, detach=detach, follow=follow,
-                      user=user, allow_shared_gpus=allow_shared_gpus))
+    _exit(
+        command.run(
+            file,
+            targets,
+            dry_run=dry_run,
+            check=check,
+            force=force,
+            keep_going=keep_going,
+            jobs=jobs,
+            detach=detach,
+            follow=follow,
+            user=user,
+            allow_shared_gpus=allow_shared_gpus,
+        )
+    )
 
 
 @cli.command()
 @click.argument("file")
 @click.argument("targets", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
+)
 @USER_OPTION
 def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print FILE's dependency graph with each target's state (Mermaid or Graphviz)."""

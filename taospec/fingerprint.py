@@ -44,6 +44,7 @@ class Fingerprint:
     image: str | None
     inputs: dict[str, str] = field(default_factory=dict)
     needs: dict[str, str] = field(default_factory=dict)
+    """Each needed target's fingerprint and the job whose results this one used."""
 
     @property
     def digest(self) -> str:
@@ -54,7 +55,12 @@ class Fingerprint:
     def differences(self, other: Mapping[str, object]) -> list[str]:
         """Why ``other`` (a stored fingerprint) is not this one, most telling first."""
         reasons = []
-        if other.get("plan") != self.plan:
+        old_needs = other.get("needs") if isinstance(other.get("needs"), dict) else {}
+        assert isinstance(old_needs, dict)
+        for name, digest in self.needs.items():
+            if old_needs.get(name) != digest:
+                reasons.append(f"upstream {name} changed")
+        if other.get("plan") != self.plan and not reasons:
             reasons.append("plan changed")
         if other.get("image") != self.image:
             reasons.append("image changed")
@@ -63,23 +69,18 @@ class Fingerprint:
         for name, digest in self.inputs.items():
             if old_inputs.get(name) != digest:
                 reasons.append(f"input {name} changed")
-        old_needs = other.get("needs") if isinstance(other.get("needs"), dict) else {}
-        assert isinstance(old_needs, dict)
-        for name, digest in self.needs.items():
-            if old_needs.get(name) != digest:
-                reasons.append(f"upstream {name} changed")
         return reasons or ["inputs changed"]
 
 
-def compute(
-    target: Target, plan: Plan, needs: Mapping[str, str], image: str | None
-) -> Fingerprint:
+def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | None) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``."""
     return Fingerprint(
         plan=plan.digest(),
         image=image,
-        inputs={text: hash_path(path) for text, path in zip(
-            target.inputs, target.input_paths(), strict=True)},
+        inputs={
+            text: hash_path(path)
+            for text, path in zip(target.inputs, target.input_paths(), strict=True)
+        },
         needs=dict(needs),
     )
 
@@ -193,3 +194,7 @@ class Index:
         )
         if self.complete_job(fingerprint) is None:
             write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})
+
+    def completed(self, job_id: str, fingerprint: Fingerprint) -> None:
+        """The newest COMPLETE job is the one a fingerprint stands for from now on."""
+        write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})

@@ -15,6 +15,7 @@ import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -141,18 +142,18 @@ def _pipeline(source: Source, file: Path) -> JobFile:
     problems: list[Problem] = []
     needs: dict[str, tuple[str, ...]] = {}
     for expansion in expansions:
-        found, where = _resolve_needs(source, expansion, names)
+        resolved, where = _resolve_needs(source, expansion, names)
         problems += where
-        needs[expansion.name] = found
+        needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
     targets: dict[str, Target] = {}
     for expansion in expansions:
-        merged = MergedSource(
-            source.file, _without_pipeline_keys(expansion.data), source.root,
-            job_path=("jobs", expansion.base),
+        data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
+        merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
+        known = (
+            *placeholders.JOB_PLACEHOLDERS,
+            *(f"needs.{n}.results_dir" for n in needs[expansion.name]),
         )
-        known = (*placeholders.JOB_PLACEHOLDERS,
-                 *(f"needs.{n}.results_dir" for n in needs[expansion.name]))
         found = check(merged, file, known, definition="job")
         problems += found
         if not found:
@@ -161,8 +162,20 @@ def _pipeline(source: Source, file: Path) -> JobFile:
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
-    raise_if_any(problems)
+    raise_if_any(_unique(problems))
     return JobFile(str(file), targets, True)
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    """One report per place and message (matrix expansions share their lines)."""
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for problem in problems:
+        key = (problem.line, problem.column, problem.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(problem)
+    return out
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,9 +194,11 @@ def _without_pipeline_keys(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def matrix_value(value: object) -> str:
-    """A matrix value as it appears in target names and ``{matrix.*}``."""
+    """A matrix value as it appears in target names and ``{matrix.*}`` (0.00005, not 5e-05)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and "e" in repr(value):
+        return format(Decimal(repr(value)), "f")
     return str(value)
 
 
@@ -258,9 +273,9 @@ def _at(source: Source, path: JsonPath, message: str) -> Problem:
 
 def _has(data: Any, path: JsonPath) -> bool:
     for part in path:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+        in_mapping = isinstance(data, dict) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        if in_mapping or in_list:
             data = data[part]
         else:
             return False
@@ -279,9 +294,7 @@ def _cycles(
             reported.add(frozenset(path))
             first, second = path[0], path[1]
             raw = base_of[first].data.get("needs") or []
-            index = next(
-                (i for i, n in enumerate(raw) if second in _matching(n, list(needs))), 0
-            )
+            index = next((i for i, n in enumerate(raw) if second in _matching(n, list(needs))), 0)
             where: JsonPath = ("jobs", base_of[first].base, "needs", index)
             problems.append(_at(source, where, "dependency cycle: " + " -> ".join(path)))
     return problems

@@ -62,7 +62,7 @@ def decide(
     decided: dict[str, Decision] = {}
     for name in names:
         target = jobfile.targets[name]
-        decided[name] = _decide_one(target, decided, index, images, name in force, user)
+        decided[name] = _decide_one(target, decided, index, images, forced=name in force, user=user)
     return [decided[name] for name in names]
 
 
@@ -71,6 +71,7 @@ def _decide_one(
     decided: dict[str, Decision],
     index: Index,
     images: dict[str, str | None],
+    *,
     forced: bool,
     user: str | None,
 ) -> Decision:
@@ -94,8 +95,9 @@ def _decide_one(
 
 
 def _digest(decision: Decision) -> str:
+    """A needed target's identity: its fingerprint and the job whose results are used."""
     assert decision.fingerprint is not None
-    return decision.fingerprint.digest
+    return f"{decision.fingerprint.digest}@{decision.job_id}"
 
 
 def _why(target: Target, fingerprint: Fingerprint, index: Index) -> str:
@@ -249,9 +251,9 @@ class Build:
         self.results[outcome.name] = outcome
         board.finish(outcome)
 
-    def _upstream(self, target: Target, upstream: dict[str, Decision]) -> tuple[
-        dict[str, str], dict[str, str]
-    ]:
+    def _upstream(
+        self, target: Target, upstream: dict[str, Decision]
+    ) -> tuple[dict[str, str], dict[str, str]]:
         dirs, digests = {}, {}
         for need in target.needs:
             if need in upstream:
@@ -259,9 +261,10 @@ class Build:
                 digests[need] = _digest(upstream[need])
             else:
                 outcome = self.results[need]
-                assert outcome.record is not None and outcome.fingerprint is not None
+                assert outcome.record is not None
+                assert outcome.fingerprint is not None
                 dirs[need] = outcome.record.results_dir
-                digests[need] = outcome.fingerprint.digest
+                digests[need] = f"{outcome.fingerprint.digest}@{outcome.record.id}"
         return dirs, digests
 
     def _work(
@@ -291,8 +294,15 @@ class Build:
         if self.follow_logs:
             self._stream_logs(record, target.name, board)
         record = self._follow(record, target.name, board)
-        return Outcome(target.name, record.state, record, record.transitions[-1].message,
-                       fingerprint=fingerprint)
+        if record.state == COMPLETE:
+            Index(self.ledger).completed(record.id, fingerprint)
+        return Outcome(
+            target.name,
+            record.state,
+            record,
+            record.transitions[-1].message,
+            fingerprint=fingerprint,
+        )
 
     def launch(
         self, decision: Decision, upstream: dict[str, Decision]
@@ -323,8 +333,13 @@ class Build:
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
         module = platform_module(record.platform)
         prefix = f"[{name}] " if len(self.decisions) > 1 else ""
-        module.logs(record, self.ledger.sidecar(record.id), tail=None, follow=True,
-                    on_line=lambda line: board.output(prefix + line))
+        module.logs(
+            record,
+            self.ledger.sidecar(record.id),
+            tail=None,
+            follow=True,
+            on_line=lambda line: board.output(prefix + line),
+        )
 
     def _follow(self, record: Record, name: str, board: Board) -> Record:
         delay = POLL_FIRST

@@ -29,6 +29,13 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
     for name in names(text):
         if name in allowed:
             continue
+        if name.startswith("needs.") and name.endswith(".results_dir"):
+            target = name[len("needs.") : -len(".results_dir")]
+            found.append(
+                f"{{{name}}} refers to target {target!r}, which this job does not need; "
+                f"add it to needs: (a matrix target by its full name, e.g. {target}[x=1])"
+            )
+            continue
         guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
         hint = f" (did you mean {{{guess[0]}}}?)" if guess else ""
         choices = ", ".join("{" + a + "}" for a in allowed)

@@ -63,7 +63,9 @@ class Step:
     never part of a plan); with ``clean_env`` the command sees nothing else.
     ``unless`` skips the step when that command succeeds. ``stdin_text`` is
     literal input; ``stdin_env`` names a launcher variable fed to stdin (how
-    secrets reach ``--password-stdin``). ``log_path`` marks a detached
+    secrets reach ``--password-stdin``); ``stdin_env_file`` names launcher
+    variables fed to stdin as ``NAME='value'`` lines, an env file a job
+    sources (their values never enter the plan). ``log_path`` marks a detached
     process whose output goes to that file. ``expect`` is a line the output
     must contain for the step to count as done (brev does not return remote
     exit codes); ``attempts`` bounds how often it is tried.
@@ -78,6 +80,7 @@ class Step:
     unless: tuple[str, ...] = ()
     stdin_text: str | None = None
     stdin_env: str | None = None
+    stdin_env_file: tuple[str, ...] = ()
     log_path: str | None = None
     cwd: str | None = None
     expect: str | None = None
@@ -226,11 +229,7 @@ class Context:
         """The spec file's content, or None when the job has none."""
         if self.job.spec is None:
             return None
-        import yaml
-
-        data = _thaw(self.job.spec, self.expand)
-        text: str = yaml.safe_dump(data, sort_keys=True, allow_unicode=True, width=2**16)
-        return text
+        return dump_yaml(_thaw(self.job.spec, self.expand))
 
     def runtime_env(self) -> tuple[tuple[str, str], ...]:
         """HOME, USER, LOGNAME and the cache redirects, under the job's results."""
@@ -247,6 +246,17 @@ class Context:
         dirs = [root, f"{root}/stage", f"{root}/.tao-runtime", home, f"{home}/.cache"]
         dirs += [f"{home}/.cache/{sub}" for _, sub in CACHE_DIRS if sub]
         return tuple(dirs)
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML that reads back exactly as ``data``: readable unicode when PyYAML can round-trip
+    it, escapes when not (PyYAML writes some line breaks, such as NEL, raw)."""
+    import yaml
+
+    text: str = yaml.safe_dump(data, sort_keys=True, allow_unicode=True, width=2**16)
+    if yaml.safe_load(text) != data:
+        text = yaml.safe_dump(data, sort_keys=True, allow_unicode=False, width=2**16)
+    return text
 
 
 def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
@@ -286,6 +296,7 @@ def render(
         launcher=submitter,
         results_dir=results_dir,
         job_results=module.job_results(results_dir),
+        upstream=tuple(sorted((upstream or {}).items())),
         user_from_host=job.user == "host" and not user,
     )
     plan: Plan = module.plan(context)
@@ -335,6 +346,7 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         fields["env"] = tuple(tuple(pair) for pair in fields["env"])
         fields["pass_env"] = tuple(fields["pass_env"])
         fields["unless"] = tuple(fields["unless"])
+        fields["stdin_env_file"] = tuple(fields.get("stdin_env_file", ()))
         return Step(**fields)
 
     return Plan(

@@ -11,7 +11,7 @@ import json
 import shlex
 from collections.abc import Iterable, Iterator
 
-from taospec.plan import JOB_ID, STAND_IN, Plan, Step
+from taospec.plan import STAND_IN, Plan, Step
 
 WRAP = 88
 HEAD = 40
@@ -109,6 +109,9 @@ def command_line(step: Step) -> str:
     line = layout(head, body + units(step.argv)) if body else argv_text(step.argv, head)
     if step.stdin_env:
         line = f"printf '%s' \"${step.stdin_env}\" | {line}"
+    if step.stdin_env_file:
+        pairs = " ".join(f'{name} "${name}"' for name in step.stdin_env_file)
+        line = f"printf '%s=%q\\n' {pairs} | {line}"
     if step.unless:
         line = f"{words(step.unless)} >/dev/null 2>&1 || {line}"
     if step.log_path:
@@ -116,9 +119,29 @@ def command_line(step: Step) -> str:
     if step.expect is not None:
         line = _expecting(step, line)
     if step.stdin_text is not None:
-        opener, text_body = heredoc(step.stdin_text)
-        line = f"{line} {opener}\n{text_body}"
+        line = _with_input(line, step.stdin_text)
     return line
+
+
+def _with_input(line: str, text: str) -> str:
+    """``line`` reading ``text`` from a here-document.
+
+    Stand-ins in ``text`` (the job id, ...) are shown as ``${NAME}`` and
+    filled in by sed from ``$NAME``, so the line still does what the executor
+    does. A token already in the text gets a numbered name instead.
+    """
+    fills = []
+    for name in dict.fromkeys(STAND_IN.findall(text)):
+        token, counter = f"${{{name}}}", 0
+        while token in text:
+            counter += 1
+            token = f"${{{name}_{counter}}}"
+        text = text.replace(f"\x00{name}\x00", token)
+        fills.append(f"-e {shlex.quote(f's|[$]{token[1:]}|')}\"${name}\"'|g'")
+    opener, body = heredoc(text)
+    if not fills:
+        return f"{line} {opener}\n{body}"
+    return f"sed {' '.join(fills)} {opener} | {line}\n{body}"
 
 
 def _expecting(step: Step, line: str) -> str:

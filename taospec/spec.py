@@ -10,6 +10,7 @@ raw dict.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, raise_if_any
+from taospec.diagnostics import JsonPath, Problem, SpecError
 from taospec.yamlsrc import Source, parse, read_text
 
 GPU_COUNT_MESSAGE = (
@@ -66,6 +67,19 @@ class BrevOptions:
 
 
 @dataclass(frozen=True)
+class SlurmOptions:
+    """``slurm:`` settings. The node count is the job's ``nodes``."""
+
+    login: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    cpus_per_task: int | None = None
+    container: str = "pyxis"
+    extra_sbatch: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Job:
     """One validated job. ``command`` and ``spec`` still hold their placeholders."""
 
@@ -89,6 +103,7 @@ class Job:
     upload_excludes: tuple[str, ...]
     docker: DockerOptions
     brev: BrevOptions | None
+    slurm: SlurmOptions = SlurmOptions()
 
 
 def load_job(path: str | Path) -> Job:
@@ -284,6 +299,69 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         yield source.problem(
             ("gpus",), "a local process sees every GPU already; list ids to restrict it"
         )
+    if platform == "slurm":
+        yield from _slurm_rules(source)
+
+
+SLURM_OWN_OPTIONS = {"--job-name": "-J", "--output": "-o", "--chdir": "-D", "--nodes": "-N",
+                     "--ntasks-per-node": "", "--ntasks": "-n", "--parsable": ""}  # fmt: skip
+"""sbatch options the slurm platform sets itself (the job name is how a lost answer is found)."""
+SBATCH_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")
+"""A path an #SBATCH line can carry: sbatch reads those lines itself, not through a shell."""
+
+
+def _slurm_rules(source: Source) -> Iterator[Problem]:
+    """What a Slurm job needs beyond the schema."""
+    data = source.data
+    if data.get("gpus") == "all":
+        yield source.problem(
+            ("gpus",),
+            "Slurm allocates GPUs by count: list one id per GPU the job needs on each node "
+            "(e.g. [0, 1] for two); Slurm picks which",
+        )
+    if "user" in data and data["user"] != "host":
+        yield source.problem(
+            ("user",),
+            "a Slurm job runs as the account that submits it (the user in slurm.login, or "
+            "you); leave user: out",
+        )
+    root = data.get("results_root")
+    if isinstance(root, str) and not SBATCH_PATH.fullmatch(root):
+        yield source.problem(
+            ("results_root",),
+            "the sbatch script names its output file and working directory in #SBATCH lines, "
+            "which sbatch reads without a shell: use only letters, digits and _@+=:,./- here",
+        )
+    block = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    yield from _extra_sbatch_rules(source, block.get("extra_sbatch"))
+    if block.get("container", "pyxis") == "pyxis":
+        yield from _pyxis_mount_rules(source)
+
+
+def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
+    """extra_sbatch may not take over the options taospec sets."""
+    owned = {flag for pair in SLURM_OWN_OPTIONS.items() for flag in pair if flag}
+    for index, line in enumerate(lines if isinstance(lines, list) else []):
+        flag = re.match(r"--[A-Za-z-]+|-[A-Za-z]", line) if isinstance(line, str) else None
+        if flag and flag.group(0) in owned:
+            yield source.problem(
+                ("slurm", "extra_sbatch", index),
+                f"{flag.group(0)} is set by taospec: the job is named after its id, writes its "
+                "output into its results directory and runs one task per node",
+            )
+
+
+def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:
+    """Pyxis separates mounts with ',' and their fields with ':'."""
+    mounts = source.data.get("mounts")
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
+        for key in ("source", "target"):
+            value = mount.get(key) if isinstance(mount, dict) else None
+            if isinstance(value, str) and ("," in value or ":" in value):
+                yield source.problem(
+                    ("mounts", index, key),
+                    "pyxis's --container-mounts cannot carry a path with ',' or ':'",
+                )
 
 
 def _image_rules(source: Source, file: Path) -> Iterator[Problem]:
@@ -361,6 +439,19 @@ def build_job(source: Source, file: Path, name: str) -> Job:
             extra_args=tuple(docker.get("extra_args", [])),
         ),
         brev=BrevOptions(brev["instance"], brev.get("ephemeral", False)) if brev else None,
+        slurm=_slurm_options(data.get("slurm", {})),
+    )
+
+
+def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
+    return SlurmOptions(
+        login=block.get("login"),
+        partition=block.get("partition"),
+        account=block.get("account"),
+        time=block.get("time"),
+        cpus_per_task=block.get("cpus_per_task"),
+        container=block.get("container", "pyxis"),
+        extra_sbatch=tuple(block.get("extra_sbatch", [])),
     )
 
 

@@ -65,12 +65,25 @@ class MergedSource(Source):
 
     job_path: JsonPath = ()
 
-    def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
-        """The line of ``path`` in the job, else in defaults, else the job itself."""
+    def _origin(self, path: JsonPath) -> JsonPath:
+        """Where in the file ``path`` was set: in the job, in defaults, or (unset) the job."""
         for base in (self.job_path, ("defaults",)):
             if _reaches(self.root, (*base, *path)):
-                return Source(self.file, self.data, self.root).locate((*base, *path), key=key)
-        return Source(self.file, self.data, self.root).locate(self.job_path, key=True)
+                return (*base, *path)
+        return self.job_path
+
+    def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
+        """The line of ``path`` in the job, else in defaults, else the job's name."""
+        origin = self._origin(path)
+        whole = Source(self.file, self.data, self.root)
+        return whole.locate(origin, key=key or origin == self.job_path)
+
+    def problem(self, path: JsonPath, message: str, *, key: bool = False) -> Problem:
+        """A :class:`Problem` named by the file path the value came from."""
+        origin = self._origin(path)
+        shown = origin if origin != self.job_path else (*self.job_path, *path)
+        line, column = self.locate(path, key=key)
+        return Problem(line, column, shown, message, self.file)
 
 
 def _reaches(node: yaml.Node, path: JsonPath) -> bool:

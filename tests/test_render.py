@@ -13,7 +13,8 @@ import pytest
 from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.plan import JOB_ID, render
+from taospec.jobfile import load_jobfile
+from taospec.plan import JOB_ID, render, upstream_stand_in
 from taospec.spec import load_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +27,14 @@ UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
 
 
 def rendered(path: Path, launcher: Identity = ROOT_LAUNCHER) -> dict[str, str]:
-    plan = render(load_job(path.relative_to(ROOT)), launcher=launcher)
-    return {ext: fmt(plan) for ext, fmt in FORMATS.items()}
+    """Every format of every target's plan (a pipeline's upstream results as stand-ins)."""
+    jobfile = load_jobfile(path.relative_to(ROOT))
+    plans = []
+    for name in jobfile.closure():
+        target = jobfile.targets[name]
+        upstream = {need: upstream_stand_in(need) for need in target.needs}
+        plans.append(render(target.job, launcher=launcher, upstream=upstream))
+    return {ext: "\n".join(fmt(plan) for plan in plans) for ext, fmt in FORMATS.items()}
 
 
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])

@@ -12,8 +12,9 @@ from taospec.jobfile import load_jobfile
 from taospec.pipeline import Decision, decide
 
 
-def run(file: str, targets: Sequence[str] = (), *, fmt: str = "mermaid",
-        user: str | None = None) -> int:
+def run(
+    file: str, targets: Sequence[str] = (), *, fmt: str = "mermaid", user: str | None = None
+) -> int:
     """Print the graph of ``file``'s targets (and what they need)."""
     jobfile = load_jobfile(file)
     names = jobfile.closure(tuple(targets))
@@ -28,7 +29,7 @@ def node_id(name: str) -> str:
 
 
 def _label(decision: Decision) -> str:
-    state = "up to date" if not decision.run else f"will run: {decision.reason}"
+    state = "up to date" if not decision.run else decision.reason
     return f"{decision.target.name}\n{state}"
 
 
@@ -53,8 +54,10 @@ def dot(decisions: list[Decision]) -> list[str]:
     for decision in decisions:
         color = "#fff3cd" if decision.run else "#d9f2d9"
         label = json.dumps(_label(decision))
-        lines.append(f'    {node_id(decision.target.name)} [label={label}, style=filled, '
-                     f'fillcolor="{color}"];')
+        lines.append(
+            f"    {node_id(decision.target.name)} [label={label}, style=filled, "
+            f'fillcolor="{color}"];'
+        )
     for decision in decisions:
         for need in decision.target.needs:
             lines.append(f"    {node_id(need)} -> {node_id(decision.target.name)};")

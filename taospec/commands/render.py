@@ -1,17 +1,46 @@
-"""``taospec render``: the exact commands a job will run, for review."""
+"""``taospec render``: the exact commands a job will run, for review.
+
+For a pipeline, every target's plan is shown, each as if what it needs ran
+first: an upstream result appears as ``$UPSTREAM_<TARGET>`` until it exists.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from taospec import plantext
-from taospec.errors import EXIT_OK
-from taospec.plan import render
-from taospec.spec import load_job
-
-FORMATS = {"text": plantext.text, "json": plantext.as_json, "sh": plantext.script}
+from taospec.errors import EXIT_OK, InvalidInput
+from taospec.jobfile import load_jobfile
+from taospec.plan import Plan, render, upstream_stand_in
 
 
-def run(file: str, *, fmt: str = "text", user: str | None = None) -> int:
-    """Print the plan of ``file`` in ``fmt``."""
-    plan = render(load_job(file), user=user)
-    print(FORMATS[fmt](plan), end="")
+def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> list[Plan]:
+    """The plans of ``targets`` (default: all) and what they need, dependencies first."""
+    jobfile = load_jobfile(file)
+    out = []
+    for name in jobfile.closure(tuple(targets)):
+        target = jobfile.targets[name]
+        upstream = {need: upstream_stand_in(need) for need in target.needs}
+        out.append(render(target.job, user=user, upstream=upstream))
+    return out
+
+
+def run(
+    file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
+) -> int:
+    """Print the plans of ``file`` in ``fmt``."""
+    rendered = plans(file, targets, user)
+    if fmt == "json":
+        data = [plan.to_json() for plan in rendered]
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+    elif fmt == "sh":
+        if len(rendered) != 1:
+            raise InvalidInput(
+                f"{file}: --format sh writes one job's script; name one target "
+                f"({', '.join(p.target for p in rendered)})"
+            )
+        print(plantext.script(rendered[0]), end="")
+    else:
+        print("\n".join(plantext.text(plan) for plan in rendered), end="")
     return EXIT_OK

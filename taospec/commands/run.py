@@ -57,14 +57,33 @@ def run(
         if decision.run:
             check_environment(decision.plan, os.environ)
     if detach:
-        return _detach(Build(jobfile, decisions, ledger, allow_shared_gpus=allow_shared_gpus,
-                             user=user, board=Board(enabled=False)))
+        return _detach(
+            Build(
+                jobfile,
+                decisions,
+                ledger,
+                allow_shared_gpus=allow_shared_gpus,
+                user=user,
+                board=Board(enabled=False),
+            )
+        )
     for decision in decisions:
         if not decision.run:
             say(f"{decision.target.name}: {decision.reason}")
+    if not any(decision.run for decision in decisions):
+        return EXIT_OK
     board = Board(enabled=True, live=sys.stderr.isatty(), write=_to_stderr, out=_to_stdout)
-    build = Build(jobfile, decisions, ledger, jobs=jobs, keep_going=keep_going,
-                  follow_logs=follow, allow_shared_gpus=allow_shared_gpus, user=user, board=board)
+    build = Build(
+        jobfile,
+        decisions,
+        ledger,
+        jobs=jobs,
+        keep_going=keep_going,
+        follow_logs=follow,
+        allow_shared_gpus=allow_shared_gpus,
+        user=user,
+        board=board,
+    )
     try:
         results = build.run()
     except KeyboardInterrupt:
@@ -102,8 +121,10 @@ def _detach(build: Build) -> int:
     for decision in build.decisions:
         waits = [n for n in decision.target.needs if n in running]
         if decision.run and waits:
-            say(f"cannot detach: {decision.target.name} waits for {waits[0]}, which runs first; "
-                "run without --detach")
+            say(
+                f"cannot detach: {decision.target.name} waits for {waits[0]}, which runs first; "
+                "run without --detach"
+            )
             return EXIT_INVALID
     for decision in build.decisions:
         if decision.run:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK
-from taospec.spec import load_job
+from taospec.jobfile import load_jobfile
 
 
 def run(files: Sequence[str], *, quiet: bool = False) -> int:
@@ -15,7 +15,7 @@ def run(files: Sequence[str], *, quiet: bool = False) -> int:
     failed = 0
     for file in files:
         try:
-            load_job(file)
+            load_jobfile(file)
         except SpecError as exc:
             failed += 1
             print(exc, file=sys.stderr)

@@ -1,0 +1,383 @@
+"""Make-like pipelines for real: up-to-date skipping, inputs, -j, -k, Ctrl-C, matrices, errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, Runner, taospec_command, write
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pipeline(tmp: Path, jobs: str, platform: str = "local", extra: str = "") -> Path:
+    text = (
+        "version: 1\n"
+        "defaults:\n"
+        "  network_arch: demo\n"
+        f"  platform: {platform}\n"
+        "  image: taospec-test/busybox:1\n"
+        f"  results_root: {tmp / 'results'}\n"
+        f"{extra}"
+        "jobs:\n" + jobs
+    )
+    return write(tmp / "pipeline.yaml", text)
+
+
+THREE_STAGES = """\
+  prepare:
+    action: prepare
+    inputs: [data.txt]
+    command: sh -c 'cat {data} > {{results_dir}}/prepared.txt'
+  train:
+    action: train
+    needs: [prepare]
+    inputs: [train.cfg]
+    command: sh -c 'tr a-z A-Z < {{needs.prepare.results_dir}}/prepared.txt > {{results_dir}}/model'
+  evaluate:
+    action: evaluate
+    needs: [train]
+    command: sh -c 'wc -c < {{needs.train.results_dir}}/model > {{results_dir}}/score'
+"""
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    write(tmp_path / "data.txt", "hello\n")
+    write(tmp_path / "train.cfg", "epochs: 1\n")
+    return pipeline(tmp_path, THREE_STAGES.format(data=tmp_path / "data.txt"))
+
+
+def decisions(taospec: Runner, spec: Path, *targets: str) -> dict[str, str]:
+    done = taospec("run", "--dry-run", spec, *targets)
+    assert done.returncode == 0, done.stderr
+    out = {}
+    for line in done.stdout.splitlines():
+        if line.startswith(("run ", "skip ")):
+            verb, name, reason = line.split(maxsplit=2)
+            out[name] = f"{verb} {reason}"
+    return out
+
+
+def journal(state_dir: Path) -> list[dict]:
+    path = state_dir / "ledger.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def records(state_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((state_dir / "jobs").glob("*.json"))]
+
+
+def test_three_stages_run_once_in_order_then_everything_is_up_to_date(
+    taospec: Runner, three: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    assert taospec("run", "--check", three).returncode == 1
+    first = taospec("run", three)
+    assert first.returncode == 0, first.stderr
+    ran = [line.split() for line in first.stdout.splitlines()]
+    assert [state for _, state in ran] == ["COMPLETE"] * 3
+    assert [job_id.split("-")[1] for job_id, _ in ran] == ["prepare", "train", "evaluate"]
+    score = tmp_path / "results" / ran[2][0] / "score"
+    assert score.read_text().strip() == "6"
+    assert "TARGET" in first.stderr
+    opened = len(journal(state_dir))
+    second = taospec("run", three)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == ""
+    assert second.stderr.count("up to date") == 3
+    assert len(journal(state_dir)) == opened
+    assert taospec("run", "--check", three).returncode == 0
+    assert decisions(taospec, three) == {
+        "prepare": f"skip up to date (job {ran[0][0]})",
+        "train": f"skip up to date (job {ran[1][0]})",
+        "evaluate": f"skip up to date (job {ran[2][0]})",
+    }
+
+
+def test_changing_an_input_reruns_that_stage_and_its_dependents_only(
+    taospec: Runner, three: Path, tmp_path: Path
+) -> None:
+    assert taospec("run", three).returncode == 0
+    (tmp_path / "train.cfg").write_text("epochs: 2\n")
+    found = decisions(taospec, three)
+    assert found["prepare"].startswith("skip up to date")
+    assert found["train"] == "run input train.cfg changed"
+    assert found["evaluate"] == "run upstream train will run"
+    again = taospec("run", three)
+    assert again.returncode == 0, again.stderr
+    assert [line.split()[0].split("-")[1] for line in again.stdout.splitlines()] == [
+        "train",
+        "evaluate",
+    ]
+
+
+def test_comments_key_order_and_whitespace_change_nothing(taospec: Runner, three: Path) -> None:
+    assert taospec("run", three).returncode == 0
+    text = three.read_text()
+    reordered = text.replace(
+        "    action: prepare\n    inputs: [data.txt]\n",
+        "    inputs: [data.txt]   # the raw data\n\n    action: prepare\n",
+    )
+    assert reordered != text
+    three.write_text("# a comment at the top\n" + reordered)
+    assert taospec("run", "--check", three).returncode == 0
+
+
+def test_a_changed_command_is_a_changed_plan(taospec: Runner, three: Path) -> None:
+    assert taospec("run", three).returncode == 0
+    three.write_text(three.read_text().replace("wc -c", "wc -l"))
+    found = decisions(taospec, three)
+    assert found["evaluate"] == "run plan changed"
+    assert found["train"].startswith("skip")
+
+
+def test_missing_results_make_a_target_out_of_date(
+    taospec: Runner, three: Path, tmp_path: Path
+) -> None:
+    first = taospec("run", three)
+    evaluate_id = first.stdout.splitlines()[2].split()[0]
+    subprocess.run(["rm", "-rf", str(tmp_path / "results" / evaluate_id)], check=True)
+    assert decisions(taospec, three)["evaluate"] == "run results missing"
+
+
+def test_force_rebuilds_the_named_target_and_what_needs_it(taospec: Runner, three: Path) -> None:
+    assert taospec("run", three).returncode == 0
+    forced = taospec("run", "-B", three, "train")
+    assert forced.returncode == 0, forced.stderr
+    names = [line.split()[0].split("-")[1] for line in forced.stdout.splitlines()]
+    assert names == ["train"]
+    assert decisions(taospec, three)["evaluate"] == "run upstream train changed"
+
+
+def _interval(state_dir: Path, action: str) -> tuple[datetime, datetime]:
+    rec = next(r for r in records(state_dir) if r["action"] == action)
+    times = {
+        t["state"]: datetime.fromisoformat(t["ts"].replace("Z", "+00:00"))
+        for t in rec["transitions"]
+    }
+    return times["RUNNING"], times[rec["terminal_state"]]
+
+
+def test_jobs_2_overlaps_independent_targets_but_never_two_sharing_a_gpu(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    jobs = "".join(
+        f"  {name}:\n    action: {name}\n    command: sleep 2\n{gpus}"
+        for name, gpus in [("a", ""), ("b", ""), ("c", "    gpus: [0]\n"), ("d", "    gpus: [0]\n")]
+    )
+    spec = pipeline(tmp_path, jobs)
+    done = taospec("run", "-j", "2", spec, "a", "b")
+    assert done.returncode == 0, done.stderr
+    a, b = _interval(state_dir, "a"), _interval(state_dir, "b")
+    assert a[0] < b[1], (a, b)
+    assert b[0] < a[1], (a, b)
+    done = taospec("run", "-j", "2", spec, "c", "d")
+    assert done.returncode == 0, done.stderr
+    c, d = _interval(state_dir, "c"), _interval(state_dir, "d")
+    assert c[1] <= d[0] or d[1] <= c[0], (c, d)
+
+
+FAILING = """\
+  bad:
+    action: bad
+    command: sh -c 'echo broken; exit 4'
+  good:
+    action: good
+    command: 'true'
+  after:
+    action: after
+    needs: [bad]
+    command: 'true'
+"""
+
+
+def test_a_failure_stops_the_build_and_keep_going_builds_the_rest(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = pipeline(tmp_path, FAILING)
+    stopped = taospec("run", spec)
+    assert stopped.returncode == 1
+    assert [r["action"] for r in records(state_dir)] == ["bad"]
+    assert "| broken" in stopped.stderr
+    assert "NOT RUN" in stopped.stderr
+    kept = taospec("run", "-k", spec)
+    assert kept.returncode == 1
+    finished = {r["action"]: r["terminal_state"] for r in records(state_dir)}
+    assert finished.get("good") == "COMPLETE"
+    assert "after" not in finished
+
+
+def test_a_failure_in_the_middle_stops_its_dependents(
+    taospec: Runner, three: Path, state_dir: Path
+) -> None:
+    three.write_text(three.read_text().replace("tr a-z A-Z <", "false <"))
+    done = taospec("run", three)
+    assert done.returncode == 1
+    states = {r["action"]: r["terminal_state"] for r in records(state_dir)}
+    assert states == {"prepare": "COMPLETE", "train": "ERROR"}
+
+
+def test_ctrl_c_cancels_every_running_job(taospec: Runner, tmp_path: Path, state_dir: Path) -> None:
+    jobs = "".join(f"  {n}:\n    action: {n}\n    command: sleep 300\n" for n in ("x", "y"))
+    spec = pipeline(tmp_path, jobs)
+    follower = subprocess.Popen(
+        [*taospec_command(), "run", "-j", "2", str(spec)],
+        env=taospec.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while sum(1 for r in _safe_records(state_dir) if r["backend_ref"]) < 2:
+        assert time.monotonic() < deadline, "jobs did not start"
+        time.sleep(0.1)
+    follower.send_signal(signal.SIGINT)
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 130, err
+    assert {r["action"]: r["terminal_state"] for r in records(state_dir)} == {
+        "x": "CANCELED",
+        "y": "CANCELED",
+    }
+    for rec in records(state_dir):
+        pid = int(rec["backend_ref"].removeprefix("pid:"))
+        assert not _alive(pid), rec["id"]
+
+
+def _safe_records(state_dir: Path) -> list[dict]:
+    try:
+        return records(state_dir)
+    except (OSError, ValueError):
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_matrix_expands_into_named_targets_with_their_values(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    jobs = """\
+  train:
+    action: train
+    matrix: {lr: [0.1, 0.00005], seed: [1, 2]}
+    command: sh -c 'echo lr={matrix.lr} seed={matrix.seed} > {results_dir}/args'
+  report:
+    action: report
+    needs: ["train[seed=2]"]
+    command: 'true'
+"""
+    spec = pipeline(tmp_path, jobs)
+    found = decisions(taospec, spec)
+    assert list(found) == [
+        "train[lr=0.1,seed=1]",
+        "train[lr=0.1,seed=2]",
+        "train[lr=0.00005,seed=1]",
+        "train[lr=0.00005,seed=2]",
+        "report",
+    ]
+    assert found["report"] == "run upstream train[lr=0.1,seed=2] will run"
+    done = taospec("run", spec, "train[lr=0.00005,seed=2]")
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert (tmp_path / "results" / job_id / "args").read_text() == "lr=0.00005 seed=2\n"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        (
+            "  a:\n    action: a\n    command: 'true'\n    needs: [b]\n"
+            "  b:\n    action: b\n    command: 'true'\n    needs: [a]\n",
+            ["{file}:11:13: $.jobs.a.needs[0]: dependency cycle: a -> b -> a"],
+        ),
+        (
+            "  a:\n    action: a\n    command: 'true'\n    needs: [prepar]\n"
+            "  prepare:\n    action: p\n    command: 'true'\n",
+            ["{file}:11:13: $.jobs.a.needs[0]: unknown target 'prepar' (did you mean 'prepare'?)"],
+        ),
+        (
+            "  a:\n    action: a\n    command: 'cat {needs.b.results_dir}/x'\n",
+            [
+                "{file}:10:14: $.jobs.a.command: {needs.b.results_dir} refers to target 'b', which "
+                "this job does not need; add it to needs: (a matrix target by its full name, "
+                "e.g. b[x=1])"
+            ],
+        ),
+        (
+            "  a:\n    action: a\n    command: 'true'\n    gpu: [0]\n",
+            ["{file}:11:5: $.jobs.a.gpu: unknown key 'gpu' (did you mean 'gpus'?)"],
+        ),
+    ],
+    ids=["cycle", "unknown-target", "placeholder-without-need", "typo"],
+)
+def test_pipeline_errors_name_the_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path, jobs: str, expected: list[str]
+) -> None:
+    spec = pipeline(tmp_path, jobs)
+    done = taospec("validate", spec)
+    assert done.returncode == 2
+    problems = [line for line in done.stderr.splitlines() if not line.endswith("are invalid")]
+    assert problems == [e.replace("{file}", str(spec)) for e in expected]
+    assert taospec("run", spec).returncode == 2
+    assert list(state_dir.iterdir()) == []
+
+
+def test_a_defaults_error_points_at_defaults(taospec: Runner, tmp_path: Path) -> None:
+    spec = pipeline(
+        tmp_path, "  a:\n    action: a\n    command: 'true'\n", extra="  storage_tier: Z\n"
+    )
+    done = taospec("validate", spec)
+    assert f"{spec}:7:17: $.defaults.storage_tier: 'Z' is not one of 'A', 'B', 'C'" in done.stderr
+
+
+def test_mermaid_graph_matches_its_golden_file(taospec: Runner, monkeypatch) -> None:
+    done = taospec("graph", ROOT / "jobs" / "tao-workflow.yaml")
+    assert done.returncode == 0, done.stderr
+    golden = GOLDEN / "tao-workflow.mmd"
+    import os
+
+    if os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1":
+        golden.write_text(done.stdout)
+    assert done.stdout == golden.read_text()
+    dot = taospec("graph", "--format", "dot", ROOT / "jobs" / "tao-workflow.yaml")
+    assert dot.stdout.startswith("digraph taospec {")
+    assert "t_prepare -> t_train_lr_0_0001_;" in dot.stdout
+
+
+def test_a_pipeline_on_the_real_engine_passes_results_downstream(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    jobs = """\
+  make:
+    action: make
+    command: sh -c 'echo made-by-$(id -u) > {results_dir}/out'
+  use:
+    action: use
+    needs: [make]
+    mounts: [{source: "{needs.make.results_dir}", target: /in, readonly: true}]
+    command: sh -c 'cat /in/out > {results_dir}/copy'
+"""
+    spec = pipeline(
+        open_tmp, jobs, platform="docker", extra='  user: "1000:1000"\n  docker: {shm_size: 64m}\n'
+    )
+    done = taospec("run", spec)
+    try:
+        assert done.returncode == 0, done.stderr
+        use_id = done.stdout.splitlines()[1].split()[0]
+        assert (open_tmp / "results" / use_id / "copy").read_text() == "made-by-1000\n"
+        assert taospec("run", "--check", spec).returncode == 0
+    finally:
+        ids = [r["id"] for r in records(state_dir)]
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
