@@ -42,7 +42,7 @@ check: lint typecheck
 test: $(STAMP) env check pytest
 
 demo: $(STAMP)
-	$(BIN)/taospec run jobs/hello.yaml
+	$(BIN)/taospec run -B --follow jobs/hello.yaml
 	$(BIN)/taospec ls --limit 5
 
 bench: $(STAMP) env

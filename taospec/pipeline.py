@@ -23,7 +23,7 @@ from taospec import __version__
 from taospec.errors import TaospecError
 from taospec.executor import check_environment, check_gpus, poll, submit, teardown
 from taospec.fingerprint import Fingerprint, Index, compute, image_digest, target_key
-from taospec.jobstate import CANCELED, COMPLETE, UNKNOWN
+from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, render, upstream_stand_in
 from taospec.platforms import platform_module
 
@@ -437,7 +437,8 @@ class Board:
         if previous is None:
             return
         self._rows[name] = (state, job_id, previous[2])
-        if previous[0] != state and not self.live:
+        quiet = state in (RUNNING, COMPLETE, ERROR, CANCELED)  # said by submit, or by finish
+        if previous[0] != state and not self.live and not quiet:
             self._emit(f"{name}: {state} ({job_id})")
 
     def finish(self, outcome: Outcome) -> None:

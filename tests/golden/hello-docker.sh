@@ -49,6 +49,6 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e TORCHINDUCTOR_CACHE_DIR=/results/.tao-runtime/home/.cache/torchinductor \
     -e MPLCONFIGDIR=/results/.tao-runtime/home/.cache/matplotlib \
     taospec-test/busybox:1 sh \
-    -c 'echo "hello from '"$JOB_ID"'" > /results/hello.txt && cat /results/stage/spec.yaml')
+    -c 'echo "hello from '"$JOB_ID"'" | tee /results/hello.txt && cat /results/stage/spec.yaml')
 
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

@@ -46,7 +46,7 @@ setsid env -i \
     sh \
     -c 'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"' \
     taospec-job /tmp/taospec-results/"$JOB_ID"/taospec.exit sh \
-    -c 'echo "hello from '"$JOB_ID"'" > /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
+    -c 'echo "hello from '"$JOB_ID"'" | tee /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
 backend_ref="pid:$!"
 
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
