@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from taospec import plantext
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
-from taospec.executor import check_environment, secret_values
+from taospec.executor import check_environment, check_gpus, secret_values
 from taospec.jobfile import load_jobfile
 from taospec.jobstate import COMPLETE
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
@@ -56,6 +56,8 @@ def run(
     for decision in decisions:
         if decision.run:
             check_environment(decision.plan, os.environ)
+            if not allow_shared_gpus:
+                check_gpus(decision.plan, ledger)
     if detach:
         return _detach(
             Build(
@@ -151,8 +153,6 @@ def _report(
     if show_summary:
         for line in summary(decisions, results):
             say(line)
-    if any(o.state == "CANCELED" for o in results.values()):
-        return EXIT_INTERRUPTED if failed else EXIT_OK
     return EXIT_JOB_FAILED if failed else EXIT_OK
 
 

@@ -81,6 +81,7 @@ def plan(context: Context) -> Plan:
         job_id=context.job_id,
         record=record_fields(context, NAME),
         steps=(*local_steps(context), launch),
+        backend=(("gpus", ",".join(str(g) for g in job.gpus)),) if job.gpus else (),
         secrets=job.env_pass,
     )
 

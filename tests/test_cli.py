@@ -1,0 +1,160 @@
+"""The command line's contract: exit codes, the lint and record verbs, input limits, GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import Runner, write
+
+HELLO = """\
+version: 1
+network_arch: hello
+action: greet
+image: busybox:1
+results_root: {root}
+command: {command}
+"""
+
+
+def test_usage_errors_and_unknown_jobs_exit_2(taospec: Runner) -> None:
+    assert taospec("render").returncode == 2
+    assert taospec("run", "--jobs", "0", "x.yaml").returncode == 2
+    unknown = taospec("status", "no-such-job-123456")
+    assert unknown.returncode == 2
+    assert "no job no-such-job-123456" in unknown.stderr
+    assert taospec("show", "../escape").returncode == 2
+
+
+def test_a_relative_state_dir_is_refused(taospec: Runner) -> None:
+    done = taospec("ls", env={"TAO_STATE_DIR": "relative/state"})
+    assert done.returncode == 2
+    assert "TAO_STATE_DIR must be an absolute path" in done.stderr
+
+
+def test_lint_reads_a_file_or_stdin_and_never_prints_the_value(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    secret = "nvapi-" + "Z" * 40
+    script = write(tmp_path / "launch.sh", f"docker run -e NGC_KEY={secret} image\n")
+    flagged = taospec("lint", script)
+    assert flagged.returncode == 1
+    assert "NGC_KEY" in flagged.stderr
+    assert secret not in flagged.stderr + flagged.stdout
+    piped = taospec("lint", "-", input=f"docker login -u x --password {secret} nvcr.io\n")
+    assert piped.returncode == 1
+    assert "--password" in piped.stderr
+    assert secret not in piped.stderr
+    clean = taospec("lint", input="docker run -e NGC_KEY image\n")
+    assert clean.returncode == 0
+
+
+def test_a_file_over_one_mebibyte_is_refused(taospec: Runner, tmp_path: Path) -> None:
+    big = write(tmp_path / "big.yaml", "version: 1\n# " + "x" * (1024 * 1024) + "\n")
+    done = taospec("validate", big)
+    assert done.returncode == 2
+    assert f"{big}:1:1: $: is larger than 1 MiB" in done.stderr
+
+
+def test_record_verbs_work_like_the_tao_recorder(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    opened = taospec(
+        "record",
+        "open",
+        "--platform",
+        "docker",
+        "--image",
+        "img:1",
+        "--network-arch",
+        "dino",
+        "--action",
+        "train",
+        "--storage-tier",
+        "B",
+        "--results-root",
+        str(tmp_path),
+        "--upload-exclude",
+        "*.tmp",
+        "--upload-exclude",
+        "ckpt/*",
+    )
+    assert opened.returncode == 0, opened.stderr
+    job_id = opened.stdout.strip()
+    assert job_id.startswith("dino-train-")
+    marked = taospec(
+        "record",
+        "mark",
+        job_id,
+        "--state",
+        "RUNNING",
+        "--backend-ref",
+        "abc",
+        "--message",
+        "launched by hand",
+    )
+    assert marked.returncode == 0, marked.stderr
+    done = taospec(
+        "record",
+        "mark",
+        job_id,
+        "--state",
+        "ERROR",
+        "--source",
+        "poller",
+        "--err-class",
+        "ERR_INFRA",
+        "--message",
+        "node lost",
+    )
+    assert done.returncode == 0
+    again = taospec("record", "mark", job_id, "--state", "ERROR", "--source", "poller")
+    assert again.returncode == 0
+    conflicting = taospec("record", "mark", job_id, "--state", "COMPLETE")
+    assert conflicting.returncode == 2
+    record = json.loads(taospec("record", "show", job_id).stdout)
+    assert record["results_dir"] == f"{tmp_path}/{job_id}"
+    assert record["upload_excludes"] == ["*.tmp", "ckpt/*"]
+    assert record["err_class"] == "ERR_INFRA"
+    assert [t["state"] for t in record["transitions"]] == ["PENDING", "RUNNING", "ERROR"]
+    listed = [json.loads(line) for line in taospec("record", "list").stdout.splitlines()]
+    assert [r["id"] for r in listed] == [job_id]
+    both = taospec(
+        "record",
+        "open",
+        "--platform",
+        "docker",
+        "--image",
+        "i",
+        "--network-arch",
+        "a",
+        "--action",
+        "b",
+        "--storage-tier",
+        "A",
+    )
+    assert both.returncode == 2
+
+
+def test_overlapping_gpu_ids_are_refused_unless_allowed(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    first = write(
+        tmp_path / "a" / "job.yaml",
+        HELLO.format(root=tmp_path / "results", command="sleep 300") + "gpus: [0, 1]\n",
+    )
+    second = write(
+        tmp_path / "b" / "job.yaml",
+        HELLO.format(root=tmp_path / "results", command="'true'") + "gpus: [1]\n",
+    )
+    running = taospec("run", "--detach", first)
+    assert running.returncode == 0, running.stderr
+    job_id = running.stdout.strip()
+    try:
+        refused = taospec("run", second)
+        assert refused.returncode == 2
+        assert f"overlap GPUs 0,1 of running job {job_id}" in refused.stderr
+        allowed = taospec("run", "--allow-shared-gpus", second)
+        assert allowed.returncode == 0, allowed.stderr
+    finally:
+        taospec("cancel", job_id)
