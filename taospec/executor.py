@@ -10,6 +10,7 @@ went wrong and what to do.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -143,6 +144,9 @@ def _run_steps(
             ledger.update_sidecar(record.id, start_time=module.start_time(pid))
             ref = module.backend_ref(pid)
             continue
+        if step.name == "launch" and hasattr(module, "launch"):
+            ref = module.launch(step, plan, progress)
+            continue
         result = run_step(step, env, progress)
         if step.name == "launch":
             ref = module.backend_ref(result, record.id)
@@ -154,6 +158,8 @@ def run_step(
 ) -> proc.Result:
     """Run one non-detached step; with ``expect``, retry until its output has that line."""
     stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
+    if step.stdin_env_file:
+        stdin = env_file_text(step.stdin_env_file, env)
     if step.expect is None:
         return proc.run(step.argv, extra_env=step.env, stdin=stdin)
     result = None
@@ -171,6 +177,11 @@ def run_step(
         f"{result.output()}\n(no output line starting with {step.expect!r} after "
         f"{step.attempts} attempt{'s' if step.attempts > 1 else ''})",
     )
+
+
+def env_file_text(names: tuple[str, ...], env: Mapping[str, str]) -> str:
+    """``NAME='value'`` lines for a job to source; the values go to the step's stdin only."""
+    return "".join(f"{name}={shlex.quote(env[name])}\n" for name in names)
 
 
 def teardown(record: Record, ledger: Ledger, progress: Progress = lambda _: None) -> None:

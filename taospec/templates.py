@@ -1,9 +1,10 @@
 """The Jinja environment that turns step templates into argument lists.
 
-Every ``{{ value }}`` in a template is shell-quoted by ``finalize`` and every
-missing name is an error (``StrictUndefined``). A macro renders one command
-line; :func:`argv` splits it back with POSIX rules, which undo
-``shlex.quote`` exactly, so the argument list holds each value untouched.
+Every ``{{ value }}`` in a template is shell-quoted by ``finalize`` (see
+:func:`quote`) and every missing name is an error (``StrictUndefined``). A
+macro renders one command line; :func:`argv` splits it back with POSIX rules,
+which undo ``shlex.quote`` exactly, so the argument list holds each value
+untouched.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 import jinja2
 
+from taospec.plan import JOB_ID
+
 
 class Shell(str):
     """Text that is already shell syntax and must not be quoted again."""
@@ -22,10 +25,21 @@ class Shell(str):
     __slots__ = ()
 
 
+def quote(text: str) -> str:
+    """``text`` as one shell word; the plan's placeholder id stays bare between quoted pieces.
+
+    A real id is made of ``[A-Za-z0-9._-]``, which no shell treats specially,
+    so :meth:`~taospec.plan.Plan.with_job_id` can fill it in later.
+    """
+    if JOB_ID not in text:
+        return shlex.quote(text)
+    return JOB_ID.join(shlex.quote(part) if part else "" for part in text.split(JOB_ID))
+
+
 def _finalize(value: object) -> str:
     if isinstance(value, Shell):
         return str(value)
-    return shlex.quote(str(value))
+    return quote(str(value))
 
 
 @cache

@@ -129,3 +129,28 @@ def write(path: Path, text: str) -> Path:
 def arguments(values: Sequence[str]) -> list[str]:
     """A copy as a list, for comparisons with bash output."""
     return list(values)
+
+
+def _slurm_problem() -> str | None:
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return "no sinfo on PATH (scripts/ensure-slurm.sh installs Slurm as root)"
+    done = subprocess.run(
+        [sinfo, "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=30, check=False
+    )
+    if done.returncode != 0:
+        return "sinfo fails: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+    states = {state.strip("*~#!%$@^-") for state in done.stdout.split()}
+    if not states & {"idle", "mix", "alloc"}:
+        return f"no Slurm node can take jobs (sinfo: {' '.join(sorted(states)) or 'no nodes'})"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm() -> None:
+    """A Slurm cluster with a node that takes jobs; skips (or fails in CI) without one."""
+    problem = _slurm_problem()
+    if problem is not None:
+        if REQUIRE_ENGINE:
+            pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
+        pytest.skip(f"no Slurm cluster: {problem} (scripts/ensure-slurm.sh starts one as root)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-PLATFORMS = ("docker", "brev", "local")
+PLATFORMS = ("docker", "brev", "slurm", "local")
 
 
 def platform_module(name: str) -> ModuleType:

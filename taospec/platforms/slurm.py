@@ -1,0 +1,568 @@
+"""The slurm platform: one sbatch script per job, on a real Slurm cluster.
+
+The plan writes the results tree, the spec file and the job's sbatch script
+into the results directory (through ssh when ``slurm.login`` names a login
+node: data and results live on a filesystem the cluster shares), checks the
+script with ``bash -n``, writes the variables ``env.pass`` names to a mode-600
+file that the script reads and deletes, and submits with ``sbatch
+--parsable``. The Slurm job is named after the record's id, so an answer lost
+on the way back is recovered by looking that name up (:func:`launch`).
+
+Inside the allocation the command runs as ``slurm.container`` says: through
+Pyxis (``srun --container-image``), as a ``docker run --init`` container that
+the script removes however the job ends, or directly (``none``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taospec import proc, templates
+from taospec.diagnose import INFRA, PROGRAM, diagnose
+from taospec.errors import CommandFailed, InvalidInput
+from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
+from taospec.plan import (
+    CONTAINER_RESULTS,
+    JOB_ID,
+    LOG_FILE,
+    Context,
+    Plan,
+    Step,
+    record_fields,
+)
+from taospec.platforms.common import local_steps
+from taospec.platforms.docker import registry
+
+if TYPE_CHECKING:
+    from taospec.ledger import Record
+
+NAME = "slurm"
+SCRIPT_FILE = "taospec.sbatch"
+ENV_FILE = ".tao-runtime/secrets.env"
+PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+"""What an #SBATCH value may hold: sbatch reads those lines itself, not through a shell."""
+CANCEL_WAIT = float(os.environ.get("TAOSPEC_SLURM_CANCEL_WAIT", "60"))
+"""Seconds cancel waits for the job's processes (and its container) to be gone."""
+POLL_INTERVAL = 0.5
+Progress = Callable[[str], None]
+
+
+def job_results(results_dir: str) -> str:
+    """Where the job sees its results; :func:`plan` moves it to /results in a container."""
+    return results_dir
+
+
+# -- the plan --------------------------------------------------------------
+
+
+def plan(context: Context) -> Plan:
+    """prepare, spec-file, script, check-script, (env-file,) launch."""
+    job = context.job
+    options = job.slurm
+    if options.container != "none":
+        context = replace(context, job_results=CONTAINER_RESULTS)
+    login = options.login
+    script_path = f"{context.results_dir}/{SCRIPT_FILE}"
+    steps = [replace(step, argv=on(login, step.argv)) for step in local_steps(context)]
+    steps.append(
+        Step(
+            "script",
+            on(login, ("install", "-m", "0644", "/dev/stdin", script_path)),
+            "write the sbatch script below into the results directory",
+            stdin_text=script(context),
+        )
+    )
+    steps.append(
+        Step(
+            "check-script",
+            on(login, ("bash", "-n", script_path)),
+            "check the script's syntax before anything is submitted",
+        )
+    )
+    if job.env_pass:
+        steps.append(env_file_step(context, login))
+    steps.append(launch_step(context, login, script_path))
+    return Plan(
+        file=job.file,
+        target=job.name,
+        platform=NAME,
+        job_id=context.job_id,
+        record=record_fields(context, NAME),
+        steps=tuple(steps),
+        notes=notes(context),
+        backend=(("login", login),) if login else (),
+        secrets=job.env_pass,
+    )
+
+
+def on(login: str | None, argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` as it runs where the Slurm commands run: here, or on ``login`` through ssh."""
+    if login is None:
+        return tuple(argv)
+    return ("ssh", "-o", "BatchMode=yes", "--", login, " ".join(map(templates.quote, argv)))
+
+
+def env_file_step(context: Context, login: str | None) -> Step:
+    """Write the passed variables' values (from this environment) to a mode-600 file."""
+    names = ", ".join(context.job.env_pass)
+    return Step(
+        "env-file",
+        on(login, ("install", "-m", "0600", "/dev/stdin", env_path(context.results_dir))),
+        f"write {names} from this environment to a mode-600 file the job reads and deletes "
+        "(the values are never shown, stored or put on a command line)",
+        stdin_env_file=context.job.env_pass,
+    )
+
+
+def launch_step(context: Context, login: str | None, script_path: str) -> Step:
+    """``sbatch --parsable``; locally without the passed variables, so Slurm never stores them."""
+    argv: tuple[str, ...] = ("sbatch", "--parsable", script_path)
+    if login is None and context.job.env_pass:
+        unset = [arg for name in context.job.env_pass for arg in ("-u", name)]
+        argv = ("env", *unset, *argv)
+    return Step(
+        "launch",
+        on(login, argv),
+        "submit the script; Slurm names the job after the job id (an answer lost on the way "
+        "back is recovered by that name, never by submitting again)",
+    )
+
+
+def env_path(results_dir: str) -> str:
+    """The mode-600 file that carries the passed variables to the job."""
+    return f"{results_dir}/{ENV_FILE}"
+
+
+def notes(context: Context) -> tuple[str, ...]:
+    """What a reviewer should know about where and how the job runs."""
+    job = context.job
+    options = job.slurm
+    out = []
+    if options.login:
+        out.append(
+            f"the Slurm commands run on {options.login} over ssh: results_root and mount "
+            "sources are paths on the cluster's shared filesystem"
+        )
+    if isinstance(job.gpus, tuple) and job.gpus:
+        out.append(
+            f"Slurm chooses the GPUs: the job asks for {len(job.gpus)} per node "
+            "(--gpus-per-node), whichever ids the scheduler gives it"
+        )
+    if options.container == "pyxis":
+        out.append(
+            "enroot pulls the image on the compute nodes with the registry credentials in "
+            "~/.config/enroot/.credentials there, not with anything from this machine"
+        )
+    if options.container == "none":
+        out.append(
+            f"container: none runs the command on the node itself; {job.image} is "
+            "recorded but not used"
+        )
+    return tuple(out)
+
+
+# -- the sbatch script -----------------------------------------------------
+
+
+def script(context: Context) -> str:
+    """The job's sbatch script (see templates/slurm.j2)."""
+    text: str = templates.module("slurm", script_values(context)).script()
+    return text.rstrip("\n") + "\n"
+
+
+def directive_values(context: Context) -> dict[str, templates.Shell]:
+    """The #SBATCH values, each checked to be one plain word (so it needs no quoting)."""
+    options = context.job.slurm
+    values = {
+        "job_name": context.job_id,
+        "output": f"{context.results_dir}/{LOG_FILE}",
+        "chdir": context.results_dir,
+        "partition": options.partition or "",
+        "account": options.account or "",
+        "time": options.time or "",
+    }
+    return {name: _plain(name, value, context.job.file) for name, value in values.items()}
+
+
+def script_values(context: Context) -> dict[str, object]:
+    """What templates/slurm.j2 is rendered with."""
+    job = context.job
+    options = job.slurm
+    gpus_per_node = len(job.gpus) if isinstance(job.gpus, tuple) else 0
+    runtime_env = [(k, v) for k, v in context.runtime_env() if k not in ("USER", "LOGNAME")]
+    return {
+        "shell": templates.Shell,
+        "sbatch": directive_values(context),
+        "job_id": context.job_id,
+        "results_dir": context.results_dir,
+        "job_results": context.job_results,
+        "nodes": job.nodes,
+        "multi_node": job.nodes > 1,
+        "procs_per_node": gpus_per_node or 1,
+        "cpus_per_task": options.cpus_per_task or 0,
+        "gpus_per_node": gpus_per_node,
+        "extra_sbatch": tuple(templates.Shell(line) for line in options.extra_sbatch),
+        "runtime": options.container,
+        "env_file": env_path(context.results_dir) if job.env_pass else "",
+        "exports": (*runtime_env, *context.env_set),
+        "env_pass": job.env_pass,
+        "command": context.command,
+        "image": job.image,
+        "ipc": job.docker.ipc,
+        "shm_size": job.docker.shm_size,
+        "extra_args": job.docker.extra_args,
+        "mounts": job.mounts,
+        "pyxis_image": pyxis_image(job.image),
+        "pyxis_mounts": pyxis_mounts(context),
+    }
+
+
+def _plain(name: str, value: str, file: str) -> templates.Shell:
+    """``value`` as it stands in an #SBATCH line; refused unless it is one plain word."""
+    text = value.replace(JOB_ID, "id")
+    if text and not PLAIN_WORD.fullmatch(text):
+        raise InvalidInput(
+            f"{file}: the sbatch script cannot carry {name} {text!r}: #SBATCH lines are read by "
+            "sbatch, not by a shell, so they take only letters, digits and _@+=:,./-"
+        )
+    return templates.Shell(value)
+
+
+def pyxis_image(image: str) -> str:
+    """An image reference the way enroot names it: ``registry#repository:tag``."""
+    host = registry(image)
+    if host == "docker.io" or not image.startswith(host + "/"):
+        return image
+    return f"{host}#{image[len(host) + 1 :]}"
+
+
+def pyxis_mounts(context: Context) -> str:
+    """``--container-mounts``: the results directory at /results, then the spec's mounts."""
+    pairs = [f"{context.results_dir}:{CONTAINER_RESULTS}"]
+    pairs += [f"{m.source}:{m.target}" + (":ro" if m.readonly else "") for m in context.job.mounts]
+    return ",".join(pairs)
+
+
+# -- submitting ------------------------------------------------------------
+
+
+def backend_ref(result: proc.Result, job_id: str) -> str | None:
+    """The Slurm job id ``sbatch --parsable`` printed (``id`` or ``id;cluster``), if any."""
+    lines = result.stdout.strip().splitlines()
+    first = lines[-1].split(";")[0].strip() if lines else ""
+    return first if first.isdigit() else None
+
+
+def launch(step: Step, plan: Plan, progress: Progress = lambda _: None) -> str:
+    """Submit; when sbatch's answer is lost, adopt the one job named after the record.
+
+    Several jobs of that name stop the submission with their ids; none means
+    nothing was submitted, and the attempt fails. Nothing is ever resubmitted.
+    """
+    result = proc.run(step.argv, extra_env=step.env, check=False)
+    found = backend_ref(result, plan.job_id) if result.ok else None
+    if found is not None:
+        return found
+    login = plan.backend_value("login")
+    progress(f"{plan.job_id}: sbatch gave no job id; looking for a job named {plan.job_id}")
+    ids = jobs_named(plan.job_id, login)
+    if len(ids) == 1:
+        progress(f"{plan.job_id}: adopted Slurm job {ids[0]}, submitted before the answer was lost")
+        return ids[0]
+    if ids:
+        raise CommandFailed(
+            proc.shown(step.argv),
+            result.returncode,
+            f"{result.output()}\nsbatch gave no job id, and {len(ids)} Slurm jobs are named "
+            f"{plan.job_id} ({', '.join(ids)}): taospec adopts none of them and submits "
+            f"nothing more; keep one or cancel them all (scancel {' '.join(ids)})",
+        )
+    _remove_env_file(plan.record.results_dir, login)
+    raise CommandFailed(
+        proc.shown(step.argv),
+        result.returncode,
+        f"{result.output()}\nsbatch gave no job id, and no Slurm job is named {plan.job_id}: "
+        "nothing was submitted",
+    )
+
+
+def jobs_named(name: str, login: str | None) -> list[str]:
+    """Ids of the Slurm jobs named exactly ``name``: queued, running or recently ended."""
+    argv = on(login, ("squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"))
+    result = proc.run(argv, check=False)
+    if not result.ok:
+        raise CommandFailed(
+            proc.shown(argv),
+            result.returncode,
+            f"{result.output()}\n(cannot tell whether a job named {name} exists; look with "
+            f"squeue -n {name} before submitting again)",
+        )
+    return result.stdout.split()
+
+
+def _remove_env_file(results_dir: str, login: str | None) -> None:
+    """Delete the passed variables' file when no job will read it."""
+    proc.run(on(login, ("rm", "-f", "--", env_path(results_dir))), check=False)
+
+
+# -- status ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Native:
+    """What Slurm says about one job: its state word, how it exited, and why it waits."""
+
+    state: str
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+
+
+_STATES = {
+    "PENDING": PENDING, "CONFIGURING": PENDING, "REQUEUED": PENDING, "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING, "RESIZING": PENDING,
+    "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING, "STOPPED": RUNNING,
+    "SIGNALING": RUNNING, "STAGE_OUT": RUNNING,
+    "COMPLETED": COMPLETE,
+    "FAILED": ERROR, "TIMEOUT": ERROR, "OUT_OF_MEMORY": ERROR, "DEADLINE": ERROR,
+    "SPECIAL_EXIT": ERROR, "NODE_FAIL": ERROR, "BOOT_FAIL": ERROR,
+    "CANCELLED": CANCELED, "PREEMPTED": CANCELED, "REVOKED": CANCELED,
+}  # fmt: skip
+"""Slurm's job states in TAO's vocabulary (facts.md section 10)."""
+_INFRA_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+_WHY = {
+    "TIMEOUT": "the job reached its time limit (slurm.time)",
+    "OUT_OF_MEMORY": "the job ran out of memory",
+    "DEADLINE": "the job reached its deadline",
+    "NODE_FAIL": "a node of the job failed; submitting again may help",
+    "BOOT_FAIL": "a node of the job failed to boot; submitting again may help",
+}
+
+
+def parse_scontrol(text: str) -> Native | None:
+    """``scontrol -o show job``: JobState, ExitCode (``3:0`` exit 3, ``0:15`` signal 15), Reason."""
+    state = re.search(r"(?:^|\s)JobState=(\S+)", text)
+    if state is None:
+        return None
+    code = re.search(r"(?:^|\s)ExitCode=(\d+):(\d+)", text)
+    reason = re.search(r"(?:^|\s)Reason=(\S+)", text)
+    return _native(
+        state.group(1), code.groups() if code else None, reason.group(1) if reason else ""
+    )
+
+
+def parse_sacct(text: str) -> Native | None:
+    """``sacct -n -X -P -o State,ExitCode``: the state's first word (``CANCELLED by 0``, ``+``)."""
+    for line in text.splitlines():
+        state, _, code = line.partition("|")
+        words = state.split()
+        if words:
+            exit_pair = tuple(code.strip().split(":")) if ":" in code else None
+            return _native(words[0].rstrip("+"), exit_pair, "")
+    return None
+
+
+def _native(state: str, code: Sequence[str] | None, reason: str) -> Native:
+    exit_code = signal = None
+    if code is not None and len(code) == 2 and all(part.isdigit() for part in code):
+        exit_code, signal = int(code[0]), int(code[1])
+    reason = "" if reason == "None" else reason
+    return Native(state.upper(), exit_code, signal, reason)
+
+
+def query(slurm_id: str, login: str | None) -> Native | None:
+    """The job's state from ``scontrol``, else from ``sacct`` (when accounting exists)."""
+    shown = proc.run(on(login, ("scontrol", "-o", "show", "job", slurm_id)), check=False)
+    if shown.ok:
+        native = parse_scontrol(shown.stdout)
+        if native is not None:
+            return native
+    accounted = proc.run(
+        on(
+            login,
+            (
+                "sacct",
+                "--noheader",
+                "--allocations",
+                "--parsable2",
+                "--jobs",
+                slurm_id,
+                "--format=State,ExitCode",
+            ),
+        ),
+        check=False,
+    )
+    return parse_sacct(accounted.stdout) if accounted.ok else None
+
+
+def to_status(native: Native, tail: Callable[[], str] = lambda: "") -> Status:
+    """``native`` in TAO's vocabulary; a failed job's log ``tail`` may say why."""
+    state = _STATES.get(native.state, UNKNOWN)
+    message = f"slurm: {native.state}"
+    if state in (PENDING, RUNNING) or state == UNKNOWN:
+        return Status(state, message + (f" ({native.reason})" if native.reason else ""))
+    code = native.exit_code if not native.signal else None
+    if native.signal:
+        message += f", killed by signal {native.signal}"
+    elif native.exit_code is not None and state != CANCELED:
+        message += f", exit code {native.exit_code}"
+    if native.state in _WHY:
+        message += f": {_WHY[native.state]}"
+    if state != ERROR:
+        return Status(state, message, code)
+    if native.state in _INFRA_STATES:
+        return Status(ERROR, message, code, INFRA)
+    diagnosis = diagnose(tail()) if native.state == "FAILED" else None
+    if diagnosis:
+        return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class)
+    return Status(ERROR, message, code, PROGRAM)
+
+
+def _login(sidecar: Mapping[str, object]) -> str | None:
+    login = sidecar.get("login")
+    return str(login) if login else None
+
+
+def _slurm_id(record: Record, login: str | None) -> tuple[str | None, str | None]:
+    """The record's Slurm job id, and the same id when it was found by name (a lost mark)."""
+    if record.backend_ref:
+        return record.backend_ref, None
+    ids = jobs_named(record.id, login)
+    return (ids[0], ids[0]) if len(ids) == 1 else (None, None)
+
+
+def status(record: Record, sidecar: Mapping[str, object]) -> Status:
+    """``scontrol show job`` (or ``sacct``) mapped to the vocabulary (facts.md section 10)."""
+    login = _login(sidecar)
+    slurm_id, found = _slurm_id(record, login)
+    if slurm_id is None:
+        return Status(UNKNOWN, f"slurm: no single job is named {record.id}")
+    native = query(slurm_id, login)
+    if native is None:
+        return Status(
+            UNKNOWN,
+            f"slurm: job {slurm_id} is not known to scontrol (it ended more than MinJobAge ago) "
+            "and sacct has no record of it",
+            found_ref=found,
+        )
+    result = to_status(native, lambda: log_tail(record, sidecar))
+    return replace(result, found_ref=found)
+
+
+# -- logs ------------------------------------------------------------------
+
+
+def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
+    """The output file's bytes from ``offset`` on; None while it does not exist."""
+    if login is None:
+        try:
+            with Path(path).open("rb") as file:
+                file.seek(offset)
+                return file.read()
+        except FileNotFoundError:
+            return None
+    result = proc.run(on(login, ("tail", "-c", f"+{offset + 1}", "--", path)), check=False)
+    if not result.ok:
+        return None
+    return result.stdout.encode()
+
+
+def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+    """The last ``lines`` of the job's output file ('' when there is none)."""
+    data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
+    if not data:
+        return ""
+    return "".join(data.decode(errors="replace").splitlines(keepends=True)[-lines:])
+
+
+def logs(
+    record: Record,
+    sidecar: Mapping[str, object],
+    *,
+    tail: int | None,
+    follow: bool,
+    on_line: Callable[[str], None],
+) -> int:
+    """Print the output file (its last ``tail`` lines); with ``follow``, until the job ends."""
+    login = _login(sidecar)
+    path = f"{record.results_dir}/{LOG_FILE}"
+    data = _read_from(path, 0, login)
+    if data is None and not follow:
+        on_line(f"(no output yet at {path})\n")
+        return 0
+    text = (data or b"").decode(errors="replace")
+    shown = text.splitlines(keepends=True)
+    for line in shown[-tail:] if tail else ([] if tail == 0 else shown):
+        on_line(line)
+    if follow:
+        _follow(record, sidecar, path, len(data or b""), on_line)
+    return 0
+
+
+def _follow(
+    record: Record,
+    sidecar: Mapping[str, object],
+    path: str,
+    offset: int,
+    on_line: Callable[[str], None],
+) -> None:
+    """Hand on each new complete line until the job has ended, then whatever is left."""
+    login = _login(sidecar)
+    pending = b""
+    while True:
+        ended = status(record, sidecar).state not in (PENDING, RUNNING)
+        more = _read_from(path, offset, login) or b""
+        offset += len(more)
+        pending += more
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            on_line(line.decode(errors="replace") + "\n")
+        if ended:
+            break
+        time.sleep(POLL_INTERVAL)
+    if pending:
+        on_line(pending.decode(errors="replace"))
+
+
+# -- cancel ----------------------------------------------------------------
+
+
+def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
+    """``scancel``, then wait until the job's processes (and container) are gone.
+
+    A job that had already ended is reported as such; that is not an error.
+    """
+    login = _login(sidecar)
+    slurm_id, _ = _slurm_id(record, login)
+    if slurm_id is None:
+        _remove_env_file(record.results_dir, login)
+        return f"no single Slurm job is named {record.id}; nothing to cancel"
+    before = query(slurm_id, login)
+    if before is not None and _STATES.get(before.state) not in (PENDING, RUNNING):
+        _remove_env_file(record.results_dir, login)
+        return f"Slurm job {slurm_id} had already ended ({before.state})"
+    argv = on(login, ("scancel", slurm_id))
+    result = proc.run(argv, check=False)
+    if not result.ok:
+        raise CommandFailed(proc.shown(argv), result.returncode, result.output())
+    after = _wait_until_gone(slurm_id, login)
+    _remove_env_file(record.results_dir, login)
+    return f"scancel {slurm_id}; the job ended {after}"
+
+
+def _wait_until_gone(slurm_id: str, login: str | None) -> str:
+    """Wait (bounded) while the job still runs or completes; its last state word."""
+    deadline = time.monotonic() + CANCEL_WAIT
+    native = query(slurm_id, login)
+    while native is not None and _STATES.get(native.state) in (PENDING, RUNNING):
+        if time.monotonic() > deadline:
+            return f"{native.state} (still not gone after {CANCEL_WAIT:.0f} s)"
+        time.sleep(POLL_INTERVAL)
+        native = query(slurm_id, login)
+    return native.state if native else "(no longer known)"

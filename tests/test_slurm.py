@@ -1,0 +1,638 @@
+"""The slurm platform on a real single-node Slurm (scripts/ensure-slurm.sh), and its goldens.
+
+Jobs with ``container: none`` and ``container: docker`` are submitted with
+the real ``taospec`` command to the real scheduler: success, exit codes,
+cancel, the time limit, logs while running, a login node over the loopback
+ssh server, secrets through the sidecar env file, and a lost ``sbatch``
+answer (a wrapper that submits but does not answer). Pyxis and multi-node
+scripts cannot run on one machine: they are golden files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from taospec import lint, plantext
+from taospec.identity import Identity
+from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
+from taospec.plan import JOB_ID, render
+from taospec.platforms import slurm as platform
+from taospec.spec import load_job
+from tests.conftest import TEST_IMAGE, Runner, write
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
+LOGIN = "root@taospec-test"
+LAUNCHER = Identity(1000, 1000, (), "alice")
+CONTAINERS = ["none", "docker"]
+SLURM_STATE = Path(os.environ.get("TAOSPEC_TEST_STATE", "/tmp/taospec-test-state")) / "slurm"
+
+
+# -- helpers ---------------------------------------------------------------
+
+
+def job_file(folder: Path, command: list[str] | str, container: str = "none", **extra) -> Path:
+    """A slurm job spec in ``folder``, its results under ``folder/results``."""
+    doc: dict[str, object] = {
+        "version": 1,
+        "network_arch": "slurmtest",
+        "action": container,
+        "platform": "slurm",
+        "image": TEST_IMAGE,
+        "command": command,
+        "results_root": str(folder / "results"),
+    }
+    slurm_block = {"container": container, **extra.pop("slurm", {})}
+    doc.update(extra)
+    doc["slurm"] = slurm_block
+    return write(folder / f"{container}.yaml", yaml.safe_dump(doc, sort_keys=False))
+
+
+def shown(taospec: Runner, job_id: str) -> dict:
+    """The job's record, as ``taospec show`` prints it."""
+    done = taospec("show", job_id)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def status(taospec: Runner, job_id: str) -> dict:
+    done = taospec("status", "--json", job_id)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def submit(taospec: Runner, spec: Path, env: dict[str, str] | None = None) -> str:
+    done = taospec("run", "-d", spec, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[0]
+
+
+def opened_id(done: subprocess.CompletedProcess[str]) -> str:
+    """The id of the job whose record ``taospec run`` opened (also when the submit failed)."""
+    match = re.search(r"^(\S+): opened record", done.stderr, re.MULTILINE)
+    assert match, done.stderr
+    return match.group(1)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
+        time.sleep(0.2)
+
+
+def log_of(results: Path, job_id: str) -> str:
+    path = results / job_id / "taospec.log"
+    return path.read_text() if path.exists() else ""
+
+
+def containers_of(job_id: str) -> list[str]:
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label=tao-job={job_id}", "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return listed.stdout.split()
+
+
+def slurm_state(slurm_id: str) -> str:
+    shown_job = subprocess.run(
+        ["scontrol", "-o", "show", "job", slurm_id], capture_output=True, text=True, check=True
+    )
+    native = platform.parse_scontrol(shown_job.stdout)
+    assert native is not None
+    return native.state
+
+
+def jobs_named(name: str) -> list[str]:
+    return platform.jobs_named(name, None)
+
+
+# -- real jobs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_job_that_succeeds_is_complete_with_its_output(
+    container: str, slurm, engine, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(
+        open_tmp, "sh -c 'echo out-$0 > {results_dir}/out.txt; cat {config_path}' x",
+        container, spec={"greeting": "hi"},
+    )  # fmt: skip
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == COMPLETE
+    results = open_tmp / "results" / job_id
+    assert (results / "out.txt").read_text() == "out-x\n"
+    assert log_of(open_tmp / "results", job_id) == "greeting: hi\n"
+    record = shown(taospec, job_id)
+    assert [t["state"] for t in record["transitions"]] == [PENDING, RUNNING, COMPLETE]
+    assert record["platform"] == "slurm"
+    assert jobs_named(job_id) == [record["backend_ref"]]
+    assert slurm_state(record["backend_ref"]) == "COMPLETED"
+    script = (results / "taospec.sbatch").read_text()
+    assert f"#SBATCH --job-name={job_id}\n" in script
+    assert f"#SBATCH --output={results}/taospec.log\n" in script
+    if container == "docker":
+        assert containers_of(job_id) == []
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_exit_code_3_is_an_error_with_its_code(
+    container: str, slurm, engine, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(open_tmp, ["sh", "-c", "echo failing; exit 3"], container)
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id, state = done.stdout.split()
+    assert state == ERROR
+    record = shown(taospec, job_id)
+    assert record["terminal_state"] == ERROR
+    assert record["err_class"] == "ERR_PROGRAM"
+    assert "slurm: FAILED, exit code 3" in record["transitions"][-1]["message"]
+    assert "failing" in done.stderr  # the log tail
+    now = status(taospec, job_id)
+    assert (now["state"], now["exit_code"]) == (ERROR, 3)
+    if container == "docker":
+        assert containers_of(job_id) == []
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_cancel_stops_a_running_job_and_leaves_no_container(
+    container: str, slurm, engine, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(open_tmp, ["sh", "-c", "echo started; sleep 300"], container)
+    job_id = submit(taospec, spec)
+    results = open_tmp / "results"
+    wait_for(lambda: "started" in log_of(results, job_id), what="the job's first line")
+    if container == "docker":
+        assert containers_of(job_id) == [job_id]
+    done = taospec("cancel", job_id)
+    assert done.returncode == 0, done.stderr
+    assert f"{job_id} CANCELED" in done.stdout
+    record = shown(taospec, job_id)
+    assert record["terminal_state"] == CANCELED
+    assert slurm_state(record["backend_ref"]) == "CANCELLED"
+    assert containers_of(job_id) == []  # gone by the time cancel returns
+    again = taospec("cancel", job_id)
+    assert again.returncode == 0
+    assert "already ended CANCELED" in again.stdout
+
+
+def test_cancel_of_a_job_that_already_ended_is_reported_not_an_error(
+    slurm, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    spec = job_file(open_tmp, ["true"])
+    job_id = submit(taospec, spec)
+    slurm_id = shown(taospec, job_id)["backend_ref"]
+    wait_for(lambda: slurm_state(slurm_id) == "COMPLETED", what="the job to complete")
+    done = taospec("cancel", job_id)  # the record has not seen the end yet
+    assert done.returncode == 0, done.stderr
+    assert f"Slurm job {slurm_id} had already ended (COMPLETED)" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_time_limit_ends_jobs_in_error_and_removes_the_container(
+    slurm, engine, taospec: Runner, open_tmp: Path
+) -> None:
+    jobs = {}
+    for container in CONTAINERS:
+        spec = job_file(open_tmp, ["sh", "-c", "echo started; sleep 600"], container,
+                        slurm={"time": "1"})  # fmt: skip
+        jobs[container] = submit(taospec, spec)
+    results = open_tmp / "results"
+    wait_for(lambda: all("started" in log_of(results, j) for j in jobs.values()))
+    assert containers_of(jobs["docker"]) == [jobs["docker"]]
+    # Slurm counts whole minutes and checks limits about every 30 s.
+    wait_for(lambda: all(status(taospec, j)["state"] == ERROR for j in jobs.values()),
+             timeout=180, what="the time limit")  # fmt: skip
+    for job_id in jobs.values():
+        record = shown(taospec, job_id)
+        assert record["terminal_state"] == ERROR
+        assert "slurm: TIMEOUT" in record["transitions"][-1]["message"]
+        assert "time limit" in record["transitions"][-1]["message"]
+    wait_for(lambda: containers_of(jobs["docker"]) == [], timeout=30, what="container removal")
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_logs_while_running_and_follow_until_the_end(
+    container: str, slurm, engine, taospec: Runner, open_tmp: Path
+) -> None:
+    gate = open_tmp / "gate"
+    command = ["sh", "-c", "echo first; while [ ! -e /gate/open ]; do sleep 0.2; done; "
+               "echo second; echo -n partial"]  # fmt: skip
+    gate.mkdir()
+    spec = job_file(open_tmp, command, container)
+    if container == "docker":
+        spec = job_file(open_tmp, command, container, mounts=[{"source": str(gate),
+                                                               "target": "/gate"}])  # fmt: skip
+    else:
+        spec = job_file(open_tmp, [*command[:2], command[2].replace("/gate", str(gate))])
+    job_id = submit(taospec, spec)
+    wait_for(lambda: "first" in log_of(open_tmp / "results", job_id), what="the first line")
+    now = taospec("logs", job_id)
+    assert now.returncode == 0
+    assert now.stdout == "first\n"
+    assert status(taospec, job_id)["state"] == RUNNING
+    follower = subprocess.Popen(
+        [*taospec_argv(), "logs", "-f", job_id], env=taospec.env, cwd=taospec.cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)
+    assert follower.poll() is None, "logs -f must keep following while the job runs"
+    (gate / "open").touch()
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert out == "first\nsecond\npartial"
+    tail = taospec("logs", "--tail", "1", job_id)
+    assert tail.stdout == "partial"
+
+
+def taospec_argv() -> list[str]:
+    from tests.conftest import taospec_command
+
+    return taospec_command()
+
+
+def _ssh_problem() -> str | None:
+    done = subprocess.run(["ssh", "-o", "BatchMode=yes", LOGIN, "command -v sbatch"],
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    if done.returncode != 0:
+        return "ssh to the loopback sshd fails (scripts/ensure-sshd.sh): " + done.stderr.strip()
+    return None
+
+
+@pytest.fixture
+def login_node() -> str:
+    problem = _ssh_problem()
+    if problem is not None:
+        if os.environ.get("TAOSPEC_REQUIRE_ENGINE") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return LOGIN
+
+
+def test_a_job_submitted_through_a_login_node_over_ssh(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(open_tmp, ["sh", "-c", "echo on-the-cluster; cat {config_path}; sleep 300"],
+                    slurm={"login": login_node}, spec={"where": "cluster"})  # fmt: skip
+    dry = taospec("run", "-n", spec)
+    assert f"ssh -o BatchMode=yes -- {login_node}" in dry.stdout
+    assert "'sbatch --parsable " in dry.stdout
+    job_id = submit(taospec, spec)
+    results = open_tmp / "results"
+    wait_for(lambda: "where: cluster" in log_of(results, job_id), what="the job's output")
+    assert taospec("logs", job_id).stdout == "on-the-cluster\nwhere: cluster\n"
+    record = shown(taospec, job_id)
+    assert jobs_named(job_id) == [record["backend_ref"]]
+    assert status(taospec, job_id)["state"] == RUNNING
+    done = taospec("cancel", job_id)
+    assert done.returncode == 0, done.stderr
+    assert slurm_state(record["backend_ref"]) == "CANCELLED"
+    assert "slurm: CANCELLED" in status(taospec, job_id)["message"]
+
+
+def test_secrets_reach_the_job_through_a_mode_600_file_and_are_never_written(
+    slurm, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    secret = "hf_" + "Zq7" * 12
+    command = ["sh", "-c", 'printf %s "$HF_TOKEN" | md5sum']
+    spec = job_file(open_tmp, command, env={"pass": ["HF_TOKEN"]},
+                    slurm={"extra_sbatch": ["--hold"]})  # fmt: skip
+    env = {"HF_TOKEN": secret}
+    rendered = taospec("render", spec, env=env)
+    assert "HF_TOKEN" in rendered.stdout
+    job_id = submit(taospec, spec, env=env)
+    results = open_tmp / "results" / job_id
+    env_file = results / ".tao-runtime" / "secrets.env"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600  # held: written, not yet read
+    slurm_id = shown(taospec, job_id)["backend_ref"]
+    subprocess.run(["scontrol", "release", slurm_id], check=True)
+    wait_for(lambda: status(taospec, job_id)["state"] == COMPLETE, what="the released job")
+    digest = hashlib.md5(secret.encode()).hexdigest()
+    assert log_of(open_tmp / "results", job_id).split()[0] == digest
+    assert not env_file.exists()
+    for folder in (state_dir, open_tmp, SLURM_STATE):
+        found = subprocess.run(["grep", "-rlF", secret, str(folder)], capture_output=True,
+                               text=True, check=False)  # fmt: skip
+        assert found.stdout == "", f"the secret's value was written to {found.stdout}"
+
+
+def test_cancel_of_a_held_job_deletes_the_unread_env_file(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(open_tmp, ["true"], env={"pass": ["HF_TOKEN"]},
+                    slurm={"extra_sbatch": ["--hold"]})  # fmt: skip
+    job_id = submit(taospec, spec, env={"HF_TOKEN": "hf_" + "x" * 30})
+    env_file = open_tmp / "results" / job_id / ".tao-runtime" / "secrets.env"
+    assert env_file.exists()
+    assert status(taospec, job_id)["state"] == PENDING
+    done = taospec("cancel", job_id)
+    assert done.returncode == 0, done.stderr
+    assert not env_file.exists()
+
+
+def test_hostile_values_reach_the_command_exactly(slurm, taospec: Runner, open_tmp: Path) -> None:
+    hostile = ["a'b", '"q"', "$(id)", "`id`", "c d", "\\", "$HOME", "*", "line\nbreak", "é日本"]
+    spec = job_file(open_tmp, ["sh", "-c", 'printf "[%s]\\n" "$@" "$MODE"', "sh", *hostile],
+                    env={"set": {"MODE": "m'$(x)`y`"}})  # fmt: skip
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    expected = "".join(f"[{value}]\n" for value in [*hostile, "m'$(x)`y`"])
+    assert log_of(open_tmp / "results", job_id) == expected
+
+
+# -- a lost sbatch answer ----------------------------------------------------
+
+
+def lossy_sbatch(folder: Path, body: str) -> dict[str, str]:
+    """A PATH whose ``sbatch`` is a wrapper around the real one (``$real``)."""
+    real = shutil.which("sbatch")
+    assert real
+    folder.mkdir(exist_ok=True)
+    write(folder / "sbatch", f"#!/bin/sh\nreal={real}\n{body}\n").chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def test_a_lost_sbatch_answer_adopts_the_one_job_of_that_name(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    path = lossy_sbatch(open_tmp / "bin", '"$real" "$@" >/dev/null\necho "ssh: timed out" >&2\n'
+                        "exit 255")  # fmt: skip
+    spec = job_file(open_tmp, ["sh", "-c", "echo adopted"])
+    done = taospec("run", spec, env=path)
+    assert done.returncode == 0, done.stderr
+    assert "sbatch gave no job id" in done.stderr
+    job_id = done.stdout.split()[0]
+    record = shown(taospec, job_id)
+    assert jobs_named(job_id) == [record["backend_ref"]]
+    assert record["terminal_state"] == COMPLETE
+    assert log_of(open_tmp / "results", job_id) == "adopted\n"
+
+
+def test_an_empty_sbatch_answer_is_reconciled_the_same_way(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    path = lossy_sbatch(open_tmp / "bin", '"$real" "$@" >/dev/null')
+    done = taospec("run", spec := job_file(open_tmp, ["true"]), env=path)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert jobs_named(job_id) == [shown(taospec, job_id)["backend_ref"]]
+    assert spec.exists()
+
+
+def test_several_jobs_of_that_name_stop_the_submission(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    path = lossy_sbatch(open_tmp / "bin", '"$real" "$@" >/dev/null\n"$real" "$@" >/dev/null\n'
+                        "exit 1")  # fmt: skip
+    spec = job_file(open_tmp, ["sleep", "300"])
+    done = taospec("run", spec, env=path)
+    assert done.returncode == 1
+    job_id = opened_id(done)
+    ids = jobs_named(job_id)
+    try:
+        assert len(ids) == 2
+        assert f"2 Slurm jobs are named {job_id} ({', '.join(ids)})" in done.stderr
+        assert "adopts none of them" in done.stderr
+        record = shown(taospec, job_id)
+        assert record["backend_ref"] is None
+        assert record["terminal_state"] == ERROR
+    finally:
+        subprocess.run(["scancel", *ids], check=False)
+
+
+def test_no_job_of_that_name_fails_the_attempt(slurm, taospec: Runner, open_tmp: Path) -> None:
+    path = lossy_sbatch(open_tmp / "bin", 'echo "sbatch: error: Socket timed out" >&2\nexit 1')
+    spec = job_file(open_tmp, ["true"], env={"pass": ["HF_TOKEN"]})
+    done = taospec("run", spec, env={**path, "HF_TOKEN": "hf_" + "y" * 30})
+    assert done.returncode == 1
+    job_id = opened_id(done)
+    assert jobs_named(job_id) == []
+    assert f"no Slurm job is named {job_id}: nothing was submitted" in done.stderr
+    record = shown(taospec, job_id)
+    assert record["terminal_state"] == ERROR
+    assert not (open_tmp / "results" / job_id / ".tao-runtime" / "secrets.env").exists()
+
+
+# -- rendering: goldens for what one machine cannot run --------------------------
+
+
+GOLDEN_JOBS = {
+    "slurm-pyxis": {
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "gpus": [0, 1],
+        "mounts": [{"source": "/lustre/datasets/levir-cd", "target": "/data", "readonly": True}],
+        "env": {"pass": ["NGC_KEY"], "set": {"WANDB_MODE": "offline"}},
+        "slurm": {"login": "alice@login.cluster.example", "partition": "gpu",
+                  "account": "tao", "time": "04:00:00", "cpus_per_task": 16,
+                  "container": "pyxis", "extra_sbatch": ["--qos=high"]},
+    },
+    "slurm-multinode-pyxis": {
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "gpus": [0, 1, 2, 3, 4, 5, 6, 7],
+        "nodes": 4,
+        "mounts": [{"source": "/lustre/datasets/levir-cd", "target": "/data", "readonly": True}],
+        "slurm": {"partition": "gpu", "time": "1-00:00:00", "container": "pyxis"},
+    },
+    "slurm-multinode-docker": {
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "gpus": [0, 1],
+        "nodes": 2,
+        "env": {"pass": ["HF_TOKEN"]},
+        "slurm": {"container": "docker", "time": "2:00:00"},
+    },
+    "slurm-multinode-none": {"nodes": 2, "slurm": {"container": "none"}},
+}  # fmt: skip
+
+
+def golden_spec(tmp_path: Path, name: str) -> Path:
+    doc = {
+        "version": 1,
+        "network_arch": "visual_changenet",
+        "action": "train",
+        "platform": "slurm",
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "command": "visual_changenet train -e {config_path} results_dir={results_dir}",
+        "results_root": "/lustre/results",
+        "spec": {"train": {"num_epochs": 10}},
+        **GOLDEN_JOBS[name],
+    }
+    return write(tmp_path / f"{name}.yaml", yaml.safe_dump(doc, sort_keys=False))
+
+
+def sbatch_script(spec: Path, job_id: str = "visual_changenet-train-0a1b2c") -> str:
+    plan = render(load_job(spec), launcher=LAUNCHER).with_job_id(job_id)
+    (step,) = [s for s in plan.steps if s.name == "script"]
+    assert step.stdin_text is not None
+    return step.stdin_text
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_JOBS))
+def test_scripts_match_their_golden_files_and_pass_the_checks(name: str, tmp_path: Path) -> None:
+    text = sbatch_script(golden_spec(tmp_path, name))
+    golden = GOLDEN / f"{name}.sbatch"
+    if UPDATE:
+        golden.write_text(text)
+    assert text == golden.read_text()
+    assert lint.lint_text(text) == []
+    path = write(tmp_path / "job.sbatch", text)
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    checked = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_multi_node_runs_one_task_per_node_with_a_rendezvous_on_the_first(
+    tmp_path: Path,
+) -> None:
+    text = sbatch_script(golden_spec(tmp_path, "slurm-multinode-pyxis"))
+    assert "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n" in text
+    assert "#SBATCH --gpus-per-node=8\n" in text
+    assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in text
+    assert "exec srun --nodes=4 --ntasks-per-node=1 \\\n" in text
+    assert "torchrun --nnodes=4 --nproc-per-node=8" in text
+    assert '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --no-python' in text
+    assert "--container-image='nvcr.io#nvidia/tao/tao-toolkit:6.0.0-pyt'" in text
+    assert "--container-mounts=/lustre/results/visual_changenet-train-0a1b2c:/results," in text
+
+
+def test_the_plan_shows_secret_names_only_and_sbatch_never_sees_them(tmp_path: Path) -> None:
+    spec = job_file(tmp_path, ["true"], env={"pass": ["HF_TOKEN", "NGC_KEY"]})
+    plan = render(load_job(spec), launcher=LAUNCHER)
+    names = [s.name for s in plan.steps]
+    assert names == ["prepare", "script", "check-script", "env-file", "launch"]
+    env_step = plan.steps[3]
+    assert env_step.stdin_env_file == ("HF_TOKEN", "NGC_KEY")
+    assert env_step.argv[:3] == ("install", "-m", "0600")
+    launch = plan.steps[4]
+    assert launch.argv[:5] == ("env", "-u", "HF_TOKEN", "-u", "NGC_KEY")
+    text = plantext.text(plan)
+    assert 'printf \'%s=%q\\n\' HF_TOKEN "$HF_TOKEN" NGC_KEY "$NGC_KEY" | install -m 0600' in text
+    assert plan.secrets == ("HF_TOKEN", "NGC_KEY")
+
+
+def test_the_rendered_text_writes_exactly_the_submitted_script(
+    tmp_path: Path, open_tmp: Path
+) -> None:
+    """The reviewed listing's script step, run by bash, writes the script the executor writes."""
+    spec = job_file(
+        open_tmp, ["sh", "-c", "echo ${{JOB_ID}} '${{JOB_ID}}'"], env={"set": {"A": "$x"}}
+    )
+    plan = render(load_job(spec), launcher=LAUNCHER)
+    (step,) = [s for s in plan.steps if s.name == "script"]
+    job_id = "slurmtest-none-abc123"
+    (open_tmp / "results" / job_id).mkdir(parents=True)
+    line = plantext.command_line(step)
+    subprocess.run(["bash", "-c", line], env={"JOB_ID": job_id, "PATH": os.environ["PATH"]},
+                   check=True)  # fmt: skip
+    written = (open_tmp / "results" / job_id / "taospec.sbatch").read_text()
+    assert written == plan.with_job_id(job_id).steps[1].stdin_text
+    assert "exec sh -c 'echo ${JOB_ID} '" in written  # the command's own text is untouched
+    assert "${JOB_ID_1}" in line  # so the listing shows the id under another name
+
+
+def test_remote_words_split_back_into_the_argument_list() -> None:
+    argv = ["install", "-m", "0644", "/dev/stdin", f"/r/a b/{JOB_ID}/x", "it's", "$HOME"]
+    remote = platform.on("u@h", argv)[-1]
+    import shlex
+
+    assert shlex.split(remote.replace(JOB_ID, "job-1")) == [
+        a.replace(JOB_ID, "job-1") for a in argv
+    ]
+
+
+# -- Slurm's answers in TAO's vocabulary -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "state", "code", "err_class", "words"),
+    [
+        ("JobId=5 JobName=x JobState=COMPLETED Reason=None ExitCode=0:0", COMPLETE, 0, None,
+         "slurm: COMPLETED, exit code 0"),
+        ("JobId=5 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0", ERROR, 3, "ERR_PROGRAM",
+         "slurm: FAILED, exit code 3"),
+        ("JobId=5 JobState=FAILED Reason=JobLaunchFailure ExitCode=0:15", ERROR, None,
+         "ERR_PROGRAM", "killed by signal 15"),
+        ("JobId=5 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15", ERROR, None, "ERR_PROGRAM",
+         "time limit"),
+        ("JobId=5 JobState=OUT_OF_MEMORY ExitCode=0:125", ERROR, None, "ERR_PROGRAM", "memory"),
+        ("JobId=5 JobState=NODE_FAIL Reason=NodeDown ExitCode=0:0", ERROR, 0, "ERR_INFRA",
+         "a node of the job failed"),
+        ("JobId=5 JobState=BOOT_FAIL ExitCode=0:0", ERROR, 0, "ERR_INFRA", "failed to boot"),
+        ("JobId=5 JobState=CANCELLED Reason=None ExitCode=0:15", CANCELED, None, None,
+         "slurm: CANCELLED"),
+        ("JobId=5 JobState=PREEMPTED ExitCode=0:0", CANCELED, 0, None, "PREEMPTED"),
+        ("JobId=5 JobState=PENDING Reason=Resources ExitCode=0:0", PENDING, None, None,
+         "slurm: PENDING (Resources)"),
+        ("JobId=5 JobState=COMPLETING ExitCode=0:0", RUNNING, None, None, "COMPLETING"),
+        ("JobId=5 JobState=RUNNING Reason=None ExitCode=0:0", RUNNING, None, None,
+         "slurm: RUNNING"),
+    ],
+)  # fmt: skip
+def test_scontrol_states_map_to_the_vocabulary(text, state, code, err_class, words) -> None:
+    native = platform.parse_scontrol(text)
+    assert native is not None
+    found = platform.to_status(native)
+    assert (found.state, found.exit_code, found.err_class) == (state, code, err_class)
+    assert words in found.message
+
+
+@pytest.mark.parametrize(
+    ("text", "state", "native"),
+    [
+        ("CANCELLED by 0|0:15\n", CANCELED, "CANCELLED"),
+        ("CANCELLED+|0:15\n", CANCELED, "CANCELLED"),
+        ("NODE_FAIL|0:0\n", ERROR, "NODE_FAIL"),
+        ("COMPLETED|0:0\n", COMPLETE, "COMPLETED"),
+        ("FAILED|2:0\n", ERROR, "FAILED"),
+    ],
+)
+def test_sacct_annotated_and_truncated_states_use_the_first_word(text, state, native) -> None:
+    parsed = platform.parse_sacct(text)
+    assert parsed is not None
+    assert parsed.state == native
+    assert platform.to_status(parsed).state == state
+
+
+def test_an_unknown_job_is_unknown() -> None:
+    assert platform.parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+    assert platform.parse_sacct("") is None
+
+
+# -- what the spec refuses --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"gpus": "all"}, "Slurm allocates GPUs by count"),
+        ({"user": "1000:1000"}, "runs as the account that submits it"),
+        ({"results_root": "/data/my results"}, "which sbatch reads without a shell"),
+        ({"slurm": {"container": "none", "extra_sbatch": ["--job-name=x"]}}, "--job-name is set"),
+        ({"slurm": {"container": "none", "extra_sbatch": ["-o /tmp/x"]}}, "-o is set by taospec"),
+        ({"mounts": [{"source": "/a,b", "target": "/data"}]}, "cannot carry a path with ','"),
+    ],
+)
+def test_the_spec_refuses_what_sbatch_or_pyxis_cannot_carry(
+    extra: dict, message: str, taospec: Runner, tmp_path: Path
+) -> None:
+    doc = {"version": 1, "network_arch": "a", "action": "b", "platform": "slurm",
+           "image": "busybox:1", "command": "true", "results_root": "/data/results"}  # fmt: skip
+    spec = write(tmp_path / "job.yaml", yaml.safe_dump({**doc, **extra}))
+    done = taospec("validate", spec)
+    assert done.returncode == 2
+    assert message in done.stderr
