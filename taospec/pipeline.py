@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from taospec.ledger import Ledger, Record
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
+UNKNOWN_POLLS = 8
+"""Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
 
 
 @dataclass
@@ -293,16 +295,10 @@ class Build:
         board.update(target.name, "RUNNING", record.id)
         if self.follow_logs:
             self._stream_logs(record, target.name, board)
-        record = self._follow(record, target.name, board)
-        if record.state == COMPLETE:
+        record, state, message = self._follow(record, target.name, board)
+        if state == COMPLETE:
             Index(self.ledger).completed(record.id, fingerprint)
-        return Outcome(
-            target.name,
-            record.state,
-            record,
-            record.transitions[-1].message,
-            fingerprint=fingerprint,
-        )
+        return Outcome(target.name, state, record, message, fingerprint=fingerprint)
 
     def launch(
         self, decision: Decision, upstream: dict[str, Decision]
@@ -341,18 +337,23 @@ class Build:
             on_line=lambda line: board.output(prefix + line),
         )
 
-    def _follow(self, record: Record, name: str, board: Board) -> Record:
+    def _follow(self, record: Record, name: str, board: Board) -> tuple[Record, str, str]:
+        """Poll until the job ends; (record, state, message). A backend that keeps
+        answering UNKNOWN (the job vanished, or the engine is gone) ends the wait."""
         delay = POLL_FIRST
+        unknown = 0
         while not self._stop.is_set():
             record, status = poll(record, self.ledger)
             board.update(name, status.state, record.id)
             if record.terminal_state is not None:
-                return record
-            if status.state == UNKNOWN and record.backend_ref is not None:
-                return record
+                return record, record.state, record.transitions[-1].message
+            unknown = unknown + 1 if status.state == UNKNOWN else 0
+            if unknown >= UNKNOWN_POLLS:
+                return record, UNKNOWN, status.message
             self._stop.wait(delay)
             delay = min(delay * 2, POLL_MAX)
-        return self.ledger.get(record.id)
+        record = self.ledger.get(record.id)
+        return record, record.state, record.transitions[-1].message
 
     def _cancel_all(self, board: Board) -> None:
         """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
