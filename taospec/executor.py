@@ -20,7 +20,7 @@ from taospec import proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
 from taospec.jobstate import CANCELED, ERROR, RUNNING, Status
-from taospec.plan import Plan, Step, plan_from_json
+from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.platforms import platform_module
 
 if TYPE_CHECKING:
@@ -38,8 +38,12 @@ def secret_values(names: tuple[str, ...], environ: Mapping[str, str] | None = No
 
 
 def check_environment(plan: Plan, environ: Mapping[str, str]) -> None:
-    """Every name the job passes must be set, or the job would start with an empty value."""
-    missing = [name for name in plan.secrets if name not in environ]
+    """Every name the job passes must be set, or the job would start with an empty value.
+
+    Names read on a remote machine (``env_source: instance``) are checked there by the plan.
+    """
+    remote = plan.backend_value("env_source") == "instance"
+    missing = [name for name in plan.secrets if name not in environ and not remote]
     for step in plan.steps:
         if step.stdin_env and step.stdin_env not in environ and step.stdin_env not in missing:
             missing.append(step.stdin_env)
@@ -57,11 +61,11 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
     wanted = plan.backend_value("gpus")
     if not wanted:
         return
-    host = plan.backend_value("docker_host") or ""
+    host = _gpu_host(dict(plan.backend))
     for record in ledger.list(state=RUNNING):
         side = ledger.sidecar(record.id)
         held = str(side.get("gpus") or "")
-        if not held or str(side.get("docker_host") or "") != host:
+        if not held or _gpu_host(side) != host:
             continue
         if _overlap(wanted, held):
             raise InvalidInput(
@@ -69,6 +73,13 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
                 f"{host or 'the local engine'}; pick free ids, wait for it, or pass "
                 "--allow-shared-gpus"
             )
+
+
+def _gpu_host(facts: Mapping[str, object]) -> str:
+    """The machine whose GPUs a job holds: its docker host, its brev instance, or ''."""
+    if facts.get("instance"):
+        return f"brev instance {facts['instance']}"
+    return str(facts.get("docker_host") or "")
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -165,6 +176,11 @@ def run_step(
     result = None
     for attempt in range(1, step.attempts + 1):
         result = proc.run(step.argv, extra_env=step.env, stdin=stdin, check=False)
+        reasons = [
+            line[len(FAILED) :] for line in result.stdout.splitlines() if line.startswith(FAILED)
+        ]
+        if reasons:
+            raise StepFailed(step, reasons, result)
         if any(line.startswith(step.expect) for line in result.stdout.splitlines()):
             return result
         if attempt < step.attempts:
@@ -177,6 +193,21 @@ def run_step(
         f"{result.output()}\n(no output line starting with {step.expect!r} after "
         f"{step.attempts} attempt{'s' if step.attempts > 1 else ''})",
     )
+
+
+class StepFailed(CommandFailed):
+    """A step whose output said why it failed (``TAOSPEC_FAILED=`` lines); not retried.
+
+    The message is the step's own reasons, then its error output indented.
+    """
+
+    def __init__(self, step: Step, reasons: list[str], result: proc.Result) -> None:
+        super().__init__(proc.shown(step.argv), result.returncode, result.output())
+        message = f"{step.name}: " + "; ".join(proc.redacted(r) for r in reasons)
+        errors = proc.redacted(result.stderr.strip())
+        if errors:
+            message += "\n" + "\n".join("    " + line for line in errors.splitlines())
+        self.args = (message,)
 
 
 def env_file_text(names: tuple[str, ...], env: Mapping[str, str]) -> str:

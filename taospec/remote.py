@@ -1,0 +1,171 @@
+"""Shell text that runs on another machine: a Brev instance or a Docker host reached by ssh.
+
+``brev exec INSTANCE CMD`` and ``ssh HOST CMD`` both hand ONE argument to a
+shell on the far side, so every remote command is built here from argument
+lists: each value becomes one shell word through :func:`quote`, and only fixed
+operators (``&&``, ``||``, ``if``) join them. Nothing is glued by hand.
+
+The remote side cannot report an exit code reliably (brev returns 1 for any
+failure and then runs the command again), so each remote script says what
+happened in marker lines: ``TAOSPEC_<NAME>=<value>`` when a step is done, and
+``TAOSPEC_FAILED=<sentence>`` when it knows it failed (see
+:data:`taospec.plan.FAILED`). The scripts are POSIX sh, so they run the same
+under brev's ``bash -c`` and under an ssh login shell that is dash.
+
+The job id is still the plan's placeholder when these texts are composed;
+:func:`quote` leaves it unquoted between quoted pieces (a real id is made of
+``[A-Za-z0-9._-]``, which no shell treats specially), so that
+:meth:`Plan.with_job_id` can fill it in later. :func:`taospec.plantext.word`
+cannot be used for the inner layer: it turns the placeholder into ``"$JOB_ID"``,
+which the far side does not define.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
+
+from taospec import plantext
+from taospec.errors import InvalidInput
+from taospec.plan import FAILED, JOB_ID
+
+MARK = "TAOSPEC_"
+
+
+def quote(arg: str) -> str:
+    """One argument as one remote shell word, the placeholder id left for substitution."""
+    if JOB_ID not in arg:
+        return shlex.quote(arg)
+    return JOB_ID.join(shlex.quote(part) if part else "" for part in arg.split(JOB_ID))
+
+
+def command(argv: Sequence[str]) -> str:
+    """An argument list as one remote command, laid out like a plan's lines when long."""
+    first, *rest = _units(argv)
+    return plantext.layout([first[0]], rest)
+
+
+def _units(argv: Sequence[str]) -> list[plantext.Unit]:
+    """Arguments grouped as :func:`taospec.plantext.units` groups them, quoted for the far side."""
+    out: list[plantext.Unit] = []
+    value_slot = False
+    for arg in argv:
+        is_option = arg.startswith("-") and len(arg) > 1 and arg != "--"
+        if value_slot and not is_option:
+            out[-1] = (f"{out[-1][0]} {quote(arg)}", True)
+            value_slot = False
+            continue
+        out.append((quote(arg), is_option))
+        value_slot = is_option and "=" not in arg
+    return out
+
+
+def script(*lines: str) -> str:
+    """Remote commands run one after the other."""
+    return "\n".join(lines)
+
+
+def marker(name: str, value: str) -> str:
+    """The command that prints ``TAOSPEC_<name>=<value>``."""
+    return command(["echo", f"{MARK}{name}={value}"])
+
+
+def fail(reason: str) -> str:
+    """The command that prints ``TAOSPEC_FAILED=<reason>`` (printf: dash's echo eats ``\\``)."""
+    return f"printf %s\\\\n {quote(FAILED + reason)}"
+
+
+def values(output: str, name: str) -> list[str]:
+    """The values of the ``TAOSPEC_<name>=`` lines in ``output``."""
+    prefix = f"{MARK}{name}="
+    return [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
+
+
+def guarded(check: str, run: str, name: str, *, present: str, done: str, failure: str) -> str:
+    """``run`` unless ``check`` succeeds; either way a ``TAOSPEC_<name>`` marker, else a failure.
+
+    Running it twice is harmless (brev re-runs a failed remote command): the
+    second run finds what the first one made and says ``present``. A failed
+    ``run`` still exits 0, so brev does not run it again.
+    """
+    return script(
+        f"if {check} >/dev/null 2>&1; then {marker(name, present)}",
+        f"elif {run}",
+        f"then {marker(name, done)}",
+        f"else {fail(failure)}; fi",
+    )
+
+
+def guarded_launch(job_id: str, run_argv: Sequence[str]) -> str:
+    """Start the container unless one named ``job_id`` exists: ``TAOSPEC_LAUNCH=started|exists``."""
+    return guarded(
+        command(["docker", "container", "inspect", job_id]),
+        command(run_argv),
+        "LAUNCH",
+        present="exists",
+        done="started",
+        failure="docker run failed",
+    )
+
+
+def require_env(names: Iterable[str], where: str) -> str:
+    """A failure line for each name the remote environment does not export, then CHECK=done."""
+    lines = [
+        f"{command(['printenv', name])} >/dev/null 2>&1 || "
+        + fail(
+            f"{name} (env.pass) is not set on {where}; set it there, e.g. in /etc/environment "
+            "(its value never leaves the instance)"
+        )
+        for name in names
+    ]
+    return script(*lines, marker("CHECK", "done"))
+
+
+def require_paths(paths: Iterable[tuple[str, str]], where: str) -> str:
+    """A failure line for each ``(what, path)`` missing on the remote side, then CHECK=done."""
+    lines = [
+        f"{command(['test', '-e', path])} || "
+        + fail(f"{what} {path} does not exist on {where}; create it there or fix the spec")
+        for what, path in paths
+    ]
+    return script(*lines, marker("CHECK", "done"))
+
+
+def prepare(dirs_argv: Sequence[str], spec_argv: Sequence[str] | None, spec: str | None) -> str:
+    """Create the results tree, write the spec file through ``spec_argv``'s stdin, say PREPARE."""
+    steps = [command(dirs_argv)]
+    if spec_argv is not None and spec is not None:
+        steps.append(f"{command(['printf', '%s', spec])} | {command(spec_argv)}")
+    done = " && ".join(steps)
+    return script(
+        f"if {done}",
+        f"then {marker('PREPARE', 'done')}",
+        f"else {fail('could not create the results tree or the spec file')}; fi",
+    )
+
+
+def ssh_argv(url: str) -> tuple[str, ...]:
+    """``ssh`` options and destination for a ``ssh://[user@]host[:port]`` DOCKER_HOST."""
+    parts = urlsplit(url)
+    if parts.scheme != "ssh" or not parts.hostname or parts.path not in ("", "/"):
+        raise InvalidInput(f"docker.host {url!r}: expected ssh://[user@]host[:port]")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InvalidInput(f"docker.host {url!r}: the port is not a number") from None
+    destination = f"{parts.username}@{parts.hostname}" if parts.username else parts.hostname
+    argv = ["ssh", "-o", "BatchMode=yes"]
+    if port is not None:
+        argv += ["-p", str(port)]
+    return (*argv, "--", destination)
+
+
+def remove_container(job_id: str) -> str:
+    """Remove the job's container if there is one: ``TAOSPEC_CANCEL=removed|absent``."""
+    return script(
+        f"if {command(['docker', 'container', 'inspect', job_id])} >/dev/null 2>&1",
+        f"then {command(['docker', 'rm', '--force', job_id])} >/dev/null && "
+        + marker("CANCEL", "removed"),
+        f"else {marker('CANCEL', 'absent')}; fi",
+    )
