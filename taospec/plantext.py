@@ -113,7 +113,8 @@ def command_line(step: Step) -> str:
         pairs = " ".join(f'{name} "${name}"' for name in step.stdin_env_file)
         line = f"printf '%s=%q\\n' {pairs} | {line}"
     if step.unless:
-        line = f"{words(step.unless)} >/dev/null 2>&1 || {line}"
+        check = " ".join([*(word(f"{k}={v}") for k, v in step.env), words(step.unless)])
+        line = f"{check} >/dev/null 2>&1 || {line}"
     if step.log_path:
         line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
     if step.expect is not None:

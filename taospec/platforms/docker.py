@@ -8,17 +8,19 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from taospec import identity, proc, templates
+from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import CommandFailed
 from taospec.jobstate import COMPLETE, ERROR, UNKNOWN, Status
-from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
+from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps
 
 if TYPE_CHECKING:
     from taospec.ledger import Record
+    from taospec.spec import Job
 
 NAME = "docker"
 NGC_REGISTRY = "nvcr.io"
@@ -69,31 +71,55 @@ def values(context: Context) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class Commands:
+    """The docker CLI argument lists of one job, for a local or a remote engine."""
+
+    present: tuple[str, ...]
+    login: tuple[str, ...]
+    pull: tuple[str, ...]
+    run: tuple[str, ...]
+
+
+def commands(context: Context) -> Commands:
+    """Image check, NGC login, pull and the canonical ``docker run``, as argument lists."""
+    macros = templates.module("docker", values(context))
+    return Commands(
+        templates.argv(macros.image_present()),
+        templates.argv(macros.login()),
+        templates.argv(macros.pull()),
+        templates.argv(macros.run()),
+    )
+
+
+def needs_login(job: Job) -> bool:
+    """An nvcr.io image with NGC_KEY passed: log in with the key before pulling."""
+    return registry(job.image) == NGC_REGISTRY and NGC_KEY in job.env_pass
+
+
 def engine_steps(context: Context, env: tuple[tuple[str, str], ...] = ()) -> list[Step]:
     """login (nvcr.io with NGC_KEY named), pull-if-missing and the detached launch."""
-    job = context.job
-    macros = templates.module("docker", values(context))
-    present = templates.argv(macros.image_present())
+    argv = commands(context)
     steps = []
-    if registry(job.image) == NGC_REGISTRY and NGC_KEY in job.env_pass:
+    if needs_login(context.job):
         steps.append(
             Step(
                 "login",
-                templates.argv(macros.login()),
+                argv.login,
                 "log in to NGC with the key fed on stdin, unless the image is already here",
                 env=env,
-                unless=present,
+                unless=argv.present,
                 stdin_env=NGC_KEY,
             )
         )
     steps.append(
-        Step("pull", templates.argv(macros.pull()), "pull the image unless the engine has it",
-             env=env, unless=present)
+        Step("pull", argv.pull, "pull the image unless the engine has it",
+             env=env, unless=argv.present)
     )
     steps.append(
         Step(
             "launch",
-            templates.argv(macros.run()),
+            argv.run,
             "start the container detached, named and labelled after the job id",
             env=env,
         )
@@ -101,29 +127,80 @@ def engine_steps(context: Context, env: tuple[tuple[str, str], ...] = ()) -> lis
     return steps
 
 
+def remote_prepare(context: Context) -> str:
+    """Remote shell text that creates the results tree, owned by the job's user, and the spec."""
+    macros = templates.module(
+        "common",
+        {
+            "owner": context.identity,
+            "dirs": context.host_dirs(),
+            "spec_path": f"{context.results_dir}/{SPEC_FILE}",
+        },
+    )
+    spec = context.spec_yaml
+    spec_argv = templates.argv(macros.spec_file()) if spec is not None else None
+    return remote.prepare(templates.argv(macros.prepare()), spec_argv, spec)
+
+
+def ssh_steps(context: Context, host: str) -> list[Step]:
+    """Check and create the job's paths on the ssh host itself: they are that host's paths."""
+    job = context.job
+    ssh = remote.ssh_argv(host)
+    paths = [("results_root", job.results_root)]
+    paths += [(f"mounts[{i}].source", m.source) for i, m in enumerate(job.mounts)]
+    return [
+        Step(
+            "paths-check",
+            (*ssh, remote.require_paths(paths, host)),
+            f"check on {host} that results_root and every mount source exist there",
+            expect="TAOSPEC_CHECK=done",
+        ),
+        Step(
+            "prepare",
+            (*ssh, remote_prepare(context)),
+            f"create the results tree on {host}, owned by {context.identity.spec}, "
+            f"and write the spec the job reads as {context.config_path}",
+            expect="TAOSPEC_PREPARE=done",
+        ),
+    ]
+
+
 def plan(context: Context) -> Plan:
-    """prepare, spec-file, (login,) pull, launch."""
+    """prepare, spec-file, (login,) pull, launch; on an ssh host, check and prepare there."""
     job = context.job
     identity.refuse_root(context.identity, job.file)
     host = job.docker.host
     env = (("DOCKER_HOST", host),) if host else ()
-    notes = []
-    if host:
-        notes.append(
-            f"the containers run on {host}: mount sources and results_root are paths on that "
-            "host, not on this machine"
-        )
+    on_ssh = bool(host) and str(host).startswith("ssh://")
+    prepare = ssh_steps(context, str(host)) if on_ssh else local_steps(context)
     return Plan(
         file=job.file,
         target=job.name,
         platform=NAME,
         job_id=context.job_id,
         record=record_fields(context, NAME),
-        steps=(*local_steps(context), *engine_steps(context, env)),
-        notes=tuple(notes),
+        steps=(*prepare, *engine_steps(context, env)),
+        notes=_notes(context, host),
         backend=_backend(host, gpu_flag(job.gpus).strip('"').removeprefix("device=")),
         secrets=job.env_pass,
     )
+
+
+def _notes(context: Context, host: str | None) -> tuple[str, ...]:
+    if not host:
+        return ()
+    notes = [
+        f"the containers run on {host}: mount sources and results_root are paths on that "
+        "host, not on this machine"
+    ]
+    if context.user_from_host:
+        notes.append(
+            f"user: host is this machine's {context.identity.spec}; the job runs as that "
+            f"UID:GID on {host} too"
+        )
+    if host.startswith("tcp://"):
+        notes.append(f"taospec cannot reach {host}'s files: it creates the results tree here")
+    return tuple(notes)
 
 
 def _backend(host: str | None, gpus: str) -> tuple[tuple[str, str], ...]:
@@ -162,25 +239,28 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     )
     if not inspected.ok:
         return _missing(record, env, inspected)
-    native, code_text, oom = inspected.stdout.split()
     found = _label_lookup(record, env) if record.backend_ref is None else None
+    return interpret(inspected.stdout, lambda: log_tail(record, sidecar), found)
+
+
+def interpret(inspected: str, tail: Callable[[], str], found: str | None = None) -> Status:
+    """An :data:`INSPECT_FORMAT` line in the vocabulary; ``tail`` gives the log for a failure."""
+    native, code_text, oom = inspected.split()
     code = int(code_text)
     if native in _NATIVE:
         return Status(_NATIVE[native], f"docker: {native}", found_ref=found)
     if native == "exited" and code == 0:
         return Status(COMPLETE, "docker: exited 0", 0, found_ref=found)
     if native == "exited":
-        return _failed(record, env, code, oom == "true", found)
+        return _failed(code, oom == "true", tail(), found)
     return Status(UNKNOWN, f"docker: {native} (exit code {code}); see docker ps -a", code)
 
 
-def _failed(
-    record: Record, env: tuple[tuple[str, str], ...], code: int, oom: bool, found: str | None
-) -> Status:
+def _failed(code: int, oom: bool, tail: str, found: str | None) -> Status:
     message = f"docker: exited with code {code}"
     if oom:
         message += " (killed by the kernel's out-of-memory killer)"
-    diagnosis = diagnose(log_tail(record, {"docker_host": dict(env).get("DOCKER_HOST")}))
+    diagnosis = diagnose(tail)
     if diagnosis:
         message += f"; {diagnosis}"
     err_class = diagnosis.err_class if diagnosis else PROGRAM

@@ -1,0 +1,237 @@
+"""``docker.host: ssh://...`` for real: the loopback sshd (scripts/ensure-sshd.sh), the engine.
+
+The docker CLI reaches the engine through its own ssh transport, and
+taospec's ``ssh`` steps check and create the job's paths on that host. The
+"remote" host is this machine seen through sshd, so its paths are ours.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taospec import plantext, remote
+from taospec.errors import InvalidInput
+from taospec.identity import Identity
+from taospec.ledger import Ledger
+from taospec.plan import render
+from taospec.spec import load_job
+from tests.conftest import ROOT, Runner, bash_words, write
+from tests.remote_shell import absolute, containers, docker, remote_calls
+from tests.test_quoting import JOB_IDS, hostile
+
+pytestmark = pytest.mark.engine
+
+HOST = "ssh://root@taospec-test"
+ROOT_LAUNCHER = Identity(0, 0, (), "root")
+
+
+def ssh_answers() -> bool:
+    argv = ["ssh", "-o", "BatchMode=yes", "taospec-test", "true"]
+    done = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def sshd(engine: str) -> str:
+    """The loopback sshd answering as Host taospec-test (started by scripts/ensure-sshd.sh)."""
+    if not ssh_answers():
+        started = subprocess.run(
+            [str(ROOT / "scripts" / "ensure-sshd.sh")],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert ssh_answers(), f"no loopback sshd: {started.stderr.strip()[-2000:]}"
+    ports = subprocess.run(
+        ["ssh", "-G", "taospec-test"], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    return next(line.split()[1] for line in ports if line.startswith("port "))
+
+
+@pytest.fixture
+def job_ids() -> Iterator[list[str]]:
+    """Job ids whose containers are removed after the test (only those)."""
+    ids: list[str] = []
+    yield ids
+    for job_id in ids:
+        for cid in containers(job_id):
+            docker("rm", "-f", cid)
+
+
+def job_file(root: Path, image: str, command: str, host: str = HOST, **extra: str) -> Path:
+    (root / "data").mkdir(exist_ok=True)
+    (root / "results").mkdir(exist_ok=True)
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: docker",
+        f"docker: {{host: {json.dumps(host)}, shm_size: 64m}}",
+        f"image: {image}",
+        f"results_root: {root / 'results'}",
+        'user: "1000:1000"',
+        f"command: {json.dumps(command)}",
+        *(f"{key}: {value}" for key, value in extra.items()),
+    ]
+    return write(root / "job.yaml", "\n".join(lines) + "\n")
+
+
+def data_mount(root: Path, source: Path | None = None) -> str:
+    return json.dumps([{"source": str(source or root / "data"), "target": "/data"}])
+
+
+def started(done: subprocess.CompletedProcess[str], job_ids: list[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    job_ids.append(job_id)
+    return job_id
+
+
+def test_the_full_cycle_runs_over_ssh(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, job_ids
+) -> None:
+    (open_tmp / "data").mkdir()
+    (open_tmp / "data" / "input.txt").write_text("from the host\n")
+    command = "sh -c 'cat /data/input.txt; cat {config_path}; echo line-3; exec sleep 300'"
+    spec = job_file(open_tmp, engine, command, mounts=data_mount(open_tmp), spec="{a: b}")
+    job_id = started(taospec("run", "--detach", spec), job_ids)
+    side = Ledger(state_dir).sidecar(job_id)
+    assert side["docker_host"] == HOST
+    steps = [s["name"] for s in side["plan"]["steps"]]
+    assert steps == ["paths-check", "prepare", "pull", "launch"]
+    assert side["plan"]["steps"][0]["argv"][:4] == ["ssh", "-o", "BatchMode=yes", "--"]
+
+    assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
+    deadline = time.monotonic() + 30
+    while "line-3" not in (logs := taospec("logs", job_id).stdout):
+        assert time.monotonic() < deadline, logs
+        time.sleep(0.2)
+    assert logs == "from the host\na: b\nline-3\n"
+    results = open_tmp / "results" / job_id
+    assert results.stat().st_uid == 1000
+    assert (results / "stage" / "spec.yaml").read_text() == "a: b\n"
+
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "container removed" in cancelled.stdout
+    assert containers(job_id) == []
+
+
+def test_a_host_with_a_port_runs_to_completion(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, job_ids
+) -> None:
+    host = f"ssh://root@127.0.0.1:{sshd}"
+    spec = job_file(open_tmp, engine, "sh -c 'id -u > {results_dir}/uid'", host)
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    assert plan.steps[0].argv[:6] == ("ssh", "-o", "BatchMode=yes", "-p", sshd, "--")
+    assert plan.steps[0].argv[6] == "root@127.0.0.1"
+    done = taospec("run", spec)
+    job_id = started(done, job_ids)
+    assert done.stdout.split()[1] == "COMPLETE"
+    assert (open_tmp / "results" / job_id / "uid").read_text() == "1000\n"
+
+
+def test_a_mount_source_missing_on_the_host_fails_before_anything_starts(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, job_ids
+) -> None:
+    gone = open_tmp / "not there"
+    spec = job_file(open_tmp, engine, "true", mounts=data_mount(open_tmp, gone))
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    assert f"paths-check: mounts[0].source {gone} does not exist on {HOST}" in done.stderr
+    (record,) = [p for p in (state_dir / "jobs").glob("*.json") if "." not in p.stem]
+    job_ids.append(record.stem)
+    assert json.loads(record.read_text())["terminal_state"] == "ERROR"
+    assert containers(record.stem) == []
+    assert list((open_tmp / "results").iterdir()) == []  # prepare never ran
+
+
+def test_a_results_root_missing_on_the_host_is_refused(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path
+) -> None:
+    spec = job_file(open_tmp, engine, "true")
+    write(spec, spec.read_text().replace(str(open_tmp / "results"), str(open_tmp / "nowhere")))
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    assert f"results_root {open_tmp / 'nowhere'} does not exist on {HOST}" in done.stderr
+    assert not (open_tmp / "nowhere").exists()
+
+
+def test_ssh_destinations_are_parsed_and_never_read_as_options() -> None:
+    assert remote.ssh_argv("ssh://gpu") == ("ssh", "-o", "BatchMode=yes", "--", "gpu")
+    assert remote.ssh_argv("ssh://u@gpu:22") == (
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-p",
+        "22",
+        "--",
+        "u@gpu",
+    )
+    assert remote.ssh_argv("ssh://-oProxyCommand=x")[-2:] == ("--", "-oproxycommand=x")
+    for bad in ("ssh://gpu:port", "ssh://", "ssh://gpu/path"):
+        with pytest.raises(InvalidInput):
+            remote.ssh_argv(bad)
+
+
+@st.composite
+def ssh_documents(draw: st.DrawFn) -> dict[str, object]:
+    """A remote docker job with a hostile value in every path and string."""
+    text = hostile(exclude="{}")
+    return {
+        "version": 1,
+        "network_arch": "arch",
+        "action": "act",
+        "platform": "docker",
+        "docker": {"host": HOST, "extra_args": draw(st.lists(text, max_size=2))},
+        "image": "taospec-test/busybox:1",
+        "command": draw(st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=3)),
+        "results_root": draw(absolute()),
+        "user": "1000:1000",
+        "mounts": [{"source": draw(absolute()), "target": "/data"}],
+        "env": {"set": {"MODE": draw(text)}},
+        "spec": {"train": {"note": draw(text)}},
+    }
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=ssh_documents(), job_id=JOB_IDS, shell=st.sampled_from(["bash", "sh"]))
+def test_hostile_values_survive_the_local_shell_and_the_hosts_shell(
+    tmp_path: Path, doc: dict, job_id: str, shell: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    shown = render(load_job(path), launcher=ROOT_LAUNCHER)
+    real = shown.with_job_id(job_id)
+    local = render(load_job(path), launcher=ROOT_LAUNCHER, job_id=job_id)
+    results = real.record.results_dir
+    calls: list[list[str]] = []
+    for plan_step, real_step in zip(shown.steps[:2], real.steps[:2], strict=True):
+        argv = bash_words(plantext.argv_text(plan_step.argv), {"JOB_ID": job_id})
+        assert argv == list(real_step.argv)
+        assert argv[:5] == ["ssh", "-o", "BatchMode=yes", "--", "root@taospec-test"]
+        calls += remote_calls(argv[5], shell)  # a login shell on the host may be dash
+    source = doc["mounts"][0]["source"]
+    assert calls[:2] == [["test", "-e", doc["results_root"]], ["test", "-e", source]]
+    install = calls[2]
+    assert install[:8] == ["install", "-d", "-m", "0755", "-o", "1000", "-g", "1000"]
+    assert install[8:10] == [results, f"{results}/stage"]
+    assert calls[3][-1] == f"{results}/stage/spec.yaml"
+    assert yaml.safe_load(calls[4][1]) == {"train": {"note": doc["spec"]["train"]["note"]}}
+    launch = local.steps[-1]
+    assert launch.env == (("DOCKER_HOST", HOST),)
+    assert bash_words(plantext.argv_text(shown.steps[-1].argv), {"JOB_ID": job_id}) == list(
+        launch.argv
+    )
