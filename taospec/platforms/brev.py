@@ -1,0 +1,349 @@
+"""The brev platform: the docker platform's canonical launch, run on an NVIDIA Brev instance.
+
+Brev is a compound of two platforms: ``brev exec INSTANCE CMD`` reaches the
+instance, and the docker platform's own argument lists run there. Four
+brev-cli facts shape every step (facts.md section 4):
+
+- only the LAST positional of ``brev exec`` is the command, so the remote
+  command is always ONE argument, composed by :mod:`taospec.remote`;
+- stdin lines are read as more instance names, so stdin is /dev/null
+  (:func:`taospec.proc.run` gives every child /dev/null unless told otherwise);
+- the remote exit code is lost and a failed command is run a second time, so
+  each remote script is idempotent and says its outcome in a marker line;
+- piped stdout ends with the instance's name, which :func:`logs` drops.
+
+Who the job runs as: ``user: host`` is refused. The submitting machine's
+UID:GID says nothing about the instance's accounts, and the instance cannot be
+asked while rendering (a plan is rendered without contacting anything, so
+that what a reviewer reads is what runs). The spec names the UID:GID (or
+``--user`` does), and the plan shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from taospec import identity, proc, remote, templates
+from taospec.diagnose import diagnose
+from taospec.errors import CommandFailed, InvalidInput
+from taospec.jobstate import UNKNOWN, Status
+from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
+from taospec.platforms import docker
+
+if TYPE_CHECKING:
+    from taospec.ledger import Record
+    from taospec.spec import BrevOptions
+
+NAME = "brev"
+PROBE_ATTEMPTS = 120
+"""600 s of probing at the default 5 s interval: a fresh instance's sshd can take that long."""
+LAUNCH_ATTEMPTS = 3
+"""Tries of a launch that printed no marker (a dropped connection): the guard makes a retry
+safe, and without one a container might run with its record saying ERROR. Other steps fail
+at once: nothing has started yet, and brev itself already ran a failed command twice."""
+GONE = "could not look up instance"
+
+
+def job_results(results_dir: str) -> str:
+    """The results directory is mounted at /results, as on docker."""
+    return CONTAINER_RESULTS
+
+
+def exec_argv(instance: str, command: str) -> tuple[str, ...]:
+    """``brev exec INSTANCE COMMAND`` with the remote command as one argument."""
+    macros = templates.module(NAME, {"instance": instance, "remote": command})
+    return templates.argv(macros.exec())
+
+
+def delete_argv(instance: str) -> tuple[str, ...]:
+    """``brev delete INSTANCE``."""
+    return templates.argv(templates.module(NAME, {"instance": instance}).delete())
+
+
+# -- the plan ---------------------------------------------------------------
+
+
+def options(context: Context) -> BrevOptions:
+    """The ``brev:`` block, after refusing what cannot work on an instance."""
+    job = context.job
+    if job.brev is None:
+        raise InvalidInput(f"{job.file}: platform brev needs a brev: block naming the instance")
+    if job.docker.host:
+        raise InvalidInput(
+            f"{job.file}: docker.host does not apply to platform brev: the container runs on "
+            f"instance {job.brev.instance}'s own Docker engine"
+        )
+    if context.user_from_host:
+        raise InvalidInput(
+            f"{job.file}: user: host would mean this machine's {context.launcher.spec}, which "
+            f"says nothing about the accounts on instance {job.brev.instance}. Set user: "
+            '"UID:GID" to the instance account the job runs as (brev exec '
+            f"{job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID"
+        )
+    identity.refuse_root(context.identity, job.file)
+    return job.brev
+
+
+def plan(context: Context) -> Plan:
+    """probe, env-check, paths-check, (login,) pull, prepare, launch; delete if ephemeral."""
+    job = context.job
+    brev = options(context)
+    steps = [_probe(brev.instance), *_checks(context, brev.instance)]
+    steps += _engine_steps(context, brev.instance)
+    return Plan(
+        file=job.file,
+        target=job.name,
+        platform=NAME,
+        job_id=context.job_id,
+        record=record_fields(context, NAME),
+        steps=tuple(steps),
+        notes=_notes(context, brev),
+        backend=_backend(context, brev),
+        secrets=job.env_pass,
+        teardown=(_delete(brev.instance),) if brev.ephemeral else (),
+    )
+
+
+def _backend(context: Context, brev: BrevOptions) -> tuple[tuple[str, str], ...]:
+    """What status, logs, cancel and the GPU check need: the instance, and its GPUs."""
+    facts = [
+        ("instance", brev.instance),
+        ("ephemeral", str(brev.ephemeral).lower()),
+        ("env_source", "instance"),
+    ]
+    gpus = docker.gpu_flag(context.job.gpus).strip('"').removeprefix("device=")
+    if gpus:
+        facts.append(("gpus", gpus))
+    return tuple(facts)
+
+
+def _delete(instance: str) -> Step:
+    why = f"delete the ephemeral instance {instance}: stops its billing and erases its disk"
+    return Step("delete", delete_argv(instance), why)
+
+
+def _remote_step(
+    name: str, instance: str, text: str, marker: str, why: str, *, attempts: int = 1
+) -> Step:
+    """A step whose remote ``text`` counts as done when it prints ``TAOSPEC_<marker>=``."""
+    expect = f"{remote.MARK}{marker}="
+    return Step(name, exec_argv(instance, text), why, expect=expect, attempts=attempts)
+
+
+def _probe(instance: str) -> Step:
+    return Step(
+        "probe",
+        exec_argv(instance, "echo ok"),
+        "wait until the instance answers a two-word command (a fresh one says RUNNING "
+        f"before its sshd is up); up to {PROBE_ATTEMPTS} tries",
+        expect="ok",
+        attempts=PROBE_ATTEMPTS,
+    )
+
+
+def _checks(context: Context, instance: str) -> list[Step]:
+    job = context.job
+    where = f"instance {instance}"
+    steps = []
+    if job.env_pass:
+        text = remote.require_env(job.env_pass, where)
+        why = "check that every env.pass name is set on the instance; values never leave it"
+        steps.append(_remote_step("env-check", instance, text, "CHECK", why))
+    if job.mounts:
+        paths = [(f"mounts[{i}].source", m.source) for i, m in enumerate(job.mounts)]
+        text = remote.require_paths(paths, where)
+        why = "check that every mount source exists on the instance"
+        steps.append(_remote_step("paths-check", instance, text, "CHECK", why))
+    return steps
+
+
+def _engine_steps(context: Context, instance: str) -> list[Step]:
+    argv = docker.commands(context)
+    steps = [_login(argv, instance)] if docker.needs_login(context.job) else []
+    pull = remote.guarded(
+        remote.command(argv.present),
+        remote.command(argv.pull),
+        "PULL",
+        present="present",
+        done="pulled",
+        failure="docker pull failed on the instance",
+    )
+    why = "pull the image before the GPU run, unless the instance has it"
+    steps.append(_remote_step("pull", instance, pull, "PULL", why))
+    why = (
+        f"create the results tree owned by {context.identity.spec} and write the spec the job "
+        f"reads as {context.config_path}"
+    )
+    steps.append(_remote_step("prepare", instance, docker.remote_prepare(context), "PREPARE", why))
+    launch = remote.guarded_launch(context.job_id, argv.run)
+    why = (
+        "start the container detached, named and labelled after the job id, unless a "
+        "container with that name exists (brev may run this twice)"
+    )
+    steps.append(_remote_step("launch", instance, launch, "LAUNCH", why, attempts=LAUNCH_ATTEMPTS))
+    return steps
+
+
+def _login(argv: docker.Commands, instance: str) -> Step:
+    """NGC login on the instance, with the instance's own NGC_KEY on stdin (never on argv)."""
+    text = remote.guarded(
+        remote.command(argv.present),
+        f'printf %s "${docker.NGC_KEY}" | {remote.command(argv.login)}',
+        "LOGIN",
+        present="not-needed",
+        done="done",
+        failure="docker login nvcr.io failed on the instance: check the NGC_KEY set there",
+    )
+    why = "log in to NGC with the instance's own NGC_KEY on stdin, unless the image is there"
+    return _remote_step("login", instance, text, "LOGIN", why)
+
+
+def _notes(context: Context, brev: BrevOptions) -> tuple[str, ...]:
+    job = context.job
+    notes = [
+        f"runs on Brev instance {brev.instance} through brev exec: each remote command is one "
+        "argument, and each step reports its outcome in a TAOSPEC_ line because brev "
+        "returns no exit code and runs a failed command again",
+        "results_root and mount sources are paths on the instance",
+        f"the job runs as {context.identity.spec}; the account brev exec uses on the instance "
+        "must be that user or root to create the results tree",
+    ]
+    if job.env_pass:
+        notes.append(
+            f"{', '.join(job.env_pass)} are read from the instance's environment; their values "
+            "never reach this machine"
+        )
+    if brev.ephemeral:
+        notes.append(
+            "ephemeral: the instance is deleted once the job ends or is cancelled; a tier-C job "
+            "must upload its results in its own command before it exits"
+        )
+    return tuple(notes)
+
+
+# -- the verbs -------------------------------------------------------------
+
+
+def instance_of(record: Record, sidecar: Mapping[str, object]) -> str:
+    """The job's instance: recorded at submit, else the first part of ``<instance>/<id>``."""
+    recorded = sidecar.get("instance")
+    if recorded:
+        return str(recorded)
+    if record.backend_ref and "/" in record.backend_ref:
+        return record.backend_ref.split("/", 1)[0]
+    raise InvalidInput(f"{record.id}: the record does not say which brev instance it ran on")
+
+
+def backend_ref(result: proc.Result, job_id: str) -> str:
+    """``<instance>/<job id>``; the launch's argv is ``brev exec INSTANCE COMMAND``."""
+    return f"{result.argv[-2]}/{job_id}"
+
+
+def _exec(instance: str, command: str) -> proc.Result:
+    return proc.run(exec_argv(instance, command), check=False)
+
+
+def without_instance_line(output: str, instance: str) -> str:
+    """``output`` without the instance name brev prints last when stdout is piped."""
+    lines = output.splitlines(keepends=True)
+    if lines and lines[-1].rstrip("\n") == instance:
+        lines.pop()
+    return "".join(lines)
+
+
+def status(record: Record, sidecar: Mapping[str, object]) -> Status:
+    """``docker inspect`` on the instance, mapped exactly as the docker platform maps it."""
+    instance = instance_of(record, sidecar)
+    fmt = f"{remote.MARK}STATE={docker.INSPECT_FORMAT}"
+    inspect = remote.command(
+        ["docker", "inspect", "--type", "container", "--format", fmt, record.id]
+    )
+    result = _exec(instance, f"{inspect} || {remote.marker('STATE', 'missing')}")
+    states = remote.values(result.stdout, "STATE")
+    if not states:
+        return Status(UNKNOWN, f"brev exec on instance {instance} failed: {_last(result)}")
+    if states[-1] == "missing":
+        return _missing(record, instance, result)
+    found = f"{instance}/{record.id}" if record.backend_ref is None else None
+    return docker.interpret(states[-1], lambda: log_tail(record, sidecar), found)
+
+
+def _last(result: proc.Result) -> str:
+    lines = result.output().splitlines()
+    return lines[-1] if lines else "no answer"
+
+
+def _missing(record: Record, instance: str, result: proc.Result) -> Status:
+    if "No such" in result.stderr or "no such" in result.stderr:
+        return Status(UNKNOWN, f"docker: no container named {record.id} on instance {instance}")
+    diagnosis = diagnose(result.stderr)
+    reason = str(diagnosis) if diagnosis else _last(result)
+    return Status(UNKNOWN, f"docker inspect failed on instance {instance}: {reason}")
+
+
+def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+    """The last ``lines`` of the container's output ('' when the instance cannot say)."""
+    instance = instance_of(record, sidecar)
+    argv = ["docker", "logs", "--tail", str(lines), record.id]
+    result = _exec(instance, f"{remote.command(argv)} 2>&1")
+    return without_instance_line(result.stdout, instance) if result.ok else ""
+
+
+class _DropInstanceLine:
+    """Passes lines on, holding back a line that is the instance name until another follows."""
+
+    def __init__(self, instance: str, on_line: Callable[[str], None]) -> None:
+        self.instance = instance
+        self.on_line = on_line
+        self.held: str | None = None
+
+    def line(self, text: str) -> None:
+        if self.held is not None:
+            self.on_line(self.held)
+            self.held = None
+        if text.rstrip("\n") == self.instance:
+            self.held = text
+        else:
+            self.on_line(text)
+
+    def end(self, succeeded: bool) -> None:
+        """A held line is brev's trailer only when the exec succeeded."""
+        if self.held is not None and not succeeded:
+            self.on_line(self.held)
+
+
+def logs(
+    record: Record,
+    sidecar: Mapping[str, object],
+    *,
+    tail: int | None,
+    follow: bool,
+    on_line: Callable[[str], None],
+) -> int:
+    """Stream ``docker logs`` from the instance, without brev's trailing instance line."""
+    instance = instance_of(record, sidecar)
+    argv = ["docker", "logs"]
+    if tail is not None:
+        argv += ["--tail", str(tail)]
+    if follow:
+        argv.append("--follow")
+    command = f"{remote.command([*argv, record.id])} || true"
+    lines = _DropInstanceLine(instance, on_line)
+    code = proc.stream(exec_argv(instance, command), on_line=lines.line)
+    lines.end(code == 0)
+    return code
+
+
+def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
+    """Remove the container on the instance; the plan's teardown then deletes an ephemeral one."""
+    instance = instance_of(record, sidecar)
+    result = _exec(instance, remote.remove_container(record.id))
+    outcome = remote.values(result.stdout, "CANCEL")
+    if "removed" in outcome:
+        return f"container removed on instance {instance}"
+    if "absent" in outcome:
+        return f"no container was left on instance {instance}"
+    if GONE in result.stderr:
+        return f"instance {instance} is gone, and its container with it"
+    raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())

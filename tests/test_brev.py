@@ -1,0 +1,588 @@
+"""platform: brev, end to end through the brev emulator (tests/fakes/brev) and the real engine.
+
+The emulator's instances are this machine: a remote command runs under
+``bash -c`` here and its ``docker`` reaches the local engine, so every job
+below really starts a container. The real ``taospec`` command runs with
+``tests/fakes`` first on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taospec import plantext
+from taospec.errors import InvalidInput
+from taospec.executor import check_gpus, run_step
+from taospec.identity import Identity
+from taospec.ledger import Ledger
+from taospec.plan import Plan, render
+from taospec.platforms import brev
+from taospec.spec import load_job
+from tests.conftest import ROOT, Runner, bash_words, write
+from tests.remote_shell import absolute, containers, docker, remote_calls
+from tests.test_quoting import JOB_IDS, hostile
+
+pytestmark = pytest.mark.engine
+
+FAKES = ROOT / "tests" / "fakes"
+SECRET = "nvapi-canary-7f3e9a1b2c4d"
+ROOT_LAUNCHER = Identity(0, 0, (), "root")
+
+
+# -- the emulator -------------------------------------------------------------
+
+
+class Brev:
+    """The emulator's environment, state file and the docker containers the tests made."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.state = tmp / "brev-state.json"
+        self.env = {
+            "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}",
+            "BREV_EMULATOR_STATE": str(self.state),
+        }
+        self.job_ids: list[str] = []
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **self.env}
+        return subprocess.run(
+            ["brev", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    def add(self, name: str, *flags: str) -> None:
+        assert self("_emulator", "add", name, *flags).returncode == 0
+
+    def data(self) -> dict:
+        return json.loads(self.state.read_text())
+
+    def instances(self) -> list[str]:
+        listed = json.loads(self("ls", "--json").stdout)["workspaces"] or []
+        return [w["name"] for w in listed]
+
+    def commands(self) -> list[dict]:
+        return self.data()["exec_log"]
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[Brev]:
+    """A logged-in emulator; the containers of the jobs a test records are removed after it."""
+    fake = Brev(tmp_path)
+    assert fake("login", "--token", "emulator-token").returncode == 0
+    yield fake
+    for job_id in fake.job_ids:
+        for cid in containers(job_id):
+            docker("rm", "-f", cid)
+
+
+def job_file(
+    root: Path,
+    image: str,
+    command: str,
+    instance: str = "box",
+    ephemeral: bool = False,
+    **extra: str,
+) -> Path:
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: brev",
+        f"brev: {{instance: {instance}, ephemeral: {str(ephemeral).lower()}}}",
+        f"image: {image}",
+        f"results_root: {root / 'results'}",
+        'user: "1000:1000"',
+        f"command: {json.dumps(command)}",
+        *(f"{key}: {value}" for key, value in {"docker": "{shm_size: 64m}", **extra}.items()),
+    ]
+    return write(root / "job.yaml", "\n".join(lines) + "\n")
+
+
+def run(taospec: Runner, emulator: Brev, *args: str, **env: str):
+    """``taospec ARGS`` with the emulator on PATH; remembers a printed job id for cleanup."""
+    done = taospec(*args, env={**emulator.env, "TAOSPEC_RETRY_INTERVAL": "0.1", **env})
+    words = done.stdout.split()
+    if args[0] == "run" and words:
+        emulator.job_ids.append(words[0])
+    return done
+
+
+def record(state_dir: Path, job_id: str) -> dict:
+    return json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
+
+
+def states(state_dir: Path, job_id: str) -> list[str]:
+    return [t["state"] for t in record(state_dir, job_id)["transitions"]]
+
+
+def everything_written(state_dir: Path) -> str:
+    """Every file the ledger wrote, as one text."""
+    return "".join(p.read_text(errors="replace") for p in state_dir.rglob("*") if p.is_file())
+
+
+# -- the full cycle -------------------------------------------------------------
+
+
+@pytest.fixture
+def ngc_image(engine: str) -> Iterator[str]:
+    """The test image under an nvcr.io name, so that the plan has its NGC login step."""
+    name = "nvcr.io/taospec-test/busybox:brev"
+    docker("tag", engine, name)
+    yield name
+    docker("rmi", name)
+
+
+def test_submit_status_logs_cancel_on_an_instance(
+    ngc_image: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("gpu-box", "--env", f"NGC_KEY={SECRET}")
+    command = (
+        "sh -c 'echo gpu-box; echo line-1; cat {config_path}; "
+        'test -n "$NGC_KEY" && echo key-present; echo line-2; exec sleep 300\''
+    )
+    spec = job_file(
+        open_tmp,
+        ngc_image,
+        command,
+        "gpu-box",
+        env="{pass: [NGC_KEY]}",
+        spec="{greeting: hi}",
+    )
+    done = run(taospec, emulator, "run", "--detach", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    rec = record(state_dir, job_id)
+    assert rec["platform"] == "brev"
+    assert rec["backend_ref"] == f"gpu-box/{job_id}"
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING"]
+    assert len(containers(job_id)) == 1
+
+    status = run(taospec, emulator, "status", job_id, "--json")
+    assert json.loads(status.stdout)["state"] == "RUNNING", status.stdout + status.stderr
+
+    expected = ["gpu-box", "line-1", "greeting: hi", "key-present", "line-2"]
+    logs = _wait_for_logs(taospec, emulator, job_id, expected)
+    assert logs.splitlines() == expected  # the job's own "gpu-box" stays, brev's trailer goes
+    tail = run(taospec, emulator, "logs", job_id, "--tail", "1")
+    assert tail.stdout == "line-2\n"
+
+    cancelled = run(taospec, emulator, "cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "container removed on instance gpu-box" in cancelled.stdout
+    assert containers(job_id) == []
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "CANCELED"]
+    assert emulator.instances() == ["gpu-box"]  # not ephemeral: the instance stays
+
+    ran = emulator.commands()
+    assert {c["instance"] for c in ran} == {"gpu-box"}  # stdin never added instance names
+    login = [c["command"] for c in ran if "docker login" in c["command"]]
+    assert login, "the plan has an NGC login step"
+    assert '"$NGC_KEY" | docker login nvcr.io' in login[0]
+    outputs = done.stdout + done.stderr + status.stdout + logs + cancelled.stdout
+    assert SECRET not in outputs
+    assert SECRET not in everything_written(state_dir)
+    assert all(SECRET not in c["command"] for c in ran)
+
+
+def _wait_for_logs(taospec: Runner, emulator: Brev, job_id: str, lines: list[str]) -> str:
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        out = run(taospec, emulator, "logs", job_id).stdout
+        if out.splitlines()[-1:] == lines[-1:] or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+def test_a_finished_job_is_complete_and_status_reads_it_from_the_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, "sh -c 'id -u > {results_dir}/uid; echo done'")
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    assert (open_tmp / "results" / job_id / "uid").read_text() == "1000\n"
+    assert (open_tmp / "results" / job_id).stat().st_uid == 1000
+    again = run(taospec, emulator, "status", job_id)
+    assert again.stdout.split()[:2] == [job_id, "COMPLETE"]
+
+
+def test_a_failing_job_is_an_error_with_its_code_and_log_tail(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, "sh -c 'echo about to fail; exit 3'")
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 1
+    job_id = done.stdout.split()[0]
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+    assert "exited with code 3" in done.stderr
+    assert "| about to fail" in done.stderr
+    assert "| box" not in done.stderr  # brev's trailing instance line is not the job's output
+
+
+# -- brev's hazards ---------------------------------------------------------------
+
+
+def docker_shim(folder: Path, flag: Path) -> Path:
+    """A ``docker`` that drops the connection once, right after ``docker run`` started a container.
+
+    It kills the ``bash -c`` brev runs the remote command in, exactly what a
+    broken ssh connection does; brev then checks the instance and runs the
+    whole command again.
+    """
+    real = subprocess.run(
+        ["sh", "-c", "command -v docker"], capture_output=True, text=True, check=True
+    )
+    folder.mkdir()
+    shim = folder / "docker"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'{shlex.quote(real.stdout.strip())} "$@"; code=$?\n'
+        f'if [ "$1" = run ] && [ ! -e {shlex.quote(str(flag))} ]; then\n'
+        f"  touch {shlex.quote(str(flag))}; kill -KILL $PPID\n"
+        "fi\n"
+        'exit "$code"\n'
+    )
+    shim.chmod(0o755)
+    return folder
+
+
+def test_a_launch_that_brev_runs_twice_starts_one_container(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    emulator.add("box")
+    shims = docker_shim(tmp_path / "shims", tmp_path / "dropped")
+    spec = job_file(open_tmp, engine, "sleep 300")
+    path = f"{FAKES}{os.pathsep}{shims}{os.pathsep}{os.environ['PATH']}"
+    done = run(taospec, emulator, "run", "--detach", spec, PATH=path)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    assert (tmp_path / "dropped").exists(), "the first launch really ran and then broke"
+    launches = [c for c in emulator.commands() if "TAOSPEC_LAUNCH" in c["command"]]
+    assert [(c["attempt"], c["exit_code"]) for c in launches] == [(1, 255), (2, 0)]
+    assert len(containers(job_id)) == 1
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING"]
+    assert run(taospec, emulator, "status", job_id).stdout.split()[1] == "RUNNING"
+
+
+def test_a_launch_whose_first_connection_fails_is_run_again_once(
+    engine: str, emulator: Brev, open_tmp: Path, monkeypatch
+) -> None:
+    emulator.add("box")
+    for name, value in emulator.env.items():
+        monkeypatch.setenv(name, value)
+    spec = job_file(open_tmp, engine, "sleep 300")
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER).with_job_id("hello-greet-f1f1f1")
+    emulator.job_ids.append(plan.job_id)
+    steps = {step.name: step for step in plan.steps}
+    run_step(steps["prepare"], os.environ)
+    _arm_fail_first_exec(emulator, "box")
+    first = run_step(steps["launch"], os.environ)
+    assert "TAOSPEC_LAUNCH=started" in first.stdout.splitlines()
+    assert "Connection failed, checking instance status..." in first.stderr
+    assert len(containers(plan.job_id)) == 1
+    again = run_step(steps["launch"], os.environ)  # taospec's own retry is safe too
+    assert "TAOSPEC_LAUNCH=exists" in again.stdout.splitlines()
+    assert len(containers(plan.job_id)) == 1
+    assert brev.backend_ref(first, plan.job_id) == f"box/{plan.job_id}"
+
+
+def _arm_fail_first_exec(emulator: Brev, name: str) -> None:
+    """Set the emulator's documented ``fail_first_exec`` flag on an instance that exists."""
+    data = emulator.data()
+    data["instances"][name]["fail_first_exec"] = True
+    emulator.state.write_text(json.dumps(data))
+
+
+def test_the_naive_exec_form_is_rejected_and_the_one_argument_form_works(
+    engine: str, emulator: Brev
+) -> None:
+    emulator.add("box")
+    naive = shlex.split("brev exec box -- docker ps -a --filter label=tao-job=x")
+    glued = emulator(*naive[1:])
+    assert glued.returncode == 1
+    assert 'could not look up instance "docker"' in glued.stderr
+    assert 'could not look up instance "ps"' in glued.stderr
+    ran = [c["command"] for c in emulator.commands()]
+    assert ran == ["label=tao-job=x"]  # only the last word ran, on box: the rest were names
+
+    command = brev.remote.command(["docker", "ps", "-a", "--filter", "label=tao-job=x"])
+    proper = emulator(*brev.exec_argv("box", command)[1:])
+    assert proper.returncode == 0, proper.stderr
+    assert proper.stdout.splitlines()[0].startswith("CONTAINER ID")
+    assert proper.stdout.splitlines()[-1] == "box"  # piped: brev names the instance last
+
+
+def test_a_slow_instance_is_probed_until_it_answers(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    emulator.add("box", "--probes-before-ready", "4")
+    spec = job_file(open_tmp, engine, "echo up")
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == "COMPLETE"
+    for attempt in range(1, 5):
+        assert f"probe: not yet ({attempt}/{brev.PROBE_ATTEMPTS}), retrying" in done.stderr
+    assert "probe: not yet (5/" not in done.stderr
+    assert emulator.commands()[0]["command"] == "echo ok"
+
+
+def test_an_instance_that_never_answers_fails_after_the_probe_budget(
+    engine: str, emulator: Brev, open_tmp: Path, monkeypatch
+) -> None:
+    emulator.add("box", "--probes-before-ready", "10")
+    for name, value in emulator.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("taospec.executor.RETRY_INTERVAL", 0.0)
+    plan = render(load_job(job_file(open_tmp, engine, "true")), launcher=ROOT_LAUNCHER)
+    probe = plan.steps[0]
+    with pytest.raises(Exception, match="no output line starting with 'ok' after 3 attempts"):
+        run_step(replace(probe, attempts=3), os.environ)
+    assert emulator.commands() == []  # nothing ran on an instance that was not up
+
+
+def test_an_ephemeral_instance_is_deleted_when_the_job_is_cancelled(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("spot")
+    emulator.add("other")
+    spec = job_file(open_tmp, engine, "sleep 300", "spot", ephemeral=True)
+    done = run(taospec, emulator, "run", "--detach", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    assert sorted(emulator.instances()) == ["other", "spot"]
+    cancelled = run(taospec, emulator, "cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert containers(job_id) == []
+    assert emulator.instances() == ["other"]
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "CANCELED"]
+    again = run(taospec, emulator, "cancel", job_id)
+    assert "already ended CANCELED" in again.stdout
+
+
+def test_an_ephemeral_instance_is_deleted_after_its_job_completes(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("spot")
+    command = "sh -c 'echo kept > {results_dir}/result.txt'"
+    spec = job_file(open_tmp, engine, command, "spot", ephemeral=True)
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "COMPLETE"]
+    assert emulator.instances() == []
+    assert (open_tmp / "results" / job_id / "result.txt").read_text() == "kept\n"
+    later = run(taospec, emulator, "status", job_id)
+    assert later.returncode == 0
+    assert later.stdout.split()[1] == "UNKNOWN"  # the instance is gone; the record stays
+    assert "spot" in later.stdout
+    assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
+
+
+def test_a_secret_missing_on_the_instance_fails_before_launch_naming_it(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    emulator.add("box", "--env", f"HF_TOKEN={SECRET}")
+    spec = job_file(open_tmp, engine, "true", env="{pass: [HF_TOKEN, NGC_KEY]}")
+    done = run(taospec, emulator, "run", spec, NGC_KEY=SECRET)
+    assert done.returncode == 1
+    assert "env-check: NGC_KEY (env.pass) is not set on instance box" in done.stderr
+    assert "HF_TOKEN (env.pass)" not in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    job_id = done.stdout.split()[0] if done.stdout.strip() else _only_record(state_dir)
+    rec = record(state_dir, job_id)
+    assert rec["terminal_state"] == "ERROR"
+    assert "NGC_KEY (env.pass) is not set on instance box" in rec["transitions"][-1]["message"]
+    assert containers(job_id) == []
+    assert not any("docker run" in c["command"] for c in emulator.commands())
+    assert not (open_tmp / "results" / job_id).exists()
+
+
+def _only_record(state_dir: Path) -> str:
+    (path,) = [p for p in (state_dir / "jobs").glob("*.json") if p.stem.count(".") == 0]
+    return path.stem
+
+
+def test_passed_names_need_not_be_set_on_this_machine(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    emulator.add("box", "--env", f"NGC_KEY={SECRET}")
+    spec = job_file(open_tmp, engine, "sh -c 'test -n \"$NGC_KEY\"'", env="{pass: [NGC_KEY]}")
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == "COMPLETE"
+
+
+def test_a_missing_mount_source_on_the_instance_fails_before_launch(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    emulator.add("box")
+    gone = open_tmp / "no such dataset"
+    spec = job_file(
+        open_tmp, engine, "true", mounts=json.dumps([{"source": str(gone), "target": "/data"}])
+    )
+    done = run(taospec, emulator, "run", spec)
+    assert done.returncode == 1
+    assert f"paths-check: mounts[0].source {gone} does not exist on instance box" in done.stderr
+    assert not any("docker run" in c["command"] for c in emulator.commands())
+
+
+# -- what a plan says -----------------------------------------------------------
+
+
+def test_user_host_is_refused_with_a_way_out(engine: str, open_tmp: Path) -> None:
+    spec = job_file(open_tmp, engine, "true")
+    text = spec.read_text().replace('user: "1000:1000"\n', "")
+    write(spec, text)
+    with pytest.raises(InvalidInput, match=r"user: host would mean this machine's 0:0"):
+        render(load_job(spec), launcher=ROOT_LAUNCHER)
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER, user="1000:1000")
+    assert "--user 1000:1000" in plan.steps[-1].argv[-1]
+
+
+def test_root_and_docker_host_are_refused(engine: str, open_tmp: Path) -> None:
+    spec = job_file(open_tmp, engine, "true")
+    with pytest.raises(InvalidInput, match="UID 0"):
+        render(load_job(spec), launcher=ROOT_LAUNCHER, user="0:0")
+    spec = job_file(open_tmp, engine, "true", docker="{host: 'ssh://me@elsewhere', shm_size: 64m}")
+    with pytest.raises(InvalidInput, match="docker.host does not apply to platform brev"):
+        render(load_job(spec), launcher=ROOT_LAUNCHER)
+
+
+def test_multi_node_is_refused_with_the_reason(taospec: Runner, open_tmp: Path) -> None:
+    spec = job_file(open_tmp, "busybox:1", "true", nodes="2")
+    done = taospec("validate", spec)
+    assert done.returncode == 2
+    assert "multi-node is not supported on Brev" in done.stdout + done.stderr
+
+
+def test_gpu_overlap_is_checked_per_instance(open_tmp: Path, state_dir: Path) -> None:
+    ledger = Ledger(state_dir)
+    held = ledger.open(
+        platform="brev",
+        image="i",
+        network_arch="a",
+        action="b",
+        storage_tier="A",
+        results_root=str(open_tmp),
+        sidecar={"instance": "box-a", "gpus": "0,1"},
+    )
+    ledger.mark(held.id, "RUNNING", message="launched", backend_ref=f"box-a/{held.id}")
+
+    def plan_on(instance: str, platform: str = "brev") -> Plan:
+        spec = job_file(open_tmp, "busybox:1", "true", instance, gpus="[1]")
+        if platform == "docker":
+            write(spec, spec.read_text().replace("platform: brev", "platform: docker"))
+        return render(load_job(spec), launcher=ROOT_LAUNCHER)
+
+    check_gpus(plan_on("box-b"), ledger)
+    check_gpus(plan_on("box-a", "docker"), ledger)  # the local engine is another machine
+    with pytest.raises(InvalidInput, match=f"running job {held.id} on brev instance box-a"):
+        check_gpus(plan_on("box-a"), ledger)
+
+
+def test_the_plan_records_instance_ref_and_teardown(open_tmp: Path) -> None:
+    spec = job_file(open_tmp, "busybox:1", "true", "spot", ephemeral=True, gpus="[0, 1]")
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    assert dict(plan.backend) == {
+        "instance": "spot",
+        "ephemeral": "true",
+        "env_source": "instance",
+        "gpus": "0,1",
+    }
+    assert [s.argv for s in plan.teardown] == [("brev", "delete", "spot")]
+    assert [s.name for s in plan.steps] == ["probe", "pull", "prepare", "launch"]
+    assert plan.steps[0].argv == ("brev", "exec", "spot", "echo ok")
+    assert plan.steps[0].attempts * 5 == 600
+    assert all(len(s.argv) == 4 and s.argv[:3] == ("brev", "exec", "spot") for s in plan.steps)
+    assert all(s.stdin_text is None and s.stdin_env is None for s in plan.steps)
+
+
+# -- hostile values survive both shells -------------------------------------------------
+
+
+@st.composite
+def brev_documents(draw: st.DrawFn) -> dict[str, object]:
+    """A brev job with a hostile value in every string field a plan carries."""
+    text = hostile(exclude="{}")
+    return {
+        "version": 1,
+        "network_arch": "arch",
+        "action": "act",
+        "platform": "brev",
+        "brev": {"instance": "box", "ephemeral": True},
+        "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+        "command": draw(st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=4)),
+        "results_root": draw(absolute()),
+        "user": "1000:1000",
+        "mounts": [
+            {"source": draw(absolute()), "target": "/data", "readonly": draw(st.booleans())},
+            {"source": draw(absolute()), "target": "/more"},
+        ],
+        "env": {"pass": ["NGC_KEY"], "set": {"MODE": draw(text)}},
+        "docker": {"extra_args": draw(st.lists(text, max_size=3))},
+        "spec": {"train": {"note": draw(text)}},
+    }
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=brev_documents(), job_id=JOB_IDS)
+def test_hostile_values_survive_the_local_and_the_remote_shell(
+    tmp_path: Path, doc: dict, job_id: str
+) -> None:
+    job_file_path = tmp_path / "job.yaml"
+    job_file_path.write_text(yaml.safe_dump(doc))
+    shown = render(load_job(job_file_path), launcher=ROOT_LAUNCHER)
+    real = shown.with_job_id(job_id)
+    docker_doc = {**doc, "platform": "docker"}
+    del docker_doc["brev"]
+    job_file_path.write_text(yaml.safe_dump(docker_doc))
+    local = {
+        s.name: s
+        for s in render(load_job(job_file_path), launcher=ROOT_LAUNCHER).with_job_id(job_id).steps
+    }
+
+    calls: list[list[str]] = []
+    for plan_step, real_step in zip(shown.steps, real.steps, strict=True):
+        argv = bash_words(plantext.argv_text(plan_step.argv), {"JOB_ID": job_id})
+        assert argv == list(real_step.argv), plan_step.name  # the local shell: brev's argv
+        assert argv[:3] == ["brev", "exec", "box"]
+        assert len(argv) == 4
+        calls += remote_calls(argv[3], NGC_KEY=SECRET)  # the remote shell: what runs there
+
+    mounts = doc["mounts"]
+    assert calls == [
+        ["printenv", "NGC_KEY"],
+        *(["test", "-e", m["source"]] for m in mounts),
+        ["docker", "image", "inspect", doc["image"]],
+        list(local["login"].argv),
+        ["stdin", SECRET],
+        ["docker", "image", "inspect", doc["image"]],
+        list(local["pull"].argv),
+        list(local["prepare"].argv),
+        list(local["spec-file"].argv),
+        ["stdin", local["spec-file"].stdin_text],
+        ["docker", "container", "inspect", job_id],
+        list(local["launch"].argv),
+    ]
