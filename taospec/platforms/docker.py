@@ -113,8 +113,13 @@ def engine_steps(context: Context, env: tuple[tuple[str, str], ...] = ()) -> lis
             )
         )
     steps.append(
-        Step("pull", argv.pull, "pull the image unless the engine has it",
-             env=env, unless=argv.present)
+        Step(
+            "pull",
+            argv.pull,
+            "pull the image unless the engine has it",
+            env=env,
+            unless=argv.present,
+        )
     )
     steps.append(
         Step(
