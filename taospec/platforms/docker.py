@@ -62,7 +62,7 @@ def values(context: Context) -> dict[str, object]:
         "user": context.identity,
         "results_dir": context.results_dir,
         "job_results": context.job_results,
-        "mounts": job.mounts,
+        "mounts": context.mounts,
         "runtime_env": context.runtime_env(),
         "env_pass": job.env_pass,
         "env_set": context.env_set,
