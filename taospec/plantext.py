@@ -102,10 +102,10 @@ def command_line(step: Step) -> str:
         head += ["env", "-i"]
         if step.cwd:
             body.append((f"-C {word(step.cwd)}", True))
-        body += [(word(f"{k}={v}"), True) for k, v in step.env]
+        body += [(assignment(k, v), True) for k, v in step.env]
         body += [(f'{name}="${name}"', True) for name in step.pass_env]
     else:
-        head += [word(f"{k}={v}") for k, v in step.env]
+        head += [assignment(k, v) for k, v in step.env]
     line = layout(head, body + units(step.argv)) if body else argv_text(step.argv, head)
     if step.stdin_env:
         line = f"printf '%s' \"${step.stdin_env}\" | {line}"
@@ -113,7 +113,7 @@ def command_line(step: Step) -> str:
         pairs = " ".join(f'{name} "${name}"' for name in step.stdin_env_file)
         line = f"printf '%s=%q\\n' {pairs} | {line}"
     if step.unless:
-        check = " ".join([*(word(f"{k}={v}") for k, v in step.env), words(step.unless)])
+        check = " ".join([*(assignment(k, v) for k, v in step.env), words(step.unless)])
         line = f"{check} >/dev/null 2>&1 || {line}"
     if step.log_path:
         line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
@@ -145,12 +145,23 @@ def _with_input(line: str, text: str) -> str:
     return f"sed {' '.join(fills)} {opener} | {line}\n{body}"
 
 
+def assignment(name: str, value: str) -> str:
+    """``NAME=value`` as a shell assignment (only the value is quoted, so it stays one)."""
+    return f"{name}={word(value)}"
+
+
 def _expecting(step: Step, line: str) -> str:
-    """A step that counts as done only when its output has a line starting with ``expect``."""
+    """A step that counts as done only when its output has a line starting with ``expect``;
+    with several attempts, it is tried until it does (5 s apart), at most that many times."""
     check = f"{line} </dev/null | grep -q ^{word(step.expect or '')}"
     if step.attempts <= 1:
         return check
-    return f"for _ in $(seq {step.attempts}); do {check} && break; sleep 5; done; {check}"
+    give_up = f'{{ echo "{step.name}: no success after {step.attempts} attempts" >&2; exit 1; }}'
+    return (
+        f"attempt=1; until {check}; do "
+        f'[ "$attempt" -lt {step.attempts} ] || {give_up}; '
+        "attempt=$((attempt + 1)); sleep 5; done"
+    )
 
 
 def comment(text: str) -> str:
@@ -209,7 +220,11 @@ def script(plan: Plan) -> str:
         out.append("")
         out.append(f"# {step.name}: {comment(step.why)}")
         line = command_line(step)
-        if step.name == "launch" and not step.log_path:
+        instance = plan.backend_value("instance")
+        if step.name == "launch" and step.expect is not None and instance:
+            out.append(line)
+            out.append(f'backend_ref={word(instance)}/"$JOB_ID"')
+        elif step.name == "launch" and not step.log_path:
             out.append(f"backend_ref=$({line})")
         elif step.name == "launch":
             out.append(line)

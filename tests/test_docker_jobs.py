@@ -46,13 +46,12 @@ def docker(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def cleanup():
-    """Remove every container a test created, by its tao-job label."""
+def cleanup(state_dir: Path):
+    """Remove the containers this test made: named after its jobs, or collide-*."""
     yield
-    listed = docker("ps", "-aq", "--filter", "label=tao-job")
-    ids = listed.stdout.split()
-    named = docker("ps", "-aq", "--filter", "name=collide-")
-    ids += named.stdout.split()
+    jobs = state_dir / "jobs"
+    ids = [p.stem for p in jobs.glob("*.json")] if jobs.exists() else []
+    ids += docker("ps", "-aq", "--filter", "name=collide-").stdout.split()
     if ids:
         docker("rm", "-f", *ids)
 

@@ -16,7 +16,7 @@ JOB_ID="${JOB_ID:-$(taospec record open --platform brev --image nvcr.io/nvidia/t
 export JOB_ID
 
 # probe: wait until the instance answers a two-word command (a fresh one says RUNNING before its sshd is up); up to 120 tries
-for _ in $(seq 120); do brev exec tao-a100 'echo ok' </dev/null | grep -q ^ok && break; sleep 5; done; brev exec tao-a100 'echo ok' </dev/null | grep -q ^ok
+attempt=1; until brev exec tao-a100 'echo ok' </dev/null | grep -q ^ok; do [ "$attempt" -lt 120 ] || { echo "probe: no success after 120 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
 
 # env-check: check that every env.pass name is set on the instance; values never leave it
 brev exec tao-a100 \
@@ -67,7 +67,7 @@ then echo TAOSPEC_PREPARE=done
 else printf %s\\n '"'"'TAOSPEC_FAILED=could not create the results tree or the spec file'"'"'; fi' </dev/null | grep -q ^TAOSPEC_PREPARE=
 
 # launch: start the container detached, named and labelled after the job id, unless a container with that name exists (brev may run this twice)
-backend_ref=$(for _ in $(seq 3); do brev exec tao-a100 \
+attempt=1; until brev exec tao-a100 \
     'if docker container inspect '"$JOB_ID"' >/dev/null 2>&1; then echo TAOSPEC_LAUNCH=exists
 elif docker run -d --name '"$JOB_ID"' \
     --label tao-job='"$JOB_ID"' \
@@ -93,33 +93,8 @@ elif docker run -d --name '"$JOB_ID"' \
     -e /results/stage/spec.yaml \
     results_dir=/results
 then echo TAOSPEC_LAUNCH=started
-else printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH= && break; sleep 5; done; brev exec tao-a100 \
-    'if docker container inspect '"$JOB_ID"' >/dev/null 2>&1; then echo TAOSPEC_LAUNCH=exists
-elif docker run -d --name '"$JOB_ID"' \
-    --label tao-job='"$JOB_ID"' \
-    --gpus '"'"'"device=0,1"'"'"' \
-    --ipc=host \
-    --shm-size=8g \
-    --user 1000:1000 \
-    -v /home/ubuntu/results/'"$JOB_ID"':/results \
-    -v /home/ubuntu/datasets/levir-cd:/data:ro \
-    -e HOME=/results/.tao-runtime/home \
-    -e USER=u1000 \
-    -e LOGNAME=u1000 \
-    -e XDG_CACHE_HOME=/results/.tao-runtime/home/.cache \
-    -e HF_HOME=/results/.tao-runtime/home/.cache/huggingface \
-    -e TORCH_HOME=/results/.tao-runtime/home/.cache/torch \
-    -e TRITON_CACHE_DIR=/results/.tao-runtime/home/.cache/triton \
-    -e TORCHINDUCTOR_CACHE_DIR=/results/.tao-runtime/home/.cache/torchinductor \
-    -e MPLCONFIGDIR=/results/.tao-runtime/home/.cache/matplotlib \
-    -e NGC_KEY \
-    -e HF_TOKEN \
-    -e WANDB_MODE=offline \
-    nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt visual_changenet train \
-    -e /results/stage/spec.yaml \
-    results_dir=/results
-then echo TAOSPEC_LAUNCH=started
-else printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=)
+else printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
+backend_ref=tao-a100/"$JOB_ID"
 
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
