@@ -57,6 +57,18 @@ class SpecError(InvalidInput):
         return cls([Problem(line, column, (), message, file)])
 
 
+def unique(problems: Iterable[Problem]) -> list[Problem]:
+    """Each place and message once (matrix expansions and schema branches repeat them)."""
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for problem in problems:
+        key = (problem.line, problem.column, problem.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(problem)
+    return out
+
+
 def raise_if_any(problems: Iterable[Problem]) -> None:
     """Raise one :class:`SpecError` holding all ``problems``, if there are any."""
     found = list(problems)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any
+from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
 from taospec.spec import Job, build_job, check
 from taospec.yamlsrc import MergedSource, Source, parse, read_text
 
@@ -162,20 +162,8 @@ def _pipeline(source: Source, file: Path) -> JobFile:
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
-    raise_if_any(_unique(problems))
+    raise_if_any(unique(problems))
     return JobFile(str(file), targets, True)
-
-
-def _unique(problems: list[Problem]) -> list[Problem]:
-    """One report per place and message (matrix expansions share their lines)."""
-    seen: set[tuple[int, int, str]] = set()
-    out = []
-    for problem in problems:
-        key = (problem.line, problem.column, problem.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(problem)
-    return out
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, SpecError
+from taospec.diagnostics import JsonPath, Problem, SpecError, unique
 from taospec.yamlsrc import Source, parse, read_text
 
 GPU_COUNT_MESSAGE = (
@@ -131,7 +131,7 @@ def check(
     """
     problems = [_reword(source, p) for p in schema.validate(source, definition)]
     problems += list(_rules(source, file, known))
-    return _dedupe(problems)
+    return unique(problems)
 
 
 def _reword(source: Source, problem: Problem) -> Problem:
@@ -139,17 +139,6 @@ def _reword(source: Source, problem: Problem) -> Problem:
     if problem.path[:1] == ("gpus",) and (isinstance(gpus, int) and not isinstance(gpus, bool)):
         return source.problem(("gpus",), GPU_COUNT_MESSAGE)
     return problem
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen: set[tuple[int, int, str]] = set()
-    unique = []
-    for problem in problems:
-        key = (problem.line, problem.column, problem.message)
-        if key not in seen:
-            seen.add(key)
-            unique.append(problem)
-    return unique
 
 
 def _rules(source: Source, file: Path, known: tuple[str, ...]) -> Iterator[Problem]:
