@@ -28,8 +28,8 @@ env:
 	scripts/ensure-test-env.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check taospec tests
-	$(BIN)/ruff format --check taospec tests
+	$(BIN)/ruff check taospec tests bench
+	$(BIN)/ruff format --check taospec tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
