@@ -30,7 +30,7 @@ from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from taospec.plan import JOB_ID, render
 from taospec.platforms import slurm as platform
 from taospec.spec import load_job
-from tests.conftest import TEST_IMAGE, Runner, write
+from tests.conftest import TEST_IMAGE, Runner, bash_words, write
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
@@ -545,14 +545,13 @@ def test_the_rendered_text_writes_exactly_the_submitted_script(
     assert "${JOB_ID_1}" in line  # so the listing shows the id under another name
 
 
-def test_remote_words_split_back_into_the_argument_list() -> None:
-    argv = ["install", "-m", "0644", "/dev/stdin", f"/r/a b/{JOB_ID}/x", "it's", "$HOME"]
-    remote = platform.on("u@h", argv)[-1]
-    import shlex
-
-    assert shlex.split(remote.replace(JOB_ID, "job-1")) == [
-        a.replace(JOB_ID, "job-1") for a in argv
-    ]
+def test_a_remote_command_gives_the_far_side_shell_the_argument_list() -> None:
+    argv = ["install", "-m", "0644", "/dev/stdin", f"/r/a b/{JOB_ID}/x", "it's", "$HOME", "`id`",
+            *(f"/results/{JOB_ID}/.tao-runtime/home/.cache/dir{i}" for i in range(6))]  # fmt: skip
+    command = platform.on("u@h", argv)[-1]
+    assert "\\\n" in command  # long enough to be laid out on several lines
+    real = command.replace(JOB_ID, "job-1")
+    assert bash_words(real) == [a.replace(JOB_ID, "job-1") for a in argv]
 
 
 # -- Slurm's answers in TAO's vocabulary -----------------------------------------

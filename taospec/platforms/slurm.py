@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import proc, templates
+from taospec import proc, remote, templates
 from taospec.diagnose import INFRA, PROGRAM, diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
@@ -105,7 +105,7 @@ def on(login: str | None, argv: Sequence[str]) -> tuple[str, ...]:
     """``argv`` as it runs where the Slurm commands run: here, or on ``login`` through ssh."""
     if login is None:
         return tuple(argv)
-    return ("ssh", "-o", "BatchMode=yes", "--", login, " ".join(map(templates.quote, argv)))
+    return ("ssh", "-o", "BatchMode=yes", "--", login, remote.command(argv))
 
 
 def env_file_step(context: Context, login: str | None) -> Step:

@@ -15,7 +15,15 @@ export JOB_ID
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 ssh -o BatchMode=yes -- alice@login.cluster.example \
-    'install -d -m 0755 /lustre/tao/results/'"$JOB_ID"' /lustre/tao/results/'"$JOB_ID"'/stage /lustre/tao/results/'"$JOB_ID"'/.tao-runtime /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/huggingface /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torch /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/triton /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torchinductor /lustre/tao/results/'"$JOB_ID"/.tao-runtime/home/.cache/matplotlib
+    'install -d -m 0755 \
+    /lustre/tao/results/'"$JOB_ID"' /lustre/tao/results/'"$JOB_ID"'/stage \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/huggingface \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torch \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/triton \
+    /lustre/tao/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torchinductor \
+    /lustre/tao/results/'"$JOB_ID"/.tao-runtime/home/.cache/matplotlib
 
 # spec-file: write the experiment spec the job reads as /results/stage/spec.yaml
 ssh -o BatchMode=yes -- alice@login.cluster.example \
