@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from taospec import listing
 from taospec.errors import InvalidInput, TaospecError
 from taospec.lint import redact
 
@@ -85,7 +86,6 @@ _SIDECAR_SUFFIX = ".taospec"
 _MINT_ATTEMPTS = 32
 _MINT_PART_LENGTH = 48
 _JOURNAL_NAME = "ledger.jsonl"
-_OPEN_MARK = b'"event":"open"'
 _FIXED_JOURNAL_KEYS = frozenset({"ts", "id", "event", "state"})
 _TRUNCATED = "...[truncated]"
 _READ_BLOCK = 64 * 1024
@@ -862,6 +862,9 @@ class Ledger:
         With a journal, only as many records are read as it takes to fill
         ``limit``; records without a journal line (written by other tools, or
         by a crash between record and journal) are merged in by submission time.
+        Whether there are any is answered by :mod:`taospec.listing` from what
+        was appended to the journal and whether the jobs folder changed since
+        it last looked, not by counting the whole ledger.
         """
         if state is not None:
             _check_choice("state", state, STATES)
@@ -891,12 +894,27 @@ class Ledger:
         if not self.journal_path.exists():
             yield from sorted(self._records_not_in(frozenset()), key=_newest_key, reverse=True)
             return
-        from_journal = self._journal_records()
-        if self._journal_open_count() >= self._record_file_count():
-            yield from from_journal
+        others = listing.foreign(
+            self.root,
+            self.jobs_dir,
+            self.journal_path,
+            record_ids=self._record_ids,
+            journal_ids=self._journal_ids,
+            submitted_at=self._submitted_at,
+        )
+        if not others:
+            yield from self._journal_records()
             return
-        others = sorted(self._records_not_in(self._journal_ids()), key=_newest_key, reverse=True)
-        yield from heapq.merge(from_journal, others, key=_newest_key, reverse=True)
+        foreign = (r for r in map(self._read_record, (job_id for _, job_id in others)) if r)
+        seen: set[str] = set()
+        for record in heapq.merge(self._journal_records(), foreign, key=_newest_key, reverse=True):
+            if record.id not in seen:
+                seen.add(record.id)
+                yield record
+
+    def _submitted_at(self, job_id: str) -> str | None:
+        record = self._read_record(job_id)
+        return None if record is None else record.submitted_at
 
     def _journal_records(self) -> Iterator[Record]:
         """Records in the order of their journal ``open`` lines, newest first."""
@@ -911,16 +929,6 @@ class Ledger:
             if record is not None:
                 yield record
 
-    def _journal_open_count(self) -> int:
-        """How many ``open`` lines the journal holds (counted without decoding)."""
-        count, carry = 0, b""
-        with self.journal_path.open("rb") as stream:
-            while block := stream.read(_READ_BLOCK):
-                window = carry + block
-                count += window.count(_OPEN_MARK)
-                carry = window[1 - len(_OPEN_MARK) :]
-        return count
-
     def _journal_ids(self) -> frozenset[str]:
         """Every id the journal has an ``open`` line for."""
         ids = (_journal_id(entry) for entry in self.journal())
@@ -934,9 +942,6 @@ class Ledger:
             return
         with entries:
             yield from filter(None, (_record_file_id(entry.name) for entry in entries))
-
-    def _record_file_count(self) -> int:
-        return sum(1 for _ in self._record_ids())
 
     def _records_not_in(self, known: frozenset[str]) -> Iterator[Record]:
         """Load the records whose ids are not in ``known``."""

@@ -1,0 +1,202 @@
+"""Which records have no journal line, known without reading the whole ledger.
+
+:meth:`taospec.ledger.Ledger.list` reads records newest first by walking the
+journal's ``open`` lines backwards, and merges in by submission time the
+records that have no open line: records other TAO tools wrote, or one a crash
+left between its record and its journal line. Finding those needs the number
+of open lines and the number of record files; counting them means reading the
+whole journal and scanning the whole jobs folder, so :func:`foreign` keeps both
+in ``taospec/listing.json`` under the state root:
+
+* the journal's open count up to a byte offset just after a newline, with the
+  journal's device, inode and the bytes before the offset; the journal is only
+  ever appended to, so the next count reads only what was appended since;
+* the number of record files and the records without an open line, with the
+  jobs folder's device, inode and mtime taken before the scan that found them.
+  Creating, renaming or removing any entry in a folder moves its mtime, so
+  while the mtime stays the same, so does the set of record files.
+
+A scan is only remembered when the folder's mtime was at least
+:data:`SETTLE_NS` older than the clocks at the time (the filesystem's, read
+from the file just written, and this machine's): a change later in the same
+timestamp tick would leave the mtime as it was. Until the folder settles,
+every listing scans it. The file is a cache, written atomically but not
+fsynced; anything unexpected in it means "count again".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "taospec/listing.json"
+SETTLE_NS = 2_000_000_000
+OPEN_MARK = b'"event":"open"'
+TAIL = 64
+BLOCK = 1 << 20
+FORMAT = 1
+
+Foreign = list[tuple[str, str]]
+"""(submitted_at, id) of records without an open line, newest first."""
+
+
+def foreign(
+    root: Path,
+    jobs_dir: Path,
+    journal: Path,
+    *,
+    record_ids: Callable[[], Iterable[str]],
+    journal_ids: Callable[[], frozenset[str]],
+    submitted_at: Callable[[str], str | None],
+) -> Foreign:
+    """The records that have no journal open line, newest first.
+
+    ``record_ids`` lists the record files, ``journal_ids`` the ids with an
+    open line, ``submitted_at`` reads one record's (validated) submission time
+    (None when it has gone); each is called only when the cache cannot answer.
+    """
+    state_path = root / STATE_FILE
+    cached = _read(state_path)
+    try:
+        before = jobs_dir.stat()
+    except FileNotFoundError:
+        return []
+    opens, journal_state = _count_opens(journal, cached.get("journal"))
+    jobs: Any = cached.get("jobs")
+    if journal_state["resumed"] and _same_folder(jobs, before):
+        records, found = jobs["records"], [(ts, job_id) for ts, job_id in jobs["foreign"]]
+        if journal_state != cached.get("journal"):
+            _write(state_path, {**cached, "journal": journal_state}, settled=None)
+        return [] if opens >= records else found
+    records = sum(1 for _ in record_ids())
+    found = []
+    if opens < records:
+        known = journal_ids()
+        pairs = ((submitted_at(job_id), job_id) for job_id in record_ids() if job_id not in known)
+        found = sorted(
+            ((ts, job_id) for ts, job_id in pairs if ts is not None),
+            key=lambda pair: datetime.fromisoformat(pair[0]),
+            reverse=True,
+        )
+    after = jobs_dir.stat()
+    update: dict[str, Any] = {"format": FORMAT, "journal": journal_state}
+    if after.st_mtime_ns == before.st_mtime_ns:
+        update["jobs"] = {
+            "dev": before.st_dev,
+            "ino": before.st_ino,
+            "mtime_ns": before.st_mtime_ns,
+            "records": records,
+            "foreign": found,
+        }
+    _write(state_path, update, settled=before.st_mtime_ns)
+    return found
+
+
+def _same_folder(jobs: Any, now: os.stat_result) -> bool:
+    """True when ``jobs`` (from the cache) describes the folder as it is now."""
+    if not isinstance(jobs, dict):
+        return False
+    key = (jobs.get("dev"), jobs.get("ino"), jobs.get("mtime_ns"))
+    pairs = jobs.get("foreign")
+    return (
+        key == (now.st_dev, now.st_ino, now.st_mtime_ns)
+        and type(jobs.get("records")) is int
+        and isinstance(pairs, list)
+        and all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+            for pair in pairs
+        )
+    )
+
+
+def _count_opens(journal: Path, cached: Any) -> tuple[int, dict[str, Any]]:
+    """Open lines in the journal's complete lines, reading only what the cache has not seen.
+
+    The state says whether the count went on from the cached one (``resumed``);
+    when it did not, the journal was replaced and what was known about the
+    records without open lines no longer holds.
+    """
+    with journal.open("rb") as stream:
+        stat = os.fstat(stream.fileno())
+        offset, opens = _resume(stream, stat, cached)
+        resumed = isinstance(cached, dict) and (offset, opens) == (
+            cached.get("offset"),
+            cached.get("opens"),
+        )
+        stream.seek(offset)
+        carry = b""
+        while block := stream.read(BLOCK):
+            data = carry + block
+            end = data.rfind(b"\n") + 1
+            opens += data.count(OPEN_MARK, 0, end)
+            offset += end
+            carry = data[end:]
+        tail = _tail(stream, offset)
+    state = {"dev": stat.st_dev, "ino": stat.st_ino, "offset": offset, "opens": opens}
+    return opens, {**state, "tail": tail.hex(), "resumed": resumed}
+
+
+def _resume(stream: Any, stat: os.stat_result, cached: Any) -> tuple[int, int]:
+    """Where counting can start (offset, opens so far): the cached point, or the start."""
+    if not isinstance(cached, dict):
+        return 0, 0
+    offset, opens, tail = cached.get("offset"), cached.get("opens"), cached.get("tail")
+    if (
+        (cached.get("dev"), cached.get("ino")) != (stat.st_dev, stat.st_ino)
+        or type(offset) is not int
+        or type(opens) is not int
+        or not isinstance(tail, str)
+        or not 0 <= offset <= stat.st_size
+        or _tail(stream, offset).hex() != tail
+    ):
+        return 0, 0
+    return offset, opens
+
+
+def _tail(stream: Any, offset: int) -> bytes:
+    """The bytes just before ``offset`` (what must still be there for a count to resume)."""
+    start = max(0, offset - TAIL)
+    stream.seek(start)
+    data: bytes = stream.read(offset - start)
+    return data
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as stream:
+            data = json.load(stream)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return {}
+    return data
+
+
+def _write(path: Path, state: dict[str, Any], *, settled: int | None) -> None:
+    """Replace the cache; a folder scanned while its mtime was recent is left out.
+
+    ``settled`` is the jobs folder's mtime the scan saw (None: nothing new
+    about the folder). Failures are ignored: a read-only ledger lists anyway.
+    """
+    with suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            with temp.open("w", encoding="utf-8") as out:
+                if settled is not None and "jobs" in state:
+                    clock = min(os.fstat(out.fileno()).st_mtime_ns, time.time_ns())
+                    if settled > clock - SETTLE_NS:
+                        state = {k: v for k, v in state.items() if k != "jobs"}
+                json.dump(state, out, separators=(",", ":"))
+            temp.chmod(0o600)
+            temp.replace(path)
+        finally:
+            with suppress(FileNotFoundError):
+                temp.unlink()
