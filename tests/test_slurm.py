@@ -203,6 +203,41 @@ def test_cancel_of_a_job_that_already_ended_is_reported_not_an_error(
     assert f"Slurm job {slurm_id} had already ended (COMPLETED)" in done.stdout
 
 
+def test_a_job_slurm_no_longer_knows_is_unknown_and_says_why(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    fields = {"platform": "slurm", "image": "x", "network-arch": "a", "action": "b",
+              "storage-tier": "A", "results-root": str(open_tmp)}  # fmt: skip
+    opened = taospec("record", "open", *(f"--{key}={value}" for key, value in fields.items()))
+    job_id = opened.stdout.strip()
+    marked = taospec("record", "mark", job_id, "--state", "RUNNING", "--backend-ref", "999999")
+    assert marked.returncode == 0, marked.stderr
+    now = status(taospec, job_id)
+    assert now["state"] == "UNKNOWN"
+    assert "scontrol does not know job 999999" in now["message"]
+    assert "accounting storage is disabled" in now["message"]
+
+
+def test_a_lost_running_mark_is_healed_by_the_job_name(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    fields = {"platform": "slurm", "image": "x", "network-arch": "a", "action": "b",
+              "storage-tier": "A", "results-root": str(open_tmp)}  # fmt: skip
+    job_id = taospec("record", "open", *(f"--{k}={v}" for k, v in fields.items())).stdout.strip()
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--job-name={job_id}", "--output=/dev/null", "--wrap=sleep 300"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    slurm_id = submitted.stdout.strip()
+    try:
+        now = status(taospec, job_id)
+        assert now["backend_ref"] == slurm_id
+        assert now["recorded_state"] == RUNNING
+        assert "healed" in shown(taospec, job_id)["transitions"][-1]["message"]
+    finally:
+        subprocess.run(["scancel", slurm_id], check=False)
+
+
 @pytest.mark.slow
 def test_the_time_limit_ends_jobs_in_error_and_removes_the_container(
     slurm, engine, taospec: Runner, open_tmp: Path

@@ -50,6 +50,8 @@ PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 CANCEL_WAIT = float(os.environ.get("TAOSPEC_SLURM_CANCEL_WAIT", "60"))
 """Seconds cancel waits for the job's processes (and its container) to be gone."""
 POLL_INTERVAL = 0.5
+SSH_FAILED = 255
+"""ssh's own exit code when it could not run the command at all."""
 Progress = Callable[[str], None]
 
 
@@ -376,36 +378,37 @@ def _native(state: str, code: Sequence[str] | None, reason: str) -> Native:
     return Native(state.upper(), exit_code, signal, reason)
 
 
-def query(slurm_id: str, login: str | None) -> Native | None:
-    """The job's state from ``scontrol``, else from ``sacct`` (when accounting exists)."""
+SACCT = ("sacct", "--noheader", "--allocations", "--parsable2", "--format=State,ExitCode")
+
+
+def query(slurm_id: str, login: str | None) -> Native | str:
+    """The job's state from ``scontrol``, else from ``sacct``; or why neither knows it."""
     shown = proc.run(on(login, ("scontrol", "-o", "show", "job", slurm_id)), check=False)
-    if shown.ok:
-        native = parse_scontrol(shown.stdout)
-        if native is not None:
-            return native
-    accounted = proc.run(
-        on(
-            login,
-            (
-                "sacct",
-                "--noheader",
-                "--allocations",
-                "--parsable2",
-                "--jobs",
-                slurm_id,
-                "--format=State,ExitCode",
-            ),
-        ),
-        check=False,
+    native = parse_scontrol(shown.stdout) if shown.ok else None
+    if native is not None:
+        return native
+    if login is not None and shown.returncode == SSH_FAILED:
+        return f"cannot reach {login} over ssh ({_last_line(shown)})"
+    accounted = proc.run(on(login, (*SACCT, "--jobs", slurm_id)), check=False)
+    native = parse_sacct(accounted.stdout) if accounted.ok else None
+    if native is not None:
+        return native
+    return (
+        f"scontrol does not know job {slurm_id} ({_last_line(shown)}; a finished job stays "
+        f"there for MinJobAge seconds) and sacct has no record of it ({_last_line(accounted)})"
     )
-    return parse_sacct(accounted.stdout) if accounted.ok else None
+
+
+def _last_line(result: proc.Result) -> str:
+    lines = result.output().splitlines()
+    return lines[-1] if lines else f"exit {result.returncode}, no output"
 
 
 def to_status(native: Native, tail: Callable[[], str] = lambda: "") -> Status:
     """``native`` in TAO's vocabulary; a failed job's log ``tail`` may say why."""
     state = _STATES.get(native.state, UNKNOWN)
     message = f"slurm: {native.state}"
-    if state in (PENDING, RUNNING) or state == UNKNOWN:
+    if state in (PENDING, RUNNING, UNKNOWN):
         return Status(state, message + (f" ({native.reason})" if native.reason else ""))
     code = native.exit_code if not native.signal else None
     if native.signal:
@@ -440,17 +443,15 @@ def _slurm_id(record: Record, login: str | None) -> tuple[str | None, str | None
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     """``scontrol show job`` (or ``sacct``) mapped to the vocabulary (facts.md section 10)."""
     login = _login(sidecar)
-    slurm_id, found = _slurm_id(record, login)
+    try:
+        slurm_id, found = _slurm_id(record, login)
+    except CommandFailed as failure:
+        return Status(UNKNOWN, f"slurm: {failure}")
     if slurm_id is None:
         return Status(UNKNOWN, f"slurm: no single job is named {record.id}")
     native = query(slurm_id, login)
-    if native is None:
-        return Status(
-            UNKNOWN,
-            f"slurm: job {slurm_id} is not known to scontrol (it ended more than MinJobAge ago) "
-            "and sacct has no record of it",
-            found_ref=found,
-        )
+    if isinstance(native, str):
+        return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
     return replace(result, found_ref=found)
 
@@ -544,7 +545,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
         _remove_env_file(record.results_dir, login)
         return f"no single Slurm job is named {record.id}; nothing to cancel"
     before = query(slurm_id, login)
-    if before is not None and _STATES.get(before.state) not in (PENDING, RUNNING):
+    if isinstance(before, Native) and _STATES.get(before.state) not in (PENDING, RUNNING):
         _remove_env_file(record.results_dir, login)
         return f"Slurm job {slurm_id} had already ended ({before.state})"
     argv = on(login, ("scancel", slurm_id))
@@ -560,9 +561,9 @@ def _wait_until_gone(slurm_id: str, login: str | None) -> str:
     """Wait (bounded) while the job still runs or completes; its last state word."""
     deadline = time.monotonic() + CANCEL_WAIT
     native = query(slurm_id, login)
-    while native is not None and _STATES.get(native.state) in (PENDING, RUNNING):
+    while isinstance(native, Native) and _STATES.get(native.state) in (PENDING, RUNNING):
         if time.monotonic() > deadline:
             return f"{native.state} (still not gone after {CANCEL_WAIT:.0f} s)"
         time.sleep(POLL_INTERVAL)
         native = query(slurm_id, login)
-    return native.state if native else "(no longer known)"
+    return native.state if isinstance(native, Native) else "(no longer known to Slurm)"
