@@ -139,6 +139,11 @@ def gpu_claim(target: Target) -> tuple[str, frozenset[str]] | None:
     return host, ids
 
 
+def queued_by_scheduler(target: Target) -> bool:
+    """Slurm targets are all submitted at once; the cluster's scheduler queues them."""
+    return target.job.platform == "slurm"
+
+
 def _clash(a: tuple[str, frozenset[str]] | None, b: tuple[str, frozenset[str]] | None) -> bool:
     if a is None or b is None or a[0] != b[0]:
         return False
@@ -215,8 +220,9 @@ class Build:
             waiting.clear()
             return
         for decision in list(waiting):
-            if len(self._running) >= self.jobs:
-                return
+            queued = queued_by_scheduler(decision.target)
+            if not queued and self._slots_used() >= self.jobs:
+                continue
             name = decision.target.name
             needs = decision.target.needs
             if any(self._blocked(n) for n in needs):
@@ -236,6 +242,10 @@ class Build:
             )
             thread.start()
             self._threads.append(thread)
+
+    def _slots_used(self) -> int:
+        """Running targets that count against -j (a scheduler queues its own)."""
+        return sum(1 for n in self._running if not queued_by_scheduler(self.jobfile.targets[n]))
 
     def _failed(self) -> bool:
         return any(o.state not in (COMPLETE,) for o in self.results.values())

@@ -670,3 +670,48 @@ def test_the_spec_refuses_what_sbatch_or_pyxis_cannot_carry(
     done = taospec("validate", spec)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+# -- pipelines -------------------------------------------------------------
+
+
+def test_a_pipeline_submits_independent_targets_at_once_and_waits_for_needs(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    stamp = "sh -c 'date +%s.%N > {results_dir}/start; sleep 3; date +%s.%N > {results_dir}/end'"
+    spec = write(
+        open_tmp / "pipeline.yaml",
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "defaults": {
+                    "network_arch": "slurmtest",
+                    "platform": "slurm",
+                    "image": TEST_IMAGE,
+                    "results_root": str(open_tmp / "results"),
+                    "slurm": {"container": "none"},
+                    "command": stamp,
+                },
+                "jobs": {
+                    "left": {"action": "left"},
+                    "right": {"action": "right"},
+                    "join": {"action": "join", "needs": ["left", "right"]},
+                },
+            },
+            sort_keys=False,
+        ),
+    )
+    done = taospec("run", spec, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ids = {line.split()[0].split("-")[1]: line.split()[0] for line in done.stdout.splitlines()}
+    assert sorted(ids) == ["join", "left", "right"]
+
+    def span(name: str) -> tuple[float, float]:
+        folder = open_tmp / "results" / ids[name]
+        return float((folder / "start").read_text()), float((folder / "end").read_text())
+
+    left, right, join = span("left"), span("right"), span("join")
+    assert left[0] < right[1], (left, right)  # the two ran side by side
+    assert right[0] < left[1], (left, right)
+    assert join[0] >= max(left[1], right[1]), (left, right, join)
+    assert taospec("run", "--check", spec).returncode == 0
