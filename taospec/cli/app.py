@@ -1,16 +1,16 @@
-"""The command line. Only this module knows click; each command is a plain function."""
+"""The click command line: every verb, its options and its help.
+
+Only :mod:`taospec.cli` knows click. :func:`taospec.cli.main` starts here
+unless :mod:`taospec.cli.fast` recognises the command line, and handles what
+either raises. Each command calls a plain function in :mod:`taospec.commands`.
+"""
 
 from __future__ import annotations
 
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import click
-
-from taospec.diagnostics import SpecError
-from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TaospecError
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
 USER_OPTION = click.option(
@@ -324,46 +324,3 @@ def record_list(state: str | None, limit: int | None) -> None:
 
 def _exit(code: int) -> None:
     sys.exit(code)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: one handler turns every failure into a message and an exit code."""
-    return run_guarded(lambda: cli.main(args=argv, prog_name="taospec", standalone_mode=False))
-
-
-def run_guarded(call: Callable[[], object]) -> int:
-    """Run ``call``; map taospec errors, usage errors, Ctrl-C and bugs to exit codes."""
-    try:
-        result = call()
-    except SpecError as exc:
-        click.echo(str(exc), err=True)
-        count = len(exc.problems)
-        click.echo(f"taospec: {count} problem{'s' if count > 1 else ''}; nothing was run", err=True)
-        return exc.exit_code
-    except TaospecError as exc:
-        click.echo(f"taospec: {exc}", err=True)
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return 2
-    except click.exceptions.Abort:
-        click.echo("taospec: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        click.echo("taospec: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 0
-    except BrokenPipeError:
-        return 0
-    except Exception:
-        click.echo("taospec: internal error (a bug; please report it with this output):", err=True)
-        click.echo(traceback.format_exc(), err=True)
-        return EXIT_INTERNAL
-    return result if isinstance(result, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
 
-from taospec import plantext
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_OK
-from taospec.executor import poll, teardown
-from taospec.jobstate import CANCELED
-from taospec.platforms import platform_module
-from taospec.proc import redacted
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
     from taospec.ledger import Ledger, Record
+
+# Each verb imports what only it needs: ``ls`` reads the ledger and nothing else.
 
 
 def _ledger_for(job_id: str) -> tuple[Ledger, Record]:
@@ -32,6 +29,9 @@ def _ledger_for(job_id: str) -> tuple[Ledger, Record]:
 
 def status(job_id: str, *, as_json: bool = False) -> int:
     """Poll the backend and print the job's state; records a first terminal state."""
+    from taospec.executor import poll
+    from taospec.proc import redacted
+
     ledger, record = _ledger_for(job_id)
     record, found = poll(record, ledger)
     if as_json:
@@ -52,6 +52,9 @@ def status(job_id: str, *, as_json: bool = False) -> int:
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends."""
+    from taospec.platforms import platform_module
+    from taospec.proc import redacted
+
     ledger, record = _ledger_for(job_id)
     module = platform_module(record.platform)
     module.logs(
@@ -66,6 +69,10 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
 
 def cancel(job_id: str) -> int:
     """Stop the job and record CANCELED; a job that already ended is left as it is."""
+    from taospec.executor import teardown
+    from taospec.jobstate import CANCELED
+    from taospec.platforms import platform_module
+
     ledger, record = _ledger_for(job_id)
     if record.terminal_state is not None:
         print(f"{job_id} already ended {record.terminal_state}; nothing to cancel")
@@ -87,6 +94,7 @@ def show(job_id: str, *, plan: bool = False) -> int:
     if not isinstance(stored, dict):
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK
+    from taospec import plantext
     from taospec.plan import plan_from_json
 
     print(plantext.text(plan_from_json(stored)), end="")
