@@ -3,23 +3,30 @@
 The schema ships inside the package (``taospec/schemas/job.schema.json``) and
 is the one source of truth; editors read the same file through the
 ``yaml-language-server`` comment at the top of each example job.
+
+A document is first put to the schema compiled by :mod:`taospec.schemacheck`;
+only a document that check rejects (or cannot judge) is handed to jsonschema,
+which is imported then and finds every error with its message. The schema is
+never checked against its metaschema at run time (tests/test_schema.py does
+that).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterator
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from taospec.diagnostics import Problem
-from taospec.yamlsrc import Source
+from taospec import schemacheck
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
+
+    from taospec.diagnostics import Problem
+    from taospec.yamlsrc import Source
 
 SCHEMA_NAME = "job.schema.json"
 _TYPE_NAMES = {
@@ -34,8 +41,8 @@ _TYPE_NAMES = {
 
 
 def schema_text() -> str:
-    """The schema exactly as shipped."""
-    return resources.files("taospec").joinpath("schemas", SCHEMA_NAME).read_text("utf-8")
+    """The schema exactly as shipped (read beside this module, as importlib.resources would)."""
+    return (Path(__file__).parent / "schemas" / SCHEMA_NAME).read_text("utf-8")
 
 
 @cache
@@ -45,20 +52,47 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
+def _focused(definition: str | None) -> dict[str, Any]:
+    """The schema, or the schema checking one ``$defs`` entry instead of the whole file."""
+    root = schema()
+    if definition is None:
+        return root
+    focused = {k: v for k, v in root.items() if k not in ("if", "then", "else")}
+    focused["$ref"] = f"#/$defs/{definition}"
+    return focused
+
+
 @cache
 def _validator(definition: str | None) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
-    root = schema()
-    if definition is None:
-        return Draft202012Validator(root)
-    focused = {k: v for k, v in root.items() if k not in ("if", "then", "else")}
-    focused["$ref"] = f"#/$defs/{definition}"
-    return Draft202012Validator(focused)
+    return Draft202012Validator(_focused(definition))
+
+
+@cache
+def _check(definition: str | None) -> schemacheck.Check | None:
+    """The compiled yes/no check, or None when the schema uses what it cannot compile."""
+    try:
+        return schemacheck.compile_schema(_focused(definition))
+    except schemacheck.Uncompilable:
+        return None
+
+
+def is_valid(data: Any, definition: str | None = None) -> bool:
+    """True when the compiled check accepts ``data``: then jsonschema finds nothing either."""
+    check = _check(definition)
+    if check is None or not schemacheck.is_plain(data):
+        return False
+    try:
+        return check(data)
+    except schemacheck.Unsure:
+        return False
 
 
 def validate(source: Source, definition: str | None = None) -> list[Problem]:
     """Every schema violation in ``source`` (against one ``$defs`` entry, if named)."""
+    if is_valid(source.data, definition):
+        return []
     validator = _validator(definition)
     return [_problem(source, error) for error in validator.iter_errors(source.data)]
 
@@ -92,6 +126,8 @@ def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...])
     extra = sorted(set(instance) - set(allowed))
     name = extra[0]
     message = f"unknown key {name!r}"
+    import difflib
+
     guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
     if guess:
         message += f" (did you mean {guess[0]!r}?)"
@@ -133,6 +169,8 @@ def _sentence(error: ValidationError) -> str:
 def _hint(value: object, options: list[Any]) -> str:
     if not isinstance(value, str):
         return ""
+    import difflib
+
     guess = difflib.get_close_matches(value, [str(o) for o in options], n=1, cutoff=0.6)
     return f" (did you mean {guess[0]!r}?)" if guess else ""
 
