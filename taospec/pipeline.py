@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import __version__
+from taospec import __version__, cache
 from taospec.errors import TaospecError
 from taospec.executor import check_environment, check_gpus, poll, submit, teardown
 from taospec.fingerprint import Fingerprint, Index, compute, image_digest, target_key
 from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
-from taospec.plan import Plan, render, upstream_stand_in
+from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _decide_one(
         need: upstream_stand_in(need) if decided[need].run else str(decided[need].results_dir)
         for need in target.needs
     }
-    plan = render(target.job, user=user, upstream=upstream)
+    plan = cache.render(target.job, user=user, upstream=upstream)
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
@@ -318,7 +318,7 @@ class Build:
         board = self.board or Board(enabled=False)
         upstream = upstream or {d.target.name: d for d in self.decisions if not d.run}
         dirs, digests = self._upstream(target, upstream)
-        plan = render(target.job, user=self.user, upstream=dirs)
+        plan = cache.render(target.job, user=self.user, upstream=dirs)
         check_environment(plan, os.environ)
         if not self.allow_shared_gpus:
             check_gpus(plan, self.ledger)

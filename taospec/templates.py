@@ -5,6 +5,12 @@ Every ``{{ value }}`` in a template is shell-quoted by ``finalize`` (see
 macro renders one command line; :func:`argv` splits it back with POSIX rules,
 which undo ``shlex.quote`` exactly, so the argument list holds each value
 untouched.
+
+Jinja is imported when a template is first needed. Each template is compiled
+once: within a process the environment keeps it, and across processes Jinja's
+bytecode cache keeps the compiled code under ``$XDG_CACHE_HOME/taospec/jinja``,
+keyed by the template's name and a checksum of its source, so an edited
+template is compiled afresh.
 """
 
 from __future__ import annotations
@@ -12,11 +18,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from taospec.plan import JOB_ID
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 class Shell(str):
@@ -44,9 +51,12 @@ def _finalize(value: object) -> str:
 
 @cache
 def environment() -> jinja2.Environment:
-    """The one template environment; templates compile once per process."""
+    """The one template environment; templates compile once."""
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.PackageLoader("taospec", "templates"),
+        bytecode_cache=_bytecode_cache(),
         finalize=_finalize,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -54,6 +64,16 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=False,
     )
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept across processes, in taospec's own cache folder."""
+    import jinja2
+
+    from taospec import cache as disk_cache
+
+    folder = disk_cache.private_folder("jinja")
+    return None if folder is None else jinja2.FileSystemBytecodeCache(folder)
 
 
 def module(name: str, values: Mapping[str, Any]) -> Any:

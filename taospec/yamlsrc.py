@@ -4,23 +4,44 @@ The loader refuses what a job file should never contain (duplicate keys,
 files over 1 MiB, bytes that are not UTF-8, aliases that expand without
 bound) and keeps the node tree so that a JSON path can be turned back into
 the line and column a person should look at.
+
+PyYAML is imported when a file is first parsed, not with this module, so a
+command that finds its answer in :mod:`taospec.cache` never loads it. While
+:func:`recording` is active, :func:`read_text` notes every file it reads and
+the exact bytes it got, which is how the cache knows what an answer rests on.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_reads: list[tuple[str, bytes]] | None = None
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, bytes]]]:
+    """Collect (resolved path, bytes) of every file :func:`read_text` reads meanwhile."""
+    global _reads  # noqa: PLW0603 - one recorder for the process, restored on exit
+    outer, _reads = _reads, []
+    try:
+        yield _reads
+    finally:
+        if outer is not None:
+            outer.extend(_reads)
+        _reads = outer
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,8 @@ def _reaches(node: yaml.Node, path: JsonPath) -> bool:
 
 
 def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | None:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
@@ -117,6 +140,8 @@ def read_text(path: Path, display: str) -> str:
         raise SpecError.single(display, "is a directory, not a job file") from None
     except OSError as exc:
         raise SpecError.single(display, f"cannot be read: {exc.strerror}") from None
+    if _reads is not None:
+        _reads.append((os.path.realpath(path), raw))
     if len(raw) > MAX_BYTES:
         raise SpecError.single(display, "is larger than 1 MiB; a job file should be small")
     try:
@@ -131,7 +156,9 @@ def read_text(path: Path, display: str) -> str:
 
 def parse(text: str, display: str) -> Source:
     """Parse one YAML document into a :class:`Source`."""
-    loader = _Loader(text)
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -172,6 +199,8 @@ def _check_tree(root: yaml.Node, display: str) -> None:
 
 def _duplicate_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> Iterator[Problem]:
     """Every key that appears twice in one mapping, at the second place it appears."""
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             yield from _duplicate_keys(item, display, (*path, index))
@@ -196,6 +225,8 @@ def _duplicate_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> Itera
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:
     """Count the values ``node`` becomes once every alias is expanded."""
+    import yaml
+
     key = id(node)
     if key in sizes:
         return sizes[key]

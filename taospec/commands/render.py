@@ -2,45 +2,71 @@
 
 For a pipeline, every target's plan is shown, each as if what it needs ran
 first: an upstream result appears as ``$UPSTREAM_<TARGET>`` until it exists.
+
+The printed text is kept in :mod:`taospec.cache`: rendering the same file
+again with the same options prints it without loading YAML, the schema or
+Jinja.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import sys
 
-from taospec import plantext
-from taospec.errors import EXIT_OK, InvalidInput
-from taospec.jobfile import load_jobfile
-from taospec.plan import Plan, render, upstream_stand_in
+from taospec import cache
+from taospec.errors import EXIT_OK
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from taospec.plan import Plan
 
 
 def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> list[Plan]:
     """The plans of ``targets`` (default: all) and what they need, dependencies first."""
-    jobfile = load_jobfile(file)
+    from taospec.plan import upstream_stand_in
+
+    jobfile = cache.load_jobfile(file)
     out = []
     for name in jobfile.closure(tuple(targets)):
         target = jobfile.targets[name]
         upstream = {need: upstream_stand_in(need) for need in target.needs}
-        out.append(render(target.job, user=user, upstream=upstream))
+        out.append(cache.render(target.job, user=user, upstream=upstream))
     return out
+
+
+def text(
+    file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
+) -> str:
+    """What ``render`` prints for ``file`` in ``fmt``."""
+    import json
+
+    from taospec import plantext
+    from taospec.errors import InvalidInput
+
+    rendered = plans(file, targets, user)
+    if fmt == "json":
+        data = [plan.to_json() for plan in rendered]
+        return json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
+    if fmt == "sh":
+        if len(rendered) != 1:
+            raise InvalidInput(
+                f"{file}: --format sh writes one job's script; name one target "
+                f"({', '.join(p.target for p in rendered)})"
+            )
+        return plantext.script(rendered[0])
+    return "\n".join(plantext.text(plan) for plan in rendered)
 
 
 def run(
     file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
 ) -> int:
     """Print the plans of ``file`` in ``fmt``."""
-    rendered = plans(file, targets, user)
-    if fmt == "json":
-        data = [plan.to_json() for plan in rendered]
-        print(json.dumps(data[0] if len(data) == 1 else data, indent=2))
-    elif fmt == "sh":
-        if len(rendered) != 1:
-            raise InvalidInput(
-                f"{file}: --format sh writes one job's script; name one target "
-                f"({', '.join(p.target for p in rendered)})"
-            )
-        print(plantext.script(rendered[0]), end="")
-    else:
-        print("\n".join(plantext.text(plan) for plan in rendered), end="")
+    shown = cache.text(
+        "render",
+        file,
+        (tuple(targets), fmt, user),
+        lambda: text(file, targets, fmt=fmt, user=user),
+    )
+    sys.stdout.write(shown)
     return EXIT_OK

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from taospec import plantext
+from taospec.cache import load_jobfile
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import check_environment, check_gpus, secret_values
-from taospec.jobfile import load_jobfile
 from taospec.jobstate import COMPLETE
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.platforms import platform_module

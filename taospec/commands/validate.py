@@ -1,13 +1,17 @@
-"""``taospec validate``: check job files, report every problem with its place."""
+"""``taospec validate``: check job files, report every problem with its place.
+
+A file found valid before, byte for byte and with the same taospec, is
+known valid from :mod:`taospec.cache`; a file with problems is checked afresh.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
+from taospec.cache import load_jobfile
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK
-from taospec.jobfile import load_jobfile
 
 
 def run(files: Sequence[str], *, quiet: bool = False) -> int:
