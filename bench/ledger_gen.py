@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -78,13 +77,11 @@ def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
         ),
         terminal_state=None,
     )
-    running = replace(
-        opened,
+    running = opened.replace(
         backend_ref=f"pid:{PID}",
         transitions=(*opened.transitions, Transition(TIMES[1], "RUNNING", "launched", "agent")),
     )
-    done = replace(
-        running,
+    done = running.replace(
         transitions=(
             *running.transitions,
             Transition(TIMES[2], "COMPLETE", "process exited 0", "poller"),

@@ -38,16 +38,17 @@ import math
 import os
 import posixpath
 import re
-import secrets
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from taospec import listing
 from taospec.errors import InvalidInput, TaospecError
-from taospec.lint import redact
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``ls``
+if TYPE_CHECKING:
+    from typing import Self
 
 SCHEMA_VERSION = 1
 STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
@@ -104,24 +105,87 @@ class TerminalStateError(InvalidInput):
     """A record that reached a terminal state was asked to change it."""
 
 
-@dataclass(frozen=True)
-class Transition:
+class _Value:
+    """An immutable value compared, hashed and shown by its fields, as a frozen dataclass is.
+
+    Written out (not ``@dataclass``) so that reading the ledger does not load
+    :mod:`dataclasses`, whose import of :mod:`inspect` costs more than ``ls``
+    itself. Subclasses list their fields in ``__slots__``.
+    """
+
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, values: Mapping[str, object]) -> None:
+        for name in self.__slots__:
+            object.__setattr__(self, name, values[name])
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, _Value):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuilt, (type(self), self._fields()))
+
+    def replace(self, **changes: object) -> Self:
+        """A copy with ``changes`` applied."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        copy = object.__new__(type(self))
+        copy._set({**values, **changes})
+        return copy
+
+
+def _rebuilt(cls: type[_Value], fields: tuple[object, ...]) -> _Value:
+    """A value from its fields (how copies and pickles of a :class:`_Value` are made)."""
+    value = object.__new__(cls)
+    value._set(dict(zip(cls.__slots__, fields, strict=True)))
+    return value
+
+
+class Transition(_Value):
     """One entry of a record's append-only ``transitions`` list."""
 
+    __slots__ = ("ts", "state", "message", "source")  # noqa: RUF023 - the on-disk order
     ts: str
     state: str
     message: str
     source: str
+
+    def __init__(self, ts: str, state: str, message: str, source: str) -> None:
+        self._set({"ts": ts, "state": state, "message": message, "source": source})
 
     def to_json(self) -> dict[str, object]:
         """Return the on-disk shape ``{ts, state, message, source}``."""
         return {"ts": self.ts, "state": self.state, "message": self.message, "source": self.source}
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(_Value):
     """A typed, validated view of one TAO job record."""
 
+    __slots__ = (  # noqa: RUF023 - the record's own order, as repr shows it
+        "id", "platform", "backend_ref", "image", "network_arch", "action", "results_dir",
+        "storage_tier", "upload_excludes", "submitted_at", "transitions", "terminal_state",
+        "err_class", "retry_of", "parent_job", "terminal_write_by",
+    )  # fmt: skip
     id: str
     platform: str
     backend_ref: str | None
@@ -134,10 +198,50 @@ class Record:
     submitted_at: str
     transitions: tuple[Transition, ...]
     terminal_state: str | None
-    err_class: str | None = None
-    retry_of: str | None = None
-    parent_job: str | None = None
-    terminal_write_by: str | None = None
+    err_class: str | None
+    retry_of: str | None
+    parent_job: str | None
+    terminal_write_by: str | None
+
+    def __init__(  # noqa: PLR0917 - the record's fields, in the record's order
+        self,
+        id: str,
+        platform: str,
+        backend_ref: str | None,
+        image: str,
+        network_arch: str,
+        action: str,
+        results_dir: str,
+        storage_tier: str,
+        upload_excludes: tuple[str, ...],
+        submitted_at: str,
+        transitions: tuple[Transition, ...],
+        terminal_state: str | None,
+        err_class: str | None = None,
+        retry_of: str | None = None,
+        parent_job: str | None = None,
+        terminal_write_by: str | None = None,
+    ) -> None:
+        self._set(
+            {
+                "id": id,
+                "platform": platform,
+                "backend_ref": backend_ref,
+                "image": image,
+                "network_arch": network_arch,
+                "action": action,
+                "results_dir": results_dir,
+                "storage_tier": storage_tier,
+                "upload_excludes": upload_excludes,
+                "submitted_at": submitted_at,
+                "transitions": transitions,
+                "terminal_state": terminal_state,
+                "err_class": err_class,
+                "retry_of": retry_of,
+                "parent_job": parent_job,
+                "terminal_write_by": terminal_write_by,
+            }
+        )
 
     @property
     def state(self) -> str:
@@ -356,7 +460,7 @@ def _slug(text: str) -> str:
 
 def _mint_suffix() -> str:
     """Six random hex digits for a minted id."""
-    return secrets.token_hex(3)
+    return os.urandom(3).hex()
 
 
 def _mint_id(network_arch: str, action: str) -> str:
@@ -393,7 +497,7 @@ def _unlink_quietly(path: Path) -> None:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     """Write ``data`` to a fresh, fsynced temp file next to ``path``; return its name."""
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    temp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         _write_all(fd, data)
@@ -651,8 +755,7 @@ class Ledger:
         if under_root:
             location = self._redact(posixpath.join(location, job_id))
         first = Transition(ts=now, state="PENDING", message=self._redact(message), source="agent")
-        return replace(
-            template,
+        return template.replace(
             id=job_id,
             results_dir=location,
             submitted_at=now,
@@ -684,6 +787,8 @@ class Ledger:
 
     def _redact(self, text: str) -> str:
         """Pass ``text`` through the secret redactor with this ledger's known secrets."""
+        from taospec.lint import redact  # only writers need the lint's patterns
+
         return redact(text, self._secrets)
 
     def _check_stable_id(self, name: str, value: str) -> None:
@@ -800,8 +905,7 @@ class Ledger:
         """``current`` with one more transition, and terminal fields set if it ends the job."""
         step = Transition(ts=_now(), state=state, message=self._redact(message), source=source)
         terminal = state if state in TERMINAL else None
-        return replace(
-            current,
+        return current.replace(
             transitions=(*current.transitions, step),
             terminal_state=terminal,
             terminal_write_by=source if terminal else current.terminal_write_by,

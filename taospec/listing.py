@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
-from collections.abc import Callable, Iterable
 from contextlib import suppress
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``ls``
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+    from typing import Any
 
 STATE_FILE = "taospec/listing.json"
 SETTLE_NS = 2_000_000_000
@@ -187,7 +189,7 @@ def _write(path: Path, state: dict[str, Any], *, settled: int | None) -> None:
     """
     with suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        temp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
         try:
             with temp.open("w", encoding="utf-8") as out:
                 if settled is not None and "jobs" in state:
