@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from taospec import proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
-from taospec.jobstate import CANCELED, ERROR, RUNNING, Status
+from taospec.jobstate import CANCELED, ERROR, RUNNING
 from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.platforms import platform_module
 
@@ -244,25 +244,3 @@ def _interrupted(plan: Plan, ledger: Ledger, record: Record) -> None:
     note = module.cancel(current, ledger.sidecar(record.id))
     ledger.mark(record.id, CANCELED, message=f"interrupted during submit; {note}")
     teardown(current, ledger)
-
-
-def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
-    """Ask the backend, heal a lost RUNNING mark, record a first terminal state."""
-    module = platform_module(record.platform)
-    sidecar = ledger.sidecar(record.id)
-    status: Status = module.status(record, sidecar)
-    if status.found_ref and record.backend_ref is None and record.terminal_state is None:
-        record = ledger.mark(
-            record.id,
-            RUNNING,
-            message=f"healed: found {status.found_ref} after a lost RUNNING mark",
-            source="poller",
-            backend_ref=status.found_ref,
-        )
-    if status.terminal and record.terminal_state is None:
-        record = ledger.mark(
-            record.id, status.state, message=status.message, source="poller",
-            err_class=status.err_class,
-        )
-        teardown(record, ledger)
-    return record, status

@@ -45,10 +45,7 @@ from pathlib import Path
 
 from taospec import listing
 from taospec.errors import InvalidInput, TaospecError
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``ls``
-if TYPE_CHECKING:
-    from typing import Self
+from taospec.values import Value
 
 SCHEMA_VERSION = 1
 STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
@@ -105,63 +102,7 @@ class TerminalStateError(InvalidInput):
     """A record that reached a terminal state was asked to change it."""
 
 
-class _Value:
-    """An immutable value compared, hashed and shown by its fields, as a frozen dataclass is.
-
-    Written out (not ``@dataclass``) so that reading the ledger does not load
-    :mod:`dataclasses`, whose import of :mod:`inspect` costs more than ``ls``
-    itself. Subclasses list their fields in ``__slots__``.
-    """
-
-    __slots__: tuple[str, ...] = ()
-
-    def _set(self, values: Mapping[str, object]) -> None:
-        for name in self.__slots__:
-            object.__setattr__(self, name, values[name])
-
-    def _fields(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__ or not isinstance(other, _Value):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({shown})"
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuilt, (type(self), self._fields()))
-
-    def replace(self, **changes: object) -> Self:
-        """A copy with ``changes`` applied."""
-        values = {name: getattr(self, name) for name in self.__slots__}
-        unknown = set(changes) - set(values)
-        if unknown:
-            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
-        copy = object.__new__(type(self))
-        copy._set({**values, **changes})
-        return copy
-
-
-def _rebuilt(cls: type[_Value], fields: tuple[object, ...]) -> _Value:
-    """A value from its fields (how copies and pickles of a :class:`_Value` are made)."""
-    value = object.__new__(cls)
-    value._set(dict(zip(cls.__slots__, fields, strict=True)))
-    return value
-
-
-class Transition(_Value):
+class Transition(Value):
     """One entry of a record's append-only ``transitions`` list."""
 
     __slots__ = ("ts", "state", "message", "source")  # noqa: RUF023 - the on-disk order
@@ -178,7 +119,7 @@ class Transition(_Value):
         return {"ts": self.ts, "state": self.state, "message": self.message, "source": self.source}
 
 
-class Record(_Value):
+class Record(Value):
     """A typed, validated view of one TAO job record."""
 
     __slots__ = (  # noqa: RUF023 - the record's own order, as repr shows it

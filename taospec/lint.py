@@ -30,7 +30,8 @@ import itertools
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+
+from taospec.values import Value
 
 PLACEHOLDER = "<redacted>"
 """What :func:`redact` writes in place of a secret value."""
@@ -128,17 +129,20 @@ _MESSAGES = {
 }
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Value):
     """One inline secret: where it is, which rule caught it, and what it is called.
 
     ``subject`` is a variable name, a flag or a token kind; it never holds the
     secret's value, so a finding is always safe to print.
     """
 
+    __slots__ = ("line", "rule", "subject")
     line: int
     rule: str
     subject: str
+
+    def __init__(self, line: int, rule: str, subject: str) -> None:
+        self._assign(line, rule, subject)
 
     def __str__(self) -> str:
         template = _MESSAGES.get(self.rule)
@@ -147,8 +151,7 @@ class Finding:
         return f"line {self.line}: {template.format(s=self.subject)}"
 
 
-@dataclass(frozen=True)
-class _Word:
+class _Word(Value):
     """A shell word: its text with quotes removed, and its span in the scanned string.
 
     In ``text`` a ``$``, a backtick or a backslash that the shell takes
@@ -156,20 +159,27 @@ class _Word:
     ``'$HOME'`` reads ``\\$HOME`` and is not mistaken for a reference.
     """
 
+    __slots__ = ("text", "start", "end")  # noqa: RUF023 - the order they are given in
     text: str
     start: int
     end: int
 
+    def __init__(self, text: str, start: int, end: int) -> None:
+        self._assign(text, start, end)
 
-@dataclass(frozen=True)
-class _Hit:
+
+class _Hit(Value):
     """One rule match: what to report, and which span :func:`redact` rewrites to what."""
 
+    __slots__ = ("rule", "subject", "start", "end", "replacement")  # noqa: RUF023 - as given
     rule: str
     subject: str
     start: int
     end: int
     replacement: str
+
+    def __init__(self, rule: str, subject: str, start: int, end: int, replacement: str) -> None:
+        self._assign(rule, subject, start, end, replacement)
 
 
 # -- names and values ---------------------------------------------------------

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 
 from taospec import __version__, cache
 from taospec.errors import TaospecError
-from taospec.executor import check_environment, check_gpus, poll, submit, teardown
+from taospec.executor import check_environment, check_gpus, submit, teardown
 from taospec.fingerprint import Fingerprint, Index, compute, image_digest, target_key
 from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
+from taospec.polling import poll
 
 if TYPE_CHECKING:
     from taospec.jobfile import JobFile, Target

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from taospec.errors import CommandFailed, InvalidInput
+from taospec.values import Value
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 GRACE_SECONDS = 5.0
 VERBOSE = os.environ.get("TAOSPEC_VERBOSE", "") not in ("", "0")
@@ -47,14 +50,17 @@ def _log(argv: Sequence[str], env: Mapping[str, str] | None) -> None:
         print(f"+ {redacted(prefix)}{shown(argv)}", file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Value):
     """A finished command."""
 
+    __slots__ = ("argv", "returncode", "stdout", "stderr")  # noqa: RUF023 - as shown
     argv: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
+
+    def __init__(self, argv: tuple[str, ...], returncode: int, stdout: str, stderr: str) -> None:
+        self._set({"argv": argv, "returncode": returncode, "stdout": stdout, "stderr": stderr})
 
     @property
     def ok(self) -> bool:
@@ -97,6 +103,8 @@ def run(
     ``extra_env`` is logged; ``env`` (a whole environment) is not. With
     ``check`` a non-zero exit raises :class:`CommandFailed`.
     """
+    import subprocess  # loaded by what starts processes, not by every command
+
     extra = dict(extra_env)
     _log(argv, extra)
     data = stdin.encode() if isinstance(stdin, str) else stdin
@@ -125,6 +133,8 @@ def run(
 def _communicate(
     process: subprocess.Popen[bytes], data: bytes | None, timeout: float | None
 ) -> tuple[bytes, bytes]:
+    import subprocess
+
     try:
         return process.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -138,6 +148,8 @@ def _communicate(
 
 def stop(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> None:
     """Wait for ``process`` to end, then terminate it, then kill it."""
+    import subprocess
+
     for action in (None, process.terminate, process.kill):
         if action is not None:
             try:
@@ -158,6 +170,8 @@ def stream(
     on_line: Callable[[str], None],
 ) -> int:
     """Run ``argv``, handing each output line (stdout and stderr merged) to ``on_line``."""
+    import subprocess
+
     extra = dict(extra_env)
     _log(argv, extra)
     process = subprocess.Popen(
@@ -181,6 +195,8 @@ def stream(
 
 def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str) -> int:
     """Start ``argv`` in a new session, output appended to ``log_path``; return its pid."""
+    import subprocess
+
     _log(argv, None)
     with Path(log_path).open("ab") as log:
         try:

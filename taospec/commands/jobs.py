@@ -29,7 +29,7 @@ def _ledger_for(job_id: str) -> tuple[Ledger, Record]:
 
 def status(job_id: str, *, as_json: bool = False) -> int:
     """Poll the backend and print the job's state; records a first terminal state."""
-    from taospec.executor import poll
+    from taospec.polling import poll
     from taospec.proc import redacted
 
     ledger, record = _ledger_for(job_id)

@@ -4,6 +4,9 @@ The process runs in its own session (so cancel ends its whole group), in its
 results directory, with an environment built from the spec alone: the same
 HOME and cache redirects a container gets, ``env.set``, and the names in
 ``env.pass`` (plus PATH) copied from the launcher.
+
+What only rendering and cancelling use is imported there, so ``status`` on a
+finished job reads /proc and the exit file without loading plans or processes.
 """
 
 from __future__ import annotations
@@ -12,19 +15,17 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from taospec import proc, templates
-from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import InvalidInput
 from taospec.jobstate import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
-from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
-from taospec.platforms.common import local_steps, owner
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from taospec.ledger import Record
+    from taospec.plan import Context, Plan
 
 NAME = "local"
 EXIT_FILE = "taospec.exit"
@@ -43,6 +44,10 @@ def job_results(results_dir: str) -> str:
 
 def plan(context: Context) -> Plan:
     """prepare, spec-file, launch."""
+    from taospec import templates
+    from taospec.plan import LOG_FILE, Plan, Step, record_fields
+    from taospec.platforms.common import local_steps, owner
+
     job = context.job
     switch = owner(context) is not None
     if switch and context.launcher.uid != 0:
@@ -155,6 +160,8 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return Status(UNKNOWN, "the process is gone and left no exit code", found_ref=found)
     if code == 0:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
+    from taospec.diagnose import PROGRAM, diagnose
+
     diagnosis = diagnose(_tail_text(record, 50))
     message = f"process exited with code {code}" + (f"; {diagnosis}" if diagnosis else "")
     return Status(ERROR, message, code, diagnosis.err_class if diagnosis else PROGRAM, found)
@@ -169,6 +176,8 @@ def _exit_code(record: Record) -> int | None:
 
 
 def _tail_text(record: Record, lines: int) -> str:
+    from taospec.plan import LOG_FILE
+
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
             log.seek(0, os.SEEK_END)
@@ -193,6 +202,8 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Print the log file (its last ``tail`` lines), then follow it while the job runs."""
+    from taospec.plan import LOG_FILE
+
     path = Path(record.results_dir, LOG_FILE)
     if not path.exists():
         on_line(f"(no log yet at {path})\n")
@@ -216,6 +227,8 @@ def logs(
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     """End the job's whole process group: TERM, then KILL after a grace period."""
+    from taospec import proc
+
     pid = _pid(record) or find_by_job_id(record.id)
     if pid is None or not _alive(pid, sidecar.get("start_time")):
         return "no process was left"

@@ -453,7 +453,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     if isinstance(native, str):
         return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
-    return replace(result, found_ref=found)
+    return result.replace(found_ref=found)
 
 
 # -- logs ------------------------------------------------------------------
