@@ -30,10 +30,12 @@ turns the cache off. Deleting the folder is always safe.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import sys
+from types import MappingProxyType
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ VERSIONS_FILE = "versions.yaml"
 
 _code: tuple[bytes, list[tuple[str, int, int, int]]] | None = None
 _launcher: tuple[int, int, tuple[int, ...], str] | None = None
+_who_text: str | None = None
+_checked: tuple[int, int] | None = None
 
 
 def folder() -> str | None:
@@ -99,52 +103,74 @@ def code_identity() -> bytes:
         digest = hashlib.sha256(MAGIC)
         digest.update(sys.version.encode())
         package = _package()
-        seen = []
-        for name in _package_files(package):
-            with open(os.path.join(package, name), "rb") as handle:
+        seen: list[tuple[str, int, int, int]] = []
+        for name, path in _package_files(package, seen):
+            with open(path, "rb") as handle:
                 info = os.fstat(handle.fileno())
                 _add(digest, name, handle.read())
-            seen.append((name, info.st_ino, info.st_size, info.st_mtime_ns))
+            seen.append((path, info.st_ino, info.st_size, info.st_mtime_ns))
         for entry in sys.path:
             if entry and os.path.isdir(entry):
                 found = sorted(
                     n for n in os.listdir(entry) if n.endswith((".dist-info", ".egg-info"))
                 )
-                _add(digest, entry, "\n".join(found))
+                if found:  # folders without distributions (the script's own) do not matter
+                    _add(digest, entry, "\n".join(found))
         _code = (digest.digest(), seen)
     return _code[0]
 
 
 def code_unchanged(code: bytes) -> bool:
-    """True when taospec's files still look as they did when ``code`` was computed.
+    """True when taospec's files and folders still look as they did when ``code`` was computed.
 
-    Checked before anything is stored, so a file edited while a command ran
-    (its inode, size or mtime moved) keeps the answer out of the cache.
+    Checked before anything is stored, so a file edited, added or removed while
+    a command ran (a file's or folder's inode, size or mtime moved) keeps the
+    answer out of the cache. Code already loaded cannot change under the
+    process, so the files are looked at again only when a module or template
+    has been loaded since the last look.
     """
+    global _checked  # noqa: PLW0603 - what was loaded when the files were last looked at
     if _code is None or _code[0] != code:
         return False
-    package = _package()
+    loaded = _loaded()
+    if loaded == _checked:
+        return True
     try:
-        for name, inode, size, mtime in _code[1]:
-            info = os.stat(os.path.join(package, name))
+        for path, inode, size, mtime in _code[1]:
+            info = os.stat(path)
             if (info.st_ino, info.st_size, info.st_mtime_ns) != (inode, size, mtime):
                 return False
     except OSError:
         return False
-    return list(_package_files(package)) == [entry[0] for entry in _code[1]]
+    _checked = loaded
+    return True
+
+
+def _loaded() -> tuple[int, int]:
+    """How many modules, and how many compiled templates, this process has loaded."""
+    templates = sys.modules.get("taospec.templates")
+    compiled = 0
+    if templates is not None and templates.environment.cache_info().currsize:
+        compiled = len(templates.environment().cache or ())
+    return len(sys.modules), compiled
 
 
 def _package() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def _package_files(package: str) -> Iterator[str]:
-    """Every file of the package but compiled bytecode, as sorted relative paths."""
+def _package_files(
+    package: str, folders: list[tuple[str, int, int, int]]
+) -> Iterator[tuple[str, str]]:
+    """(relative path, path) of every file but compiled bytecode, sorted; folders noted."""
     for root, dirs, files in os.walk(package, followlinks=True):
+        info = os.stat(root)
+        folders.append((root, info.st_ino, info.st_size, info.st_mtime_ns))
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if not name.endswith((".pyc", ".pyo")):
-                yield os.path.relpath(os.path.join(root, name), package)
+                path = os.path.join(root, name)
+                yield path[len(package) + 1 :], path
 
 
 def launcher_identity() -> tuple[int, int, tuple[int, ...], str]:
@@ -196,7 +222,7 @@ class Snapshot:
     def key(self, kind: str, parts: Sequence[object]) -> str:
         """The entry name for answer ``kind`` about this file with these arguments."""
         digest = hashlib.sha256(MAGIC)
-        _add(digest, kind, self.code, repr(launcher_identity()), repr(_taospec_environment()))
+        _add(digest, kind, self.code, _who())
         _add(digest, self.cwd, self.file, self.real, self.data, self.versions, self.versions_data)
         _add(digest, len(parts), *map(repr, parts))
         return digest.hexdigest()
@@ -231,8 +257,13 @@ def _nearest_versions(real: str) -> str | None:
         folder = parent
 
 
-def _taospec_environment() -> list[tuple[str, str]]:
-    return sorted((k, v) for k, v in os.environ.items() if k.startswith("TAOSPEC_"))
+def _who() -> str:
+    """The launcher and the TAOSPEC_* variables, as key text (the same all process long)."""
+    global _who_text  # noqa: PLW0603 - who runs this process does not change
+    if _who_text is None:
+        settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("TAOSPEC_"))
+        _who_text = repr((launcher_identity(), settings))
+    return _who_text
 
 
 # -- entries ------------------------------------------------------------------
@@ -244,7 +275,7 @@ def load(key: str) -> bytes | None:
     if base is None or not _safe(base):
         return None
     try:
-        fd = os.open(os.path.join(base, key[:2], key), os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(os.path.join(base, key), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
@@ -258,7 +289,11 @@ def load(key: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
-    return _open_entry(b"".join(chunks), key)
+    content = _open_entry(b"".join(chunks), key)
+    if content is None:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(base, key))
+    return content
 
 
 def _open_entry(data: bytes, key: str) -> bytes | None:
@@ -273,24 +308,29 @@ def _open_entry(data: bytes, key: str) -> bytes | None:
 
 
 def store(key: str, content: bytes) -> None:
-    """Keep ``content`` under ``key`` (atomically; silently not, if the folder is unusable)."""
+    """Keep ``content`` under ``key`` (silently not, if the folder is unusable).
+
+    The entry is written under its final name, created exclusively: a reader
+    that meets it half-written finds its checksum wrong and ignores it, and
+    :func:`load` removes an entry it finds damaged so that it can be written
+    again.
+    """
     base = folder()
     if base is None:
         return
+    entry = MAGIC + key.encode() + b"\n" + hashlib.sha256(content).hexdigest().encode() + b"\n"
     try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
         if not _safe(base):
-            return
-        shard = os.path.join(base, key[:2])
-        os.makedirs(shard, mode=0o700, exist_ok=True)
-        temp = os.path.join(shard, f".{key}.{os.urandom(6).hex()}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.makedirs(base, mode=0o700, exist_ok=True)
+            if not _safe(base):
+                return
+        fd = os.open(os.path.join(base, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            entry = MAGIC + key.encode() + b"\n" + hashlib.sha256(content).hexdigest().encode()
-            os.write(fd, entry + b"\n" + content)
+            view = memoryview(entry + content)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(temp, os.path.join(shard, key))
     except OSError:
         return
 
@@ -321,21 +361,17 @@ def remembered(
     key = snapshot.key(kind, parts)
     content = load(key)
     if content is not None:
-        try:
+        with contextlib.suppress(Exception):  # an entry that does not load is a miss
             return undump(content)
-        except (ValueError, TypeError, KeyError, AttributeError):
-            pass
     from taospec import yamlsrc
 
     with yamlsrc.recording() as reads:
         answer = compute()
     if snapshot.matches(reads) and code_unchanged(snapshot.code):
-        try:
+        with contextlib.suppress(Exception):  # an answer that does not keep is not kept
             content = dump(answer)
             if _equal(undump(content), answer):
                 store(key, content)
-        except (ValueError, TypeError):
-            pass
     return answer
 
 
@@ -345,7 +381,8 @@ def _equal(a: Any, b: Any) -> bool:
     return same(a, b)
 
 
-def _dump_value(value: Any) -> bytes:
+def _key_text(value: Any) -> bytes:
+    """The same bytes for equal values, in every process (for keys, not for storing)."""
     import json
 
     from taospec.codec import encode
@@ -353,12 +390,31 @@ def _dump_value(value: Any) -> bytes:
     return json.dumps(encode(value), separators=(",", ":"), allow_nan=False).encode()
 
 
+def _dump_value(value: Any) -> bytes:
+    """``value`` as pickle data (read back in C; the entry's owner and checksum are checked)."""
+    import io
+    import pickle
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is MappingProxyType:
+                return _read_only, (dict(obj),)
+            return NotImplemented
+
+    out = io.BytesIO()
+    Pickler(out, protocol=5).dump(value)
+    return out.getvalue()
+
+
 def _undump_value(content: bytes) -> Any:
-    import json
+    import pickle
 
-    from taospec.codec import decode
+    return pickle.loads(content)  # noqa: S301 - taospec's own entry, private folder, checksummed
 
-    return decode(json.loads(content))
+
+def _read_only(mapping: dict[Any, Any]) -> Any:
+    """A read-only view, as :class:`types.MappingProxyType` (which pickle cannot name)."""
+    return MappingProxyType(mapping)
 
 
 def text(kind: str, file: str, parts: Sequence[object], compute: Callable[[], str]) -> str:
@@ -373,19 +429,39 @@ def text(kind: str, file: str, parts: Sequence[object], compute: Callable[[], st
     )
 
 
-def load_jobfile(file: str) -> JobFile:
-    """:func:`taospec.jobfile.load_jobfile`, cached."""
+def check_valid(file: str) -> None:
+    """Raise what :func:`taospec.jobfile.load_jobfile` raises for ``file``; remember it if valid.
+
+    Only the verdict is kept (no loaded values), which is all ``validate`` needs.
+    """
     from taospec.jobfile import load_jobfile as load_fresh
 
-    loaded: JobFile = remembered(
-        "jobfile",
-        file,
-        (),
-        compute=lambda: load_fresh(file),
-        dump=_dump_value,
-        undump=_undump_value,
+    def verdict() -> str:
+        load_fresh(file)
+        return "valid"
+
+    text("valid", file, (), verdict)
+
+
+def load_jobfile(file: str) -> JobFile:
+    """:func:`taospec.jobfile.load_jobfile`, cached (with each job's key for :func:`render`)."""
+    from taospec.jobfile import load_jobfile as load_fresh
+
+    def fresh() -> tuple[JobFile, tuple[bytes, ...] | None]:
+        jobfile = load_fresh(file)
+        try:
+            keys = tuple(_job_key(target.job) for target in jobfile.targets.values())
+        except ValueError:  # a value the key text cannot carry: plans are not cached
+            keys = None
+        return jobfile, keys
+
+    loaded: tuple[JobFile, tuple[bytes, ...] | None] = remembered(
+        "jobfile", file, (), compute=fresh, dump=_dump_value, undump=_undump_value
     )
-    return loaded
+    jobfile, keys = loaded
+    for target, key in zip(jobfile.targets.values(), keys or (), strict=False):
+        _job_keys[id(target.job)] = (target.job, key)
+    return jobfile
 
 
 def render(
@@ -395,37 +471,67 @@ def render(
     upstream: Mapping[str, str] | None = None,
     launcher: Identity | None = None,
 ) -> Plan:
-    """:func:`taospec.plan.render`, cached by the job's content and the arguments."""
+    """:func:`taospec.plan.render`, cached by the job's content and the arguments.
+
+    The plan's digest is kept with it; :func:`plan_digest` hands it back.
+    """
     from taospec.plan import render as render_fresh
 
     base = folder()
     if base is None or launcher is not None:
         return render_fresh(job, user=user, upstream=upstream, launcher=launcher)
     try:
-        job_bytes = _dump_value(job)
+        job_bytes = _job_key(job)
     except ValueError:
         return render_fresh(job, user=user, upstream=upstream)
     code = code_identity()
     digest = hashlib.sha256(MAGIC)
-    _add(digest, "plan", code, repr(launcher_identity()), repr(_taospec_environment()))
+    _add(digest, "plan", code, _who())
     _add(digest, job_bytes, user, repr(sorted((upstream or {}).items())))
     key = digest.hexdigest()
     content = load(key)
     if content is not None:
-        try:
-            plan: Plan = _undump_value(content)
-            return plan
-        except (ValueError, TypeError, KeyError, AttributeError):
-            pass
+        with contextlib.suppress(Exception):  # an entry that does not load is a miss
+            plan, known = _undump_value(content)
+            return _remember_digest(plan, known)
     from taospec import yamlsrc
 
     with yamlsrc.recording() as reads:
         plan = render_fresh(job, user=user, upstream=upstream)
     if not reads and code_unchanged(code):
-        try:
-            content = _dump_value(plan)
-            if _equal(_undump_value(content), plan):
+        with contextlib.suppress(Exception):  # an answer that does not keep is not kept
+            entry = (plan, plan.digest())
+            content = _dump_value(entry)
+            if _equal(_undump_value(content), entry):
                 store(key, content)
-        except ValueError:
-            pass
     return plan
+
+
+_job_keys: dict[int, tuple[Job, bytes]] = {}
+"""Key text of jobs loaded through :func:`load_jobfile`, by the job object's id."""
+
+
+def _job_key(job: Job) -> bytes:
+    found = _job_keys.get(id(job))
+    if found is not None and found[0] is job:
+        return found[1]
+    text = hashlib.sha256(_key_text(job)).digest()
+    _job_keys[id(job)] = (job, text)  # holding the job keeps its id from being reused
+    return text
+
+
+_digests: dict[int, tuple[Plan, str]] = {}
+"""Digests of the plans :func:`render` read from the cache, by the plan object's id."""
+
+
+def _remember_digest(plan: Plan, known: str) -> Plan:
+    _digests[id(plan)] = (plan, known)  # holding the plan keeps its id from being reused
+    return plan
+
+
+def plan_digest(plan: Plan) -> str:
+    """``plan.digest()``, without recomputing it for a plan the cache stored with its digest."""
+    found = _digests.get(id(plan))
+    if found is not None and found[0] is plan:
+        return found[1]
+    return plan.digest()

@@ -1,19 +1,18 @@
-"""Frozen values (taospec's dataclasses, tuples, mappings, scalars) to JSON and back, exactly.
+"""Frozen values (taospec's dataclasses, tuples, mappings, scalars) as key text, and exact equality.
 
-:mod:`taospec.cache` stores loaded job files and rendered plans with this.
-Every JSON object in an encoding is a tagged wrapper (``{"t": [...]}`` for a
-tuple, ``{"c": "module:Class", "f": {...}}`` for a dataclass, ...), so nothing
-is ambiguous, and :func:`same` compares two values by type as well as by
-value, so the cache can check that what it would hand back is exactly what
-was computed. A value of any other type raises :class:`Unencodable`.
+:mod:`taospec.cache` names a rendered plan by the job it was rendered from:
+:func:`encode` gives equal jobs the same JSON data in every process (every
+JSON object in it is a tagged wrapper, ``{"t": [...]}`` for a tuple,
+``{"c": "module:Class", "f": {...}}`` for a dataclass, so nothing is
+ambiguous), and raises :class:`Unencodable` for a value of any other type.
+:func:`same` compares two values by type as well as by value, so the cache
+can check that what it would hand back is exactly what was computed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-import sys
 from types import MappingProxyType
 from typing import Any
 
@@ -48,38 +47,6 @@ def encode(value: Any) -> Any:
         named = {f.name: encode(getattr(value, f.name)) for f in fields}
         return {"c": f"{kind.__module__}:{kind.__qualname__}", "f": named}
     raise Unencodable(f"a {kind.__qualname__} value")
-
-
-def decode(data: Any) -> Any:
-    """The value :func:`encode` made ``data`` from."""
-    if data is None or type(data) in (*_SCALARS, float):
-        return data
-    if type(data) is not dict:
-        raise Unencodable("not an encoding")
-    if set(data) == {"c", "f"} and type(data["c"]) is str and type(data["f"]) is dict:
-        return _instance(data["c"], data["f"])
-    if len(data) != 1:
-        raise Unencodable("not an encoding")
-    ((tag, items),) = data.items()
-    if tag == "t":
-        return tuple(decode(v) for v in items)
-    if tag == "l":
-        return [decode(v) for v in items]
-    if tag in ("d", "m"):
-        built = {decode(k): decode(v) for k, v in items}
-        return built if tag == "d" else MappingProxyType(built)
-    raise Unencodable(f"unknown tag {tag!r}")
-
-
-def _instance(name: str, fields: dict[str, Any]) -> Any:
-    module_name, _, qualname = name.partition(":")
-    if not module_name.startswith("taospec."):
-        raise Unencodable(f"{name} is not one of taospec's classes")
-    module = sys.modules.get(module_name) or importlib.import_module(module_name)
-    cls = getattr(module, qualname, None)
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise Unencodable(f"{name} is not a dataclass")
-    return cls(**{key: decode(value) for key, value in fields.items()})
 
 
 def same(a: Any, b: Any) -> bool:

@@ -23,14 +23,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import proc
+from taospec import cache, proc
 from taospec.errors import InvalidInput
 from taospec.jobstate import COMPLETE
 from taospec.ledger import UnknownJob, write_json_atomic
 
 if TYPE_CHECKING:
     from taospec.jobfile import Target
-    from taospec.ledger import Ledger
+    from taospec.ledger import Ledger, Record
     from taospec.plan import Plan
 
 CHUNK = 1 << 20
@@ -75,7 +75,7 @@ class Fingerprint:
 def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | None) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``."""
     return Fingerprint(
-        plan=plan.digest(),
+        plan=cache.plan_digest(plan),
         image=image,
         inputs={
             text: hash_path(path)
@@ -163,17 +163,19 @@ class Index:
 
     def complete_job(self, fingerprint: Fingerprint) -> str | None:
         """A COMPLETE job with this fingerprint whose results still exist, if any."""
-        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
-        if not isinstance(job_id, str) or not self._complete(job_id):
-            return None
-        return job_id
+        record = self.complete_record(fingerprint)
+        return None if record is None else record.id
 
-    def _complete(self, job_id: str) -> bool:
+    def complete_record(self, fingerprint: Fingerprint) -> Record | None:
+        """The record of :meth:`complete_job`'s job (read once), if there is one."""
+        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
+        if not isinstance(job_id, str):
+            return None
         try:
             record = self.ledger.get(job_id)
         except UnknownJob:
-            return False
-        return record.state == COMPLETE and Path(record.results_dir).is_dir()
+            return None
+        return record if record.state == COMPLETE and Path(record.results_dir).is_dir() else None
 
     def results_missing(self, fingerprint: Fingerprint) -> bool:
         """True when the matching job completed but its results directory is gone."""

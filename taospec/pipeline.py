@@ -90,10 +90,10 @@ def _decide_one(
     fingerprint = compute(target, plan, needs, image_digest(plan, images))
     if forced:
         return Decision(target, True, "forced (-B)", plan, fingerprint)
-    done = index.complete_job(fingerprint)
+    done = index.complete_record(fingerprint)
     if done is not None:
-        results = index.ledger.get(done).results_dir
-        return Decision(target, False, f"up to date (job {done})", plan, fingerprint, done, results)
+        reason = f"up to date (job {done.id})"
+        return Decision(target, False, reason, plan, fingerprint, done.id, done.results_dir)
     return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint)
 
 

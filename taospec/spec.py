@@ -20,7 +20,7 @@ from typing import Any
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, unique
-from taospec.yamlsrc import Source, parse, read_text
+from taospec.yamlsrc import Source, parse_shared, read_text
 
 GPU_COUNT_MESSAGE = (
     "GPUs are chosen by id, not by count: a count always lands on the first devices, so on a "
@@ -380,7 +380,7 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
             f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
             "directory, and there is none"
         )
-    node: Any = parse(read_text(versions, str(versions)), str(versions)).data
+    node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             raise LookupError(f"{versions} has no key {key!r}")

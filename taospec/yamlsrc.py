@@ -14,9 +14,11 @@ the exact bytes it got, which is how the cache knows what an answer rests on.
 from __future__ import annotations
 
 import os
+from _thread import _local as _thread_local  # threading.local, without importing threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,20 +30,26 @@ if TYPE_CHECKING:
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 
-_reads: list[tuple[str, bytes]] | None = None
+_recorder = _thread_local()
+"""This thread's list of reads while :func:`recording` (builds render in threads)."""
 
 
 @contextmanager
 def recording() -> Iterator[list[tuple[str, bytes]]]:
-    """Collect (resolved path, bytes) of every file :func:`read_text` reads meanwhile."""
-    global _reads  # noqa: PLW0603 - one recorder for the process, restored on exit
-    outer, _reads = _reads, []
+    """Collect (resolved path, bytes) of every file :func:`read_text` reads meanwhile.
+
+    Each thread records its own reads; an inner recording's reads count for
+    the outer one too.
+    """
+    outer: list[tuple[str, bytes]] | None = getattr(_recorder, "reads", None)
+    reads: list[tuple[str, bytes]] = []
+    _recorder.reads = reads
     try:
-        yield _reads
+        yield reads
     finally:
         if outer is not None:
-            outer.extend(_reads)
-        _reads = outer
+            outer.extend(reads)
+        _recorder.reads = outer
 
 
 @dataclass(frozen=True)
@@ -140,8 +148,9 @@ def read_text(path: Path, display: str) -> str:
         raise SpecError.single(display, "is a directory, not a job file") from None
     except OSError as exc:
         raise SpecError.single(display, f"cannot be read: {exc.strerror}") from None
-    if _reads is not None:
-        _reads.append((os.path.realpath(path), raw))
+    reads = getattr(_recorder, "reads", None)
+    if reads is not None:
+        reads.append((os.path.realpath(path), raw))
     if len(raw) > MAX_BYTES:
         raise SpecError.single(display, "is larger than 1 MiB; a job file should be small")
     try:
@@ -175,6 +184,16 @@ def parse(text: str, display: str) -> Source:
         kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
         raise SpecError.single(display, f"holds {kind}; a job file is a mapping of keys")
     return Source(display, data, root)
+
+
+@lru_cache(maxsize=32)
+def parse_shared(text: str, display: str) -> Source:
+    """:func:`parse`, once per text: for files that are looked up, never changed (versions.yaml).
+
+    Every job file in a folder resolves its image in the same versions.yaml;
+    parsing it once serves them all. Callers must not modify the data.
+    """
+    return parse(text, display)
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, display: str) -> SpecError:

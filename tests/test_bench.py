@@ -81,10 +81,14 @@ def test_generated_job_has_the_shape_of_a_real_run(tmp_path: Path, hello: Path) 
         return data
 
     assert shape(generated) == shape(done)
-    real_events = [{k: v for k, v in e.items() if k not in ("ts", "id", "results_dir",
-                    "backend_ref")} for e in real.journal()]  # fmt: skip
-    made_events = [{k: v for k, v in e.items() if k not in ("ts", "id", "results_dir",
-                    "backend_ref")} for e in Ledger(state).journal()]  # fmt: skip
+    real_events = [
+        {k: v for k, v in e.items() if k not in ("ts", "id", "results_dir", "backend_ref")}
+        for e in real.journal()
+    ]
+    made_events = [
+        {k: v for k, v in e.items() if k not in ("ts", "id", "results_dir", "backend_ref")}
+        for e in Ledger(state).journal()
+    ]
     assert made_events == real_events
 
 

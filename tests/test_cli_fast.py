@@ -14,12 +14,54 @@ from hypothesis import strategies as st
 from taospec.cli import app, fast
 
 WORDS = [
-    "jobs/train.yaml", "train", "x y", "--format", "json", "sh", "text", "yaml", "--user",
-    "1000:1000", "-q", "--quiet", "--json", "--state", "RUNNING", "running", "--limit", "5", "0",
-    "05", "-1", "+3", "٣", "-n", "--dry-run", "--check", "-B", "--force", "-k", "--keep-going",
-    "-j", "--jobs", "2", "-d", "--detach", "-f", "--follow", "--allow-shared-gpus", "--", "-",
-    "-h", "--help", "--format=json", "-dB", "-j2", "--bogus", "",
-]  # fmt: skip
+    "jobs/train.yaml",
+    "train",
+    "x y",
+    "--format",
+    "json",
+    "sh",
+    "text",
+    "yaml",
+    "--user",
+    "1000:1000",
+    "-q",
+    "--quiet",
+    "--json",
+    "--state",
+    "RUNNING",
+    "running",
+    "--limit",
+    "5",
+    "0",
+    "05",
+    "-1",
+    "+3",
+    "٣",
+    "-n",
+    "--dry-run",
+    "--check",
+    "-B",
+    "--force",
+    "-k",
+    "--keep-going",
+    "-j",
+    "--jobs",
+    "2",
+    "-d",
+    "--detach",
+    "-f",
+    "--follow",
+    "--allow-shared-gpus",
+    "--",
+    "-",
+    "-h",
+    "--help",
+    "--format=json",
+    "-dB",
+    "-j2",
+    "--bogus",
+    "",
+]
 
 
 def click_values(words: list[str]) -> dict[str, Any] | None:
@@ -61,8 +103,22 @@ def test_where_the_fast_path_answers_click_agrees(verb: str, words: list[str]) -
         ["status", "hello-greet-0a1b2c", "--json"],
         ["ls"],
         ["ls", "--state", "COMPLETE", "--limit", "5", "--json"],
-        ["run", "jobs/tao-workflow.yaml", "train", "-n", "--check", "-B", "-k", "-j", "3", "-d",
-         "-f", "--allow-shared-gpus", "--user", "1:1"],  # fmt: skip
+        [
+            "run",
+            "jobs/tao-workflow.yaml",
+            "train",
+            "-n",
+            "--check",
+            "-B",
+            "-k",
+            "-j",
+            "3",
+            "-d",
+            "-f",
+            "--allow-shared-gpus",
+            "--user",
+            "1:1",
+        ],
     ],
 )
 def test_every_option_of_the_plain_forms_is_known(words: list[str]) -> None:
@@ -73,9 +129,19 @@ def test_every_option_of_the_plain_forms_is_known(words: list[str]) -> None:
 
 @pytest.mark.parametrize(
     "words",
-    [[], ["--version"], ["render"], ["render", "a", "--format=json"], ["ls", "--limit", "0"],
-     ["run", "-dB", "a"], ["status", "a", "b"], ["validate"], ["lint", "x"], ["render", "-"]],
-)  # fmt: skip
+    [
+        [],
+        ["--version"],
+        ["render"],
+        ["render", "a", "--format=json"],
+        ["ls", "--limit", "0"],
+        ["run", "-dB", "a"],
+        ["status", "a", "b"],
+        ["validate"],
+        ["lint", "x"],
+        ["render", "-"],
+    ],
+)
 def test_anything_else_goes_to_click(words: list[str]) -> None:
     assert fast.parse(words) is None
 
@@ -87,8 +153,12 @@ def test_the_fast_path_does_not_load_click() -> None:
         "assert 'click' not in sys.modules, 'click was loaded'\n"
         "sys.exit(code)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={"TAO_STATE_DIR": "/nonexistent-taospec-state", "PATH": "/usr/bin"},
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={"TAO_STATE_DIR": "/nonexistent-taospec-state", "PATH": "/usr/bin"},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ID")

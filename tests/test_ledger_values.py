@@ -50,5 +50,8 @@ def test_shown_copied_and_pickled_whole() -> None:
     assert pickle.loads(pickle.dumps(value)) == value
     assert record().replace(retry_of="x").retry_of == "x"
     assert Transition(ts="a", state="RUNNING", message="m", source="agent").to_json() == {
-        "ts": "a", "state": "RUNNING", "message": "m", "source": "agent"
-    }  # fmt: skip
+        "ts": "a",
+        "state": "RUNNING",
+        "message": "m",
+        "source": "agent",
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from taospec.cache import load_jobfile
+from taospec.cache import check_valid
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK
 
@@ -19,7 +19,7 @@ def run(files: Sequence[str], *, quiet: bool = False) -> int:
     failed = 0
     for file in files:
         try:
-            load_jobfile(file)
+            check_valid(file)
         except SpecError as exc:
             failed += 1
             print(exc, file=sys.stderr)
