@@ -87,6 +87,7 @@ _JOURNAL_NAME = "ledger.jsonl"
 _FIXED_JOURNAL_KEYS = frozenset({"ts", "id", "event", "state"})
 _TRUNCATED = "...[truncated]"
 _READ_BLOCK = 64 * 1024
+_REDACTIONS_KEPT = 4096
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
@@ -591,6 +592,7 @@ class Ledger:
         self.jobs_dir = root / "jobs"
         self.journal_path = root / _JOURNAL_NAME
         self._secrets = tuple(value for value in secret_values if value)
+        self._redactions: dict[str, str] = {}
 
     @classmethod
     def from_env(
@@ -727,10 +729,20 @@ class Ledger:
     # -- validating inputs ------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        """Pass ``text`` through the secret redactor with this ledger's known secrets."""
-        from taospec.lint import redact  # only writers need the lint's patterns
+        """Pass ``text`` through the secret redactor with this ledger's known secrets.
 
-        return redact(text, self._secrets)
+        The answer depends only on the text (the secrets are fixed), so a writer
+        that records many jobs redacts each repeated value (image, arch, results
+        root, message) once.
+        """
+        done = self._redactions.get(text)
+        if done is None:
+            from taospec.lint import redact  # only writers need the lint's patterns
+
+            done = redact(text, self._secrets)
+            if len(self._redactions) < _REDACTIONS_KEPT:
+                self._redactions[text] = done
+        return done
 
     def _check_stable_id(self, name: str, value: str) -> None:
         """Refuse an id that secret redaction would change (it names files)."""
