@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from taospec.jobfile import JobFile
     from taospec.plan import Plan
     from taospec.spec import Job
+    from taospec.yamlsrc import Read
 
     T = TypeVar("T")
 MAGIC = b"taospec-cache 1\n"
@@ -209,9 +210,11 @@ class Snapshot:
         self.file = file
         self.cwd = os.getcwd()
         self.real = os.path.realpath(file)
-        self.data = _read(file)
+        self.data, self.file_id = _read(file)
         self.versions = _nearest_versions(self.real)
-        self.versions_data = None if self.versions is None else _read(self.versions)
+        self.versions_data, self.versions_id = (
+            (None, None) if self.versions is None else _read(self.versions)
+        )
         self.code = code_identity()
 
     @property
@@ -227,21 +230,23 @@ class Snapshot:
         _add(digest, len(parts), *map(repr, parts))
         return digest.hexdigest()
 
-    def matches(self, reads: list[tuple[str, bytes]]) -> bool:
-        """True when every file the load read is one of this snapshot's, byte for byte."""
-        allowed = {self.real: self.data}
-        if self.versions is not None:
-            allowed[os.path.realpath(self.versions)] = self.versions_data
-        return all(allowed.get(path, b"\0absent") == raw for path, raw in reads)
+    def matches(self, reads: list[Read]) -> bool:
+        """True when every file the load read is one of this snapshot's files, byte for byte."""
+        allowed = {self.file_id: self.data, self.versions_id: self.versions_data}
+        return all(
+            file is not None and allowed.get(file, b"\0absent") == raw for file, raw in reads
+        )
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: str) -> tuple[bytes | None, tuple[int, int] | None]:
+    """A file's bytes (None if unreadable or too large) and its (device, inode)."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
+            info = os.fstat(handle.fileno())
     except OSError:
-        return None
-    return data if len(data) <= MAX_FILE_BYTES else None
+        return None, None
+    return (data if len(data) <= MAX_FILE_BYTES else None), (info.st_dev, info.st_ino)
 
 
 def _nearest_versions(real: str) -> str | None:

@@ -30,19 +30,21 @@ if TYPE_CHECKING:
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 
+Read = tuple[tuple[int, int], bytes]
+"""A file read: the (device, inode) of the file that was open, and the bytes read."""
 _recorder = _thread_local()
 """This thread's list of reads while :func:`recording` (builds render in threads)."""
 
 
 @contextmanager
-def recording() -> Iterator[list[tuple[str, bytes]]]:
-    """Collect (resolved path, bytes) of every file :func:`read_text` reads meanwhile.
+def recording() -> Iterator[list[Read]]:
+    """Collect the file and the bytes of every read :func:`read_text` makes meanwhile.
 
     Each thread records its own reads; an inner recording's reads count for
     the outer one too.
     """
-    outer: list[tuple[str, bytes]] | None = getattr(_recorder, "reads", None)
-    reads: list[tuple[str, bytes]] = []
+    outer: list[Read] | None = getattr(_recorder, "reads", None)
+    reads: list[Read] = []
     _recorder.reads = reads
     try:
         yield reads
@@ -139,18 +141,19 @@ def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | N
 
 def read_text(path: Path, display: str) -> str:
     """Read a file as UTF-8 text within the size limit, or explain why not."""
+    reads = getattr(_recorder, "reads", None)
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
+            if reads is not None:
+                opened = os.fstat(handle.fileno())
+                reads.append(((opened.st_dev, opened.st_ino), raw))
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:
         raise SpecError.single(display, "is a directory, not a job file") from None
     except OSError as exc:
         raise SpecError.single(display, f"cannot be read: {exc.strerror}") from None
-    reads = getattr(_recorder, "reads", None)
-    if reads is not None:
-        reads.append((os.path.realpath(path), raw))
     if len(raw) > MAX_BYTES:
         raise SpecError.single(display, "is larger than 1 MiB; a job file should be small")
     try:

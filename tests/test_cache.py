@@ -257,6 +257,11 @@ def test_the_key_reads_what_the_loader_reads(tmp_path: Path) -> None:
     assert cache.MAX_FILE_BYTES == yamlsrc.MAX_BYTES
 
 
+def inode(file: Path) -> tuple[int, int]:
+    info = file.stat()
+    return info.st_dev, info.st_ino
+
+
 def test_each_thread_records_its_own_reads(tmp_path: Path) -> None:
     import threading
 
@@ -271,11 +276,11 @@ def test_each_thread_records_its_own_reads(tmp_path: Path) -> None:
             start.wait()
             for _ in range(50):
                 yamlsrc.read_text(file, str(file))
-        seen[file.name] = [os.path.basename(path) for path, _ in reads]
+        seen[file.name] = [(identity == inode(file), raw.decode()) for identity, raw in reads]
 
     threads = [threading.Thread(target=read, args=(file,)) for file in files]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert seen == {file.name: [file.name] * 50 for file in files}
+    assert seen == {file.name: [(True, file.name)] * 50 for file in files}
