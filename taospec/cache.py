@@ -2,9 +2,10 @@
 
 Loading a job file (YAML, JSON Schema, taospec's rules) and rendering plans
 (Jinja) cost far more than a command's own work, and give the same answer for
-the same inputs. This cache keeps those answers under
-``$XDG_CACHE_HOME/taospec`` (default ``~/.cache/taospec``), each in a file
-named by the SHA-256 of everything the answer depends on:
+the same inputs. This cache keeps those answers (``render``'s text,
+``validate``'s verdict, loaded job files, rendered plans with their digests)
+under ``$XDG_CACHE_HOME/taospec`` (default ``~/.cache/taospec``), each in a
+file named by the SHA-256 of everything the answer depends on:
 
 * the kind of answer and the command's own arguments (the file name as typed,
   ``--format``, ``--user``, targets, upstream results);
@@ -18,14 +19,20 @@ named by the SHA-256 of everything the answer depends on:
 
 An answer is stored only when it is certain to be the answer to that key:
 the files the loader actually read while computing it (recorded by
-:func:`taospec.yamlsrc.read_text`) must be exactly the bytes in the key, and
-taospec's own files must not have changed meanwhile; a stored object must
-decode to a value equal, type for type, to the one computed
-(:func:`taospec.codec.same`). A stored entry carries its key and a SHA-256 of
-its content and is used only if both check out, it is a regular file owned by
-this user, and the cache folder is writable by no one else. Errors are never
-cached: an invalid file is checked afresh every time. ``TAOSPEC_CACHE=off``
-turns the cache off. Deleting the folder is always safe.
+:func:`taospec.yamlsrc.read_text`, by device, inode and bytes) must be the
+files and bytes in the key; taospec's files must look as they did when they
+were hashed (checked again whenever code or a template was loaded since);
+and a stored object must read back as a value equal, type for type, to the
+one computed (:func:`taospec.codec.same`). A stored entry carries its key and
+a SHA-256 of its content, and is used only if both check out, it is a regular
+file owned by this user, and the cache folder is writable by no one else;
+objects are stored as pickle data for speed, which is why those checks come
+first. Errors are never cached: an invalid file is checked afresh every time.
+Entries unused for 30 days are pruned now and then. ``TAOSPEC_CACHE=off``
+turns the cache off; deleting the folder is always safe.
+
+What this cannot see: a taospec source file edited in the few milliseconds
+between the process loading it and hashing it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import hashlib
 import os
 import stat
 import sys
+import time
 from types import MappingProxyType
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
@@ -53,6 +61,12 @@ MAGIC = b"taospec-cache 1\n"
 MAX_FILE_BYTES = 1024 * 1024
 """As :data:`taospec.yamlsrc.MAX_BYTES`: a larger job file is an error, never cached."""
 VERSIONS_FILE = "versions.yaml"
+UNUSED_SECONDS = 30 * 24 * 3600
+"""Entries not read or written for this long are pruned."""
+REFRESH_SECONDS = 24 * 3600
+"""A hit on an entry older than this marks it used again (touches its mtime)."""
+PRUNE_CHANCE = 1
+"""Out of 256: how often a store looks for unused entries to prune."""
 
 _code: tuple[bytes, list[tuple[str, int, int, int]]] | None = None
 _launcher: tuple[int, int, tuple[int, ...], str] | None = None
@@ -290,6 +304,8 @@ def load(key: str) -> bytes | None:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+        if info.st_mtime < time.time() - REFRESH_SECONDS:
+            os.utime(fd)  # in use: keep it from being pruned
     except OSError:
         return None
     finally:
@@ -336,8 +352,28 @@ def store(key: str, content: bytes) -> None:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
+        if os.urandom(1)[0] < PRUNE_CHANCE:
+            prune(base)
     except OSError:
         return
+
+
+def prune(base: str, now: float | None = None) -> int:
+    """Remove entries not used for :data:`UNUSED_SECONDS`; return how many went.
+
+    Runs after one store in 256 or so, so the folder holds what is in use.
+    """
+    oldest = (time.time() if now is None else now) - UNUSED_SECONDS
+    removed = 0
+    with os.scandir(base) as entries:
+        for entry in entries:
+            if len(entry.name) != 64 or not entry.is_file(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < oldest:
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed
 
 
 # -- what taospec keeps -------------------------------------------------------

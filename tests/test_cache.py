@@ -284,3 +284,22 @@ def test_each_thread_records_its_own_reads(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert seen == {file.name: [(True, file.name)] * 50 for file in files}
+
+
+def test_unused_entries_are_pruned_and_used_ones_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    job = str(ROOT / "jobs" / "hello.yaml")
+    assert cache.text("old", job, (), lambda: "old") == "old"
+    assert cache.text("used", job, (), lambda: "used") == "used"
+    old, used = entries(tmp_path / "cache")
+    month_ago = __import__("time").time() - 31 * 24 * 3600
+    for entry in (old, used):
+        os.utime(entry, (month_ago, month_ago))
+    if old.read_bytes().endswith(b"used"):
+        old, used = used, old
+    assert cache.text("used", job, (), lambda: "recomputed") == "used"
+    assert cache.prune(str(tmp_path / "cache" / "taospec")) == 1
+    assert entries(tmp_path / "cache") == [used]
+    assert cache.text("old", job, (), lambda: "recomputed") == "recomputed"
