@@ -113,8 +113,10 @@ def load_job(path: str | Path) -> Job:
     jobfile = load_jobfile(path)
     if len(jobfile.targets) != 1:
         names = ", ".join(jobfile.targets)
-        raise SpecError.single(str(path), f"is a pipeline of {len(jobfile.targets)} targets "
-                               f"({names}); name the target to use")
+        raise SpecError.single(
+            str(path),
+            f"is a pipeline of {len(jobfile.targets)} targets ({names}); name the target to use",
+        )
     return next(iter(jobfile.targets.values())).job
 
 
