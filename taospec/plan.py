@@ -38,6 +38,7 @@ def upstream_stand_in(target: str) -> str:
     """Stands for the results directory of ``target``, which will run first."""
     return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
 
+
 CONTAINER_RESULTS = "/results"
 RUNTIME_HOME = ".tao-runtime/home"
 CACHE_DIRS = (
@@ -354,8 +355,9 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         target=data["target"],
         platform=data["platform"],
         job_id=data["job_id"],
-        record=RecordFields(**{**data["record"],
-                               "upload_excludes": tuple(data["record"]["upload_excludes"])}),
+        record=RecordFields(
+            **{**data["record"], "upload_excludes": tuple(data["record"]["upload_excludes"])}
+        ),
         steps=tuple(step(s) for s in data["steps"]),
         notes=tuple(data["notes"]),
         backend=tuple(tuple(pair) for pair in data["backend"]),

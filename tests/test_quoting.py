@@ -107,7 +107,8 @@ def test_the_spec_file_reads_back_as_the_spec_for_any_text(text: str) -> None:
     from taospec.plan import dump_yaml
 
     assert yaml.safe_load(dump_yaml({"note": text, "list": [text]})) == {
-        "note": text, "list": [text]
+        "note": text,
+        "list": [text],
     }
 
 

@@ -290,8 +290,16 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
 
 def _label_lookup(record: Record, env: tuple[tuple[str, str], ...]) -> str | None:
     listed = proc.run(
-        ["docker", "ps", "-a", "--no-trunc", "--filter", f"label=tao-job={record.id}",
-         "--format", "{{.ID}}"],
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--no-trunc",
+            "--filter",
+            f"label=tao-job={record.id}",
+            "--format",
+            "{{.ID}}",
+        ],
         extra_env=env,
         check=False,
     )
