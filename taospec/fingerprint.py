@@ -48,8 +48,9 @@ class Fingerprint:
 
     @property
     def digest(self) -> str:
-        """SHA-256 over every component."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """SHA-256 over every component: the JSON of its fields, keys sorted."""
+        parts = {"plan": self.plan, "image": self.image, "inputs": self.inputs, "needs": self.needs}
+        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def differences(self, other: Mapping[str, object]) -> list[str]:
