@@ -103,7 +103,7 @@ def engine() -> str:
     if problem is not None:
         if REQUIRE_ENGINE:
             pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
-        pytest.skip(f"no Docker engine: {problem}")
+        pytest.skip(reason=f"no Docker engine: {problem}")
     return TEST_IMAGE
 
 
@@ -153,4 +153,5 @@ def slurm() -> None:
     if problem is not None:
         if REQUIRE_ENGINE:
             pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
-        pytest.skip(f"no Slurm cluster: {problem} (scripts/ensure-slurm.sh starts one as root)")
+        why = f"no Slurm cluster: {problem} (scripts/ensure-slurm.sh starts one as root)"
+        pytest.skip(reason=why)

@@ -315,7 +315,7 @@ def login_node() -> str:
     if problem is not None:
         if os.environ.get("TAOSPEC_REQUIRE_ENGINE") == "1":
             pytest.fail(problem)
-        pytest.skip(problem)
+        pytest.skip(reason=problem)
     return LOGIN
 
 
