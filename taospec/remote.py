@@ -22,22 +22,15 @@ which the far side does not define.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from taospec import plantext
 from taospec.errors import InvalidInput
-from taospec.plan import FAILED, JOB_ID
+from taospec.plan import FAILED
+from taospec.templates import quote
 
 MARK = "TAOSPEC_"
-
-
-def quote(arg: str) -> str:
-    """One argument as one remote shell word, the placeholder id left for substitution."""
-    if JOB_ID not in arg:
-        return shlex.quote(arg)
-    return JOB_ID.join(shlex.quote(part) if part else "" for part in arg.split(JOB_ID))
 
 
 def command(argv: Sequence[str]) -> str:
