@@ -36,40 +36,15 @@ set -euo pipefail
 readonly IMAGE="taospec-test/busybox:1"
 readonly SYSTEM_PIDFILE="/var/run/docker.pid"
 readonly CONTAINERD_PIDFILE="/var/run/docker/containerd/containerd.pid"
-STATE="${TAOSPEC_TEST_STATE:-/tmp/taospec-test-state}"
-STATE="$(realpath -m -- "$STATE")" # absolute: daemons chdir("/")
+SCRIPT_NAME=ensure-docker
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 WAIT_SECS="${TAOSPEC_DOCKER_WAIT:-60}"
 PIDFILE="$STATE/dockerd.pid"
 LOGFILE="$STATE/dockerd.log"
 
-log() { printf 'ensure-docker: %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
 docker_answers() {
   command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1
-}
-
-# True when pid $1 exists and is not a zombie (kill -0 also succeeds on
-# zombies, and this machine's pid 1 reaps orphans only every second or so).
-alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [[ "${stat%% *}" != [ZX] ]]
-}
-
-# Prints the pid named by pid file $1 when that process is alive and its
-# command name is $2; prints nothing otherwise.
-live_pid() {
-  local file="$1" name="$2" pid comm
-  [[ -r "$file" ]] || return 0
-  pid="$(tr -dc '0-9' 2>/dev/null <"$file" || true)"
-  [[ -n "$pid" ]] && alive "$pid" || return 0
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-  if [[ "$comm" == "$name" ]]; then printf '%s\n' "$pid"; fi
 }
 
 # Pids of all running dockerd processes (read-only scan, used only to refuse
@@ -82,25 +57,6 @@ all_dockerd_pids() {
     fi
   done
   return 0
-}
-
-APT_UPDATED=0
-apt_install() {
-  if [[ "$APT_UPDATED" -eq 0 ]]; then
-    log "apt-get update"
-    apt-get update -qq >&2 || die "apt-get update failed"
-    APT_UPDATED=1
-  fi
-  log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 \
-    || die "apt-get install $* failed"
-}
-
-log_tail() {
-  if [[ -s "$1" ]]; then
-    log "last lines of $1:"
-    tail -n 30 "$1" >&2 || true
-  fi
 }
 
 # Waits until `docker info` answers. $1: pid to watch (empty = none); the wait

@@ -39,8 +39,9 @@ set -euo pipefail
 readonly CONF=/etc/slurm/slurm.conf
 readonly MUNGE_KEY=/etc/munge/munge.key
 readonly MARKER="# Written by taospec scripts/ensure-slurm.sh"
-STATE="${TAOSPEC_TEST_STATE:-/tmp/taospec-test-state}"
-STATE="$(realpath -m -- "$STATE")" # absolute: daemons chdir("/")
+SCRIPT_NAME=ensure-slurm
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 WAIT_SECS="${TAOSPEC_SLURM_WAIT:-60}"
 DIR="$STATE/slurm"
 MUNGE_DIR="$DIR/munge"
@@ -50,43 +51,10 @@ SLURMD_PID="$DIR/slurmd.pid"
 CTLD_LOG="$DIR/slurmctld.log"
 SLURMD_LOG="$DIR/slurmd.log"
 
-log() { printf 'ensure-slurm: %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-# True when pid $1 exists and is not a zombie (kill -0 also succeeds on
-# zombies, and this machine's pid 1 reaps orphans only every second or so).
-alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [[ "${stat%% *}" != [ZX] ]]
-}
-
-# Prints the pid named by pid file $1 when that process is alive and its
-# command name is $2; prints nothing otherwise.
-live_pid() {
-  local file="$1" name="$2" pid comm
-  [[ -r "$file" ]] || return 0
-  pid="$(tr -dc '0-9' 2>/dev/null <"$file" || true)"
-  [[ -n "$pid" ]] && alive "$pid" || return 0
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-  if [[ "$comm" == "$name" ]]; then printf '%s\n' "$pid"; fi
-}
-
 gone() { ! alive "$1"; }
 
 # True when pid file $1 names a live process called $2.
 names_live() { [[ -n "$(live_pid "$1" "$2")" ]]; }
-
-log_tail() {
-  if [[ -s "$1" ]]; then
-    log "last lines of $1:"
-    tail -n 20 "$1" >&2 || true
-  fi
-}
 
 # The states sinfo reports for the nodes, one word each, flags (*~#!%$@^-)
 # stripped; nothing when sinfo does not answer.
@@ -118,11 +86,7 @@ install_packages() {
     command -v "$cmd" >/dev/null 2>&1 || missing=1
   done
   [[ "$missing" -eq 1 ]] || return 0
-  log "apt-get update"
-  apt-get update -qq >&2 || die "apt-get update failed"
-  log "apt-get install slurmctld slurmd slurm-client munge"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    slurmctld slurmd slurm-client munge >&2 || die "apt-get install of Slurm and munge failed"
+  apt_install slurmctld slurmd slurm-client munge
 }
 
 munge_answers() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }

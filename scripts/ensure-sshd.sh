@@ -32,8 +32,9 @@ set -euo pipefail
 
 readonly ALIAS="taospec-test"
 readonly SSHD=/usr/sbin/sshd
-STATE="${TAOSPEC_TEST_STATE:-/tmp/taospec-test-state}"
-STATE="$(realpath -m -- "$STATE")" # absolute: daemons chdir("/")
+SCRIPT_NAME=ensure-sshd
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 PORT="${TAOSPEC_SSH_PORT:-2222}"
 SSH_DIR="$STATE/ssh"
 HOST_KEY="$SSH_DIR/ssh_host_ed25519_key"
@@ -44,39 +45,6 @@ SSHD_CONFIG="$SSH_DIR/sshd_config"
 CLIENT_CONFIG="$SSH_DIR/config"
 PIDFILE="$SSH_DIR/sshd.pid"
 LOGFILE="$SSH_DIR/sshd.log"
-
-log() { printf 'ensure-sshd: %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-# True when pid $1 exists and is not a zombie (kill -0 also succeeds on
-# zombies, and this machine's pid 1 reaps orphans only every second or so).
-alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [[ "${stat%% *}" != [ZX] ]]
-}
-
-# Prints the pid named by pid file $1 when that process is alive and its
-# command name is $2; prints nothing otherwise.
-live_pid() {
-  local file="$1" name="$2" pid comm
-  [[ -r "$file" ]] || return 0
-  pid="$(tr -dc '0-9' 2>/dev/null <"$file" || true)"
-  [[ -n "$pid" ]] && alive "$pid" || return 0
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-  if [[ "$comm" == "$name" ]]; then printf '%s\n' "$pid"; fi
-}
-
-log_tail() {
-  if [[ -s "$1" ]]; then
-    log "last lines of $1:"
-    tail -n 20 "$1" >&2 || true
-  fi
-}
 
 port_open() { (: <"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
@@ -262,11 +230,7 @@ main() {
     exit 3
   fi
   if [[ ! -x "$SSHD" ]] || ! command -v ssh >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
-    log "apt-get update"
-    apt-get update -qq >&2 || die "apt-get update failed"
-    log "apt-get install openssh-server openssh-client"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      openssh-server openssh-client >&2 || die "apt-get install openssh-server openssh-client failed"
+    apt_install openssh-server openssh-client
   fi
   [[ -x "$SSHD" ]] || die "$SSHD missing after installing openssh-server"
 

@@ -25,11 +25,10 @@
 # Exit codes: 0 nothing of ours is left running; 1 a process survived KILL.
 set -euo pipefail
 
-STATE="${TAOSPEC_TEST_STATE:-/tmp/taospec-test-state}"
-STATE="$(realpath -m -- "$STATE")" # absolute: daemons chdir("/")
+SCRIPT_NAME=stop-test-services
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 GRACE="${TAOSPEC_STOP_GRACE:-10}"
-
-log() { printf 'stop-test-services: %s\n' "$*" >&2; }
 
 # Start time of pid $1 (field 22 of /proc/PID/stat), empty when gone or a
 # zombie (this machine's pid 1 reaps orphans only every second or so).
