@@ -86,9 +86,14 @@ def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | N
     )
 
 
+def has_image_digest(plan: Plan) -> bool:
+    """Whether the plan's engine gives its image an id that a fingerprint covers."""
+    return plan.platform == "docker"
+
+
 def image_digest(plan: Plan, cache: dict[str, str | None]) -> str | None:
     """The image's id on a local or DOCKER_HOST engine that already has it; else None."""
-    if plan.platform != "docker":
+    if not has_image_digest(plan):
         return None
     host = plan.backend_value("docker_host")
     key = f"{host or ''} {plan.record.image}"

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 from taospec import __version__, cache
 from taospec.errors import TaospecError
 from taospec.executor import check_environment, check_gpus, submit, teardown
-from taospec.fingerprint import Fingerprint, Index, compute, image_digest, target_key
+from taospec.fingerprint import (
+    Fingerprint,
+    Index,
+    compute,
+    has_image_digest,
+    image_digest,
+    target_key,
+)
 from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
@@ -323,17 +330,25 @@ class Build:
         check_environment(plan, os.environ)
         if not self.allow_shared_gpus:
             check_gpus(plan, self.ledger)
-        sidecar = {
+        sidecar: dict[str, object] = {
             "spec": target.job.file,
             "target": target_key(target),
             "taospec": __version__,
         }
+        # The image's digest as decided, or looked up now; an image the engine
+        # lacks is pulled by the plan, so its digest is only known afterwards.
+        image = decision.fingerprint.image if decision.fingerprint else image_digest(plan, {})
+        fingerprint = None
+        if image is not None or not has_image_digest(plan):
+            fingerprint = compute(target, plan, digests, image)
+            sidecar["fingerprint"] = fingerprint.digest
         submission = submit(plan, self.ledger, sidecar=sidecar, progress=board.note)
         record = submission.record
         with self._lock:
             self._running[target.name] = record
-        fingerprint = compute(target, plan, digests, image_digest(plan, {}))
-        self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
+        if fingerprint is None:
+            fingerprint = compute(target, plan, digests, image_digest(plan, {}))
+            self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
         Index(self.ledger).launched(target_key(target), record.id, fingerprint)
         return record, fingerprint
 

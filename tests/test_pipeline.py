@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from taospec.fingerprint import Fingerprint
 from tests.conftest import ROOT, Runner, taospec_command, write
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -72,6 +74,25 @@ def journal(state_dir: Path) -> list[dict]:
 
 def records(state_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((state_dir / "jobs").glob("*.json"))]
+
+
+def docker_image_id(image: str) -> str:
+    found = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return found.stdout.strip()
+
+
+def fingerprint_digest(stored: dict) -> str:
+    return Fingerprint(**stored).digest
+
+
+def launches_by_target(launches: list[dict]) -> dict[str, str]:
+    """Target name -> job id, from the index's last-launch files."""
+    return {launch["target"].rsplit("#", 1)[1]: launch["job_id"] for launch in launches}
 
 
 def test_three_stages_run_once_in_order_then_everything_is_up_to_date(
@@ -381,3 +402,55 @@ def test_a_pipeline_on_the_real_engine_passes_results_downstream(
     finally:
         ids = [r["id"] for r in records(state_dir)]
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+
+
+def test_launches_record_the_engines_image_id_and_a_retagged_image_reruns(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    tag = f"taospec-test/busybox:fingerprint-{os.getpid()}"
+    subprocess.run(["docker", "tag", engine, tag], check=True)
+    jobs = f"""\
+  make:
+    action: make
+    image: {tag}
+    command: sh -c 'echo made > {{results_dir}}/out'
+  use:
+    action: use
+    image: {tag}
+    needs: [make]
+    command: sh -c 'echo used > {{results_dir}}/out'
+"""
+    spec = pipeline(
+        open_tmp, jobs, platform="docker", extra='  user: "1000:1000"\n  docker: {shm_size: 64m}\n'
+    )
+    try:
+        done = taospec("run", spec)
+        assert done.returncode == 0, done.stderr
+        image_id = docker_image_id(tag)
+        launches = [json.loads(p.read_text()) for p in (state_dir / "taospec/targets").iterdir()]
+        assert sorted(launch["fingerprint"]["image"] for launch in launches) == [image_id] * 2
+        for record in records(state_dir):
+            sidecar = json.loads((state_dir / "jobs" / f"{record['id']}.taospec").read_text())
+            launch = next(item for item in launches if item["job_id"] == record["id"])
+            assert sidecar["fingerprint"] == fingerprint_digest(launch["fingerprint"])
+        assert decisions(taospec, spec) == {
+            "make": f"skip up to date (job {launches_by_target(launches)['make']})",
+            "use": f"skip up to date (job {launches_by_target(launches)['use']})",
+        }
+
+        retag = f"FROM {engine}\nLABEL taospec.test=retagged\n"
+        subprocess.run(
+            ["docker", "build", "-q", "-t", tag, "-"],
+            input=retag.encode(),
+            capture_output=True,
+            check=True,
+        )
+        assert docker_image_id(tag) != image_id
+        assert decisions(taospec, spec) == {
+            "make": "run image changed",
+            "use": "run upstream make will run",
+        }
+    finally:
+        ids = [r["id"] for r in records(state_dir)]
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+        subprocess.run(["docker", "rmi", tag], capture_output=True, check=False)
