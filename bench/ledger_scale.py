@@ -132,8 +132,9 @@ def transition_figures(ws: Workspace, times: int = 5) -> list[Figure]:
             Stats.of(rates[1]),
             Target("min", 1000),
             note=(
-                "each transition fsyncs a temp file, renames it, fsyncs the folder and fsyncs "
-                "the journal; the floor does only that, with no work around it"
+                "each transition fsyncs a temp file, renames it, fsyncs the folder and appends "
+                "a journal line (an index, not fsynced); the floor does only that, with no work "
+                "around it"
             ),
         )
     ]

@@ -6,7 +6,8 @@ Layout under the state root (``$TAO_STATE_DIR``, default ``~/.tao``)::
     jobs/<id>.taospec        taospec's own notes about the job, as JSON (never in the
                              record, and not matching jobs/*.json, which holds records only)
     jobs/.<id>.lock          per-record lock file for read-modify-write updates
-    ledger.jsonl             append-only journal: one line per open and per transition
+    ledger.jsonl             append-only journal: one line per open and per transition,
+                             an ordered index of what the records and sidecars hold
 
 Guarantees:
 
@@ -20,10 +21,18 @@ Guarantees:
   whole read-modify-write, so concurrent writers never lose a transition.
 * Terminal states are immutable.
 * Every string written passes through :func:`taospec.lint.redact`.
+* The record file is the durable truth: an open or mark returns only after
+  the record is fsynced and in place as above. The journal is an index and an
+  audit trail of what the records and sidecars already hold, and it is not
+  fsynced: a power cut may cut it short by its last few seconds of lines.
+  Readers lose nothing by that: a record without an open line is found by
+  scanning the jobs folder and merged in by submission time, so a shortened
+  journal costs one rescan, never a record or a transition.
 * Each journal event is one line under 4 KiB appended with a single
   ``write()`` on an ``O_APPEND`` descriptor, so concurrent appends never
-  interleave; appenders take turns on the journal's ``flock``, and a line
-  torn by a crash is skipped by readers and fenced off by the next append.
+  interleave and a killed process leaves the line whole or not there at all;
+  appenders take turns on the journal's ``flock``, and a line torn by a
+  crash of the machine is skipped by readers and fenced off by the next append.
 """
 
 from __future__ import annotations
@@ -1060,12 +1069,15 @@ class Ledger:
             os.close(fd)
 
     def _append(self, event: Mapping[str, object]) -> None:
-        """Append one event to the journal with a single write, then fsync it."""
+        """Append one event to the journal with a single write.
+
+        The line is not fsynced: the record it indexes already is (see the
+        module's guarantees). Only the journal's creation is made durable, once.
+        """
         line = _journal_line(event)
         fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             created = _append_fenced(fd, line, self.journal_path)
-            os.fsync(fd)
         finally:
             os.close(fd)
         if created:
