@@ -14,7 +14,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from types import MappingProxyType
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 _SCALARS = (bool, int, str)
 

@@ -16,6 +16,14 @@ from taospec.errors import InvalidInput
 JsonPath = tuple[str | int, ...]
 
 
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice ``word`` was most likely meant to be, for a "did you mean" hint."""
+    import difflib  # only an error pays for it
+
+    guess = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return guess[0] if guess else None
+
+
 def format_path(path: JsonPath) -> str:
     """Render a path the way JSONPath does: ``$.env.pass[0]``, ``$['a.b']``."""
     out = "$"

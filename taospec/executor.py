@@ -14,7 +14,6 @@ import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from taospec import proc
 from taospec.diagnose import diagnose
@@ -22,6 +21,8 @@ from taospec.errors import CommandFailed, InvalidInput, JobFailed
 from taospec.jobstate import CANCELED, ERROR, RUNNING
 from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.platforms import platform_module
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.ledger import Ledger, Record

@@ -21,12 +21,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from taospec import cache, proc
 from taospec.errors import InvalidInput
 from taospec.jobstate import COMPLETE
 from taospec.ledger import UnknownJob, write_json_atomic
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.jobfile import Target

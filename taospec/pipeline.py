@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from taospec import __version__, cache
 from taospec.errors import TaospecError
@@ -34,6 +33,8 @@ from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
 from taospec.polling import poll
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.jobfile import JobFile, Target

@@ -7,9 +7,10 @@ literally, so ``{"a": 1}`` needs no escaping unless it looks like a name.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
+
+from taospec.diagnostics import closest
 
 JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
 """Every job may use these; pipeline jobs also ``needs.<target>.results_dir``."""
@@ -36,8 +37,8 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
                 f"add it to needs: (a matrix target by its full name, e.g. {target}[x=1])"
             )
             continue
-        guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
-        hint = f" (did you mean {{{guess[0]}}}?)" if guess else ""
+        guess = closest(name, allowed)
+        hint = f" (did you mean {{{guess}}}?)" if guess else ""
         choices = ", ".join("{" + a + "}" for a in allowed)
         found.append(
             f"unknown placeholder {{{name}}}{hint}; known: {choices}; write {{{{ and }}}} "

@@ -14,12 +14,15 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from taospec import identity, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.spec import Job, Mount
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 JOB_ID = "\x00JOB_ID\x00"
 """Stands for the job id until the record is opened; no spec value can hold a NUL.

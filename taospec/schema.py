@@ -17,11 +17,15 @@ import json
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from taospec import schemacheck
+from taospec.diagnostics import closest
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
@@ -126,11 +130,9 @@ def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...])
     extra = sorted(set(instance) - set(allowed))
     name = extra[0]
     message = f"unknown key {name!r}"
-    import difflib
-
-    guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    guess = closest(name, allowed)
     if guess:
-        message += f" (did you mean {guess[0]!r}?)"
+        message += f" (did you mean {guess!r}?)"
     else:
         message += f"; allowed keys here: {', '.join(allowed)}"
     return source.problem((*path, name), message, key=True)
@@ -169,10 +171,8 @@ def _sentence(error: ValidationError) -> str:
 def _hint(value: object, options: list[Any]) -> str:
     if not isinstance(value, str):
         return ""
-    import difflib
-
-    guess = difflib.get_close_matches(value, [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {guess[0]!r}?)" if guess else ""
+    guess = closest(value, [str(o) for o in options])
+    return f" (did you mean {guess!r}?)" if guess else ""
 
 
 def _show(value: object) -> str:

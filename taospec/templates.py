@@ -18,11 +18,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any
 
 from taospec.plan import JOB_ID
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+
 if TYPE_CHECKING:
+    from typing import Any
+
     import jinja2
 
 

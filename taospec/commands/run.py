@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from taospec import plantext
 from taospec.cache import load_jobfile
@@ -22,6 +21,8 @@ from taospec.jobstate import COMPLETE
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.platforms import platform_module
 from taospec.proc import redacted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.ledger import Ledger

@@ -22,7 +22,6 @@ that what a reviewer reads is what runs). The spec names the UID:GID (or
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import diagnose
@@ -30,6 +29,8 @@ from taospec.errors import CommandFailed, InvalidInput
 from taospec.jobstate import UNKNOWN, Status
 from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
 from taospec.platforms import docker
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.ledger import Record

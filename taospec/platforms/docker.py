@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
@@ -17,6 +16,8 @@ from taospec.errors import CommandFailed
 from taospec.jobstate import COMPLETE, ERROR, UNKNOWN, Status
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.ledger import Record

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from taospec import proc, remote, templates
 from taospec.diagnose import INFRA, PROGRAM, diagnose
@@ -38,6 +37,8 @@ from taospec.plan import (
 )
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
 if TYPE_CHECKING:
     from taospec.ledger import Record
