@@ -1,0 +1,162 @@
+"""redact's short cut for inert text must answer exactly what the full scan answers.
+
+:func:`taospec.lint.redact` returns text made only of letters, digits and
+``_ . / : , + % ~ -`` unchanged when no token pattern and no known value
+occurs in it, without reading it as shell words. These tests hold that short
+cut against every rule: on inert text no rule may find anything, and on any
+text the answer is the full scan's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from taospec import lint
+from taospec.lint import PLACEHOLDER, lint_argv, lint_text, redact
+
+INERT_CHARS = "abcxyzAKIVNGCPQ0123456789_./:,+%~-"
+TOKENS = [
+    "nvapi-AbCdEf0123456789AbCdEf0123",
+    "hf_AbCdEfGhIjKlMnOpQrSt",
+    "ghp_AbCdEfGhIjKlMnOpQrSt0123",
+    "github_pat_11ABCDEFG0123456789_abcdefghij",
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-1234567890-abcdefghij",
+    "sk-proj-AbCdEfGhIjKlMnOp1234",
+]
+# What each rule finds, whole, and the pieces each rule keys on.
+FOUND = [
+    "NGC_KEY=abc123",
+    "-eNGC_KEY=abc123",
+    "--password hunter2",
+    "--token=abc123",
+    "login -p hunter2",
+    "login -phunter2",
+    "https://user:hunter2@host",
+    "X-Amz-Signature=abc123",
+    '"password":"hunter2"',
+    "bash -c NGC_KEY=abc123",
+]
+PIECES = [
+    *TOKENS,
+    *FOUND,
+    "--password",
+    "--token",
+    "--api-key",
+    "-p",
+    "-psecret9",
+    "login",
+    "bash",
+    "sh",
+    "-c",
+    "-lc",
+    "NGC_KEY",
+    "API_KEY",
+    "X-Amz-Signature",
+    "https://user:pw",
+    "s3://bucket/key",
+    "nvapi-",
+    "sk-",
+    "hf_",
+    "AKIA",
+    "xoxb-",
+    "ghp_",
+    " ",
+    "=",
+    "@",
+    '"',
+    "'",
+    "$",
+    "\\",
+    "\n",
+    "<redacted>",
+]
+INERT = st.text(alphabet=INERT_CHARS, max_size=60)
+MIXED = st.lists(st.one_of(st.sampled_from(PIECES), INERT), max_size=8).map("".join)
+SECRETS = st.lists(st.text(alphabet=INERT_CHARS + " =@", min_size=1, max_size=8), max_size=3)
+
+
+def secrets_of(values: list[str]) -> list[str]:
+    """The known values redact would look for."""
+    return sorted({value for value in values if len(value) >= lint.MIN_SECRET_LENGTH})
+
+
+@settings(max_examples=500)
+@given(text=st.one_of(INERT, MIXED), values=SECRETS)
+def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str]) -> None:
+    secrets = secrets_of(values)
+    if not lint._is_inert(text, secrets):
+        return
+    assert lint._chunk_hits(text) == []
+    assert lint._redact_values(text, secrets) == text
+    assert lint._redact_fully(text, secrets) == text
+    assert lint_text(text) == []
+    assert lint_argv([text]) == []
+
+
+@settings(max_examples=500)
+@given(text=st.one_of(INERT, MIXED, st.text(max_size=60)), values=SECRETS)
+def test_redact_answers_what_the_full_scan_answers(text: str, values: list[str]) -> None:
+    assert redact(text, values) == lint._redact_fully(text, secrets_of(values))
+
+
+@pytest.mark.parametrize("token", TOKENS)
+@pytest.mark.parametrize("template", ["{}", "/results/{}/ckpt", "run.{}", "a:{}"])
+def test_a_token_in_otherwise_inert_text_is_redacted(token: str, template: str) -> None:
+    text = template.format(token)
+    assert not lint._is_inert(text, [])
+    assert token not in redact(text)
+    assert PLACEHOLDER in redact(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("/results/hunter22/ckpt", "hunter22"),
+        ("job-abcd-123456", "abcd"),
+        ("nvcr.io/team/image:tag9", "team/image"),
+    ],
+)
+def test_a_known_value_in_otherwise_inert_text_is_redacted(text: str, secret: str) -> None:
+    assert not lint._is_inert(text, [secret])
+    assert secret not in redact(text, [secret])
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello-greet-0a1b2c",
+        "/tmp/taospec-results/hello-greet-0a1b2c",
+        "nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt",
+        "pid:1234",
+        "2025-01-01T00:00:00.000000Z",
+        "--password",
+        "-pword",
+        "sk-east-node-01",
+        "",
+    ],
+)
+def test_ids_paths_and_images_are_inert(text: str) -> None:
+    assert lint._is_inert(text, [])
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NGC_KEY=abc123",
+        "--password hunter2",
+        "--token=abc123",
+        "docker login -p hunter2",
+        "https://user:hunter2@host/path",
+        "https://host/f?X-Amz-Signature=abc123",
+        '{"password": "hunter2"}',
+        "bash -c 'export NGC_KEY=abc123'",
+    ],
+)
+def test_text_a_rule_reads_is_never_inert(text: str) -> None:
+    assert not lint._is_inert(text, [])
+    assert redact(text) != text
