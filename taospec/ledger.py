@@ -50,6 +50,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from taospec import listing
@@ -420,8 +421,98 @@ def _mint_id(network_arch: str, action: str) -> str:
 
 
 def _encode_json(data: object) -> bytes:
-    """Serialize a record or sidecar for disk: indented UTF-8 with a final newline."""
-    return (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    """Serialize a record or sidecar for disk: indented UTF-8 with a final newline.
+
+    The bytes are exactly ``json.dumps(data, indent=2, ensure_ascii=False,
+    allow_nan=False) + "\\n"`` encoded as UTF-8 (tests/test_ledger_encoding.py
+    holds it to that). Given an indent, :mod:`json` encodes in pure Python
+    through nested generators, at twice the cost of this for a record, and
+    every open and mark writes one.
+    """
+    parts: builtins.list[str] = []
+    _encode_into(parts, data, "\n")
+    parts.append("\n")
+    return "".join(parts).encode()
+
+
+def _encode_into(parts: builtins.list[str], value: object, newline: str) -> None:
+    """Append ``value`` as JSON indented by two spaces a level, as :mod:`json` writes it.
+
+    ``newline`` is a newline followed by the indent of ``value``'s own line.
+    Types are tried in the order :mod:`json` tries them.
+    """
+    if isinstance(value, str):
+        parts.append(encode_basestring(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, float):
+        parts.append(_float_text(value))
+    elif isinstance(value, list | tuple):
+        _encode_items(parts, value, newline)
+    elif isinstance(value, dict):
+        _encode_members(parts, value, newline)
+    else:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _encode_items(parts: builtins.list[str], items: Sequence[object], newline: str) -> None:
+    """Append a JSON array, one item a line; an empty one as ``[]``."""
+    if not items:
+        parts.append("[]")
+        return
+    inner = newline + "  "
+    separator = "[" + inner
+    for item in items:
+        parts.append(separator)
+        _encode_into(parts, item, inner)
+        separator = "," + inner
+    parts.append(newline + "]")
+
+
+def _encode_members(
+    parts: builtins.list[str], members: Mapping[object, object], newline: str
+) -> None:
+    """Append a JSON object, one member a line; an empty one as ``{}``."""
+    if not members:
+        parts.append("{}")
+        return
+    inner = newline + "  "
+    separator = "{" + inner
+    for key, item in members.items():
+        parts.append(separator + encode_basestring(_key_text(key)) + ": ")
+        _encode_into(parts, item, inner)
+        separator = "," + inner
+    parts.append(newline + "}")
+
+
+def _float_text(value: float) -> str:
+    """A float as :mod:`json` writes it, refusing NaN and infinities."""
+    if not math.isfinite(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    return float.__repr__(value)
+
+
+def _key_text(key: object) -> str:
+    """An object key as :mod:`json` writes it: strings as they are, scalars as text."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return _float_text(key)
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _write_all(fd: int, data: bytes) -> None:
