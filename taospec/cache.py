@@ -470,18 +470,24 @@ def text(kind: str, file: str, parts: Sequence[object], compute: Callable[[], st
     )
 
 
-def check_valid(file: str) -> None:
+def check_valid(file: str) -> bool:
     """Raise what :func:`taospec.jobfile.load_jobfile` raises for ``file``; remember it if valid.
 
     Only the verdict is kept (no loaded values), which is all ``validate`` needs.
+    Returns True when the file was checked afresh, False when the cache knew it.
     """
-    from taospec.jobfile import load_jobfile as load_fresh
+    fresh = False
 
     def verdict() -> str:
+        nonlocal fresh
+        from taospec.jobfile import load_jobfile as load_fresh
+
+        fresh = True
         load_fresh(file)
         return "valid"
 
     text("valid", file, (), verdict)
+    return fresh
 
 
 def load_jobfile(file: str) -> JobFile:

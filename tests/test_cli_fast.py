@@ -100,6 +100,7 @@ def test_where_the_fast_path_answers_click_agrees(verb: str, words: list[str]) -
         ["render", "jobs/train.yaml"],
         ["render", "jobs/train.yaml", "--format", "json", "--user", "0:0", "a", "b"],
         ["validate", "-q", "a.yaml", "b.yaml"],
+        ["validate", "a.yaml", "--jobs", "4", "b.yaml"],
         ["status", "hello-greet-0a1b2c", "--json"],
         ["ls"],
         ["ls", "--state", "COMPLETE", "--limit", "5", "--json"],

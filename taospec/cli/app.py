@@ -31,11 +31,18 @@ def cli() -> None:
 @cli.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing for valid files.")
-def validate(files: tuple[str, ...], quiet: bool) -> None:
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Check files in up to N processes at once (default: one per CPU for many files).",
+)
+def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
     """Check job files against the schema and taospec's rules."""
     from taospec.commands import validate as command
 
-    _exit(command.run(files, quiet=quiet))
+    _exit(command.run(files, quiet=quiet, jobs=jobs))
 
 
 @cli.command()

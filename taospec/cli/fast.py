@@ -33,7 +33,12 @@ VERBS: dict[str, tuple[tuple[str, ...], dict[str, Option]]] = {
     ),
     "validate": (
         ("files+",),
-        {"-q": ("quiet", FLAG, (), False), "--quiet": ("quiet", FLAG, (), False)},
+        {
+            "-q": ("quiet", FLAG, (), False),
+            "--quiet": ("quiet", FLAG, (), False),
+            "-j": ("jobs", COUNT, (), None),
+            "--jobs": ("jobs", COUNT, (), None),
+        },
     ),
     "status": (("job_id",), {"--json": ("as_json", FLAG, (), False)}),
     "ls": (
@@ -146,7 +151,7 @@ def _render(values: dict[str, Any]) -> int:
 def _validate(values: dict[str, Any]) -> int:
     from taospec.commands import validate
 
-    return validate.run(values["files"], quiet=values["quiet"])
+    return validate.run(values["files"], quiet=values["quiet"], jobs=values["jobs"])
 
 
 def _status(values: dict[str, Any]) -> int:
