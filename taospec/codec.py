@@ -15,6 +15,8 @@ import dataclasses
 import math
 from types import MappingProxyType
 
+from taospec.values import Value
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
@@ -43,6 +45,9 @@ def encode(value: Any) -> Any:
         return {"d": [[encode(k), encode(v)] for k, v in value.items()]}
     if kind is MappingProxyType:
         return {"m": [[encode(k), encode(v)] for k, v in value.items()]}
+    if isinstance(value, Value) and kind.__module__.startswith("taospec."):
+        named = {name: encode(getattr(value, name)) for name in kind.__slots__}
+        return {"c": f"{kind.__module__}:{kind.__qualname__}", "f": named}
     if dataclasses.is_dataclass(value) and kind.__module__.startswith("taospec."):
         fields = dataclasses.fields(value)
         if not all(f.init for f in fields):
@@ -66,6 +71,8 @@ def same(a: Any, b: Any) -> bool:
             and all(same(k, j) for k, j in zip(a, b, strict=True))
             and all(same(a[k], b[k]) for k in a)
         )
+    if isinstance(a, Value):
+        return all(same(getattr(a, name), getattr(b, name)) for name in a.__slots__)
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     return bool(a == b)

@@ -7,19 +7,23 @@ the same job could help (``ERR_INFRA``) or not (``ERR_PROGRAM``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from taospec.values import Value
 
 INFRA = "ERR_INFRA"
 PROGRAM = "ERR_PROGRAM"
 
 
-@dataclass(frozen=True)
-class Diagnosis:
+class Diagnosis(Value):
     """A recognised failure."""
 
+    __slots__ = ("what", "advice", "err_class")  # noqa: RUF023 - the constructor's order
     what: str
     advice: str
     err_class: str
+
+    def __init__(self, what: str, advice: str, err_class: str) -> None:
+        self._assign(what, advice, err_class)
 
     def __str__(self) -> str:
         return f"{self.what}: {self.advice}"

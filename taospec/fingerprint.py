@@ -19,13 +19,13 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taospec import cache, proc
 from taospec.errors import InvalidInput
 from taospec.jobstate import COMPLETE
 from taospec.ledger import UnknownJob, write_json_atomic
+from taospec.values import Value, as_data
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -37,15 +37,33 @@ if TYPE_CHECKING:
 CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Fingerprint:
-    """The identity of one target's work."""
+class Fingerprint(Value):
+    """The identity of one target's work.
 
+    ``needs`` holds each needed target's fingerprint and the job whose results
+    this one used.
+    """
+
+    __slots__ = ("plan", "image", "inputs", "needs")  # noqa: RUF023 - the stored order
     plan: str
     image: str | None
-    inputs: dict[str, str] = field(default_factory=dict)
-    needs: dict[str, str] = field(default_factory=dict)
-    """Each needed target's fingerprint and the job whose results this one used."""
+    inputs: dict[str, str]
+    needs: dict[str, str]
+
+    def __init__(
+        self,
+        plan: str,
+        image: str | None,
+        inputs: dict[str, str] | None = None,
+        needs: dict[str, str] | None = None,
+    ) -> None:
+        self._assign(plan, image, dict(inputs or {}), dict(needs or {}))
+
+    def to_json(self) -> dict[str, object]:
+        """The fields as stored in the index."""
+        data = as_data(self)
+        assert isinstance(data, dict)
+        return data
 
     @property
     def digest(self) -> str:
@@ -199,7 +217,7 @@ class Index:
         """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""
         write_json_atomic(
             self._target_path(key),
-            {"target": key, "job_id": job_id, "fingerprint": asdict(fingerprint)},
+            {"target": key, "job_id": job_id, "fingerprint": fingerprint.to_json()},
         )
         if self.complete_job(fingerprint) is None:
             write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})

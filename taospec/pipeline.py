@@ -15,7 +15,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from taospec import __version__, cache
@@ -33,6 +32,7 @@ from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
 from taospec.polling import poll
+from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -45,18 +45,41 @@ UNKNOWN_POLLS = 8
 """Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
 
 
-@dataclass
-class Decision:
-    """Whether one target runs, and why."""
+class Decision(Value):
+    """Whether one target runs, and why.
 
+    ``job_id`` and ``results_dir`` name the COMPLETE job that holds an
+    up-to-date target's result.
+    """
+
+    __slots__ = (  # noqa: RUF023 - the constructor's order
+        "target",
+        "run",
+        "reason",
+        "plan",
+        "fingerprint",
+        "job_id",
+        "results_dir",
+    )
     target: Target
     run: bool
     reason: str
     plan: Plan
-    fingerprint: Fingerprint | None = None
-    job_id: str | None = None
-    """The COMPLETE job that holds an up-to-date target's result."""
-    results_dir: str | None = None
+    fingerprint: Fingerprint | None
+    job_id: str | None
+    results_dir: str | None
+
+    def __init__(  # noqa: PLR0917 - a decision's fields, in order
+        self,
+        target: Target,
+        run: bool,
+        reason: str,
+        plan: Plan,
+        fingerprint: Fingerprint | None = None,
+        job_id: str | None = None,
+        results_dir: str | None = None,
+    ) -> None:
+        self._assign(target, run, reason, plan, fingerprint, job_id, results_dir)
 
 
 def decide(
@@ -118,7 +141,7 @@ def _why(target: Target, fingerprint: Fingerprint, index: Index) -> str:
     stored = last.get("fingerprint")
     if not isinstance(stored, dict):
         return "never run"
-    if stored == fingerprint.__dict__ or Fingerprint(**stored).digest == fingerprint.digest:
+    if stored == fingerprint.to_json() or Fingerprint(**stored).digest == fingerprint.digest:
         job_id = last.get("job_id")
         state = _state_of(index.ledger, job_id)
         return f"last run {job_id} ended {state}" if state else "never completed"
@@ -159,37 +182,59 @@ def _clash(a: tuple[str, frozenset[str]] | None, b: tuple[str, frozenset[str]] |
     return "*" in a[1] or "*" in b[1] or bool(a[1] & b[1])
 
 
-@dataclass
 class Outcome:
-    """How one target's run ended."""
+    """How one target's run ended (its start and end times are set when it is done)."""
 
-    name: str
-    state: str
-    record: Record | None = None
-    message: str = ""
-    started: float = 0.0
-    ended: float = 0.0
-    fingerprint: Fingerprint | None = None
+    __slots__ = ("ended", "fingerprint", "message", "name", "record", "started", "state")
+
+    def __init__(
+        self,
+        name: str,
+        state: str,
+        record: Record | None = None,
+        message: str = "",
+        *,
+        fingerprint: Fingerprint | None = None,
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.record = record
+        self.message = message
+        self.fingerprint = fingerprint
+        self.started = 0.0
+        self.ended = 0.0
 
 
-@dataclass
 class Build:
     """Runs the out-of-date targets of one decision list."""
 
-    jobfile: JobFile
-    decisions: list[Decision]
-    ledger: Ledger
-    jobs: int = 1
-    keep_going: bool = False
-    follow_logs: bool = False
-    allow_shared_gpus: bool = False
-    user: str | None = None
-    board: Board | None = None
-    results: dict[str, Outcome] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _running: dict[str, Record | None] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _threads: list[threading.Thread] = field(default_factory=list)
+    def __init__(
+        self,
+        jobfile: JobFile,
+        decisions: list[Decision],
+        ledger: Ledger,
+        *,
+        jobs: int = 1,
+        keep_going: bool = False,
+        follow_logs: bool = False,
+        allow_shared_gpus: bool = False,
+        user: str | None = None,
+        board: Board | None = None,
+    ) -> None:
+        self.jobfile = jobfile
+        self.decisions = decisions
+        self.ledger = ledger
+        self.jobs = jobs
+        self.keep_going = keep_going
+        self.follow_logs = follow_logs
+        self.allow_shared_gpus = allow_shared_gpus
+        self.user = user
+        self.board = board
+        self.results: dict[str, Outcome] = {}
+        self._stop = threading.Event()
+        self._running: dict[str, Record | None] = {}
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
 
     def run(self) -> dict[str, Outcome]:
         """Build everything; on Ctrl-C cancel what runs, record it, and re-raise."""
@@ -407,19 +452,31 @@ class Build:
 # -- what the person at the terminal sees -------------------------------------
 
 
-@dataclass
-class Board:
-    """Live lines for running targets on a terminal; plain lines otherwise."""
+def _nowhere(_text: str) -> None:
+    """A board's default destination."""
 
-    enabled: bool
-    live: bool = False
-    write: Callable[[str], None] = field(default=lambda text: None)
-    """Where progress goes (stderr)."""
-    out: Callable[[str], None] = field(default=lambda text: None)
-    """Where the jobs' own output goes (stdout)."""
-    _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict)
-    _drawn: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+class Board:
+    """Live lines for running targets on a terminal; plain lines otherwise.
+
+    Progress goes to ``write`` (stderr), the jobs' own output to ``out`` (stdout).
+    """
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        live: bool = False,
+        write: Callable[[str], None] = _nowhere,
+        out: Callable[[str], None] = _nowhere,
+    ) -> None:
+        self.enabled = enabled
+        self.live = live
+        self.write = write
+        self.out = out
+        self._rows: dict[str, tuple[str, str, float]] = {}
+        self._drawn = 0
+        self._lock = threading.Lock()
 
     def _emit(self, text: str, *, job_output: bool = False) -> None:
         if not self.enabled:

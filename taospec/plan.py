@@ -13,12 +13,13 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace as dataclass_replace
 
 from taospec import identity, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.spec import Job, Mount
+from taospec.values import Value, as_data
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -58,8 +59,7 @@ FAILED = "TAOSPEC_FAILED="
 """Starts an output line in which a step says why it failed (remote steps have no exit code)."""
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Value):
     """One command of a plan.
 
     ``env`` holds non-secret variables set for this command; ``pass_env``
@@ -75,30 +75,89 @@ class Step:
     exit codes); ``attempts`` bounds how often it is tried.
     """
 
+    __slots__ = (  # noqa: RUF023 - the stored order
+        "name",
+        "argv",
+        "why",
+        "env",
+        "pass_env",
+        "clean_env",
+        "unless",
+        "stdin_text",
+        "stdin_env",
+        "stdin_env_file",
+        "log_path",
+        "cwd",
+        "expect",
+        "attempts",
+    )
     name: str
     argv: tuple[str, ...]
     why: str
-    env: tuple[tuple[str, str], ...] = ()
-    pass_env: tuple[str, ...] = ()
-    clean_env: bool = False
-    unless: tuple[str, ...] = ()
-    stdin_text: str | None = None
-    stdin_env: str | None = None
-    stdin_env_file: tuple[str, ...] = ()
-    log_path: str | None = None
-    cwd: str | None = None
-    expect: str | None = None
-    attempts: int = 1
+    env: tuple[tuple[str, str], ...]
+    pass_env: tuple[str, ...]
+    clean_env: bool
+    unless: tuple[str, ...]
+    stdin_text: str | None
+    stdin_env: str | None
+    stdin_env_file: tuple[str, ...]
+    log_path: str | None
+    cwd: str | None
+    expect: str | None
+    attempts: int
+
+    def __init__(
+        self,
+        name: str,
+        argv: tuple[str, ...],
+        why: str,
+        *,
+        env: tuple[tuple[str, str], ...] = (),
+        pass_env: tuple[str, ...] = (),
+        clean_env: bool = False,
+        unless: tuple[str, ...] = (),
+        stdin_text: str | None = None,
+        stdin_env: str | None = None,
+        stdin_env_file: tuple[str, ...] = (),
+        log_path: str | None = None,
+        cwd: str | None = None,
+        expect: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self._assign(
+            name,
+            argv,
+            why,
+            env,
+            pass_env,
+            clean_env,
+            unless,
+            stdin_text,
+            stdin_env,
+            stdin_env_file,
+            log_path,
+            cwd,
+            expect,
+            attempts,
+        )
 
     def strings(self) -> list[str]:
         """Every string the step would hand to a process, for the lint."""
         return [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
 
 
-@dataclass(frozen=True)
-class RecordFields:
+class RecordFields(Value):
     """What the job record is opened with."""
 
+    __slots__ = (  # noqa: RUF023 - the stored order
+        "platform",
+        "image",
+        "network_arch",
+        "action",
+        "storage_tier",
+        "results_dir",
+        "upload_excludes",
+    )
     platform: str
     image: str
     network_arch: str
@@ -107,28 +166,73 @@ class RecordFields:
     results_dir: str
     upload_excludes: tuple[str, ...]
 
+    def __init__(
+        self,
+        *,
+        platform: str,
+        image: str,
+        network_arch: str,
+        action: str,
+        storage_tier: str,
+        results_dir: str,
+        upload_excludes: tuple[str, ...],
+    ) -> None:
+        self._assign(
+            platform, image, network_arch, action, storage_tier, results_dir, upload_excludes
+        )
 
-@dataclass(frozen=True)
-class Plan:
-    """The ordered steps of one job, with what its record needs."""
 
+class Plan(Value):
+    """The ordered steps of one job, with what its record needs.
+
+    ``backend`` holds platform facts the other verbs need later (docker host,
+    brev instance); ``env_source: instance`` says the passed variables are read
+    on a remote machine, so the launcher's environment need not hold them.
+    ``secrets`` names launcher variables whose values must never be written
+    anywhere. ``teardown`` steps run once after the job has ended, however it
+    ended (e.g. delete an instance).
+    """
+
+    __slots__ = (  # noqa: RUF023 - the stored order
+        "file",
+        "target",
+        "platform",
+        "job_id",
+        "record",
+        "steps",
+        "notes",
+        "backend",
+        "secrets",
+        "teardown",
+    )
     file: str
     target: str
     platform: str
     job_id: str
     record: RecordFields
     steps: tuple[Step, ...]
-    notes: tuple[str, ...] = ()
-    backend: tuple[tuple[str, str], ...] = ()
-    """Platform facts the other verbs need later (docker host, brev instance).
+    notes: tuple[str, ...]
+    backend: tuple[tuple[str, str], ...]
+    secrets: tuple[str, ...]
+    teardown: tuple[Step, ...]
 
-    ``env_source: instance`` says the passed variables are read on a remote
-    machine, so the launcher's environment need not hold them.
-    """
-    secrets: tuple[str, ...] = field(default=())
-    """Names of launcher variables whose values must never be written anywhere."""
-    teardown: tuple[Step, ...] = ()
-    """Steps run once after the job has ended, however it ended (e.g. delete an instance)."""
+    def __init__(
+        self,
+        *,
+        file: str,
+        target: str,
+        platform: str,
+        job_id: str,
+        record: RecordFields,
+        steps: tuple[Step, ...],
+        notes: tuple[str, ...] = (),
+        backend: tuple[tuple[str, str], ...] = (),
+        secrets: tuple[str, ...] = (),
+        teardown: tuple[Step, ...] = (),
+    ) -> None:
+        self._assign(
+            file, target, platform, job_id, record, steps, notes, backend, secrets, teardown
+        )
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -142,14 +246,14 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """Plain data; the placeholder id appears as ``${JOB_ID}``."""
         shown = _substitute(self, lambda text: STAND_IN.sub(r"${\1}", text))
-        data = asdict(shown)
+        data = _fields_data(shown)
         data["job_id"] = None if self.has_placeholder_id else self.job_id
         return data
 
     def digest(self) -> str:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self if self.has_placeholder_id else _unsubstitute(self)
-        data = asdict(abstract)
+        data = _fields_data(abstract)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -164,13 +268,18 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
             return fix(value)
         if isinstance(value, tuple):
             return tuple(walk(v) for v in value)
-        if hasattr(value, "__dataclass_fields__"):
-            fields = value.__dataclass_fields__
-            return replace(value, **{k: walk(getattr(value, k)) for k in fields})
+        if isinstance(value, Value):
+            return value.replace(**{k: walk(getattr(value, k)) for k in value.__slots__})
         return value
 
     result: Plan = walk(plan)
     return result
+
+
+def _fields_data(plan: Plan) -> dict[str, Any]:
+    data = as_data(plan)
+    assert isinstance(data, dict)
+    return data
 
 
 def _unsubstitute(plan: Plan) -> Plan:
@@ -178,21 +287,49 @@ def _unsubstitute(plan: Plan) -> Plan:
     return _substitute(plan, lambda text: text.replace(job_id, JOB_ID))
 
 
-@dataclass(frozen=True)
-class Context:
-    """Everything a platform needs to render its steps for one job."""
+class Context(Value):
+    """Everything a platform needs to render its steps for one job.
 
+    ``job_results`` is the results directory as the job sees it (``/results``
+    in a container); ``upstream`` holds the ``needs.<target>.results_dir``
+    values, real paths or stand-ins for what runs first; ``user_from_host`` is
+    True when ``user: host`` (not an explicit UID:GID) chose :attr:`identity`.
+    """
+
+    __slots__ = (  # noqa: RUF023 - the constructor's order
+        "job",
+        "job_id",
+        "identity",
+        "launcher",
+        "results_dir",
+        "job_results",
+        "upstream",
+        "user_from_host",
+    )
     job: Job
     job_id: str
     identity: Identity
     launcher: Identity
     results_dir: str
     job_results: str
-    """The results directory as the job sees it (``/results`` in a container)."""
-    upstream: tuple[tuple[str, str], ...] = ()
-    """``needs.<target>.results_dir`` values: real paths, or stand-ins for what runs first."""
-    user_from_host: bool = False
-    """True when ``user: host`` (not an explicit UID:GID) chose :attr:`identity`."""
+    upstream: tuple[tuple[str, str], ...]
+    user_from_host: bool
+
+    def __init__(
+        self,
+        *,
+        job: Job,
+        job_id: str,
+        identity: Identity,
+        launcher: Identity,
+        results_dir: str,
+        job_results: str,
+        upstream: tuple[tuple[str, str], ...] = (),
+        user_from_host: bool = False,
+    ) -> None:
+        self._assign(
+            job, job_id, identity, launcher, results_dir, job_results, upstream, user_from_host
+        )
 
     @property
     def config_path(self) -> str:
@@ -221,7 +358,7 @@ class Context:
     @property
     def mounts(self) -> tuple[Mount, ...]:
         """The job's mounts with ``{needs.*}`` in their sources filled."""
-        return tuple(replace(m, source=self.expand(m.source)) for m in self.job.mounts)
+        return tuple(dataclass_replace(m, source=self.expand(m.source)) for m in self.job.mounts)
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:

@@ -1,9 +1,12 @@
-"""Frozen values without :mod:`dataclasses`, for what ``ls`` and ``status`` load.
+"""Frozen values without :mod:`dataclasses`, for every typed object taospec loads.
 
-Importing :mod:`dataclasses` imports :mod:`inspect`, which costs more than
-reading fifty records. The ledger's records and a backend's status are
+Importing :mod:`dataclasses` imports :mod:`inspect`, and making each class
+generates and compiles its methods: together they cost more than the rest
+of a command's start. Jobs, plans, records and a backend's status are
 :class:`Value` subclasses instead: equal, hashed and shown by their fields,
 immutable, and copied with :meth:`Value.replace`, as frozen dataclasses are.
+Each lists its fields in ``__slots__`` and takes them in an ``__init__`` that
+a reader (and the type checker) sees whole.
 """
 
 from __future__ import annotations
@@ -65,6 +68,20 @@ class Value:
         copy = object.__new__(type(self))
         copy._set({**values, **changes})
         return copy
+
+
+def as_data(value: object) -> object:
+    """``value`` with every :class:`Value` in it turned into a dict of its fields, recursively.
+
+    Tuples stay tuples and lists lists, as :func:`dataclasses.asdict` leaves them.
+    """
+    if isinstance(value, Value):
+        return {name: as_data(getattr(value, name)) for name in value.__slots__}
+    if isinstance(value, tuple | list):
+        return type(value)(as_data(item) for item in value)
+    if isinstance(value, dict):
+        return {as_data(key): as_data(item) for key, item in value.items()}
+    return value
 
 
 def _rebuilt(cls: type[Value], fields: tuple[object, ...]) -> Value:

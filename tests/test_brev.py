@@ -13,7 +13,6 @@ import os
 import shlex
 import subprocess
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -356,7 +355,7 @@ def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     plan = render(load_job(job_file(open_tmp, engine, "true")), launcher=ROOT_LAUNCHER)
     probe = plan.steps[0]
     with pytest.raises(Exception, match="no output line starting with 'ok' after 3 attempts"):
-        run_step(replace(probe, attempts=3), os.environ)
+        run_step(probe.replace(attempts=3), os.environ)
     assert emulator.commands() == []  # nothing ran on an instance that was not up
 
 

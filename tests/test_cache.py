@@ -246,7 +246,8 @@ def test_a_spec_the_key_text_cannot_carry_still_loads_and_renders(
 
 
 def test_the_key_reads_what_the_loader_reads(tmp_path: Path) -> None:
-    assert cache.launcher_identity() == tuple(vars(launcher()).values())
+    found = launcher()
+    assert cache.launcher_identity() == (found.uid, found.gid, found.groups, found.name)
     (tmp_path / "a" / "b").mkdir(parents=True)
     job = tmp_path / "a" / "b" / "job.yaml"
     job.write_text("x")

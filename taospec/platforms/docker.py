@@ -8,7 +8,6 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
@@ -16,6 +15,7 @@ from taospec.errors import CommandFailed
 from taospec.jobstate import COMPLETE, ERROR, UNKNOWN, Status
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps
+from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -72,14 +72,23 @@ def values(context: Context) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
-class Commands:
+class Commands(Value):
     """The docker CLI argument lists of one job, for a local or a remote engine."""
 
+    __slots__ = ("present", "login", "pull", "run")  # noqa: RUF023 - the constructor's order
     present: tuple[str, ...]
     login: tuple[str, ...]
     pull: tuple[str, ...]
     run: tuple[str, ...]
+
+    def __init__(
+        self,
+        present: tuple[str, ...],
+        login: tuple[str, ...],
+        pull: tuple[str, ...],
+        run: tuple[str, ...],
+    ) -> None:
+        self._assign(present, login, pull, run)
 
 
 def commands(context: Context) -> Commands:

@@ -19,7 +19,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from taospec import proc, remote, templates
@@ -37,6 +36,7 @@ from taospec.plan import (
 )
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
+from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -69,10 +69,10 @@ def plan(context: Context) -> Plan:
     job = context.job
     options = job.slurm
     if options.container != "none":
-        context = replace(context, job_results=CONTAINER_RESULTS)
+        context = context.replace(job_results=CONTAINER_RESULTS)
     login = options.login
     script_path = f"{context.results_dir}/{SCRIPT_FILE}"
-    steps = [replace(step, argv=on(login, step.argv)) for step in local_steps(context)]
+    steps = [step.replace(argv=on(login, step.argv)) for step in local_steps(context)]
     steps.append(
         Step(
             "script",
@@ -317,14 +317,19 @@ def _remove_env_file(results_dir: str, login: str | None) -> None:
 # -- status ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Native:
+class Native(Value):
     """What Slurm says about one job: its state word, how it exited, and why it waits."""
 
+    __slots__ = ("state", "exit_code", "signal", "reason")  # noqa: RUF023 - by position
     state: str
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str = ""
+    exit_code: int | None
+    signal: int | None
+    reason: str
+
+    def __init__(
+        self, state: str, exit_code: int | None = None, signal: int | None = None, reason: str = ""
+    ) -> None:
+        self._assign(state, exit_code, signal, reason)
 
 
 _STATES = {
