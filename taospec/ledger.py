@@ -522,7 +522,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _fsync_dir(folder: Path) -> None:
+# The writes below take paths as plain strings: every open and mark makes
+# several, and a pathlib.Path costs more to build and to hand to the OS.
+
+
+def _fsync_dir(folder: str | Path) -> None:
     """Make a rename or link in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -531,15 +535,20 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _unlink_quietly(path: Path) -> None:
+def _unlink_quietly(path: str) -> None:
     """Remove ``path`` if it is still there."""
     with suppress(FileNotFoundError):
-        path.unlink()
+        os.unlink(path)  # noqa: PTH108 - plain string paths
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
+def _folder_of(path: str) -> str:
+    return posixpath.dirname(path) or "."
+
+
+def _write_temp(path: str, data: bytes) -> str:
     """Write ``data`` to a fresh, fsynced temp file next to ``path``; return its name."""
-    temp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    folder = _folder_of(path)
+    temp = f"{folder}/.{posixpath.basename(path)}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         _write_all(fd, data)
@@ -552,24 +561,24 @@ def _write_temp(path: Path, data: bytes) -> Path:
     return temp
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, folder fsync."""
     temp = _write_temp(path, data)
     try:
-        temp.replace(path)
+        os.replace(temp, path)  # noqa: PTH105 - plain string paths
     except BaseException:
         _unlink_quietly(temp)
         raise
-    _fsync_dir(path.parent)
+    _fsync_dir(_folder_of(path))
 
 
 def write_json_atomic(path: Path, data: object) -> None:
     """Durably replace ``path`` with ``data`` as JSON (creating its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, _encode_json(data))
+    _write_atomic(os.fspath(path), _encode_json(data))
 
 
-def _create_atomic(path: Path, data: bytes) -> bool:
+def _create_atomic(path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists; return whether it was created.
 
     The fully written temp file is hard-linked onto the name, which fails if
@@ -583,11 +592,11 @@ def _create_atomic(path: Path, data: bytes) -> bool:
     finally:
         _unlink_quietly(temp)
     if created:
-        _fsync_dir(path.parent)
+        _fsync_dir(_folder_of(path))
     return created
 
 
-def _link_exclusive(temp: Path, path: Path) -> bool:
+def _link_exclusive(temp: str, path: str) -> bool:
     """Link ``temp`` to ``path`` if ``path`` is free; fall back to reserve-and-rename."""
     try:
         os.link(temp, path)
@@ -600,14 +609,14 @@ def _link_exclusive(temp: Path, path: Path) -> bool:
     return True
 
 
-def _reserve_then_replace(temp: Path, path: Path) -> bool:
+def _reserve_then_replace(temp: str, path: str) -> bool:
     """Reserve ``path`` with ``O_CREAT|O_EXCL``, then rename ``temp`` onto it."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
     os.close(fd)
-    temp.replace(path)
+    os.replace(temp, path)  # noqa: PTH105 - plain string paths
     return True
 
 
@@ -691,6 +700,8 @@ class Ledger:
         self.root = root
         self.jobs_dir = root / "jobs"
         self.journal_path = root / _JOURNAL_NAME
+        self._jobs = os.fspath(self.jobs_dir)  # as plain strings, for the file calls
+        self._journal = os.fspath(self.journal_path)
         self._secrets = tuple(value for value in secret_values if value)
         self._redactions: dict[str, str] = {}
 
@@ -770,11 +781,11 @@ class Ledger:
         """Try candidate ids until one record is created; write sidecar and journal."""
         for candidate in self._candidates(job_id, template):
             record = self._opened(template, candidate, under_root, message)
-            with self._locked(candidate):
-                if not _create_atomic(self._record_path(candidate), _encode_json(record.to_json())):
+            with self._locked(candidate, opening=True):
+                if not self._store(record, create=True):
                     continue
                 if notes:
-                    _write_atomic(self._sidecar_path(candidate), _encode_json(notes))
+                    _write_atomic(os.fspath(self._sidecar_path(candidate)), _encode_json(notes))
                 self._append(self._open_event(record, notes))
             return record
         if job_id is not None:
@@ -928,7 +939,6 @@ class Ledger:
         _check_choice("source", source, SOURCES)
         if err_class is not None:
             _check_choice("err_class", err_class, ERR_CLASSES)
-        self._require_record(job_id)
         with self._locked(job_id):
             current = self._load(job_id)
             if current.terminal_state is not None:
@@ -941,7 +951,7 @@ class Ledger:
                 backend_ref=backend_ref,
                 err_class=err_class,
             )
-            _write_atomic(self._record_path(job_id), _encode_json(updated.to_json()))
+            self._store(updated)
             self._append(self._transition_event(updated, backend_ref, err_class))
         return updated
 
@@ -1008,10 +1018,9 @@ class Ledger:
         """Merge ``fields`` (redacted) into the sidecar under the record's lock."""
         check_job_id(job_id)
         cleaned = self._clean_mapping(fields, "sidecar")
-        self._require_record(job_id)
         with self._locked(job_id):
             merged = {**self.sidecar(job_id), **cleaned}
-            _write_atomic(self._sidecar_path(job_id), _encode_json(merged))
+            _write_atomic(os.fspath(self._sidecar_path(job_id)), _encode_json(merged))
 
     def list(self, *, state: str | None = None, limit: int | None = None) -> builtins.list[Record]:
         """Records newest first, optionally only those in ``state``, at most ``limit``.
@@ -1117,7 +1126,7 @@ class Ledger:
         return self.jobs_dir / f"{job_id}{_SIDECAR_SUFFIX}"
 
     def _ensure_jobs_dir(self) -> None:
-        if not self.jobs_dir.is_dir():
+        if not posixpath.isdir(self._jobs):
             self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             _fsync_dir(self.root)
 
@@ -1149,10 +1158,32 @@ class Ledger:
             raise UnknownJob(f"no job {job_id} in {self.jobs_dir}")
         return record
 
+    def _store(self, record: Record, *, create: bool = False) -> bool:
+        """Durably write ``record`` (``create``: only where there is none); True if written."""
+        data = _encode_json(record.to_json())
+        path = f"{self._jobs}/{record.id}.json"
+        if create:
+            if not _create_atomic(path, data):
+                return False
+        else:
+            _write_atomic(path, data)
+        return True
+
     @contextmanager
-    def _locked(self, job_id: str) -> Iterator[None]:
-        """Hold the exclusive lock on ``jobs/.<id>.lock``."""
-        fd = os.open(self.jobs_dir / f".{job_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    def _locked(self, job_id: str, *, opening: bool = False) -> Iterator[None]:
+        """Hold the exclusive lock on ``jobs/.<id>.lock``.
+
+        Opening a record creates its lock file. Otherwise the record must
+        exist: a record another tool wrote gets a lock file once it is seen
+        to be there, and an unknown id raises :class:`UnknownJob` and leaves
+        no lock file behind.
+        """
+        lock = f"{self._jobs}/.{job_id}.lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | (os.O_CREAT if opening else 0), 0o600)
+        except FileNotFoundError:
+            self._require_record(job_id)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -1166,16 +1197,16 @@ class Ledger:
         module's guarantees). Only the journal's creation is made durable, once.
         """
         line = _journal_line(event)
-        fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self._journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            created = _append_fenced(fd, line, self.journal_path)
+            created = _append_fenced(fd, line, self._journal)
         finally:
             os.close(fd)
         if created:
             _fsync_dir(self.root)
 
 
-def _append_fenced(fd: int, line: bytes, path: Path) -> bool:
+def _append_fenced(fd: int, line: bytes, path: str) -> bool:
     """Write ``line`` at the end of ``fd`` in one ``write()``; return whether it was empty.
 
     The journal's ``flock`` is held so no other appender is mid-write while the
