@@ -98,6 +98,8 @@ _FIXED_JOURNAL_KEYS = frozenset({"ts", "id", "event", "state"})
 _TRUNCATED = "...[truncated]"
 _READ_BLOCK = 64 * 1024
 _REDACTIONS_KEPT = 4096
+_WRITTEN_KEPT = 256  # records a writer remembers the bytes of, each at most _WRITTEN_SIZE
+_WRITTEN_SIZE = 64 * 1024
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
@@ -704,6 +706,7 @@ class Ledger:
         self._journal = os.fspath(self.journal_path)
         self._secrets = tuple(value for value in secret_values if value)
         self._redactions: dict[str, str] = {}
+        self._written: dict[str, tuple[bytes, Record]] = {}
 
     @classmethod
     def from_env(
@@ -1143,6 +1146,9 @@ class Ledger:
             return None
         if not raw:
             return None
+        written = self._written.get(job_id)
+        if written is not None and written[0] == raw:
+            return written[1]
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -1159,7 +1165,12 @@ class Ledger:
         return record
 
     def _store(self, record: Record, *, create: bool = False) -> bool:
-        """Durably write ``record`` (``create``: only where there is none); True if written."""
+        """Durably write ``record`` (``create``: only where there is none); True if written.
+
+        The bytes are remembered with the record, so that reading the file back
+        while it still holds exactly them (the next mark of a job this ledger
+        opened or marked) needs no parsing and validating again.
+        """
         data = _encode_json(record.to_json())
         path = f"{self._jobs}/{record.id}.json"
         if create:
@@ -1167,6 +1178,11 @@ class Ledger:
                 return False
         else:
             _write_atomic(path, data)
+        self._written.pop(record.id, None)
+        if len(data) <= _WRITTEN_SIZE:
+            if len(self._written) >= _WRITTEN_KEPT:
+                del self._written[next(iter(self._written))]  # the one written longest ago
+            self._written[record.id] = (data, record)
         return True
 
     @contextmanager
