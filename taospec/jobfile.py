@@ -21,7 +21,7 @@ from typing import Any
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
-from taospec.spec import Job, build_job, check
+from taospec.spec import Images, Job, build_job, check
 from taospec.yamlsrc import MergedSource, Source, parse, read_text
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
@@ -108,7 +108,8 @@ def load_jobfile(path: str | Path) -> JobFile:
 
 
 def _single(source: Source, file: Path) -> JobFile:
-    problems = check(source, file)
+    images = Images(file)
+    problems = check(source, file, images=images)
     for key in ("needs", "matrix"):
         if key in source.data:
             problems.append(
@@ -116,7 +117,7 @@ def _single(source: Source, file: Path) -> JobFile:
             )
     raise_if_any(problems)
     inputs = tuple(source.data.get("inputs", []))
-    job = build_job(source, file, file.stem)
+    job = build_job(source, file, file.stem, images)
     return JobFile(str(file), {file.stem: Target(file.stem, job, (), inputs, file.stem)}, False)
 
 
@@ -147,6 +148,7 @@ def _pipeline(source: Source, file: Path) -> JobFile:
         needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
     targets: dict[str, Target] = {}
+    images = Images(file)
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
@@ -154,10 +156,10 @@ def _pipeline(source: Source, file: Path) -> JobFile:
             *placeholders.JOB_PLACEHOLDERS,
             *(f"needs.{n}.results_dir" for n in needs[expansion.name]),
         )
-        found = check(merged, file, known, definition="job")
+        found = check(merged, file, known, definition="job", images=images)
         problems += found
         if not found:
-            job = build_job(merged, file, expansion.name)
+            job = build_job(merged, file, expansion.name, images)
             inputs = tuple(expansion.data.get("inputs", []))
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base

@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -125,14 +126,16 @@ def check(
     file: Path,
     known: tuple[str, ...] = placeholders.JOB_PLACEHOLDERS,
     definition: str | None = None,
+    images: Images | None = None,
 ) -> list[Problem]:
     """Every problem in ``source``: schema violations first, then the rules beyond it.
 
     ``known`` are the placeholders its values may use; ``definition`` names
     the schema's ``$defs`` entry to check against (default: the whole file).
+    ``images`` resolves versions keys (pass the one :func:`build_job` gets).
     """
     problems = [_reword(source, p) for p in schema.validate(source, definition)]
-    problems += list(_rules(source, file, known))
+    problems += list(_rules(source, images or Images(file), known))
     return unique(problems)
 
 
@@ -143,7 +146,7 @@ def _reword(source: Source, problem: Problem) -> Problem:
     return problem
 
 
-def _rules(source: Source, file: Path, known: tuple[str, ...]) -> Iterator[Problem]:
+def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
     data = source.data
     yield from _nul_bytes(source, data, ())
     yield from _command_rules(source, known)
@@ -151,7 +154,7 @@ def _rules(source: Source, file: Path, known: tuple[str, ...]) -> Iterator[Probl
     yield from _env_rules(source, known)
     yield from _mount_rules(source, known)
     yield from _platform_rules(source)
-    yield from _image_rules(source, file)
+    yield from _image_rules(source, images)
 
 
 def _nul_bytes(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
@@ -188,7 +191,7 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     command = source.data.get("command")
     if isinstance(command, str):
         try:
-            words = shlex.split(command)
+            words = split_command(command)
         except ValueError as exc:
             yield source.problem(("command",), f"cannot be split into words: {exc}")
             return
@@ -355,13 +358,40 @@ def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:
                 )
 
 
-def _image_rules(source: Source, file: Path) -> Iterator[Problem]:
+def _image_rules(source: Source, images: Images) -> Iterator[Problem]:
     image = source.data.get("image")
     if isinstance(image, dict) and isinstance(image.get("versions_key"), str):
         try:
-            resolve_versions_key(image["versions_key"], file)
+            images.resolve(image["versions_key"])
         except LookupError as exc:
             yield source.problem(("image", "versions_key"), str(exc))
+
+
+class Images:
+    """The image each versions key names for one job file, each key looked up once.
+
+    Checking a job and building it both need its image; one :class:`Images`
+    per load finds and reads versions.yaml once for both (and once for every
+    target of a pipeline), so they also see the same bytes.
+    """
+
+    def __init__(self, spec_file: Path) -> None:
+        self.spec_file = spec_file
+        self._found: dict[str, tuple[bool, str]] = {}
+
+    def resolve(self, key: str) -> str:
+        """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
+        found = self._found.get(key)
+        if found is None:
+            try:
+                found = (True, resolve_versions_key(key, self.spec_file))
+            except LookupError as exc:
+                found = (False, str(exc))
+            self._found[key] = found
+        resolved, text = found
+        if not resolved:
+            raise LookupError(text)
+        return text
 
 
 def find_versions_file(start: Path) -> Path | None:
@@ -392,7 +422,7 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
     return node
 
 
-def build_job(source: Source, file: Path, name: str) -> Job:
+def build_job(source: Source, file: Path, name: str, images: Images | None = None) -> Job:
     """The typed job for a checked ``source`` (its data already merged and expanded)."""
     data = source.data
     image = data["image"]
@@ -407,7 +437,7 @@ def build_job(source: Source, file: Path, name: str) -> Job:
         network_arch=data["network_arch"],
         action=data["action"],
         platform=data.get("platform", "local"),
-        image=resolve_versions_key(versions_key, file) if versions_key else image,
+        image=(images or Images(file)).resolve(versions_key) if versions_key else image,
         versions_key=versions_key,
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,
@@ -447,7 +477,13 @@ def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
 
 
 def _command(command: str | list[str]) -> tuple[str, ...]:
-    return tuple(shlex.split(command) if isinstance(command, str) else command)
+    return split_command(command) if isinstance(command, str) else tuple(command)
+
+
+@lru_cache(maxsize=256)
+def split_command(command: str) -> tuple[str, ...]:
+    """``command``'s words as :func:`shlex.split` makes them (checking and building share them)."""
+    return tuple(shlex.split(command))
 
 
 def _env_value(value: str | int | float | bool) -> str:
