@@ -45,6 +45,8 @@ import sys
 import time
 from types import MappingProxyType
 
+from taospec.smallfile import read_limited
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -256,7 +258,7 @@ def _read(path: str) -> tuple[bytes | None, tuple[int, int] | None]:
     """A file's bytes (None if unreadable or too large) and its (device, inode)."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            data = read_limited(handle, MAX_FILE_BYTES)
             info = os.fstat(handle.fileno())
     except OSError:
         return None, None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
+from taospec.smallfile import read_limited
 
 if TYPE_CHECKING:
     import yaml
@@ -144,7 +145,7 @@ def read_text(path: Path, display: str) -> str:
     reads = getattr(_recorder, "reads", None)
     try:
         with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+            raw = read_limited(handle, MAX_BYTES)
             if reads is not None:
                 opened = os.fstat(handle.fileno())
                 reads.append(((opened.st_dev, opened.st_ino), raw))
