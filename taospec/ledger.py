@@ -100,6 +100,7 @@ _READ_BLOCK = 64 * 1024
 _REDACTIONS_KEPT = 4096
 _WRITTEN_KEPT = 256  # records a writer remembers the bytes of, each at most _WRITTEN_SIZE
 _WRITTEN_SIZE = 64 * 1024
+_JOURNAL_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps's, built once
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
@@ -373,7 +374,7 @@ def _is_timestamp(value: str) -> bool:
 
 def _now() -> str:
     """The current UTC time as ISO 8601 with microseconds and a ``Z`` suffix."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
 
 def _instant(ts: str) -> datetime:
@@ -629,7 +630,7 @@ def _journal_line(entry: Mapping[str, object]) -> bytes:
     """
     fitted = dict(entry)
     while True:
-        line = (json.dumps(fitted, separators=(",", ":")) + "\n").encode()
+        line = (_JOURNAL_ENCODER.encode(fitted) + "\n").encode()
         if len(line) <= MAX_JOURNAL_LINE:
             return line
         key = max(_trimmable(fitted), key=lambda k: len(str(fitted[k])))
