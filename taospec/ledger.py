@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from json.encoder import encode_basestring
+from json.encoder import encode_basestring, encode_basestring_ascii
 from pathlib import Path
 
 from taospec import listing
@@ -100,7 +100,6 @@ _READ_BLOCK = 64 * 1024
 _REDACTIONS_KEPT = 4096
 _WRITTEN_KEPT = 256  # records a writer remembers the bytes of, each at most _WRITTEN_SIZE
 _WRITTEN_SIZE = 64 * 1024
-_JOURNAL_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps's, built once
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
@@ -544,14 +543,15 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)  # noqa: PTH108 - plain string paths
 
 
-def _folder_of(path: str) -> str:
-    return posixpath.dirname(path) or "."
+def _folder_and_name(path: str) -> tuple[str, str]:
+    """Split a file's path as :func:`posixpath.split` does, for less."""
+    folder, slash, name = path.rpartition("/")
+    return folder or slash or ".", name
 
 
-def _write_temp(path: str, data: bytes) -> str:
-    """Write ``data`` to a fresh, fsynced temp file next to ``path``; return its name."""
-    folder = _folder_of(path)
-    temp = f"{folder}/.{posixpath.basename(path)}.{os.urandom(6).hex()}.tmp"
+def _write_temp(folder: str, name: str, data: bytes) -> str:
+    """Write ``data`` to a fresh, fsynced temp file for ``folder/name``; return its path."""
+    temp = f"{folder}/.{name}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         _write_all(fd, data)
@@ -566,13 +566,14 @@ def _write_temp(path: str, data: bytes) -> str:
 
 def _write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, folder fsync."""
-    temp = _write_temp(path, data)
+    folder, name = _folder_and_name(path)
+    temp = _write_temp(folder, name, data)
     try:
         os.replace(temp, path)  # noqa: PTH105 - plain string paths
     except BaseException:
         _unlink_quietly(temp)
         raise
-    _fsync_dir(_folder_of(path))
+    _fsync_dir(folder)
 
 
 def write_json_atomic(path: Path, data: object) -> None:
@@ -589,13 +590,14 @@ def _create_atomic(path: str, data: bytes) -> bool:
     filesystem has no hard links, the name is reserved with ``O_CREAT|O_EXCL``
     and the temp file renamed onto the reservation.
     """
-    temp = _write_temp(path, data)
+    folder, name = _folder_and_name(path)
+    temp = _write_temp(folder, name, data)
     try:
         created = _link_exclusive(temp, path)
     finally:
         _unlink_quietly(temp)
     if created:
-        _fsync_dir(_folder_of(path))
+        _fsync_dir(folder)
     return created
 
 
@@ -623,27 +625,38 @@ def _reserve_then_replace(temp: str, path: str) -> bool:
     return True
 
 
-def _journal_line(entry: Mapping[str, object]) -> bytes:
+def _journal_line(entry: Mapping[str, str]) -> bytes:
     """Encode one journal event as a single line under :data:`MAX_JOURNAL_LINE` bytes.
 
     Over-long free-text values are cut (longest first); the record keeps them whole.
     """
     fitted = dict(entry)
     while True:
-        line = (_JOURNAL_ENCODER.encode(fitted) + "\n").encode()
+        line = _journal_text(fitted).encode()
         if len(line) <= MAX_JOURNAL_LINE:
             return line
-        key = max(_trimmable(fitted), key=lambda k: len(str(fitted[k])))
-        text = str(fitted[key])
+        key = max(_trimmable(fitted), key=lambda k: len(fitted[k]))
+        text = fitted[key]
         fitted[key] = text[: max(16, len(text) // 2)] + _TRUNCATED
 
 
-def _trimmable(entry: Mapping[str, object]) -> builtins.list[str]:
-    """The journal keys whose string values may be shortened to fit a line."""
-    return [
-        key
+def _journal_text(entry: Mapping[str, str]) -> str:
+    """``json.dumps(entry, separators=(",", ":"))`` and a newline, for an object of strings.
+
+    Written out member by member, as :mod:`json` writes them, it costs a
+    fraction of a json.dumps call, which builds a new encoder every time.
+    """
+    members = ",".join(
+        f"{encode_basestring_ascii(key)}:{encode_basestring_ascii(value)}"
         for key, value in entry.items()
-        if key not in _FIXED_JOURNAL_KEYS and isinstance(value, str) and len(value) > 32
+    )
+    return f"{{{members}}}\n"
+
+
+def _trimmable(entry: Mapping[str, str]) -> builtins.list[str]:
+    """The journal keys whose values may be shortened to fit a line."""
+    return [
+        key for key, value in entry.items() if key not in _FIXED_JOURNAL_KEYS and len(value) > 32
     ]
 
 
@@ -820,9 +833,9 @@ class Ledger:
             transitions=(first,),
         )
 
-    def _open_event(self, record: Record, notes: Mapping[str, object]) -> dict[str, object]:
+    def _open_event(self, record: Record, notes: Mapping[str, object]) -> dict[str, str]:
         """The journal line for an open."""
-        event: dict[str, object] = {
+        event: dict[str, str] = {
             "ts": record.submitted_at,
             "id": record.id,
             "event": "open",
@@ -982,10 +995,10 @@ class Ledger:
 
     def _transition_event(
         self, record: Record, backend_ref: str | None, err_class: str | None
-    ) -> dict[str, object]:
+    ) -> dict[str, str]:
         """The journal line for the record's latest transition."""
         step = record.transitions[-1]
-        event: dict[str, object] = {
+        event: dict[str, str] = {
             "ts": step.ts,
             "id": record.id,
             "event": "transition",
@@ -993,7 +1006,7 @@ class Ledger:
             "message": step.message,
             "source": step.source,
         }
-        if backend_ref is not None:
+        if backend_ref is not None and record.backend_ref is not None:  # this mark set it
             event["backend_ref"] = record.backend_ref
         if err_class is not None:
             event["err_class"] = err_class
@@ -1207,7 +1220,7 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def _append(self, event: Mapping[str, object]) -> None:
+    def _append(self, event: Mapping[str, str]) -> None:
         """Append one event to the journal with a single write.
 
         The line is not fsynced: the record it indexes already is (see the

@@ -1,7 +1,8 @@
-"""The ledger's JSON writer gives exactly the bytes ``json.dumps(indent=2)`` gives.
+"""The ledger's JSON writers give exactly the bytes :func:`json.dumps` gives.
 
 Records and sidecars on disk must stay byte for byte what they were when
-:mod:`json` wrote them, whatever the strings hold: quotes, backslashes,
+``json.dumps(indent=2)`` wrote them, and journal lines what compact
+``json.dumps`` wrote, whatever the strings hold: quotes, backslashes,
 control characters, line and paragraph separators, astral characters, lone
 surrogates (which neither can encode), huge integers and non-finite floats.
 """
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taospec.ledger import STATES, Ledger, Record, Transition, _encode_json
+from taospec.ledger import STATES, Ledger, Record, Transition, _encode_json, _journal_text
 
 HOSTILE = st.one_of(
     st.text(),
@@ -155,3 +156,25 @@ def test_files_the_ledger_writes_are_the_json_dumps_bytes(tmp_path: Path) -> Non
     assert on_disk == by_json(record.to_json())
     sidecar = (ledger.jobs_dir / f"{record.id}.taospec").read_bytes()
     assert sidecar == by_json(ledger.sidecar(record.id))
+
+
+@settings(max_examples=1000)
+@given(st.dictionaries(HOSTILE, HOSTILE, max_size=8))
+def test_a_journal_event_is_written_as_compact_json_dumps_writes_it(event: dict[str, str]) -> None:
+    assert _journal_text(event) == json.dumps(event, separators=(",", ":")) + "\n"
+
+
+def test_journal_lines_the_ledger_writes_are_the_json_dumps_text(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "state")
+    record = ledger.open(
+        platform="docker",
+        image="nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt",
+        network_arch='dino \u00e9\t"x"',
+        action="train\u2028",
+        storage_tier="A",
+        results_root="/results",
+        sidecar={"target": "t", "fingerprint": {"digest": "abc", "n": [1, 2]}},
+    )
+    ledger.mark(record.id, "RUNNING", message="\U0001f600 \\ \x00", backend_ref="pid:1")
+    for line in ledger.journal_path.read_bytes().splitlines(keepends=True):
+        assert line.decode() == json.dumps(json.loads(line), separators=(",", ":")) + "\n"
