@@ -31,6 +31,15 @@ first. Errors are never cached: an invalid file is checked afresh every time.
 Entries unused for 30 days are pruned now and then. ``TAOSPEC_CACHE=off``
 turns the cache off; deleting the folder is always safe.
 
+``validate``'s verdicts are kept apart, in one journal (:data:`VERDICTS_FILE`):
+the only answer is "valid", so an entry would hold nothing but its key, and
+creating a file per checked job cost more than a fifth of checking it. Each
+line is the key of a file found valid, under the same conditions as an entry;
+a process reads the journal once and appends its new keys a batch at a time.
+The journal is used only under the same ownership checks as an entry, lines
+that are not a whole key are ignored, and a journal grown past
+:data:`VERDICTS_MAX_BYTES` is started afresh (those files are checked again).
+
 What this cannot see: a taospec source file edited in the few milliseconds
 between the process loading it and hashing it.
 """
@@ -69,11 +78,22 @@ REFRESH_SECONDS = 24 * 3600
 """A hit on an entry older than this marks it used again (touches its mtime)."""
 PRUNE_CHANCE = 1
 """Out of 256: how often a store looks for unused entries to prune."""
+VERDICTS_FILE = "valid-files"
+"""The journal of keys known valid (not 64 characters long: never taken for an entry)."""
+VERDICTS_MAGIC = b"taospec-verdicts 1\n"
+VERDICTS_MAX_BYTES = 512 * 1024
+"""A journal this large is replaced by the next batch alone (about 8,000 keys)."""
+VERDICTS_BATCH = 64
+"""Keys gathered before they are appended to the journal."""
 
 _code: tuple[bytes, list[tuple[str, int, int, int]]] | None = None
 _launcher: tuple[int, int, tuple[int, ...], str] | None = None
 _who_text: str | None = None
 _checked: tuple[int, int] | None = None
+_verdicts: set[bytes] | None = None
+"""The keys in the journal when this process first looked, and those it found since."""
+_unsaved: list[bytes] = []
+"""Keys found valid by this process and not yet in the journal."""
 
 
 def folder() -> str | None:
@@ -349,9 +369,7 @@ def store(key: str, content: bytes) -> None:
                 return
         fd = os.open(os.path.join(base, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(entry + content)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, entry + content)
         finally:
             os.close(fd)
         if os.urandom(1)[0] < PRUNE_CHANCE:
@@ -369,7 +387,8 @@ def prune(base: str, now: float | None = None) -> int:
     removed = 0
     with os.scandir(base) as entries:
         for entry in entries:
-            if len(entry.name) != 64 or not entry.is_file(follow_symlinks=False):
+            stray = entry.name.startswith(VERDICTS_FILE + ".")  # a journal never put in place
+            if (len(entry.name) != 64 and not stray) or not entry.is_file(follow_symlinks=False):
                 continue
             with contextlib.suppress(OSError):
                 if entry.stat(follow_symlinks=False).st_mtime < oldest:
@@ -475,21 +494,125 @@ def text(kind: str, file: str, parts: Sequence[object], compute: Callable[[], st
 def check_valid(file: str) -> bool:
     """Raise what :func:`taospec.jobfile.load_jobfile` raises for ``file``; remember it if valid.
 
-    Only the verdict is kept (no loaded values), which is all ``validate`` needs.
-    Returns True when the file was checked afresh, False when the cache knew it.
+    Only the verdict is kept, in the journal (call :func:`save_verdicts` before
+    the process ends). Returns True when the file was checked afresh, False
+    when the journal knew it.
     """
-    fresh = False
+    snapshot = Snapshot(file) if folder() is not None else None
+    if snapshot is None or not snapshot.usable:
+        _load_fresh(file)
+        return True
+    key = snapshot.key("valid", ()).encode()
+    if key in _known_valid():
+        return False
+    from taospec import yamlsrc
 
-    def verdict() -> str:
-        nonlocal fresh
-        from taospec.jobfile import load_jobfile as load_fresh
+    with yamlsrc.recording() as reads:
+        _load_fresh(file)
+    if snapshot.matches(reads) and code_unchanged(snapshot.code):
+        _known_valid().add(key)
+        _unsaved.append(key)
+        if len(_unsaved) >= VERDICTS_BATCH:
+            save_verdicts()
+    return True
 
-        fresh = True
-        load_fresh(file)
-        return "valid"
 
-    text("valid", file, (), verdict)
-    return fresh
+def _load_fresh(file: str) -> None:
+    from taospec.jobfile import load_jobfile
+
+    load_jobfile(file)
+
+
+def _known_valid() -> set[bytes]:
+    """The keys in the journal (read once per process), and those found valid since."""
+    global _verdicts  # noqa: PLW0603 - read once per process
+    if _verdicts is None:
+        _verdicts = set()
+        base = folder()
+        data = _private_file(os.path.join(base, VERDICTS_FILE)) if base is not None else None
+        if data is not None and data.startswith(VERDICTS_MAGIC):
+            # A torn or mixed line is not 64 characters, or no key anyone will look up.
+            lines = data[len(VERDICTS_MAGIC) :].split(b"\n")
+            _verdicts = {line for line in lines if len(line) == 64}
+    return _verdicts
+
+
+def _private_file(path: str) -> bytes | None:
+    """The bytes of a regular file of this user's in a safe folder (at most 2 journals' worth)."""
+    if not _safe(os.path.dirname(path)):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        chunks = []
+        left = 2 * VERDICTS_MAX_BYTES
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def save_verdicts() -> None:
+    """Append the keys found valid since the last save to the journal (silently not, if unusable).
+
+    One write appends the whole batch, so batches of processes saving at once
+    do not interleave; a journal grown too large is replaced by this batch.
+    """
+    base = folder()
+    if not _unsaved or base is None:
+        _unsaved.clear()
+        return
+    lines = b"".join(key + b"\n" for key in _unsaved)
+    _unsaved.clear()
+    try:
+        if not _safe(base):
+            os.makedirs(base, mode=0o700, exist_ok=True)
+            if not _safe(base):
+                return
+        path = os.path.join(base, VERDICTS_FILE)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                return
+            if info.st_size >= VERDICTS_MAX_BYTES:
+                _replace_journal(path, VERDICTS_MAGIC + lines)
+                return
+            _write_all(fd, lines if info.st_size else VERDICTS_MAGIC + lines)
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+
+
+def _replace_journal(path: str, data: bytes) -> None:
+    """Put a new journal holding ``data`` in place of the one at ``path``."""
+    temporary = f"{path}.{os.getpid()}.{os.urandom(4).hex()}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        os.unlink(temporary)
+        raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def load_jobfile(file: str) -> JobFile:

@@ -61,15 +61,17 @@ def ordered(
     count: int,
     workers: int,
     label: Callable[[int], str] = lambda index: f"item {index + 1}",
+    finish: Callable[[], object] = lambda: None,
 ) -> Generator[Any, None, None]:
     """``work(0)``, ``work(1)``, ... ``work(count - 1)``, computed in ``workers`` processes.
 
     ``work`` runs in forked children and must return :mod:`marshal` data.
     Answers are yielded in index order. ``label`` names an item in a
-    :class:`WorkerFailed` message. Close the iterator (or let it end) to stop
-    and reap the workers.
+    :class:`WorkerFailed` message; ``finish`` runs in each worker after its
+    last item (to save what it gathered). Close the iterator (or let it end)
+    to stop and reap the workers.
     """
-    pool = _Pool(work, count, workers, label)
+    pool = _Pool(work, count, workers, label, finish)
     try:
         yield from pool.answers()
     finally:
@@ -93,9 +95,11 @@ class _Pool:
         count: int,
         workers: int,
         label: Callable[[int], str],
+        finish: Callable[[], object],
     ) -> None:
         self.work = work
         self.label = label
+        self.finish = finish
         self.count = count
         self.size = max(1, min(workers, count))
         self.next = 0
@@ -247,6 +251,7 @@ class _Pool:
         while True:
             request = _read_exactly(tasks, _RANGE)
             if not request:
+                self.finish()
                 return
             first, end = int.from_bytes(request[:4], "big"), int.from_bytes(request[4:], "big")
             results: list[Any] = []

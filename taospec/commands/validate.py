@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 
-from taospec.cache import check_valid
+from taospec.cache import check_valid, save_verdicts
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK
 
@@ -29,13 +29,16 @@ def run(files: Sequence[str], *, quiet: bool = False, jobs: int | None = None) -
     CPU when there are many files).
     """
     failed = 0
-    for file, problem in zip(files, _problems(files, jobs), strict=True):
-        if problem is not None:
-            failed += 1
-            print(problem, file=sys.stderr)
-            continue
-        if not quiet:
-            print(f"{file}: ok")
+    try:
+        for file, problem in zip(files, _problems(files, jobs), strict=True):
+            if problem is not None:
+                failed += 1
+                print(problem, file=sys.stderr)
+                continue
+            if not quiet:
+                print(f"{file}: ok")
+    finally:
+        save_verdicts()
     if failed:
         print(f"{failed} of {len(files)} job files are invalid", file=sys.stderr)
         return EXIT_INVALID
@@ -71,7 +74,9 @@ def _in_workers(files: Sequence[str], workers: int) -> Iterator[str | None]:
     def work(index: int) -> str | None:
         return _check(files[index])[0]
 
-    with closing(ordered(work, len(files), workers, files.__getitem__)) as answers:
+    save_verdicts()  # before the workers are forked, or each would save this process's too
+    answers = ordered(work, len(files), workers, files.__getitem__, finish=save_verdicts)
+    with closing(answers):
         yield from answers
 
 
