@@ -24,7 +24,8 @@ Guarantees:
 * The record file is the durable truth: an open or mark returns only after
   the record is fsynced and in place as above. The journal is an index and an
   audit trail of what the records and sidecars already hold, and it is not
-  fsynced: a power cut may cut it short by its last few seconds of lines.
+  fsynced: a power cut may cut it short by the lines appended just before it
+  (what the kernel had not written back yet, typically under half a minute).
   Readers lose nothing by that: a record without an open line is found by
   scanning the jobs folder and merged in by submission time, so a shortened
   journal costs one rescan, never a record or a transition.
