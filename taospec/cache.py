@@ -508,7 +508,7 @@ def check_valid(file: str) -> bool:
     from taospec import yamlsrc
 
     with yamlsrc.recording() as reads:
-        _load_fresh(file)
+        _load_fresh(file, snapshot)
     if snapshot.matches(reads) and code_unchanged(snapshot.code):
         _known_valid().add(key)
         _unsaved.append(key)
@@ -517,10 +517,19 @@ def check_valid(file: str) -> bool:
     return True
 
 
-def _load_fresh(file: str) -> None:
+def _load_fresh(file: str, snapshot: Snapshot | None = None) -> None:
+    """Load ``file``; with its snapshot, against the versions.yaml the snapshot found."""
     from taospec.jobfile import load_jobfile
 
-    load_jobfile(file)
+    if snapshot is None:
+        load_jobfile(file)
+        return
+    from pathlib import Path
+
+    from taospec.spec import Images
+
+    versions = None if snapshot.versions is None else Path(snapshot.versions)
+    load_jobfile(file, Images.with_versions_file(Path(file), versions))
 
 
 def _known_valid() -> set[bytes]:

@@ -96,19 +96,23 @@ def _hint(name: str, jobfile: JobFile) -> str:
     return f" (did you mean {guess[0]!r}?)" if guess else f"; targets: {', '.join(jobfile.targets)}"
 
 
-def load_jobfile(path: str | Path) -> JobFile:
-    """Read, validate and type every target of the file at ``path``."""
+def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
+    """Read, validate and type every target of the file at ``path``.
+
+    ``images`` resolves its versions keys (default: against the nearest
+    versions.yaml, looked for when first needed).
+    """
     file = Path(path)
     display = str(path)
     source = parse(read_text(file, display), display)
+    images = images or Images(file)
     if "jobs" not in source.data:
-        return _single(source, file)
+        return _single(source, file, images)
     raise_if_any(schema.validate(source))
-    return _pipeline(source, file)
+    return _pipeline(source, file, images)
 
 
-def _single(source: Source, file: Path) -> JobFile:
-    images = Images(file)
+def _single(source: Source, file: Path, images: Images) -> JobFile:
     problems = check(source, file, images=images)
     for key in ("needs", "matrix"):
         if key in source.data:
@@ -132,7 +136,7 @@ class _Expansion:
     values: tuple[tuple[str, str], ...]
 
 
-def _pipeline(source: Source, file: Path) -> JobFile:
+def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
     defaults = source.data.get("defaults") or {}
     expansions = [
         expansion
@@ -148,7 +152,6 @@ def _pipeline(source: Source, file: Path) -> JobFile:
         needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
     targets: dict[str, Target] = {}
-    images = Images(file)
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))

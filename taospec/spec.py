@@ -379,13 +379,23 @@ class Images:
     def __init__(self, spec_file: Path) -> None:
         self.spec_file = spec_file
         self._found: dict[str, tuple[bool, str]] = {}
+        self._versions: tuple[Path | None] | None = None
+
+    @classmethod
+    def with_versions_file(cls, spec_file: Path, versions_file: Path | None) -> Images:
+        """Images for ``spec_file`` whose nearest versions.yaml was already found (or not)."""
+        images = cls(spec_file)
+        images._versions = (versions_file,)
+        return images
 
     def resolve(self, key: str) -> str:
         """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
         found = self._found.get(key)
         if found is None:
+            if self._versions is None:
+                self._versions = (find_versions_file(self.spec_file),)
             try:
-                found = (True, resolve_versions_key(key, self.spec_file))
+                found = (True, image_in(self._versions[0], key, self.spec_file))
             except LookupError as exc:
                 found = (False, str(exc))
             self._found[key] = found
@@ -409,7 +419,11 @@ def find_versions_file(start: Path) -> Path | None:
 
 def resolve_versions_key(key: str, spec_file: Path) -> str:
     """The image URI that ``key`` names in the nearest versions.yaml."""
-    versions = find_versions_file(spec_file)
+    return image_in(find_versions_file(spec_file), key, spec_file)
+
+
+def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
+    """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
     if versions is None:
         raise LookupError(
             f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
