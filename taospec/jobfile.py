@@ -10,19 +10,20 @@ point at the line that set the offending value, in the job or in defaults.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
+from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
 from taospec.spec import Images, Job, build_job, check
 from taospec.yamlsrc import MergedSource, Source, parse, read_text
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
+if TYPE_CHECKING:
+    from typing import Any
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
@@ -92,8 +93,8 @@ class JobFile:
 
 
 def _hint(name: str, jobfile: JobFile) -> str:
-    guess = difflib.get_close_matches(name, list(jobfile.targets), n=1, cutoff=0.6)
-    return f" (did you mean {guess[0]!r}?)" if guess else f"; targets: {', '.join(jobfile.targets)}"
+    guess = closest(name, jobfile.targets)
+    return f" (did you mean {guess!r}?)" if guess else f"; targets: {', '.join(jobfile.targets)}"
 
 
 def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
@@ -191,6 +192,8 @@ def matrix_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and "e" in repr(value):
+        from decimal import Decimal  # only for floats Python writes with an exponent
+
         return format(Decimal(repr(value)), "f")
     return str(value)
 
@@ -248,8 +251,8 @@ def _resolve_needs(
         matches = _matching(need, names)
         where: JsonPath = ("jobs", expansion.base, "needs", index)
         if not matches:
-            guess = difflib.get_close_matches(need, names, n=1, cutoff=0.6)
-            hint = f" (did you mean {guess[0]!r}?)" if guess else f"; targets: {', '.join(names)}"
+            guess = closest(need, names)
+            hint = f" (did you mean {guess!r}?)" if guess else f"; targets: {', '.join(names)}"
             problems.append(_at(source, where, f"unknown target {need!r}{hint}"))
         if expansion.name in matches:
             problems.append(_at(source, where, f"{expansion.name} cannot need itself"))

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, unique
 from taospec.yamlsrc import Source, parse_shared, read_text
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
+if TYPE_CHECKING:
+    from typing import Any
 
 GPU_COUNT_MESSAGE = (
     "GPUs are chosen by id, not by count: a count always lands on the first devices, so on a "

@@ -20,12 +20,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
 from taospec.smallfile import read_limited
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
+    from typing import Any
+
     import yaml
 
 MAX_BYTES = 1024 * 1024
