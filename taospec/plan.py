@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace as dataclass_replace
 
 from taospec import identity, placeholders
 from taospec.errors import InvalidInput
@@ -358,7 +357,7 @@ class Context(Value):
     @property
     def mounts(self) -> tuple[Mount, ...]:
         """The job's mounts with ``{needs.*}`` in their sources filled."""
-        return tuple(dataclass_replace(m, source=self.expand(m.source)) for m in self.job.mounts)
+        return tuple(m.replace(source=self.expand(m.source)) for m in self.job.mounts)
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:

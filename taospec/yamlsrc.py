@@ -17,7 +17,6 @@ import os
 from _thread import _local as _thread_local  # threading.local, without importing threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,13 +56,15 @@ def recording() -> Iterator[list[Read]]:
         _recorder.reads = outer
 
 
-@dataclass(frozen=True)
 class Source:
     """A parsed YAML document: its data and the node tree it came from."""
 
-    file: str
-    data: Any
-    root: yaml.Node
+    __slots__ = ("file", "data", "root")  # noqa: RUF023 - the constructor's order
+
+    def __init__(self, file: str, data: Any, root: yaml.Node) -> None:
+        self.file = file
+        self.data = data
+        self.root = root
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
         """Return the 1-based (line, column) of the value at ``path``.
@@ -88,7 +89,6 @@ class Source:
         return Problem(line, column, path, message, self.file)
 
 
-@dataclass(frozen=True)
 class MergedSource(Source):
     """One pipeline job after ``defaults`` were merged in.
 
@@ -97,7 +97,11 @@ class MergedSource(Source):
     that set the value.
     """
 
-    job_path: JsonPath = ()
+    __slots__ = ("job_path",)
+
+    def __init__(self, file: str, data: Any, root: yaml.Node, job_path: JsonPath = ()) -> None:
+        super().__init__(file, data, root)
+        self.job_path = job_path
 
     def _origin(self, path: JsonPath) -> JsonPath:
         """Where in the file ``path`` was set: in the job, in defaults, or (unset) the job."""
