@@ -5,7 +5,8 @@ Layout under the state root (``$TAO_STATE_DIR``, default ``~/.tao``)::
     jobs/<id>.json           the job record, exactly in the TAO skill bank's shape
     jobs/<id>.taospec        taospec's own notes about the job, as JSON (never in the
                              record, and not matching jobs/*.json, which holds records only)
-    jobs/.<id>.lock          per-record lock file for read-modify-write updates
+    jobs/.locks/<NN>         lock stripes 00..3f for read-modify-write updates: the
+                             one for a record is picked by the CRC-32 of its id
     ledger.jsonl             append-only journal: one line per open and per transition,
                              an ordered index of what the records and sidecars hold
 
@@ -17,8 +18,16 @@ Guarantees:
   is fsynced.
 * Opening a record creates its file exclusively: an existing record is never
   overwritten, so a minted id is retried and an explicit id fails.
-* Updates hold an exclusive ``fcntl`` lock on the record's lock file for the
-  whole read-modify-write, so concurrent writers never lose a transition.
+* Updates hold an exclusive ``fcntl`` lock on the record's lock stripe for the
+  whole read-modify-write, so concurrent writers never lose a transition. An id
+  always maps to the same stripe, in every process and Python version; two
+  records sharing one only take turns. The stripes are made once, when first
+  used, and hold no data, so nothing about them is fsynced: one lost to a power
+  cut is simply made again. No code holds two stripes at once, so stripes
+  cannot deadlock. Per-record ``jobs/.<id>.lock`` files that older versions
+  made are no longer used, and are ignored like any other dotfile; an older
+  writer does not see the stripes, though, so it must not update the same
+  state root while this one does.
 * Terminal states are immutable.
 * Every string written passes through :func:`taospec.lint.redact`.
 * The record file is the durable truth: an open or mark returns only after
@@ -48,6 +57,7 @@ import math
 import os
 import posixpath
 import re
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -102,6 +112,11 @@ _REDACTIONS_KEPT = 4096
 _WRITTEN_KEPT = 256  # records a writer remembers the bytes of, each at most _WRITTEN_SIZE
 _WRITTEN_SIZE = 64 * 1024
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+_LOCKS_NAME = ".locks"
+_LOCK_STRIPES = 64
+"""How many lock files the records share. A few dozen keep two writers of different
+records apart nearly always, and few enough that each is made once early on: it is
+making a file per record that costs, not taking turns on one now and then."""
 
 
 class LedgerCorrupt(TaospecError):
@@ -718,6 +733,7 @@ class Ledger:
         self.jobs_dir = root / "jobs"
         self.journal_path = root / _JOURNAL_NAME
         self._jobs = os.fspath(self.jobs_dir)  # as plain strings, for the file calls
+        self._locks = f"{self._jobs}/{_LOCKS_NAME}"
         self._journal = os.fspath(self.journal_path)
         self._secrets = tuple(value for value in secret_values if value)
         self._redactions: dict[str, str] = {}
@@ -799,7 +815,7 @@ class Ledger:
         """Try candidate ids until one record is created; write sidecar and journal."""
         for candidate in self._candidates(job_id, template):
             record = self._opened(template, candidate, under_root, message)
-            with self._locked(candidate, opening=True):
+            with self._locked(candidate):
                 if not self._store(record, create=True):
                     continue
                 if notes:
@@ -1037,6 +1053,7 @@ class Ledger:
         check_job_id(job_id)
         cleaned = self._clean_mapping(fields, "sidecar")
         with self._locked(job_id):
+            self._require_record(job_id)
             merged = {**self.sidecar(job_id), **cleaned}
             _write_atomic(os.fspath(self._sidecar_path(job_id)), _encode_json(merged))
 
@@ -1201,25 +1218,41 @@ class Ledger:
         return True
 
     @contextmanager
-    def _locked(self, job_id: str, *, opening: bool = False) -> Iterator[None]:
-        """Hold the exclusive lock on ``jobs/.<id>.lock``.
+    def _locked(self, job_id: str) -> Iterator[None]:
+        """Hold the exclusive lock on the stripe of ``jobs/.locks/`` that ``job_id`` maps to.
 
-        Opening a record creates its lock file. Otherwise the record must
-        exist: a record another tool wrote gets a lock file once it is seen
-        to be there, and an unknown id raises :class:`UnknownJob` and leaves
-        no lock file behind.
+        The stripe is the CRC-32 of the id modulo :data:`_LOCK_STRIPES`, the same
+        in every process and Python version (``hash()`` is not). The
+        lock says nothing about whether the record exists: callers check that
+        under it. Nothing here takes a second lock stripe, and no caller holds one
+        while asking for another (the journal's own ``flock`` is only ever taken
+        inside a stripe, never the other way round), so taking turns cannot deadlock.
         """
-        lock = f"{self._jobs}/.{job_id}.lock"
+        lock = f"{self._locks}/{zlib.crc32(job_id.encode()) % _LOCK_STRIPES:02x}"
         try:
-            fd = os.open(lock, os.O_RDWR | (os.O_CREAT if opening else 0), 0o600)
-        except FileNotFoundError:
-            self._require_record(job_id)
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            fd = self._make_lock(job_id, lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
+
+    def _make_lock(self, job_id: str, lock: str) -> int:
+        """Make the lock folder (if the jobs folder is there) and open ``lock`` in it.
+
+        A state root with no jobs folder has no records: an unknown id raises
+        :class:`UnknownJob` then, rather than making folders for it.
+        """
+        try:
+            os.mkdir(self._locks, 0o700)  # noqa: PTH102 - plain string paths
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            self._require_record(job_id)
+            raise
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
 
     def _append(self, event: Mapping[str, str]) -> None:
         """Append one event to the journal with a single write.

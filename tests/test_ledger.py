@@ -599,7 +599,7 @@ def test_an_open_without_hard_links_reserves_the_name_exclusively(
     with pytest.raises(InvalidInput, match="already exists"):
         open_job(ledger, job_id="nolink-1")
     assert ledger.get("nolink-1") == record
-    assert sorted(p.name for p in ledger.jobs_dir.iterdir()) == [".nolink-1.lock", "nolink-1.json"]
+    assert sorted(p.name for p in ledger.jobs_dir.iterdir()) == [".locks", "nolink-1.json"]
 
 
 # -- many processes -------------------------------------------------------------

@@ -3,8 +3,8 @@
 A ledger remembers the bytes it last wrote for a record and does not parse
 them again while the file still holds exactly them; anything else in the
 file (another writer's mark, a hand edit, damage) is read and validated as
-ever. Marking takes the record's lock file, creating one only for a record
-that exists.
+ever. Marking an id with no record raises and leaves no record or sidecar
+for it, only, at most, one of the shared lock stripes.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_a_big_record_is_not_remembered(ledger: Ledger) -> None:
     assert len(ledger.mark(record.id, "COMPLETE").transitions) == 3
 
 
-def test_marking_an_unknown_job_leaves_no_lock_file(ledger: Ledger) -> None:
+def test_marking_an_unknown_job_creates_no_record_or_sidecar(ledger: Ledger) -> None:
     open_job(ledger)
     before = sorted(p.name for p in ledger.jobs_dir.iterdir())
     with pytest.raises(UnknownJob):
@@ -136,25 +136,36 @@ def test_marking_an_unknown_job_leaves_no_lock_file(ledger: Ledger) -> None:
     with pytest.raises(UnknownJob):
         ledger.update_sidecar("nope-1", x=1)
     assert sorted(p.name for p in ledger.jobs_dir.iterdir()) == before
+    stripes = {f"{n:02x}" for n in range(64)}
+    assert {p.name for p in (ledger.jobs_dir / ".locks").iterdir()} <= stripes
 
 
-def test_a_record_another_tool_wrote_gets_a_lock_file_when_marked(ledger: Ledger) -> None:
+def test_marking_in_a_state_root_with_no_jobs_folder_makes_nothing(ledger: Ledger) -> None:
+    with pytest.raises(UnknownJob):
+        ledger.mark("nope-1", "RUNNING")
+    with pytest.raises(UnknownJob):
+        ledger.update_sidecar("nope-1", x=1)
+    assert not ledger.root.exists()
+
+
+def test_a_record_another_tool_wrote_can_be_marked(ledger: Ledger) -> None:
     record = open_job(ledger)
     foreign = json.loads(record_file(ledger, record.id).read_bytes())
     foreign["id"] = "foreign-1"
     record_file(ledger, "foreign-1").write_text(json.dumps(foreign))
-    assert not (ledger.jobs_dir / ".foreign-1.lock").exists()
     marked = ledger.mark("foreign-1", "RUNNING", message="picked up")
-    assert (ledger.jobs_dir / ".foreign-1.lock").exists()
     assert [t.state for t in marked.transitions] == ["PENDING", "RUNNING"]
     ledger.update_sidecar("foreign-1", note="seen")
     assert ledger.sidecar("foreign-1") == {"note": "seen"}
+    assert not (ledger.jobs_dir / ".foreign-1.lock").exists()
 
 
-def test_a_lock_file_left_by_a_removed_record_does_not_resurrect_it(ledger: Ledger) -> None:
+def test_a_removed_record_is_not_resurrected(ledger: Ledger) -> None:
     record = open_job(ledger)
     record_file(ledger, record.id).unlink()
-    assert (ledger.jobs_dir / f".{record.id}.lock").exists()
     with pytest.raises(UnknownJob):
         ledger.mark(record.id, "RUNNING")
+    with pytest.raises(UnknownJob):
+        ledger.update_sidecar(record.id, note="late")
     assert not record_file(ledger, record.id).exists()
+    assert not (ledger.jobs_dir / f"{record.id}.taospec").exists()
