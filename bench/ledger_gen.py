@@ -2,11 +2,11 @@
 
 Each generated job is a finished local-platform run of one job file (the suite
 uses a copy of ``jobs/hello.yaml`` whose results_root is in its workspace):
-its record (PENDING, RUNNING, COMPLETE), its sidecar with the plan, its lock
-file, and three journal lines. One job is encoded by the ledger's own encoders
-with a token in place of the id and the times; every job is then that encoding
-with the token replaced, so generating 200,000 jobs takes seconds, not the
-hours a durable writer would need. tests/test_bench.py checks that a
+its record (PENDING, RUNNING, COMPLETE), its sidecar with the plan, and three
+journal lines (the ledger's lock stripes need no file per job). One job is
+encoded by the ledger's own encoders with a token in place of the id and the
+times; every job is then that encoding with the token replaced, so generating
+200,000 jobs takes seconds, not the hours a durable writer would need. tests/test_bench.py checks that a
 generated job is exactly what :class:`taospec.ledger.Ledger` writes.
 """
 
@@ -132,7 +132,6 @@ def generate(root: Path, count: int, spec: Path) -> list[str]:
             for path, data in (
                 (f"{jobs}/{name}.json", record.fill(values)),
                 (f"{jobs}/{name}.taospec", sidecar.fill(values)),
-                (f"{jobs}/.{name}.lock", b""),
             ):
                 fd = os.open(path, flags, 0o600)
                 try:

@@ -47,7 +47,9 @@ def test_generated_files_are_what_the_ledger_writes(tmp_path: Path, hello: Path)
         side = (state / "jobs" / f"{job_id}.taospec").read_bytes()
         assert _encode_json(json.loads(side)) == side
         assert json.loads(side)["plan"]["job_id"] == job_id
-        assert (state / "jobs" / f".{job_id}.lock").read_bytes() == b""
+    assert sorted(p.name for p in (state / "jobs").iterdir()) == sorted(
+        f"{job_id}.{suffix}" for job_id in ids for suffix in ("json", "taospec")
+    )
     lines = (state / "ledger.jsonl").read_bytes().splitlines(keepends=True)
     assert len(lines) == 9
     assert all(_journal_line(json.loads(line)) == line for line in lines)
