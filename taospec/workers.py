@@ -23,6 +23,7 @@ parent stops, every worker still running is killed and reaped.
 from __future__ import annotations
 
 import contextlib
+import gc
 import marshal
 import os
 import select
@@ -110,6 +111,9 @@ class _Pool:
     def answers(self) -> Iterator[Any]:
         sys.stdout.flush()
         sys.stderr.flush()
+        # What is loaded by now lives as long as the process: no collection need look at it
+        # again, in the workers (whose pages then stay shared) or at the parent's exit.
+        gc.freeze()
         for _ in range(self.size):
             self._fork()
         for worker in self.workers:

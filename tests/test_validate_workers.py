@@ -5,6 +5,7 @@ The command runs for real; the worker pool is driven directly with real forks.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -152,6 +153,13 @@ def test_a_killed_worker_is_an_internal_error_not_a_missing_file(tmp_path: Path)
 
 
 # -- the pool itself -----------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def collectable_again() -> Iterator[None]:
+    """The pool freezes what the process holds before it forks; give it back to the collector."""
+    yield
+    gc.unfreeze()
 
 
 def reaped() -> bool:
