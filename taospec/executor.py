@@ -121,10 +121,10 @@ def submit(
         results_root=results_root,
         upload_excludes=fields.upload_excludes,
         sidecar={**(sidecar or {}), **dict(plan.backend), "plan_digest": plan.digest()},
+        sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
         message=f"opened by taospec for {plan.file} (target {plan.target})",
     )
     real = plan.with_job_id(record.id)
-    ledger.update_sidecar(record.id, plan=real.to_json())
     progress(f"{record.id}: opened record, results in {record.results_dir}")
     try:
         ref = _run_steps(real, record, ledger, env, progress)

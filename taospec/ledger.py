@@ -769,6 +769,7 @@ class Ledger:
         retry_of: str | None = None,
         job_id: str | None = None,
         sidecar: Mapping[str, object] | None = None,
+        sidecar_for: Callable[[str], Mapping[str, object]] | None = None,
         message: str = "opened",
     ) -> Record:
         """Create a PENDING record, its sidecar and its journal line; return the record.
@@ -776,6 +777,8 @@ class Ledger:
         The id is minted from ``network_arch`` and ``action`` unless ``job_id``
         is given (which must not exist yet). ``results_dir`` is bound here, as
         ``<results_root>/<id>`` or the explicit absolute ``results_dir``.
+        ``sidecar_for(id)`` gives notes that name the id (such as the plan with
+        the id filled in); they join ``sidecar`` in the one sidecar written.
         """
         if job_id is not None:
             self._check_stable_id("job id", check_job_id(job_id))
@@ -802,25 +805,31 @@ class Ledger:
         )
         notes = self._clean_mapping(sidecar or {}, "sidecar")
         self._ensure_jobs_dir()
-        return self._open_first_free(template, job_id, results_dir is None, notes, message)
+        return self._open_first_free(
+            template, job_id, results_dir is None, notes, sidecar_for, message
+        )
 
-    def _open_first_free(
+    def _open_first_free(  # noqa: PLR0917 - open's parts, worked out once
         self,
         template: Record,
         job_id: str | None,
         under_root: bool,
         notes: dict[str, object],
+        sidecar_for: Callable[[str], Mapping[str, object]] | None,
         message: str,
     ) -> Record:
         """Try candidate ids until one record is created; write sidecar and journal."""
         for candidate in self._candidates(job_id, template):
             record = self._opened(template, candidate, under_root, message)
+            named = notes
+            if sidecar_for is not None:
+                named = {**notes, **self._clean_mapping(sidecar_for(candidate), "sidecar")}
             with self._locked(candidate):
                 if not self._store(record, create=True):
                     continue
-                if notes:
-                    _write_atomic(os.fspath(self._sidecar_path(candidate)), _encode_json(notes))
-                self._append(self._open_event(record, notes))
+                if named:
+                    _write_atomic(os.fspath(self._sidecar_path(candidate)), _encode_json(named))
+                self._append(self._open_event(record, named))
             return record
         if job_id is not None:
             raise InvalidInput(f"job {job_id} already exists in {self.jobs_dir}")

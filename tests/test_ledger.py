@@ -533,6 +533,33 @@ def test_the_sidecar_stays_out_of_the_record(ledger: Ledger) -> None:
     assert [r.id for r in ledger.list()] == [bare.id, record.id]
 
 
+def test_notes_naming_the_minted_id_are_written_with_the_sidecar(ledger: Ledger) -> None:
+    asked: list[str] = []
+
+    def named(job_id: str) -> dict[str, object]:
+        asked.append(job_id)
+        return {"plan": {"job_id": job_id}, "spec": "/jobs/other.yaml"}
+
+    record = open_job(ledger, sidecar={"spec": "/jobs/train.yaml", "x": 1}, sidecar_for=named)
+    assert asked == [record.id]
+    assert ledger.sidecar(record.id) == {
+        "spec": "/jobs/other.yaml",
+        "x": 1,
+        "plan": {"job_id": record.id},
+    }
+    opened = [e for e in ledger.journal(record.id) if e["event"] == "open"]
+    assert len(opened) == 1
+
+
+def test_notes_naming_the_id_are_redacted_and_checked_like_the_rest(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "state", secret_values=["Zq9vXr7TtW3pLm5K"])
+    record = open_job(ledger, sidecar_for=lambda job_id: {"argv": ["login", "Zq9vXr7TtW3pLm5K"]})
+    assert "Zq9vXr7TtW3pLm5K" not in (ledger.jobs_dir / f"{record.id}.taospec").read_text()
+    with pytest.raises(InvalidInput, match="sidecar.when: datetime"):
+        open_job(ledger, sidecar_for=lambda job_id: {"when": __import__("datetime").datetime.now()})
+    assert [r.id for r in ledger.list()] == [record.id]
+
+
 def test_sidecar_values_must_be_json(ledger: Ledger) -> None:
     with pytest.raises(InvalidInput, match="sidecar.when: datetime"):
         open_job(ledger, sidecar={"when": __import__("datetime").datetime.now()})
