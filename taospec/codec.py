@@ -1,9 +1,9 @@
-"""Frozen values (taospec's dataclasses, tuples, mappings, scalars) as key text, and exact equality.
+"""Frozen values (taospec's Values, tuples, mappings, scalars) as key text, and exact equality.
 
 :mod:`taospec.cache` names a rendered plan by the job it was rendered from:
 :func:`encode` gives equal jobs the same JSON data in every process (every
 JSON object in it is a tagged wrapper, ``{"t": [...]}`` for a tuple,
-``{"c": "module:Class", "f": {...}}`` for a dataclass, so nothing is
+``{"c": "module:Class", "f": {...}}`` for a :class:`~taospec.values.Value`, so nothing is
 ambiguous), and raises :class:`Unencodable` for a value of any other type.
 :func:`same` compares two values by type as well as by value, so the cache
 can check that what it would hand back is exactly what was computed.
@@ -11,7 +11,6 @@ can check that what it would hand back is exactly what was computed.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from types import MappingProxyType
 
@@ -48,12 +47,6 @@ def encode(value: Any) -> Any:
     if isinstance(value, Value) and kind.__module__.startswith("taospec."):
         named = {name: encode(getattr(value, name)) for name in kind.__slots__}
         return {"c": f"{kind.__module__}:{kind.__qualname__}", "f": named}
-    if dataclasses.is_dataclass(value) and kind.__module__.startswith("taospec."):
-        fields = dataclasses.fields(value)
-        if not all(f.init for f in fields):
-            raise Unencodable(f"{kind.__qualname__} has fields its constructor does not take")
-        named = {f.name: encode(getattr(value, f.name)) for f in fields}
-        return {"c": f"{kind.__module__}:{kind.__qualname__}", "f": named}
     raise Unencodable(f"a {kind.__qualname__} value")
 
 
@@ -73,6 +66,4 @@ def same(a: Any, b: Any) -> bool:
         )
     if isinstance(a, Value):
         return all(same(getattr(a, name), getattr(b, name)) for name in a.__slots__)
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     return bool(a == b)
