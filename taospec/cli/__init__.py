@@ -24,9 +24,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     words = list(sys.argv[1:] if argv is None else argv)
     command = fast.recognise(words)
-    if command is None:
-        return run_guarded(lambda: _click(words))
-    return run_guarded(command)
+    try:
+        return run_guarded(command or (lambda: _click(words)))
+    finally:
+        if argv is None:
+            _exit_without_collecting()
+
+
+def _exit_without_collecting() -> None:
+    """Spare the interpreter's last collection walking what is alive: the process ends
+    next and the operating system frees it all (about 8 ms of every command)."""
+    import gc
+
+    gc.freeze()
 
 
 def _click(words: list[str]) -> object:
