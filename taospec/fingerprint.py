@@ -11,6 +11,10 @@ reads that are not listed in ``inputs``, and images on remote engines.
 
 The index under ``$TAO_STATE_DIR/taospec/`` maps fingerprints and targets to
 job ids, so a check costs a few small file reads whatever the ledger's size.
+It also notes each launched *work* (a fingerprint without the image): a
+target whose work was never launched cannot be up to date on any image, so
+it is decided without asking the engine, and the image's id is looked up
+while its plan runs.
 """
 
 from __future__ import annotations
@@ -69,11 +73,27 @@ class Fingerprint(Value):
     def digest(self) -> str:
         """SHA-256 over every component: the JSON of its fields, keys sorted."""
         parts = {"plan": self.plan, "image": self.image, "inputs": self.inputs, "needs": self.needs}
-        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return _sha256_json(parts)
+
+    @property
+    def work_digest(self) -> str:
+        """SHA-256 over every component but the image: the same work on any image."""
+        return _sha256_json({"plan": self.plan, "inputs": self.inputs, "needs": self.needs})
+
+    def with_image(self, image: str | None) -> Fingerprint:
+        """This work on ``image``."""
+        return Fingerprint(self.plan, image, self.inputs, self.needs)
 
     def differences(self, other: Mapping[str, object]) -> list[str]:
         """Why ``other`` (a stored fingerprint) is not this one, most telling first."""
+        return self._changes(other, image=True) or ["inputs changed"]
+
+    def work_differences(self, other: Mapping[str, object]) -> list[str]:
+        """Why ``other`` is not this fingerprint, the image left aside ([] when only the
+        image can tell them apart)."""
+        return self._changes(other, image=False)
+
+    def _changes(self, other: Mapping[str, object], *, image: bool) -> list[str]:
         reasons = []
         old_needs = other.get("needs") if isinstance(other.get("needs"), dict) else {}
         assert isinstance(old_needs, dict)
@@ -82,14 +102,28 @@ class Fingerprint(Value):
                 reasons.append(f"upstream {name} changed")
         if other.get("plan") != self.plan and not reasons:
             reasons.append("plan changed")
-        if other.get("image") != self.image:
+        if image and other.get("image") != self.image:
             reasons.append("image changed")
         old_inputs = other.get("inputs") if isinstance(other.get("inputs"), dict) else {}
         assert isinstance(old_inputs, dict)
         for name, digest in self.inputs.items():
             if old_inputs.get(name) != digest:
                 reasons.append(f"input {name} changed")
-        return reasons or ["inputs changed"]
+        if not (image or reasons or self._same_work(other)):
+            reasons.append("inputs changed")
+        return reasons
+
+    def _same_work(self, other: Mapping[str, object]) -> bool:
+        return (other.get("plan"), other.get("inputs"), other.get("needs")) == (
+            self.plan,
+            self.inputs,
+            self.needs,
+        )
+
+
+def _sha256_json(parts: Mapping[str, object]) -> str:
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | None) -> Fingerprint:
@@ -114,17 +148,38 @@ def image_digest(plan: Plan, cache: dict[str, str | None]) -> str | None:
     """The image's id on a local or DOCKER_HOST engine that already has it; else None."""
     if not has_image_digest(plan):
         return None
-    host = plan.backend_value("docker_host")
-    key = f"{host or ''} {plan.record.image}"
+    key = f"{plan.backend_value('docker_host') or ''} {plan.record.image}"
     if key not in cache:
-        env = (("DOCKER_HOST", host),) if host else ()
-        found = proc.run(
-            ["docker", "image", "inspect", "--format", "{{.Id}}", plan.record.image],
-            extra_env=env,
-            check=False,
-        )
-        cache[key] = found.stdout.strip() if found.ok and found.stdout.strip() else None
+        cache[key] = look_up_image(plan).result()
     return cache[key]
+
+
+class ImageLookup:
+    """An image-id lookup that runs while other work goes on."""
+
+    def __init__(self, started: proc.Started | None) -> None:
+        self._started = started
+
+    def result(self) -> str | None:
+        """The image's id, or None when the engine lacks it (or the plan has no image id)."""
+        if self._started is None:
+            return None
+        found = self._started.wait()
+        image = found.stdout.strip()
+        return image if found.ok and image else None
+
+
+def look_up_image(plan: Plan) -> ImageLookup:
+    """Ask the plan's engine for its image's id (``docker image inspect``); don't wait."""
+    if not has_image_digest(plan):
+        return ImageLookup(None)
+    host = plan.backend_value("docker_host")
+    return ImageLookup(
+        proc.start(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", plan.record.image],
+            extra_env=(("DOCKER_HOST", host),) if host else (),
+        )
+    )
 
 
 def hash_path(path: Path) -> str:
@@ -174,6 +229,9 @@ class Index:
     def _fingerprint_path(self, digest: str) -> Path:
         return self.root / "fingerprints" / digest
 
+    def _work_path(self, digest: str) -> Path:
+        return self.root / "works" / digest
+
     @staticmethod
     def _read(path: Path) -> dict[str, object]:
         try:
@@ -185,6 +243,16 @@ class Index:
     def last_launch(self, key: str) -> dict[str, object]:
         """What the last launch of a target recorded ({} when it never ran)."""
         return self._read(self._target_path(key))
+
+    def may_hold(self, work: Fingerprint) -> bool:
+        """Whether a job of this work (on any image) was ever launched, so one may be COMPLETE.
+
+        Only then is the image's id needed to decide; an index from before works
+        were noted (fingerprints but no works folder) always says yes.
+        """
+        if self._work_path(work.work_digest).exists():
+            return True
+        return (self.root / "fingerprints").is_dir() and not (self.root / "works").is_dir()
 
     def complete_job(self, fingerprint: Fingerprint) -> str | None:
         """A COMPLETE job with this fingerprint whose results still exist, if any."""
@@ -215,6 +283,7 @@ class Index:
 
     def launched(self, key: str, job_id: str, fingerprint: Fingerprint) -> None:
         """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""
+        write_json_atomic(self._work_path(fingerprint.work_digest), {"job_id": job_id})
         write_json_atomic(
             self._target_path(key),
             {"target": key, "job_id": job_id, "fingerprint": fingerprint.to_json()},

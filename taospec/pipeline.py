@@ -26,6 +26,7 @@ from taospec.fingerprint import (
     compute,
     has_image_digest,
     image_digest,
+    look_up_image,
     target_key,
 )
 from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
@@ -117,10 +118,18 @@ def _decide_one(
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
-    needs = {need: _digest(decided[need]) for need in target.needs}
-    fingerprint = compute(target, plan, needs, image_digest(plan, images))
     if forced:
-        return Decision(target, True, "forced (-B)", plan, fingerprint)
+        return Decision(target, True, "forced (-B)", plan)
+    needs = {need: _digest(decided[need]) for need in target.needs}
+    work = compute(target, plan, needs, None)
+    if has_image_digest(plan) and not index.may_hold(work):
+        # No job of this work was ever launched, on any image: it runs, and the
+        # engine is asked for the image's id while it launches.
+        last = index.last_launch(target_key(target)).get("fingerprint")
+        changed = work.work_differences(last) if isinstance(last, dict) else ["never run"]
+        if changed:
+            return Decision(target, True, changed[0], plan)
+    fingerprint = work.with_image(image_digest(plan, images))
     done = index.complete_record(fingerprint)
     if done is not None:
         reason = f"up to date (job {done.id})"
@@ -381,22 +390,32 @@ class Build:
             "target": target_key(target),
             "taospec": __version__,
         }
-        # The image's digest as decided, or looked up now; an image the engine
-        # lacks is pulled by the plan, so its digest is only known afterwards.
-        image = decision.fingerprint.image if decision.fingerprint else image_digest(plan, {})
-        fingerprint = None
-        if image is not None or not has_image_digest(plan):
-            fingerprint = compute(target, plan, digests, image)
+        work = compute(target, plan, digests, None)
+        if decision.fingerprint is not None or not has_image_digest(plan):
+            image = decision.fingerprint.image if decision.fingerprint else None
+            fingerprint = work.with_image(image)
             sidecar["fingerprint"] = fingerprint.digest
-        submission = submit(plan, self.ledger, sidecar=sidecar, progress=board.note)
-        record = submission.record
-        with self._lock:
-            self._running[target.name] = record
-        if fingerprint is None:
-            fingerprint = compute(target, plan, digests, image_digest(plan, {}))
+            record = self._submit(target, plan, sidecar, board)
+        else:
+            # The engine is asked for the image's id while the plan's steps run; an
+            # image it lacks is pulled by the plan, so its id is known only afterwards.
+            lookup = look_up_image(plan)
+            try:
+                record = self._submit(target, plan, sidecar, board)
+            finally:
+                image = lookup.result()
+            fingerprint = work.with_image(image or image_digest(plan, {}))
             self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
         Index(self.ledger).launched(target_key(target), record.id, fingerprint)
         return record, fingerprint
+
+    def _submit(
+        self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
+    ) -> Record:
+        record = submit(plan, self.ledger, sidecar=sidecar, progress=board.note).record
+        with self._lock:
+            self._running[target.name] = record
+        return record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
         module = platform_module(record.platform)

@@ -103,24 +103,63 @@ def run(
     ``extra_env`` is logged; ``env`` (a whole environment) is not. With
     ``check`` a non-zero exit raises :class:`CommandFailed`.
     """
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    process = _popen(argv, env, extra_env, with_stdin=data is not None)
+    return _finished(argv, process, data, timeout, check=check)
+
+
+class Started:
+    """A command :func:`start` set going; :meth:`wait` collects it."""
+
+    def __init__(self, argv: Sequence[str], process: subprocess.Popen[bytes]) -> None:
+        self._argv = argv
+        self._process = process
+
+    def wait(self, *, check: bool = False) -> Result:
+        """Wait for the command to end and return what it printed, as :func:`run` does."""
+        return _finished(self._argv, self._process, None, None, check=check)
+
+
+def start(argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = ()) -> Started:
+    """Start ``argv`` with no input and return at once, its output captured for
+    :meth:`Started.wait`: for a short query that can run while other work goes on."""
+    return Started(argv, _popen(argv, None, extra_env, with_stdin=False))
+
+
+def _popen(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None,
+    extra_env: Iterable[tuple[str, str]],
+    *,
+    with_stdin: bool,
+) -> subprocess.Popen[bytes]:
     import subprocess  # loaded by what starts processes, not by every command
 
     extra = dict(extra_env)
     _log(argv, extra)
-    data = stdin.encode() if isinstance(stdin, str) else stdin
     child_env = dict(env) if env is not None else environment(extra.items())
     if env is not None:
         child_env.update(extra)
     try:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             list(argv),
-            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
         )
     except FileNotFoundError:
         raise InvalidInput(f"{argv[0]}: command not found (needed for: {shown(argv)})") from None
+
+
+def _finished(
+    argv: Sequence[str],
+    process: subprocess.Popen[bytes],
+    data: bytes | None,
+    timeout: float | None,
+    *,
+    check: bool,
+) -> Result:
     out, err = _communicate(process, data, timeout)
     result = Result(
         tuple(argv), process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
