@@ -130,12 +130,11 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
         ),
     ),
 )
-_COMPILED = tuple((re.compile(pattern), diagnosis) for pattern, diagnosis in _KNOWN)
 
 
 def diagnose(text: str) -> Diagnosis | None:
     """The first known failure ``text`` shows, if any."""
-    for pattern, diagnosis in _COMPILED:
-        if pattern.search(text):
+    for pattern, diagnosis in _KNOWN:
+        if re.search(pattern, text):  # compiled on first use: only a failure pays
             return diagnosis
     return None
