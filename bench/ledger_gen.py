@@ -6,8 +6,9 @@ its record (PENDING, RUNNING, COMPLETE), its sidecar with the plan, and three
 journal lines (the ledger's lock stripes need no file per job). One job is
 encoded by the ledger's own encoders with a token in place of the id and the
 times; every job is then that encoding with the token replaced, so generating
-200,000 jobs takes seconds, not the hours a durable writer would need. tests/test_bench.py checks that a
-generated job is exactly what :class:`taospec.ledger.Ledger` writes.
+200,000 jobs takes seconds, not the hours a durable writer would need.
+tests/test_bench.py checks that a generated job is exactly what
+:class:`taospec.ledger.Ledger` writes.
 """
 
 from __future__ import annotations

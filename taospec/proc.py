@@ -1,6 +1,8 @@
-"""The one place taospec starts processes.
+"""The one place taospec starts other programs.
 
-Every command is an argument list. What runs is logged (redacted) when
+(The only other processes taospec makes are copies of itself: the workers
+:mod:`taospec.workers` forks to validate many files at once.) Every command
+is an argument list. What runs is logged (redacted) when
 ``TAOSPEC_VERBOSE`` is set or ``-v`` is given; a failure carries the command,
 its exit code and its output. Ctrl-C is handled in order: give the child a
 moment to stop on its own, then terminate it, then kill it.
