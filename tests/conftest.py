@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from taospec.ledger import Ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
 TEST_IMAGE = "taospec-test/busybox:1"
@@ -59,6 +61,12 @@ def state_dir(tmp_path: Path) -> Path:
     path = tmp_path / "state"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    """A ledger in a private folder, not created until it is written to."""
+    return Ledger(tmp_path / "state")
 
 
 @pytest.fixture

@@ -27,10 +27,10 @@ from taospec.ledger import (
     TerminalStateError,
     UnknownJob,
 )
+from tests.ledgers import IMAGE, open_job
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ledger_worker.py")
-IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt"
 TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 REQUIRED = {
@@ -49,24 +49,6 @@ REQUIRED = {
     "terminal_state",
     "redacted",
 }
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger(tmp_path / "state")
-
-
-def open_job(ledger: Ledger, **overrides: object) -> Record:
-    fields: dict[str, object] = {
-        "platform": "docker",
-        "image": IMAGE,
-        "network_arch": "visual_changenet",
-        "action": "train",
-        "storage_tier": "A",
-        "results_root": "/results",
-    }
-    fields.update(overrides)
-    return ledger.open(**fields)  # type: ignore[arg-type]
 
 
 def on_disk(ledger: Ledger, job_id: str) -> dict[str, object]:

@@ -17,32 +17,12 @@ import time
 import zlib
 from pathlib import Path
 
-import pytest
-
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger
+from tests.ledgers import open_job
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ledger_worker.py")
-IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt"
 STRIPES = {f"{n:02x}" for n in range(64)}
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger(tmp_path / "state")
-
-
-def open_job(ledger: Ledger, **overrides: object) -> Record:
-    fields: dict[str, object] = {
-        "platform": "docker",
-        "image": IMAGE,
-        "network_arch": "dino",
-        "action": "train",
-        "storage_tier": "A",
-        "results_root": "/results",
-    }
-    fields.update(overrides)
-    return ledger.open(**fields)  # type: ignore[arg-type]
 
 
 def stripe(job_id: str) -> str:

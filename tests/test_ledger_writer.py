@@ -15,26 +15,7 @@ from pathlib import Path
 import pytest
 
 from taospec.ledger import Ledger, LedgerCorrupt, Record, UnknownJob
-
-IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt"
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger(tmp_path / "state")
-
-
-def open_job(ledger: Ledger, **overrides: object) -> Record:
-    fields: dict[str, object] = {
-        "platform": "docker",
-        "image": IMAGE,
-        "network_arch": "dino",
-        "action": "train",
-        "storage_tier": "A",
-        "results_root": "/results",
-    }
-    fields.update(overrides)
-    return ledger.open(**fields)  # type: ignore[arg-type]
+from tests.ledgers import open_job
 
 
 def record_file(ledger: Ledger, job_id: str) -> Path:

@@ -12,24 +12,7 @@ import pytest
 from taospec import ledger as ledger_module
 from taospec import listing
 from taospec.ledger import Ledger, Record
-
-IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt"
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger(tmp_path / "state")
-
-
-def open_job(ledger: Ledger) -> Record:
-    return ledger.open(
-        platform="docker",
-        image=IMAGE,
-        network_arch="dino",
-        action="train",
-        storage_tier="A",
-        results_root="/results",
-    )
+from tests.ledgers import IMAGE, open_job
 
 
 def foreign(ledger: Ledger, job_id: str, submitted_at: str) -> None:
