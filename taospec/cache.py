@@ -313,29 +313,16 @@ def _who() -> str:
 def load(key: str) -> bytes | None:
     """The content stored under ``key``, if there is a sound entry."""
     base = folder()
-    if base is None or not _safe(base):
+    if base is None:
         return None
-    try:
-        fd = os.open(os.path.join(base, key), os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+    path = os.path.join(base, key)
+    data = _private_file(path, refresh=True)
+    if data is None:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        if info.st_mtime < time.time() - REFRESH_SECONDS:
-            os.utime(fd)  # in use: keep it from being pruned
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    content = _open_entry(b"".join(chunks), key)
+    content = _open_entry(data, key)
     if content is None:
         with contextlib.suppress(OSError):
-            os.unlink(os.path.join(base, key))
+            os.unlink(path)
     return content
 
 
@@ -538,7 +525,9 @@ def _known_valid() -> set[bytes]:
     if _verdicts is None:
         _verdicts = set()
         base = folder()
-        data = _private_file(os.path.join(base, VERDICTS_FILE)) if base is not None else None
+        data = None
+        if base is not None:
+            data = _private_file(os.path.join(base, VERDICTS_FILE), most=2 * VERDICTS_MAX_BYTES)
         if data is not None and data.startswith(VERDICTS_MAGIC):
             # A torn or mixed line is not 64 characters, or no key anyone will look up.
             lines = data[len(VERDICTS_MAGIC) :].split(b"\n")
@@ -546,8 +535,12 @@ def _known_valid() -> set[bytes]:
     return _verdicts
 
 
-def _private_file(path: str) -> bytes | None:
-    """The bytes of a regular file of this user's in a safe folder (at most 2 journals' worth)."""
+def _private_file(path: str, *, most: int | None = None, refresh: bool = False) -> bytes | None:
+    """The bytes (at most ``most``) of a regular file of this user's in a safe folder.
+
+    With ``refresh``, a file not touched for a while is touched, so that pruning
+    keeps what is in use.
+    """
     if not _safe(os.path.dirname(path)):
         return None
     try:
@@ -559,10 +552,16 @@ def _private_file(path: str) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
             return None
         chunks = []
-        left = 2 * VERDICTS_MAX_BYTES
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        left = most
+        while left is None or left > 0:
+            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
+            if not chunk:
+                break
             chunks.append(chunk)
-            left -= len(chunk)
+            if left is not None:
+                left -= len(chunk)
+        if refresh and info.st_mtime < time.time() - REFRESH_SECONDS:
+            os.utime(fd)
         return b"".join(chunks)
     except OSError:
         return None
