@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -74,6 +75,15 @@ def journal(state_dir: Path) -> list[dict]:
 
 def records(state_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((state_dir / "jobs").glob("*.json"))]
+
+
+@pytest.fixture
+def engine(engine: str, state_dir: Path) -> Iterator[str]:
+    """The test image; afterwards, every container the test's jobs left is removed."""
+    yield engine
+    ids = [r["id"] for r in records(state_dir)]
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
 
 
 def docker_image_id(image: str) -> str:
@@ -394,14 +404,10 @@ def test_a_pipeline_on_the_real_engine_passes_results_downstream(
         open_tmp, jobs, platform="docker", extra='  user: "1000:1000"\n  docker: {shm_size: 64m}\n'
     )
     done = taospec("run", spec)
-    try:
-        assert done.returncode == 0, done.stderr
-        use_id = done.stdout.splitlines()[1].split()[0]
-        assert (open_tmp / "results" / use_id / "copy").read_text() == "made-by-1000\n"
-        assert taospec("run", "--check", spec).returncode == 0
-    finally:
-        ids = [r["id"] for r in records(state_dir)]
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    use_id = done.stdout.splitlines()[1].split()[0]
+    assert (open_tmp / "results" / use_id / "copy").read_text() == "made-by-1000\n"
+    assert taospec("run", "--check", spec).returncode == 0
 
 
 def test_launches_record_the_engines_image_id_and_a_retagged_image_reruns(
@@ -451,8 +457,6 @@ def test_launches_record_the_engines_image_id_and_a_retagged_image_reruns(
             "use": "run upstream make will run",
         }
     finally:
-        ids = [r["id"] for r in records(state_dir)]
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
         subprocess.run(["docker", "rmi", tag], capture_output=True, check=False)
 
 
@@ -471,31 +475,27 @@ def test_the_engine_is_asked_for_an_image_id_only_when_a_launched_job_may_match(
         open_tmp, jobs, platform="docker", extra='  user: "1000:1000"\n  docker: {shm_size: 64m}\n'
     )
     verbose = {"TAOSPEC_VERBOSE": "1"}
-    try:
-        never = taospec("run", "--dry-run", spec, env=verbose)
-        assert never.returncode == 0, never.stderr
-        assert "run   make  never run" in never.stdout
-        assert LOOKUP not in never.stderr  # nothing launched this work: no need to ask
+    never = taospec("run", "--dry-run", spec, env=verbose)
+    assert never.returncode == 0, never.stderr
+    assert "run   make  never run" in never.stdout
+    assert LOOKUP not in never.stderr  # nothing launched this work: no need to ask
 
-        done = taospec("run", spec, env=verbose)
-        assert done.returncode == 0, done.stderr
-        assert done.stderr.count(LOOKUP) == 1  # asked while the plan's steps ran
-        job_id = done.stdout.split()[0]
-        (launch,) = [json.loads(p.read_text()) for p in (state_dir / "taospec/targets").iterdir()]
-        assert launch["fingerprint"]["image"] == docker_image_id(engine)
-        sidecar = json.loads((state_dir / "jobs" / f"{job_id}.taospec").read_text())
-        assert sidecar["fingerprint"] == fingerprint_digest(launch["fingerprint"])
+    done = taospec("run", spec, env=verbose)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(LOOKUP) == 1  # asked while the plan's steps ran
+    job_id = done.stdout.split()[0]
+    (launch,) = [json.loads(p.read_text()) for p in (state_dir / "taospec/targets").iterdir()]
+    assert launch["fingerprint"]["image"] == docker_image_id(engine)
+    sidecar = json.loads((state_dir / "jobs" / f"{job_id}.taospec").read_text())
+    assert sidecar["fingerprint"] == fingerprint_digest(launch["fingerprint"])
 
-        again = taospec("run", "--dry-run", spec, env=verbose)
-        assert f"skip  make  up to date (job {job_id})" in again.stdout
-        assert LOOKUP in again.stderr  # a launched job may match: the image decides
+    again = taospec("run", "--dry-run", spec, env=verbose)
+    assert f"skip  make  up to date (job {job_id})" in again.stdout
+    assert LOOKUP in again.stderr  # a launched job may match: the image decides
 
-        forced = taospec("run", "--dry-run", "-B", spec, env=verbose)
-        assert "run   make  forced (-B)" in forced.stdout
-        assert LOOKUP not in forced.stderr
-    finally:
-        ids = [r["id"] for r in records(state_dir)]
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+    forced = taospec("run", "--dry-run", "-B", spec, env=verbose)
+    assert "run   make  forced (-B)" in forced.stdout
+    assert LOOKUP not in forced.stderr
 
 
 def test_reverting_a_change_finds_the_earlier_job_again_even_in_an_older_index(
@@ -504,22 +504,18 @@ def test_reverting_a_change_finds_the_earlier_job_again_even_in_an_older_index(
     first = "  make:\n    action: make\n    command: sh -c 'echo one > {results_dir}/out'\n"
     second = first.replace("echo one", "echo two")
     extra = '  user: "1000:1000"\n  docker: {shm_size: 64m}\n'
-    try:
-        spec = pipeline(open_tmp, first, platform="docker", extra=extra)
-        one = taospec("run", spec)
-        assert one.returncode == 0, one.stderr
-        spec = pipeline(open_tmp, second, platform="docker", extra=extra)
-        assert decisions(taospec, spec) == {"make": "run plan changed"}
-        assert taospec("run", spec).returncode == 0
-        spec = pipeline(open_tmp, first, platform="docker", extra=extra)
-        up_to_date = {"make": f"skip up to date (job {one.stdout.split()[0]})"}
-        assert decisions(taospec, spec) == up_to_date
+    spec = pipeline(open_tmp, first, platform="docker", extra=extra)
+    one = taospec("run", spec)
+    assert one.returncode == 0, one.stderr
+    spec = pipeline(open_tmp, second, platform="docker", extra=extra)
+    assert decisions(taospec, spec) == {"make": "run plan changed"}
+    assert taospec("run", spec).returncode == 0
+    spec = pipeline(open_tmp, first, platform="docker", extra=extra)
+    up_to_date = {"make": f"skip up to date (job {one.stdout.split()[0]})"}
+    assert decisions(taospec, spec) == up_to_date
 
-        works = state_dir / "taospec" / "works"  # as an index written before works were noted
-        for marker in works.iterdir():
-            marker.unlink()
-        works.rmdir()
-        assert decisions(taospec, spec) == up_to_date
-    finally:
-        ids = [r["id"] for r in records(state_dir)]
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+    works = state_dir / "taospec" / "works"  # as an index written before works were noted
+    for marker in works.iterdir():
+        marker.unlink()
+    works.rmdir()
+    assert decisions(taospec, spec) == up_to_date
