@@ -58,7 +58,7 @@ from taospec.smallfile import read_limited
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any, TypeVar
 
     from taospec.identity import Identity
@@ -86,7 +86,7 @@ VERDICTS_MAX_BYTES = 512 * 1024
 VERDICTS_BATCH = 64
 """Keys gathered before they are appended to the journal."""
 
-_code: tuple[bytes, list[tuple[str, int, int, int]]] | None = None
+_code: tuple[bytes, list[tuple[str, int, int, int]], list[tuple[str, list[str]]]] | None = None
 _launcher: tuple[int, int, tuple[int, ...], str] | None = None
 _who_text: str | None = None
 _checked: tuple[int, int] | None = None
@@ -141,7 +141,8 @@ def code_identity() -> bytes:
         digest.update(sys.version.encode())
         package = _package()
         seen: list[tuple[str, int, int, int]] = []
-        for name, path in _package_files(package, seen):
+        folders: list[tuple[str, list[str]]] = []
+        for name, path in _package_files(package, folders):
             with open(path, "rb") as handle:
                 info = os.fstat(handle.fileno())
                 _add(digest, name, handle.read())
@@ -153,7 +154,7 @@ def code_identity() -> bytes:
                 )
                 if found:  # folders without distributions (the script's own) do not matter
                     _add(digest, entry, "\n".join(found))
-        _code = (digest.digest(), seen)
+        _code = (digest.digest(), seen, folders)
     return _code[0]
 
 
@@ -161,10 +162,11 @@ def code_unchanged(code: bytes) -> bool:
     """True when taospec's files and folders still look as they did when ``code`` was computed.
 
     Checked before anything is stored, so a file edited, added or removed while
-    a command ran (a file's or folder's inode, size or mtime moved) keeps the
-    answer out of the cache. Code already loaded cannot change under the
-    process, so the files are looked at again only when a module or template
-    has been loaded since the last look.
+    a command ran (a file's inode, size or mtime moved, or a folder's entries
+    changed) keeps the answer out of the cache. Bytecode that Python writes
+    meanwhile (``__pycache__``) is not taospec's code and changes nothing. Code
+    already loaded cannot change under the process, so the files are looked at
+    again only when a module or template has been loaded since the last look.
     """
     global _checked  # noqa: PLW0603 - what was loaded when the files were last looked at
     if _code is None or _code[0] != code:
@@ -176,6 +178,9 @@ def code_unchanged(code: bytes) -> bool:
         for path, inode, size, mtime in _code[1]:
             info = os.stat(path)
             if (info.st_ino, info.st_size, info.st_mtime_ns) != (inode, size, mtime):
+                return False
+        for folder, names in _code[2]:
+            if _entries(os.listdir(folder)) != names:
                 return False
     except OSError:
         return False
@@ -196,18 +201,21 @@ def _package() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def _package_files(
-    package: str, folders: list[tuple[str, int, int, int]]
-) -> Iterator[tuple[str, str]]:
-    """(relative path, path) of every file but compiled bytecode, sorted; folders noted."""
+def _package_files(package: str, folders: list[tuple[str, list[str]]]) -> Iterator[tuple[str, str]]:
+    """(relative path, path) of every file but compiled bytecode, sorted; each folder
+    noted with its entries."""
     for root, dirs, files in os.walk(package, followlinks=True):
-        info = os.stat(root)
-        folders.append((root, info.st_ino, info.st_size, info.st_mtime_ns))
+        folders.append((root, _entries([*dirs, *files])))
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if not name.endswith((".pyc", ".pyo")):
                 path = os.path.join(root, name)
                 yield path[len(package) + 1 :], path
+
+
+def _entries(names: Iterable[str]) -> list[str]:
+    """A folder's entries that are taospec's: not bytecode, nor where Python keeps it."""
+    return sorted(n for n in names if n != "__pycache__" and not n.endswith((".pyc", ".pyo")))
 
 
 def launcher_identity() -> tuple[int, int, tuple[int, ...], str]:

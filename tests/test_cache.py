@@ -197,13 +197,42 @@ def test_an_edit_to_taospec_itself_keeps_answers_out(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     code = cache.code_identity()
     assert cache.code_unchanged(code)
-    digest, seen = cache._code  # type: ignore[misc]
+    digest, seen, folders = cache._code  # type: ignore[misc]
     name, inode, size, mtime = seen[0]
-    monkeypatch.setattr(cache, "_code", (digest, [(name, inode, size, mtime + 1), *seen[1:]]))
+    edited = [(name, inode, size, mtime + 1), *seen[1:]]
+    monkeypatch.setattr(cache, "_code", (digest, edited, folders))
     monkeypatch.setattr(cache, "_checked", None)
     assert not cache.code_unchanged(code)
     cache.text("probe", str(ROOT / "jobs" / "hello.yaml"), (), lambda: "x")
     assert entries(tmp_path / "cache") == []
+
+
+def test_a_file_added_to_taospec_keeps_answers_out_but_bytecode_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = cache.code_identity()
+    digest, seen, _ = cache._code  # type: ignore[misc]
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "module.py").write_text("x = 1\n")
+    folders = [(str(package), cache._entries(p.name for p in package.iterdir()))]
+    monkeypatch.setattr(cache, "_code", (digest, seen, folders))
+
+    def unchanged() -> bool:
+        monkeypatch.setattr(cache, "_checked", None)
+        return cache.code_unchanged(code)
+
+    assert unchanged()
+    (package / "__pycache__").mkdir()  # what any import writes, on a machine that allows it
+    (package / "__pycache__" / "module.cpython-311.pyc").write_bytes(b"")
+    (package / "stray.pyc").write_bytes(b"")
+    assert unchanged()
+    (package / "new.py").write_text("y = 2\n")
+    assert not unchanged()
+    (package / "new.py").unlink()
+    assert unchanged()
+    (package / "module.py").unlink()
+    assert not unchanged()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
