@@ -50,7 +50,9 @@ class Decision(Value):
     """Whether one target runs, and why.
 
     ``job_id`` and ``results_dir`` name the COMPLETE job that holds an
-    up-to-date target's result.
+    up-to-date target's result. ``work`` is the fingerprint without the image,
+    kept so that launching does not hash the target's inputs a second time
+    (None when the target waits for an upstream or is forced).
     """
 
     __slots__ = (  # noqa: RUF023 - the constructor's order
@@ -61,6 +63,7 @@ class Decision(Value):
         "fingerprint",
         "job_id",
         "results_dir",
+        "work",
     )
     target: Target
     run: bool
@@ -69,6 +72,7 @@ class Decision(Value):
     fingerprint: Fingerprint | None
     job_id: str | None
     results_dir: str | None
+    work: Fingerprint | None
 
     def __init__(  # noqa: PLR0917 - a decision's fields, in order
         self,
@@ -79,8 +83,10 @@ class Decision(Value):
         fingerprint: Fingerprint | None = None,
         job_id: str | None = None,
         results_dir: str | None = None,
+        *,
+        work: Fingerprint | None = None,
     ) -> None:
-        self._assign(target, run, reason, plan, fingerprint, job_id, results_dir)
+        self._assign(target, run, reason, plan, fingerprint, job_id, results_dir, work)
 
 
 def decide(
@@ -128,13 +134,15 @@ def _decide_one(
         last = index.last_launch(target_key(target)).get("fingerprint")
         changed = work.work_differences(last) if isinstance(last, dict) else ["never run"]
         if changed:
-            return Decision(target, True, changed[0], plan)
+            return Decision(target, True, changed[0], plan, work=work)
     fingerprint = work.with_image(image_digest(plan, images))
     done = index.complete_record(fingerprint)
     if done is not None:
         reason = f"up to date (job {done.id})"
-        return Decision(target, False, reason, plan, fingerprint, done.id, done.results_dir)
-    return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint)
+        return Decision(
+            target, False, reason, plan, fingerprint, done.id, done.results_dir, work=work
+        )
+    return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint, work=work)
 
 
 def _digest(decision: Decision) -> str:
@@ -390,7 +398,8 @@ class Build:
             "target": target_key(target),
             "taospec": __version__,
         }
-        work = compute(target, plan, digests, None)
+        # A target that waited rendered again with its upstream's real results.
+        work = decision.work or compute(target, plan, digests, None)
         if decision.fingerprint is not None or not has_image_digest(plan):
             image = decision.fingerprint.image if decision.fingerprint else None
             fingerprint = work.with_image(image)

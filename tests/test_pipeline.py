@@ -519,3 +519,32 @@ def test_reverting_a_change_finds_the_earlier_job_again_even_in_an_older_index(
         marker.unlink()
     works.rmdir()
     assert decisions(taospec, spec) == up_to_date
+
+
+# The local job is started detached, to outlive the Popen object that started it.
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
+def test_a_target_launched_right_after_its_decision_hashes_its_inputs_once(
+    three: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taospec import fingerprint
+    from taospec.cache import load_jobfile
+    from taospec.ledger import Ledger
+    from taospec.pipeline import Build, decide
+
+    hashed: list[Path] = []
+    real_hash = fingerprint.hash_path
+
+    def counted(path: Path) -> str:
+        hashed.append(path)
+        return real_hash(path)
+
+    monkeypatch.setattr(fingerprint, "hash_path", counted)
+    ledger = Ledger(tmp_path / "state")
+    jobfile = load_jobfile(str(three))
+    (decision,) = decide(jobfile, ["prepare"], ledger)
+    assert decision.run
+    assert decision.work is not None
+    record, launched = Build(jobfile, [decision], ledger).launch(decision, {})
+    assert [path.name for path in hashed] == ["data.txt"]
+    assert launched == decision.work.with_image(None)
+    assert ledger.sidecar(record.id)["fingerprint"] == launched.digest
