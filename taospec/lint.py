@@ -742,3 +742,21 @@ def _redact_fully(text: str, secrets: Sequence[str]) -> str:
             break
         current = following
     return current
+
+
+def redact_location(text: str, secret_values: Iterable[str] = ()) -> str:
+    """Redact a path or URI field (``results_dir``, ``image``, ``backend_ref``).
+
+    Only the format rules apply, as the TAO recorder does for such fields: URL
+    userinfo, pre-signed URL credentials, well-known token prefixes, and the
+    given secret values. A path segment such as ``/exp/token=v1/run`` is a
+    name, not an assignment, and survives.
+    """
+    secrets = sorted({value for value in secret_values if len(value) >= MIN_SECRET_LENGTH})
+    current = _redact_values(text, secrets)
+    for _ in range(_MAX_PASSES):
+        following = _apply(current, list(_value_pattern_hits(current)))
+        if following == current:
+            break
+        current = following
+    return current
