@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from taospec import proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
-from taospec.jobstate import CANCELED, ERROR, RUNNING
 from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.platforms import platform_module
+from taospec.states import CANCELED, ERROR, RUNNING
 from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

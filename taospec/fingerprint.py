@@ -27,8 +27,8 @@ from pathlib import Path
 
 from taospec import cache, proc
 from taospec.errors import InvalidInput
-from taospec.jobstate import COMPLETE
 from taospec.ledger import UnknownJob, write_json_atomic
+from taospec.states import COMPLETE
 from taospec.values import Value, as_data
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

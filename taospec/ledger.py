@@ -66,11 +66,10 @@ from pathlib import Path
 
 from taospec import listing
 from taospec.errors import InvalidInput, TaospecError
+from taospec.states import PENDING, STATES, TERMINAL
 from taospec.values import Value
 
 SCHEMA_VERSION = 1
-STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
-TERMINAL = frozenset({"COMPLETE", "ERROR", "CANCELED"})
 SOURCES = ("agent", "poller", "backend-hook")
 STORAGE_TIERS = ("A", "B", "C")
 ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
@@ -851,7 +850,7 @@ class Ledger:
         location = template.results_dir
         if under_root:
             location = self._redact(posixpath.join(location, job_id))
-        first = Transition(ts=now, state="PENDING", message=self._redact(message), source="agent")
+        first = Transition(ts=now, state=PENDING, message=self._redact(message), source="agent")
         return template.replace(
             id=job_id,
             results_dir=location,
@@ -865,7 +864,7 @@ class Ledger:
             "ts": record.submitted_at,
             "id": record.id,
             "event": "open",
-            "state": "PENDING",
+            "state": PENDING,
             "platform": record.platform,
             "network_arch": record.network_arch,
             "action": record.action,

@@ -29,10 +29,10 @@ from taospec.fingerprint import (
     look_up_image,
     target_key,
 )
-from taospec.jobstate import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import platform_module
 from taospec.polling import poll
+from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
 from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

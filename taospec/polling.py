@@ -9,13 +9,13 @@ finished job loads neither plans nor processes.
 
 from __future__ import annotations
 
-from taospec.jobstate import RUNNING
 from taospec.platforms import platform_module
+from taospec.states import RUNNING
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
 if TYPE_CHECKING:
-    from taospec.jobstate import Status
     from taospec.ledger import Ledger, Record
+    from taospec.states import Status
 
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:

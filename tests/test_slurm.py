@@ -26,10 +26,10 @@ import yaml
 
 from taospec import lint, plantext
 from taospec.identity import Identity
-from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from taospec.plan import JOB_ID, render
 from taospec.platforms import slurm as platform
 from taospec.spec import load_job
+from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from tests.conftest import TEST_IMAGE, Runner, bash_words, write
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from taospec import states
+
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
 USER_OPTION = click.option(
     "--user", metavar="UID:GID", help="Run the job as this UID:GID instead of the spec's user."
@@ -88,7 +90,7 @@ def lint_command(file: str) -> None:
     _exit(command.run(text, name))
 
 
-STATES = click.Choice(["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN"])
+STATES = click.Choice(states.STATES)
 
 
 @cli.command()

@@ -70,8 +70,8 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
 def cancel(job_id: str) -> int:
     """Stop the job and record CANCELED; a job that already ended is left as it is."""
     from taospec.executor import teardown
-    from taospec.jobstate import CANCELED
     from taospec.platforms import platform_module
+    from taospec.states import CANCELED
 
     ledger, record = _ledger_for(job_id)
     if record.terminal_state is not None:

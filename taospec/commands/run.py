@@ -17,10 +17,10 @@ from taospec.cache import load_jobfile
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import check_environment, check_gpus, secret_values
-from taospec.jobstate import COMPLETE
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.platforms import platform_module
 from taospec.proc import redacted
+from taospec.states import COMPLETE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.jobstate import UNKNOWN, Status
 from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
 from taospec.platforms import docker
+from taospec.states import UNKNOWN, Status
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import CommandFailed
-from taospec.jobstate import COMPLETE, ERROR, UNKNOWN, Status
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps
+from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
 from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

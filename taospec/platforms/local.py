@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from taospec.errors import InvalidInput
-from taospec.jobstate import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
+from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
 if TYPE_CHECKING:

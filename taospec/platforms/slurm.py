@@ -15,6 +15,7 @@ the script removes however the job ends, or directly (``none``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -24,7 +25,6 @@ from pathlib import Path
 from taospec import proc, remote, templates
 from taospec.diagnose import INFRA, PROGRAM, diagnose
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.jobstate import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 from taospec.plan import (
     CONTAINER_RESULTS,
     JOB_ID,
@@ -36,6 +36,7 @@ from taospec.plan import (
 )
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
+from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -459,7 +460,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     if isinstance(native, str):
         return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
-    return result.replace(found_ref=found)
+    return dataclasses.replace(result, found_ref=found)
 
 
 # -- logs ------------------------------------------------------------------

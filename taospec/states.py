@@ -1,0 +1,32 @@
+"""The TAO status vocabulary, and what one poll of a backend says in it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN = (
+    "PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN",
+)  # fmt: skip
+STATES = (PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN)
+TERMINAL = frozenset({COMPLETE, ERROR, CANCELED})
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """One poll of a backend.
+
+    ``message`` carries the native sub-state and exit code. ``found_ref`` is
+    set when the poll discovered the launched object of a record that never
+    got its RUNNING mark (a crash between launch and mark).
+    """
+
+    state: str
+    message: str
+    exit_code: int | None = None
+    err_class: str | None = None
+    found_ref: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """True for COMPLETE, ERROR and CANCELED."""
+        return self.state in TERMINAL
