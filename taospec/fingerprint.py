@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from taospec import cache, proc
+from taospec import proc
 from taospec.errors import InvalidInput
 from taospec.ledger import UnknownJob, write_json_atomic
 from taospec.states import COMPLETE
@@ -129,7 +129,7 @@ def _sha256_json(parts: Mapping[str, object]) -> str:
 def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | None) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``."""
     return Fingerprint(
-        plan=cache.plan_digest(plan),
+        plan=plan.digest(),
         image=image,
         inputs={
             text: hash_path(path)

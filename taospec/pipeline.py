@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from taospec import __version__, cache
+from taospec import __version__
 from taospec.errors import TaospecError
 from taospec.executor import check_environment, check_gpus, submit, teardown
 from taospec.fingerprint import (
@@ -29,7 +29,7 @@ from taospec.fingerprint import (
     look_up_image,
     target_key,
 )
-from taospec.plan import Plan, upstream_stand_in
+from taospec.plan import Plan, render, upstream_stand_in
 from taospec.platforms import platform_module
 from taospec.polling import poll
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
@@ -120,7 +120,7 @@ def _decide_one(
         need: upstream_stand_in(need) if decided[need].run else str(decided[need].results_dir)
         for need in target.needs
     }
-    plan = cache.render(target.job, user=user, upstream=upstream)
+    plan = render(target.job, user=user, upstream=upstream)
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
@@ -389,7 +389,7 @@ class Build:
         board = self.board or Board(enabled=False)
         upstream = upstream or {d.target.name: d for d in self.decisions if not d.run}
         dirs, digests = self._upstream(target, upstream)
-        plan = cache.render(target.job, user=self.user, upstream=dirs)
+        plan = render(target.job, user=self.user, upstream=dirs)
         check_environment(plan, os.environ)
         if not self.allow_shared_gpus:
             check_gpus(plan, self.ledger)

@@ -44,6 +44,9 @@ MULTI_NODE_REFUSALS = {
 }
 
 
+VERSIONS_FILE = "versions.yaml"
+
+
 class Mount(Value):
     """A bind mount: a host path seen by the job at ``target``."""
 
@@ -519,13 +522,16 @@ class Images:
 def find_versions_file(start: Path) -> Path | None:
     """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
 
-    Found the way the cache finds the file its keys depend on (with os.path,
-    in half the time pathlib takes).
+    A job file read from a pipe or a process substitution has no folder of its
+    own: the search starts in the current directory.
     """
-    from taospec.cache import _nearest_versions
-
-    found = _nearest_versions(os.path.realpath(start))
-    return None if found is None else Path(found)
+    real = Path(os.path.realpath(start))
+    folder = real.parent if real.is_file() else Path.cwd()
+    for candidate in (folder, *folder.parents):
+        found = candidate / VERSIONS_FILE
+        if found.is_file():
+            return found
+    return None
 
 
 def resolve_versions_key(key: str, spec_file: Path) -> str:

@@ -15,9 +15,11 @@ template is compiled afresh.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 
 from taospec.plan import JOB_ID
 
@@ -70,13 +72,25 @@ def environment() -> jinja2.Environment:
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """Compiled templates kept across processes, in taospec's own cache folder."""
+    """Jinja's own cache of compiled templates, in a private folder under ``$XDG_CACHE_HOME``.
+
+    It holds Jinja's compiled code keyed by each template's source, never an
+    answer of taospec's; it is skipped when the folder cannot be made private.
+    """
     import jinja2
 
-    from taospec import cache as disk_cache
-
-    folder = disk_cache.private_folder("jinja")
-    return None if folder is None else jinja2.FileSystemBytecodeCache(folder)
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    folder = (
+        Path(base if Path(base).is_absolute() else Path.home() / ".cache") / "taospec" / "jinja"
+    )
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))
 
 
 def module(name: str, values: Mapping[str, Any]) -> Any:

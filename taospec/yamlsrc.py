@@ -5,18 +5,11 @@ files over 1 MiB, bytes that are not UTF-8, aliases that expand without
 bound) and keeps the node tree so that a JSON path can be turned back into
 the line and column a person should look at.
 
-PyYAML is imported when a file is first parsed, not with this module, so a
-command that finds its answer in :mod:`taospec.cache` never loads it. While
-:func:`recording` is active, :func:`read_text` notes every file it reads and
-the exact bytes it got, which is how the cache knows what an answer rests on.
 """
 
 from __future__ import annotations
 
-import os
-from _thread import _local as _thread_local  # threading.local, without importing threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,30 +24,6 @@ if TYPE_CHECKING:
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
-
-Read = tuple[tuple[int, int], bytes]
-"""A file read: the (device, inode) of the file that was open, and the bytes read."""
-_recorder = _thread_local()
-"""This thread's list of reads while :func:`recording` (builds render in threads)."""
-
-
-@contextmanager
-def recording() -> Iterator[list[Read]]:
-    """Collect the file and the bytes of every read :func:`read_text` makes meanwhile.
-
-    Each thread records its own reads; an inner recording's reads count for
-    the outer one too.
-    """
-    outer: list[Read] | None = getattr(_recorder, "reads", None)
-    reads: list[Read] = []
-    _recorder.reads = reads
-    try:
-        yield reads
-    finally:
-        if outer is not None:
-            outer.extend(reads)
-        _recorder.reads = outer
-
 
 class Source:
     """A parsed YAML document: its data and the node tree it came from."""
@@ -148,13 +117,9 @@ def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | N
 
 def read_text(path: Path, display: str) -> str:
     """Read a file as UTF-8 text within the size limit, or explain why not."""
-    reads = getattr(_recorder, "reads", None)
     try:
         with path.open("rb") as handle:
             raw = read_limited(handle, MAX_BYTES)
-            if reads is not None:
-                opened = os.fstat(handle.fileno())
-                reads.append(((opened.st_dev, opened.st_ino), raw))
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:
@@ -182,10 +147,8 @@ def parse(text: str, display: str) -> Source:
         root = loader.get_single_node()
         if root is None:
             raise SpecError.single(display, "is empty; a job file is a mapping of keys")
-        data = _plain_document(loader, root)
-        if data is _UNSURE:
-            _check_tree(root, display)
-            data = loader.construct_document(root)
+        _check_tree(root, display)
+        data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, display) from None
     except yaml.YAMLError as exc:
@@ -196,73 +159,6 @@ def parse(text: str, display: str) -> Source:
         kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
         raise SpecError.single(display, f"holds {kind}; a job file is a mapping of keys")
     return Source(display, data, root)
-
-
-_TAG = "tag:yaml.org,2002:"
-_STR, _SEQ, _MAP = _TAG + "str", _TAG + "seq", _TAG + "map"
-_PLAIN_SCALARS = ("int", "float", "bool", "null")
-_UNSURE: Any = object()
-"""What :func:`_plain_document` answers when the document needs the careful path."""
-
-
-class _Unusual(Exception):
-    """A node :func:`_plain_document` leaves to the careful path."""
-
-
-def _plain_document(loader: Any, root: yaml.Node) -> Any:
-    """The value of an ordinary document, or :data:`_UNSURE`.
-
-    An ordinary job file is mappings, lists and plain scalars (text, numbers,
-    booleans, null), no alias, no key twice in a mapping, fewer than
-    :data:`MAX_NODES` nodes. Such a document is built here in one walk,
-    each scalar by the loader's own constructor for its tag: the value
-    ``loader.construct_document`` makes, in a fraction of its time (it goes
-    through a constructor lookup and a generator for every node). For any
-    other document (an alias, a duplicate key, a merge key, a set, a date,
-    another tag, a constructor someone replaced, too many nodes, a scalar its
-    constructor refuses) the answer is :data:`_UNSURE`, and :func:`parse`
-    takes the careful path: :func:`_check_tree`, then PyYAML's construction.
-    """
-    import yaml
-
-    safe = yaml.constructor.SafeConstructor
-    table = type(loader).yaml_constructors
-    if any(
-        table.get(_TAG + name) is not getattr(safe, f"construct_yaml_{name}")
-        for name in ("str", "seq", "map", *_PLAIN_SCALARS)
-    ):
-        return _UNSURE
-    scalars = {_TAG + name: table[_TAG + name] for name in _PLAIN_SCALARS}
-    scalar_node, sequence_node, mapping_node = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
-    seen: set[int] = set()
-
-    def build(node: yaml.Node) -> Any:
-        if id(node) in seen or len(seen) >= MAX_NODES:
-            raise _Unusual  # an alias, or too many nodes
-        seen.add(id(node))
-        kind, tag = type(node), node.tag
-        if kind is scalar_node:
-            if tag == _STR:
-                return node.value
-            if tag in scalars:
-                return scalars[tag](loader, node)
-        elif kind is mapping_node and tag == _MAP:
-            mapping: dict[Any, Any] = {}
-            names: set[str] = set()
-            for key_node, value_node in node.value:
-                if type(key_node) is not scalar_node or key_node.value in names:
-                    raise _Unusual  # a key that is not a scalar, or a key twice
-                names.add(key_node.value)
-                mapping[build(key_node)] = build(value_node)
-            return mapping
-        elif kind is sequence_node and tag == _SEQ:
-            return [build(item) for item in node.value]
-        raise _Unusual
-
-    try:
-        return build(root)
-    except Exception:  # anything unusual is the careful path's to report
-        return _UNSURE
 
 
 @lru_cache(maxsize=32)

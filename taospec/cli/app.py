@@ -1,8 +1,8 @@
 """The click command line: every verb, its options and its help.
 
-Only :mod:`taospec.cli` knows click. :func:`taospec.cli.main` starts here
-unless :mod:`taospec.cli.fast` recognises the command line, and handles what
-either raises. Each command calls a plain function in :mod:`taospec.commands`.
+Only :mod:`taospec.cli` knows click. Each command hands its typed options to
+one plain function in :mod:`taospec.commands` and exits with the code it
+returns; :func:`taospec.cli.main` handles whatever is raised.
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ from pathlib import Path
 import click
 
 from taospec import states
+from taospec.commands import graph as graph_verb
+from taospec.commands import jobs
+from taospec.commands import lint as lint_verb
+from taospec.commands import render as render_verb
+from taospec.commands import run as run_verb
+from taospec.commands import validate as validate_verb
+from taospec.schema import schema_text
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
 USER_OPTION = click.option(
@@ -42,9 +49,7 @@ def cli() -> None:
 )
 def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
     """Check job files against the schema and taospec's rules."""
-    from taospec.commands import validate as command
-
-    _exit(command.run(files, quiet=quiet, jobs=jobs))
+    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs))
 
 
 @cli.command()
@@ -61,16 +66,12 @@ def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
 @USER_OPTION
 def render(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing."""
-    from taospec.commands import render as command
-
-    _exit(command.run(file, targets, fmt=fmt, user=user))
+    _exit(render_verb.run(file, targets, fmt=fmt, user=user))
 
 
 @cli.command()
 def schema() -> None:
     """Print the job spec's JSON Schema."""
-    from taospec.schema import schema_text
-
     click.echo(schema_text(), nl=False)
 
 
@@ -78,8 +79,6 @@ def schema() -> None:
 @click.argument("file", default="-")
 def lint_command(file: str) -> None:
     """Check a command line or script (FILE, or - for stdin) for inline secrets."""
-    from taospec.commands import lint as command
-
     if file == "-":
         text, name = sys.stdin.read(), "<stdin>"
     else:
@@ -87,7 +86,7 @@ def lint_command(file: str) -> None:
             text, name = Path(file).read_text(encoding="utf-8"), file
         except (OSError, UnicodeDecodeError) as exc:
             raise click.BadParameter(f"{file}: {exc}") from None
-    _exit(command.run(text, name))
+    _exit(lint_verb.run(text, name))
 
 
 STATES = click.Choice(states.STATES)
@@ -144,10 +143,8 @@ def run(
     Exit 0 when every job that ran completed, 1 when one failed (or, with
     --check, when something would run), 130 when interrupted.
     """
-    from taospec.commands import run as command
-
     _exit(
-        command.run(
+        run_verb.run(
             file,
             targets,
             dry_run=dry_run,
@@ -172,9 +169,7 @@ def run(
 @USER_OPTION
 def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print FILE's dependency graph with each target's state (Mermaid or Graphviz)."""
-    from taospec.commands import graph as command
-
-    _exit(command.run(file, targets, fmt=fmt, user=user))
+    _exit(graph_verb.run(file, targets, fmt=fmt, user=user))
 
 
 @cli.command()
@@ -182,8 +177,6 @@ def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(job_id: str, as_json: bool) -> None:
     """Ask the backend for JOB_ID's state (records a first terminal state)."""
-    from taospec.commands import jobs
-
     _exit(jobs.status(job_id, as_json=as_json))
 
 
@@ -193,8 +186,6 @@ def status(job_id: str, as_json: bool) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 def logs(job_id: str, tail: int | None, follow: bool) -> None:
     """Print JOB_ID's output."""
-    from taospec.commands import jobs
-
     _exit(jobs.logs(job_id, tail=tail, follow=follow))
 
 
@@ -202,8 +193,6 @@ def logs(job_id: str, tail: int | None, follow: bool) -> None:
 @click.argument("job_id")
 def cancel(job_id: str) -> None:
     """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
-    from taospec.commands import jobs
-
     _exit(jobs.cancel(job_id))
 
 
@@ -212,8 +201,6 @@ def cancel(job_id: str) -> None:
 @click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
 def show(job_id: str, with_plan: bool) -> None:
     """Print JOB_ID's record."""
-    from taospec.commands import jobs
-
     _exit(jobs.show(job_id, plan=with_plan))
 
 
@@ -223,8 +210,6 @@ def show(job_id: str, with_plan: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per line.")
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
-    from taospec.commands import jobs
-
     _exit(jobs.ls(state=state, limit=limit, as_json=as_json))
 
 

@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Sequence
 
-from taospec.cache import load_jobfile
 from taospec.commands import open_ledger
 from taospec.errors import EXIT_OK
+from taospec.jobfile import load_jobfile
 from taospec.pipeline import Decision, decide
 
 

@@ -2,36 +2,28 @@
 
 For a pipeline, every target's plan is shown, each as if what it needs ran
 first: an upstream result appears as ``$UPSTREAM_<TARGET>`` until it exists.
-
-The printed text is kept in :mod:`taospec.cache`: rendering the same file
-again with the same options prints it without loading YAML, the schema or
-Jinja.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Sequence
 
-from taospec import cache
-from taospec.errors import EXIT_OK
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from taospec.plan import Plan
+from taospec import plantext
+from taospec.errors import EXIT_OK, InvalidInput
+from taospec.jobfile import load_jobfile
+from taospec.plan import Plan, render, upstream_stand_in
 
 
 def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> list[Plan]:
     """The plans of ``targets`` (default: all) and what they need, dependencies first."""
-    from taospec.plan import upstream_stand_in
-
-    jobfile = cache.load_jobfile(file)
+    jobfile = load_jobfile(file)
     out = []
     for name in jobfile.closure(tuple(targets)):
         target = jobfile.targets[name]
         upstream = {need: upstream_stand_in(need) for need in target.needs}
-        out.append(cache.render(target.job, user=user, upstream=upstream))
+        out.append(render(target.job, user=user, upstream=upstream))
     return out
 
 
@@ -39,11 +31,6 @@ def text(
     file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
 ) -> str:
     """What ``render`` prints for ``file`` in ``fmt``."""
-    import json
-
-    from taospec import plantext
-    from taospec.errors import InvalidInput
-
     rendered = plans(file, targets, user)
     if fmt == "json":
         data = [plan.to_json() for plan in rendered]
@@ -62,11 +49,5 @@ def run(
     file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
 ) -> int:
     """Print the plans of ``file`` in ``fmt``."""
-    shown = cache.text(
-        "render",
-        file,
-        (tuple(targets), fmt, user),
-        lambda: text(file, targets, fmt=fmt, user=user),
-    )
-    sys.stdout.write(shown)
+    sys.stdout.write(text(file, targets, fmt=fmt, user=user))
     return EXIT_OK

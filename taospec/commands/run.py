@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 
 from taospec import plantext
-from taospec.cache import load_jobfile
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import check_environment, check_gpus, secret_values
+from taospec.jobfile import load_jobfile
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.platforms import platform_module
 from taospec.proc import redacted
