@@ -9,9 +9,9 @@ user sees them all at once, sorted by position, in the form editors jump to:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from taospec.errors import InvalidInput
-from taospec.values import Value
 
 JsonPath = tuple[str | int, ...]
 
@@ -37,24 +37,15 @@ def format_path(path: JsonPath) -> str:
     return out
 
 
-class Problem(Value):
-    """One thing wrong with a file, at one place."""
+@dataclass(frozen=True, slots=True, order=True)
+class Problem:
+    """One thing wrong with a file, at one place; problems sort by place, then path."""
 
-    __slots__ = ("line", "column", "path", "message", "file")  # noqa: RUF023 - by position
     line: int
     column: int
     path: JsonPath
     message: str
-    file: str
-
-    def __init__(
-        self, line: int, column: int, path: JsonPath, message: str, file: str = ""
-    ) -> None:
-        self._assign(line, column, path, message, file)
-
-    def __lt__(self, other: Problem) -> bool:
-        """Problems sort by place, then path and message."""
-        return self._fields() < other._fields()
+    file: str = ""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"

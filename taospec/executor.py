@@ -13,6 +13,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from taospec import proc
 from taospec.diagnose import diagnose
@@ -20,7 +21,6 @@ from taospec.errors import CommandFailed, InvalidInput, JobFailed
 from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.platforms import platform_module
 from taospec.states import CANCELED, ERROR, RUNNING
-from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -89,15 +89,12 @@ def _overlap(a: str, b: str) -> bool:
     return bool(set(a.split(",")) & set(b.split(",")))
 
 
-class Submission(Value):
+@dataclass(frozen=True, slots=True)
+class Submission:
     """A submitted job: its record and the plan that ran, with the real id."""
 
-    __slots__ = ("record", "plan")  # noqa: RUF023 - the constructor's order
     record: Record
     plan: Plan
-
-    def __init__(self, record: Record, plan: Plan) -> None:
-        self._assign(record, plan)
 
 
 def submit(

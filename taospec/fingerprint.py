@@ -23,13 +23,13 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taospec import proc
 from taospec.errors import InvalidInput
 from taospec.ledger import UnknownJob, write_json_atomic
 from taospec.states import COMPLETE
-from taospec.values import Value, as_data
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -41,33 +41,22 @@ if TYPE_CHECKING:
 CHUNK = 1 << 20
 
 
-class Fingerprint(Value):
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
     """The identity of one target's work.
 
     ``needs`` holds each needed target's fingerprint and the job whose results
     this one used.
     """
 
-    __slots__ = ("plan", "image", "inputs", "needs")  # noqa: RUF023 - the stored order
     plan: str
     image: str | None
-    inputs: dict[str, str]
-    needs: dict[str, str]
-
-    def __init__(
-        self,
-        plan: str,
-        image: str | None,
-        inputs: dict[str, str] | None = None,
-        needs: dict[str, str] | None = None,
-    ) -> None:
-        self._assign(plan, image, dict(inputs or {}), dict(needs or {}))
+    inputs: dict[str, str] = field(default_factory=dict)
+    needs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         """The fields as stored in the index."""
-        data = as_data(self)
-        assert isinstance(data, dict)
-        return data
+        return asdict(self)
 
     @property
     def digest(self) -> str:

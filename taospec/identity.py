@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import pwd
+from dataclasses import dataclass
 
 from taospec.errors import InvalidInput
-from taospec.values import Value
 
 ROOT_HOST_MESSAGE = (
     "{file}: user: host would run this writable launch as root (UID 0), leaving root-owned "
@@ -15,17 +15,14 @@ ROOT_HOST_MESSAGE = (
 )
 
 
-class Identity(Value):
+@dataclass(frozen=True, slots=True)
+class Identity:
     """A UID:GID, its supplementary groups, and a name for USER/LOGNAME."""
 
-    __slots__ = ("uid", "gid", "groups", "name")  # noqa: RUF023 - the constructor's order
     uid: int
     gid: int
     groups: tuple[int, ...]
     name: str
-
-    def __init__(self, uid: int, gid: int, groups: tuple[int, ...], name: str) -> None:
-        self._assign(uid, gid, groups, name)
 
     @property
     def spec(self) -> str:

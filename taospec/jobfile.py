@@ -13,12 +13,12 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
 from taospec.spec import Images, Job, build_job, check
-from taospec.values import Value
 from taospec.yamlsrc import MergedSource, Source, parse, read_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
@@ -29,29 +29,19 @@ PIPELINE_KEYS = ("needs", "matrix", "inputs")
 _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
 
 
-class Target(Value):
+@dataclass(frozen=True, slots=True)
+class Target:
     """One runnable target: its job, what it needs, and what its identity depends on.
 
     ``inputs`` are launcher-side paths, as written in the file (relative to it
     unless absolute); ``base`` is the name in the file, before matrix expansion.
     """
 
-    __slots__ = ("name", "job", "needs", "inputs", "base")  # noqa: RUF023 - the constructor's order
     name: str
     job: Job
-    needs: tuple[str, ...]
-    inputs: tuple[str, ...]
-    base: str
-
-    def __init__(
-        self,
-        name: str,
-        job: Job,
-        needs: tuple[str, ...] = (),
-        inputs: tuple[str, ...] = (),
-        base: str = "",
-    ) -> None:
-        self._assign(name, job, needs, inputs, base)
+    needs: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
+    base: str = ""
 
     def input_paths(self) -> tuple[Path, ...]:
         """The inputs as paths on this machine."""
@@ -59,16 +49,13 @@ class Target(Value):
         return tuple(Path(p) if Path(p).is_absolute() else folder / p for p in self.inputs)
 
 
-class JobFile(Value):
+@dataclass(frozen=True, slots=True)
+class JobFile:
     """Every target of one file, in file order (matrix expansions in value order)."""
 
-    __slots__ = ("file", "targets", "pipeline")  # noqa: RUF023 - the constructor's order
     file: str
     targets: dict[str, Target]
     pipeline: bool
-
-    def __init__(self, file: str, targets: dict[str, Target], pipeline: bool) -> None:
-        self._assign(file, targets, pipeline)
 
     def closure(self, wanted: tuple[str, ...] = ()) -> list[str]:
         """``wanted`` (default: all) and what they need, dependencies first."""
@@ -144,17 +131,12 @@ def _single(source: Source, file: Path, images: Images) -> JobFile:
 # -- pipelines ---------------------------------------------------------------
 
 
-class _Expansion(Value):
-    __slots__ = ("name", "base", "data", "values")  # noqa: RUF023 - the constructor's order
+@dataclass(frozen=True, slots=True)
+class _Expansion:
     name: str
     base: str
     data: dict[str, Any]
     values: tuple[tuple[str, str], ...]
-
-    def __init__(
-        self, name: str, base: str, data: dict[str, Any], values: tuple[tuple[str, str], ...]
-    ) -> None:
-        self._assign(name, base, data, values)
 
 
 def _pipeline(source: Source, file: Path, images: Images) -> JobFile:

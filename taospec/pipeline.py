@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from taospec import __version__
@@ -33,7 +34,6 @@ from taospec.plan import Plan, render, upstream_stand_in
 from taospec.platforms import platform_module
 from taospec.polling import poll
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
-from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -46,7 +46,8 @@ UNKNOWN_POLLS = 8
 """Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
 
 
-class Decision(Value):
+@dataclass(frozen=True, slots=True)
+class Decision:
     """Whether one target runs, and why.
 
     ``job_id`` and ``results_dir`` name the COMPLETE job that holds an
@@ -55,38 +56,15 @@ class Decision(Value):
     (None when the target waits for an upstream or is forced).
     """
 
-    __slots__ = (  # noqa: RUF023 - the constructor's order
-        "target",
-        "run",
-        "reason",
-        "plan",
-        "fingerprint",
-        "job_id",
-        "results_dir",
-        "work",
-    )
     target: Target
     run: bool
     reason: str
     plan: Plan
-    fingerprint: Fingerprint | None
-    job_id: str | None
-    results_dir: str | None
-    work: Fingerprint | None
-
-    def __init__(  # noqa: PLR0917 - a decision's fields, in order
-        self,
-        target: Target,
-        run: bool,
-        reason: str,
-        plan: Plan,
-        fingerprint: Fingerprint | None = None,
-        job_id: str | None = None,
-        results_dir: str | None = None,
-        *,
-        work: Fingerprint | None = None,
-    ) -> None:
-        self._assign(target, run, reason, plan, fingerprint, job_id, results_dir, work)
+    fingerprint: Fingerprint | None = None
+    job_id: str | None = None
+    results_dir: str | None = None
+    _: KW_ONLY
+    work: Fingerprint | None = None
 
 
 def decide(

@@ -13,12 +13,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, asdict, dataclass, fields, replace
 
 from taospec import identity, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.spec import Job, Mount
-from taospec.values import Value, as_data
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ FAILED = "TAOSPEC_FAILED="
 """Starts an output line in which a step says why it failed (remote steps have no exit code)."""
 
 
-class Step(Value):
+@dataclass(frozen=True, slots=True)
+class Step:
     """One command of a plan.
 
     ``env`` holds non-secret variables set for this command; ``pass_env``
@@ -74,89 +75,31 @@ class Step(Value):
     exit codes); ``attempts`` bounds how often it is tried.
     """
 
-    __slots__ = (  # noqa: RUF023 - the stored order
-        "name",
-        "argv",
-        "why",
-        "env",
-        "pass_env",
-        "clean_env",
-        "unless",
-        "stdin_text",
-        "stdin_env",
-        "stdin_env_file",
-        "log_path",
-        "cwd",
-        "expect",
-        "attempts",
-    )
     name: str
     argv: tuple[str, ...]
     why: str
-    env: tuple[tuple[str, str], ...]
-    pass_env: tuple[str, ...]
-    clean_env: bool
-    unless: tuple[str, ...]
-    stdin_text: str | None
-    stdin_env: str | None
-    stdin_env_file: tuple[str, ...]
-    log_path: str | None
-    cwd: str | None
-    expect: str | None
-    attempts: int
-
-    def __init__(
-        self,
-        name: str,
-        argv: tuple[str, ...],
-        why: str,
-        *,
-        env: tuple[tuple[str, str], ...] = (),
-        pass_env: tuple[str, ...] = (),
-        clean_env: bool = False,
-        unless: tuple[str, ...] = (),
-        stdin_text: str | None = None,
-        stdin_env: str | None = None,
-        stdin_env_file: tuple[str, ...] = (),
-        log_path: str | None = None,
-        cwd: str | None = None,
-        expect: str | None = None,
-        attempts: int = 1,
-    ) -> None:
-        self._assign(
-            name,
-            argv,
-            why,
-            env,
-            pass_env,
-            clean_env,
-            unless,
-            stdin_text,
-            stdin_env,
-            stdin_env_file,
-            log_path,
-            cwd,
-            expect,
-            attempts,
-        )
+    _: KW_ONLY
+    env: tuple[tuple[str, str], ...] = ()
+    pass_env: tuple[str, ...] = ()
+    clean_env: bool = False
+    unless: tuple[str, ...] = ()
+    stdin_text: str | None = None
+    stdin_env: str | None = None
+    stdin_env_file: tuple[str, ...] = ()
+    log_path: str | None = None
+    cwd: str | None = None
+    expect: str | None = None
+    attempts: int = 1
 
     def strings(self) -> list[str]:
         """Every string the step would hand to a process, for the lint."""
         return [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
 
 
-class RecordFields(Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordFields:
     """What the job record is opened with."""
 
-    __slots__ = (  # noqa: RUF023 - the stored order
-        "platform",
-        "image",
-        "network_arch",
-        "action",
-        "storage_tier",
-        "results_dir",
-        "upload_excludes",
-    )
     platform: str
     image: str
     network_arch: str
@@ -165,23 +108,9 @@ class RecordFields(Value):
     results_dir: str
     upload_excludes: tuple[str, ...]
 
-    def __init__(
-        self,
-        *,
-        platform: str,
-        image: str,
-        network_arch: str,
-        action: str,
-        storage_tier: str,
-        results_dir: str,
-        upload_excludes: tuple[str, ...],
-    ) -> None:
-        self._assign(
-            platform, image, network_arch, action, storage_tier, results_dir, upload_excludes
-        )
 
-
-class Plan(Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
     """The ordered steps of one job, with what its record needs.
 
     ``backend`` holds platform facts the other verbs need later (docker host,
@@ -192,46 +121,16 @@ class Plan(Value):
     ended (e.g. delete an instance).
     """
 
-    __slots__ = (  # noqa: RUF023 - the stored order
-        "file",
-        "target",
-        "platform",
-        "job_id",
-        "record",
-        "steps",
-        "notes",
-        "backend",
-        "secrets",
-        "teardown",
-    )
     file: str
     target: str
     platform: str
     job_id: str
     record: RecordFields
     steps: tuple[Step, ...]
-    notes: tuple[str, ...]
-    backend: tuple[tuple[str, str], ...]
-    secrets: tuple[str, ...]
-    teardown: tuple[Step, ...]
-
-    def __init__(
-        self,
-        *,
-        file: str,
-        target: str,
-        platform: str,
-        job_id: str,
-        record: RecordFields,
-        steps: tuple[Step, ...],
-        notes: tuple[str, ...] = (),
-        backend: tuple[tuple[str, str], ...] = (),
-        secrets: tuple[str, ...] = (),
-        teardown: tuple[Step, ...] = (),
-    ) -> None:
-        self._assign(
-            file, target, platform, job_id, record, steps, notes, backend, secrets, teardown
-        )
+    notes: tuple[str, ...] = ()
+    backend: tuple[tuple[str, str], ...] = ()
+    secrets: tuple[str, ...] = ()
+    teardown: tuple[Step, ...] = ()
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -267,8 +166,8 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
             return fix(value)
         if isinstance(value, tuple):
             return tuple(walk(v) for v in value)
-        if isinstance(value, Value):
-            return value.replace(**{k: walk(getattr(value, k)) for k in value.__slots__})
+        if isinstance(value, Step | RecordFields | Plan):
+            return replace(value, **{f.name: walk(getattr(value, f.name)) for f in fields(value)})
         return value
 
     result: Plan = walk(plan)
@@ -276,9 +175,7 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
 
 
 def _fields_data(plan: Plan) -> dict[str, Any]:
-    data = as_data(plan)
-    assert isinstance(data, dict)
-    return data
+    return asdict(plan)
 
 
 def _unsubstitute(plan: Plan) -> Plan:
@@ -286,7 +183,8 @@ def _unsubstitute(plan: Plan) -> Plan:
     return _substitute(plan, lambda text: text.replace(job_id, JOB_ID))
 
 
-class Context(Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
     """Everything a platform needs to render its steps for one job.
 
     ``job_results`` is the results directory as the job sees it (``/results``
@@ -295,40 +193,14 @@ class Context(Value):
     True when ``user: host`` (not an explicit UID:GID) chose :attr:`identity`.
     """
 
-    __slots__ = (  # noqa: RUF023 - the constructor's order
-        "job",
-        "job_id",
-        "identity",
-        "launcher",
-        "results_dir",
-        "job_results",
-        "upstream",
-        "user_from_host",
-    )
     job: Job
     job_id: str
     identity: Identity
     launcher: Identity
     results_dir: str
     job_results: str
-    upstream: tuple[tuple[str, str], ...]
-    user_from_host: bool
-
-    def __init__(
-        self,
-        *,
-        job: Job,
-        job_id: str,
-        identity: Identity,
-        launcher: Identity,
-        results_dir: str,
-        job_results: str,
-        upstream: tuple[tuple[str, str], ...] = (),
-        user_from_host: bool = False,
-    ) -> None:
-        self._assign(
-            job, job_id, identity, launcher, results_dir, job_results, upstream, user_from_host
-        )
+    upstream: tuple[tuple[str, str], ...] = ()
+    user_from_host: bool = False
 
     @property
     def config_path(self) -> str:
@@ -357,7 +229,7 @@ class Context(Value):
     @property
     def mounts(self) -> tuple[Mount, ...]:
         """The job's mounts with ``{needs.*}`` in their sources filled."""
-        return tuple(m.replace(source=self.expand(m.source)) for m in self.job.mounts)
+        return tuple(replace(m, source=self.expand(m.source)) for m in self.job.mounts)
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:

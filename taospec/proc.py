@@ -14,10 +14,10 @@ import os
 import shlex
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
 if TYPE_CHECKING:
@@ -52,17 +52,14 @@ def _log(argv: Sequence[str], env: Mapping[str, str] | None) -> None:
         print(f"+ {redacted(prefix)}{shown(argv)}", file=sys.stderr, flush=True)
 
 
-class Result(Value):
+@dataclass(frozen=True, slots=True)
+class Result:
     """A finished command."""
 
-    __slots__ = ("argv", "returncode", "stdout", "stderr")  # noqa: RUF023 - as shown
     argv: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
-
-    def __init__(self, argv: tuple[str, ...], returncode: int, stdout: str, stderr: str) -> None:
-        self._set({"argv": argv, "returncode": returncode, "stdout": stdout, "stderr": stderr})
 
     @property
     def ok(self) -> bool:

@@ -14,13 +14,13 @@ import os
 import re
 import shlex
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, unique
-from taospec.values import Value
 from taospec.yamlsrc import Source, parse_shared, read_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
@@ -47,110 +47,53 @@ MULTI_NODE_REFUSALS = {
 VERSIONS_FILE = "versions.yaml"
 
 
-class Mount(Value):
+@dataclass(frozen=True, slots=True)
+class Mount:
     """A bind mount: a host path seen by the job at ``target``."""
 
-    __slots__ = ("source", "target", "readonly")  # noqa: RUF023 - the constructor's order
     source: str
     target: str
-    readonly: bool
-
-    def __init__(self, source: str, target: str, readonly: bool = False) -> None:
-        self._assign(source, target, readonly)
+    readonly: bool = False
 
 
-class DockerOptions(Value):
+@dataclass(frozen=True, slots=True)
+class DockerOptions:
     """``docker:`` settings."""
 
-    __slots__ = ("host", "shm_size", "ipc", "extra_args")  # noqa: RUF023 - the constructor's order
-    host: str | None
-    shm_size: str
-    ipc: str
-    extra_args: tuple[str, ...]
-
-    def __init__(
-        self,
-        host: str | None = None,
-        shm_size: str = "8g",
-        ipc: str = "host",
-        extra_args: tuple[str, ...] = (),
-    ) -> None:
-        self._assign(host, shm_size, ipc, extra_args)
+    host: str | None = None
+    shm_size: str = "8g"
+    ipc: str = "host"
+    extra_args: tuple[str, ...] = ()
 
 
-class BrevOptions(Value):
+@dataclass(frozen=True, slots=True)
+class BrevOptions:
     """``brev:`` settings."""
 
-    __slots__ = ("instance", "ephemeral")  # noqa: RUF023 - the constructor's order
     instance: str
-    ephemeral: bool
-
-    def __init__(self, instance: str, ephemeral: bool = False) -> None:
-        self._assign(instance, ephemeral)
+    ephemeral: bool = False
 
 
-class SlurmOptions(Value):
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
     """``slurm:`` settings. The node count is the job's ``nodes``."""
 
-    __slots__ = (  # noqa: RUF023 - the constructor's order
-        "login",
-        "partition",
-        "account",
-        "time",
-        "cpus_per_task",
-        "container",
-        "extra_sbatch",
-    )
-    login: str | None
-    partition: str | None
-    account: str | None
-    time: str | None
-    cpus_per_task: int | None
-    container: str
-    extra_sbatch: tuple[str, ...]
-
-    def __init__(  # noqa: PLR0917 - any field may be passed by position
-        self,
-        login: str | None = None,
-        partition: str | None = None,
-        account: str | None = None,
-        time: str | None = None,
-        cpus_per_task: int | None = None,
-        container: str = "pyxis",
-        extra_sbatch: tuple[str, ...] = (),
-    ) -> None:
-        self._assign(login, partition, account, time, cpus_per_task, container, extra_sbatch)
+    login: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    cpus_per_task: int | None = None
+    container: str = "pyxis"
+    extra_sbatch: tuple[str, ...] = ()
 
 
 _NO_SLURM = SlurmOptions()
 
 
-class Job(Value):
+@dataclass(frozen=True, slots=True)
+class Job:
     """One validated job. ``command`` and ``spec`` still hold their placeholders."""
 
-    __slots__ = (  # noqa: RUF023 - the constructor's order
-        "file",
-        "name",
-        "network_arch",
-        "action",
-        "platform",
-        "image",
-        "versions_key",
-        "command",
-        "spec",
-        "gpus",
-        "nodes",
-        "storage_tier",
-        "results_root",
-        "mounts",
-        "env_pass",
-        "env_set",
-        "user",
-        "upload_excludes",
-        "docker",
-        "brev",
-        "slurm",
-    )
     file: str
     name: str
     network_arch: str
@@ -171,55 +114,7 @@ class Job(Value):
     upload_excludes: tuple[str, ...]
     docker: DockerOptions
     brev: BrevOptions | None
-    slurm: SlurmOptions
-
-    def __init__(  # noqa: PLR0917 - any field may be passed by position
-        self,
-        file: str,
-        name: str,
-        network_arch: str,
-        action: str,
-        platform: str,
-        image: str,
-        versions_key: str | None,
-        command: tuple[str, ...],
-        spec: Mapping[str, Any] | None,
-        gpus: tuple[int | str, ...] | str,
-        nodes: int,
-        storage_tier: str,
-        results_root: str,
-        mounts: tuple[Mount, ...],
-        env_pass: tuple[str, ...],
-        env_set: tuple[tuple[str, str], ...],
-        user: str,
-        upload_excludes: tuple[str, ...],
-        docker: DockerOptions,
-        brev: BrevOptions | None,
-        slurm: SlurmOptions = _NO_SLURM,
-    ) -> None:
-        self._assign(
-            file,
-            name,
-            network_arch,
-            action,
-            platform,
-            image,
-            versions_key,
-            command,
-            spec,
-            gpus,
-            nodes,
-            storage_tier,
-            results_root,
-            mounts,
-            env_pass,
-            env_set,
-            user,
-            upload_excludes,
-            docker,
-            brev,
-            slurm,
-        )
+    slurm: SlurmOptions = _NO_SLURM
 
 
 def load_job(path: str | Path) -> Job:

@@ -14,7 +14,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
-from taospec.smallfile import read_limited
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
 if TYPE_CHECKING:
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
+
 
 class Source:
     """A parsed YAML document: its data and the node tree it came from."""
@@ -119,7 +119,7 @@ def read_text(path: Path, display: str) -> str:
     """Read a file as UTF-8 text within the size limit, or explain why not."""
     try:
         with path.open("rb") as handle:
-            raw = read_limited(handle, MAX_BYTES)
+            raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:

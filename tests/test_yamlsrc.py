@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 import pytest
 
 from taospec import yamlsrc
@@ -34,3 +38,31 @@ def test_an_empty_document_and_a_list_are_not_job_files() -> None:
         yamlsrc.parse("# nothing\n", "empty.yaml")
     with pytest.raises(SpecError, match="holds a list"):
         yamlsrc.parse("- a\n", "list.yaml")
+
+
+def test_one_mebibyte_is_the_largest_job_file(tmp_path: Path) -> None:
+    most = tmp_path / "most.yaml"
+    most.write_bytes(b"version: 1\n#" + b"x" * (yamlsrc.MAX_BYTES - 13) + b"\n")
+    assert most.stat().st_size == yamlsrc.MAX_BYTES
+    assert yamlsrc.read_text(most, "most.yaml").encode() == most.read_bytes()
+    over = tmp_path / "over.yaml"
+    over.write_bytes(most.read_bytes() + b"\n")
+    with pytest.raises(SpecError, match="is larger than 1 MiB"):
+        yamlsrc.read_text(over, "over.yaml")
+
+
+def test_a_pipe_is_read_to_its_end_exactly_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    data = "version: 1\n" * 3000
+
+    def feed() -> None:
+        with fifo.open("w") as writer:
+            writer.write(data)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        assert yamlsrc.read_text(fifo, "fifo") == data
+    finally:
+        feeder.join()

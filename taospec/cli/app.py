@@ -3,6 +3,10 @@
 Only :mod:`taospec.cli` knows click. Each command hands its typed options to
 one plain function in :mod:`taospec.commands` and exits with the code it
 returns; :func:`taospec.cli.main` handles whatever is raised.
+
+Each verb imports its command module when it runs, here and nowhere else, so
+that ``render`` never loads the ledger, the pipeline or the worker pool, and
+``ls`` never loads YAML or Jinja.
 """
 
 from __future__ import annotations
@@ -13,13 +17,6 @@ from pathlib import Path
 import click
 
 from taospec import states
-from taospec.commands import graph as graph_verb
-from taospec.commands import jobs
-from taospec.commands import lint as lint_verb
-from taospec.commands import render as render_verb
-from taospec.commands import run as run_verb
-from taospec.commands import validate as validate_verb
-from taospec.schema import schema_text
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
 USER_OPTION = click.option(
@@ -49,6 +46,8 @@ def cli() -> None:
 )
 def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
     """Check job files against the schema and taospec's rules."""
+    from taospec.commands import validate as validate_verb
+
     _exit(validate_verb.run(files, quiet=quiet, jobs=jobs))
 
 
@@ -66,12 +65,16 @@ def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
 @USER_OPTION
 def render(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing."""
+    from taospec.commands import render as render_verb
+
     _exit(render_verb.run(file, targets, fmt=fmt, user=user))
 
 
 @cli.command()
 def schema() -> None:
     """Print the job spec's JSON Schema."""
+    from taospec.schema import schema_text
+
     click.echo(schema_text(), nl=False)
 
 
@@ -79,6 +82,8 @@ def schema() -> None:
 @click.argument("file", default="-")
 def lint_command(file: str) -> None:
     """Check a command line or script (FILE, or - for stdin) for inline secrets."""
+    from taospec.commands import lint as lint_verb
+
     if file == "-":
         text, name = sys.stdin.read(), "<stdin>"
     else:
@@ -143,6 +148,8 @@ def run(
     Exit 0 when every job that ran completed, 1 when one failed (or, with
     --check, when something would run), 130 when interrupted.
     """
+    from taospec.commands import run as run_verb
+
     _exit(
         run_verb.run(
             file,
@@ -169,6 +176,8 @@ def run(
 @USER_OPTION
 def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print FILE's dependency graph with each target's state (Mermaid or Graphviz)."""
+    from taospec.commands import graph as graph_verb
+
     _exit(graph_verb.run(file, targets, fmt=fmt, user=user))
 
 
@@ -177,6 +186,8 @@ def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(job_id: str, as_json: bool) -> None:
     """Ask the backend for JOB_ID's state (records a first terminal state)."""
+    from taospec.commands import jobs
+
     _exit(jobs.status(job_id, as_json=as_json))
 
 
@@ -186,6 +197,8 @@ def status(job_id: str, as_json: bool) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 def logs(job_id: str, tail: int | None, follow: bool) -> None:
     """Print JOB_ID's output."""
+    from taospec.commands import jobs
+
     _exit(jobs.logs(job_id, tail=tail, follow=follow))
 
 
@@ -193,6 +206,8 @@ def logs(job_id: str, tail: int | None, follow: bool) -> None:
 @click.argument("job_id")
 def cancel(job_id: str) -> None:
     """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
+    from taospec.commands import jobs
+
     _exit(jobs.cancel(job_id))
 
 
@@ -201,6 +216,8 @@ def cancel(job_id: str) -> None:
 @click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
 def show(job_id: str, with_plan: bool) -> None:
     """Print JOB_ID's record."""
+    from taospec.commands import jobs
+
     _exit(jobs.show(job_id, plan=with_plan))
 
 
@@ -210,6 +227,8 @@ def show(job_id: str, with_plan: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per line.")
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
+    from taospec.commands import jobs
+
     _exit(jobs.ls(state=state, limit=limit, as_json=as_json))
 
 

@@ -8,6 +8,7 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
@@ -15,7 +16,6 @@ from taospec.errors import CommandFailed
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
-from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -72,23 +72,14 @@ def values(context: Context) -> dict[str, object]:
     }
 
 
-class Commands(Value):
+@dataclass(frozen=True, slots=True)
+class Commands:
     """The docker CLI argument lists of one job, for a local or a remote engine."""
 
-    __slots__ = ("present", "login", "pull", "run")  # noqa: RUF023 - the constructor's order
     present: tuple[str, ...]
     login: tuple[str, ...]
     pull: tuple[str, ...]
     run: tuple[str, ...]
-
-    def __init__(
-        self,
-        present: tuple[str, ...],
-        login: tuple[str, ...],
-        pull: tuple[str, ...],
-        run: tuple[str, ...],
-    ) -> None:
-        self._assign(present, login, pull, run)
 
 
 def commands(context: Context) -> Commands:

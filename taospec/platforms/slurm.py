@@ -20,6 +20,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import proc, remote, templates
@@ -37,7 +38,6 @@ from taospec.plan import (
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
-from taospec.values import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 
@@ -70,10 +70,10 @@ def plan(context: Context) -> Plan:
     job = context.job
     options = job.slurm
     if options.container != "none":
-        context = context.replace(job_results=CONTAINER_RESULTS)
+        context = dataclasses.replace(context, job_results=CONTAINER_RESULTS)
     login = options.login
     script_path = f"{context.results_dir}/{SCRIPT_FILE}"
-    steps = [step.replace(argv=on(login, step.argv)) for step in local_steps(context)]
+    steps = [dataclasses.replace(step, argv=on(login, step.argv)) for step in local_steps(context)]
     steps.append(
         Step(
             "script",
@@ -318,19 +318,14 @@ def _remove_env_file(results_dir: str, login: str | None) -> None:
 # -- status ----------------------------------------------------------------
 
 
-class Native(Value):
+@dataclass(frozen=True, slots=True)
+class Native:
     """What Slurm says about one job: its state word, how it exited, and why it waits."""
 
-    __slots__ = ("state", "exit_code", "signal", "reason")  # noqa: RUF023 - by position
     state: str
-    exit_code: int | None
-    signal: int | None
-    reason: str
-
-    def __init__(
-        self, state: str, exit_code: int | None = None, signal: int | None = None, reason: str = ""
-    ) -> None:
-        self._assign(state, exit_code, signal, reason)
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
 
 
 _STATES = {
