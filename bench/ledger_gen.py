@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from taospec import __version__
-from taospec.jobfile import load_jobfile
 from taospec.ledger import (
     Ledger,
     Record,
@@ -28,7 +27,8 @@ from taospec.ledger import (
     _encode_json,
     _journal_line,
 )
-from taospec.plan import render
+from taospec.loader import load_jobfile
+from taospec.platforms import render
 
 ROOT = Path(__file__).resolve().parent.parent
 ID_MARK = "zzbenchtoken0zz"

@@ -15,17 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from taospec import proc
+from taospec import platforms, proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
+from taospec.ledger import Ledger, Record
 from taospec.plan import FAILED, Plan, Step, plan_from_json
-from taospec.platforms import platform_module
 from taospec.states import CANCELED, ERROR, RUNNING
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.ledger import Ledger, Record
 
 Progress = Callable[[str], None]
 RETRY_INTERVAL = float(os.environ.get("TAOSPEC_RETRY_INTERVAL", "5"))
@@ -139,30 +134,47 @@ def submit(
 def _run_steps(
     plan: Plan, record: Record, ledger: Ledger, env: dict[str, str], progress: Progress
 ) -> str:
-    module = platform_module(plan.platform)
-    ref = record.id
-    for step in plan.steps:
-        if step.unless and proc.run(step.unless, extra_env=step.env, check=False).ok:
+    """Run the plan's steps; the last one launches the job through its platform."""
+    *preparation, launch = plan.steps
+    for step in preparation:
+        if _not_needed(step):
             progress(f"{record.id}: {step.name}: not needed")
             continue
         progress(f"{record.id}: {step.name}")
-        if step.log_path:
-            pid = proc.spawn_detached(
-                step.argv,
-                env=proc.environment(step.env, step.pass_env, clean=step.clean_env, base=env),
-                cwd=step.cwd or "/",
-                log_path=step.log_path,
-            )
-            ledger.update_sidecar(record.id, start_time=module.start_time(pid))
-            ref = module.backend_ref(pid)
-            continue
-        if step.name == "launch" and hasattr(module, "launch"):
-            ref = module.launch(step, plan, progress)
-            continue
-        result = run_step(step, env, progress)
-        if step.name == "launch":
-            ref = module.backend_ref(result, record.id)
-    return ref
+        run_step(step, env, progress)
+    progress(f"{record.id}: {launch.name}")
+    launched = platforms.get(plan.platform).launch(launch, plan, _Runner(env, progress))
+    if launched.facts:
+        ledger.update_sidecar(record.id, **launched.facts)
+    return launched.ref
+
+
+def _not_needed(step: Step) -> bool:
+    """True when the step's ``unless`` command says it has nothing to do."""
+    return bool(step.unless) and proc.run(step.unless, extra_env=step.env, check=False).ok
+
+
+class _Runner:
+    """Runs a platform's launch step with this submit's environment and progress."""
+
+    def __init__(self, env: Mapping[str, str], progress: Progress) -> None:
+        self.env = env
+        self.progress = progress
+
+    def run(self, step: Step) -> proc.Result:
+        return run_step(step, self.env, self.progress)
+
+    def run_unchecked(self, step: Step) -> proc.Result:
+        return proc.run(step.argv, extra_env=step.env, stdin=step.stdin_text, check=False)
+
+    def spawn(self, step: Step) -> int:
+        assert step.log_path is not None, f"step {step.name} has no log file to start detached"
+        return proc.spawn_detached(
+            step.argv,
+            env=proc.environment(step.env, step.pass_env, clean=step.clean_env, base=self.env),
+            cwd=step.cwd or "/",
+            log_path=step.log_path,
+        )
 
 
 def run_step(
@@ -240,8 +252,7 @@ def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None
 
 def _interrupted(plan: Plan, ledger: Ledger, record: Record) -> None:
     """Ctrl-C during submit: remove whatever may have started, then record CANCELED."""
-    module = platform_module(plan.platform)
     current = ledger.get(record.id)
-    note = module.cancel(current, ledger.sidecar(record.id))
+    note = platforms.get(plan.platform).cancel(current, ledger.sidecar(record.id))
     ledger.mark(record.id, CANCELED, message=f"interrupted during submit; {note}")
     teardown(current, ledger)

@@ -28,15 +28,10 @@ from pathlib import Path
 
 from taospec import proc
 from taospec.errors import InvalidInput
-from taospec.ledger import UnknownJob, write_json_atomic
+from taospec.job import Target
+from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
+from taospec.plan import Plan
 from taospec.states import COMPLETE
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.jobfile import Target
-    from taospec.ledger import Ledger, Record
-    from taospec.plan import Plan
 
 CHUNK = 1 << 20
 

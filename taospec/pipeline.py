@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from taospec import __version__
+from taospec import __version__, platforms
 from taospec.errors import TaospecError
 from taospec.executor import check_environment, check_gpus, submit, teardown
 from taospec.fingerprint import (
@@ -30,16 +30,12 @@ from taospec.fingerprint import (
     look_up_image,
     target_key,
 )
-from taospec.plan import Plan, render, upstream_stand_in
-from taospec.platforms import platform_module
+from taospec.job import JobFile, Target
+from taospec.ledger import Ledger, Record
+from taospec.plan import Plan, upstream_stand_in
+from taospec.platforms import render
 from taospec.polling import poll
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.jobfile import JobFile, Target
-    from taospec.ledger import Ledger, Record
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
@@ -405,7 +401,7 @@ class Build:
         return record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
-        module = platform_module(record.platform)
+        module = platforms.get(record.platform)
         prefix = f"[{name}] " if len(self.decisions) > 1 else ""
         module.logs(
             record,
@@ -447,7 +443,7 @@ class Build:
         for name, record in running:
             current = self.ledger.get(record.id)
             if current.terminal_state is None:
-                note = platform_module(current.platform).cancel(
+                note = platforms.get(current.platform).cancel(
                     current, self.ledger.sidecar(current.id)
                 )
                 marked = self.ledger.mark(current.id, CANCELED, message=f"interrupted; {note}")

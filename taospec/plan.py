@@ -14,15 +14,12 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, fields, replace
+from typing import Any
 
-from taospec import identity, placeholders
+from taospec import lint, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.spec import Job, Mount
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-if TYPE_CHECKING:
-    from typing import Any
+from taospec.job import Job, Mount
 
 JOB_ID = "\x00JOB_ID\x00"
 """Stands for the job id until the record is opened; no spec value can hold a NUL.
@@ -281,41 +278,6 @@ def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
     return value
 
 
-def render(
-    job: Job,
-    *,
-    job_id: str = JOB_ID,
-    user: str | None = None,
-    launcher: Identity | None = None,
-    upstream: Mapping[str, str] | None = None,
-) -> Plan:
-    """Render ``job`` into its plan, refusing any plan that carries a secret.
-
-    ``launcher`` is who submits (default: this process); ``user`` overrides
-    the spec's ``user:``; ``upstream`` gives each needed target's results
-    directory (or a stand-in from :func:`upstream_stand_in`).
-    """
-    from taospec.platforms import platform_module
-
-    submitter = launcher or identity.launcher()
-    ident = identity.resolve(job.user, user, submitter)
-    module = platform_module(job.platform)
-    results_dir = f"{job.results_root.rstrip('/')}/{job_id}"
-    context = Context(
-        job=job,
-        job_id=job_id,
-        identity=ident,
-        launcher=submitter,
-        results_dir=results_dir,
-        job_results=module.job_results(results_dir),
-        upstream=tuple(sorted((upstream or {}).items())),
-        user_from_host=job.user == "host" and not user,
-    )
-    plan: Plan = module.plan(context)
-    lint_plan(plan)
-    return plan
-
-
 def record_fields(context: Context, platform: str) -> RecordFields:
     """The job record's fields for this context."""
     job = context.job
@@ -332,7 +294,6 @@ def record_fields(context: Context, platform: str) -> RecordFields:
 
 def lint_plan(plan: Plan) -> None:
     """Refuse a plan that would put a secret on a command line or into a file."""
-    from taospec import lint
 
     findings = []
     for step in (*plan.steps, *plan.teardown):

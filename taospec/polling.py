@@ -9,18 +9,15 @@ finished job loads neither plans nor processes.
 
 from __future__ import annotations
 
-from taospec.platforms import platform_module
-from taospec.states import RUNNING
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
-if TYPE_CHECKING:
-    from taospec.ledger import Ledger, Record
-    from taospec.states import Status
+from taospec import platforms
+from taospec.executor import teardown
+from taospec.ledger import Ledger, Record
+from taospec.states import RUNNING, Status
 
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     """Ask the backend, heal a lost RUNNING mark, record a first terminal state."""
-    module = platform_module(record.platform)
+    module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
     status: Status = module.status(record, sidecar)
     if status.found_ref and record.backend_ref is None and record.terminal_state is None:
@@ -32,8 +29,6 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
             backend_ref=status.found_ref,
         )
     if status.terminal and record.terminal_state is None:
-        from taospec.executor import teardown
-
         record = ledger.mark(
             record.id,
             status.state,

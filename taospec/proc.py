@@ -13,16 +13,14 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from taospec.errors import CommandFailed, InvalidInput
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
-if TYPE_CHECKING:
-    import subprocess
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+from taospec.lint import redact
 
 GRACE_SECONDS = 5.0
 VERBOSE = os.environ.get("TAOSPEC_VERBOSE", "") not in ("", "0")
@@ -36,7 +34,6 @@ def add_secrets(values: Iterable[str]) -> None:
 
 def redacted(text: str) -> str:
     """``text`` with inline secrets and every registered secret value removed."""
-    from taospec.lint import redact
 
     return redact(text, _secrets)
 
@@ -132,7 +129,6 @@ def _popen(
     *,
     with_stdin: bool,
 ) -> subprocess.Popen[bytes]:
-    import subprocess  # loaded by what starts processes, not by every command
 
     extra = dict(extra_env)
     _log(argv, extra)
@@ -171,7 +167,6 @@ def _finished(
 def _communicate(
     process: subprocess.Popen[bytes], data: bytes | None, timeout: float | None
 ) -> tuple[bytes, bytes]:
-    import subprocess
 
     try:
         return process.communicate(data, timeout=timeout)
@@ -186,7 +181,6 @@ def _communicate(
 
 def stop(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> None:
     """Wait for ``process`` to end, then terminate it, then kill it."""
-    import subprocess
 
     for action in (None, process.terminate, process.kill):
         if action is not None:
@@ -208,7 +202,6 @@ def stream(
     on_line: Callable[[str], None],
 ) -> int:
     """Run ``argv``, handing each output line (stdout and stderr merged) to ``on_line``."""
-    import subprocess
 
     extra = dict(extra_env)
     _log(argv, extra)
@@ -233,7 +226,6 @@ def stream(
 
 def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str) -> int:
     """Start ``argv`` in a new session, output appended to ``log_path``; return its pid."""
-    import subprocess
 
     _log(argv, None)
     with Path(log_path).open("ab") as log:

@@ -17,20 +17,14 @@ import json
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
 
 from taospec import schemacheck
-from taospec.diagnostics import closest
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import ValidationError
-
-    from taospec.diagnostics import Problem
-    from taospec.yamlsrc import Source
+from taospec.diagnostics import Problem, closest
+from taospec.yamlsrc import Source
 
 SCHEMA_NAME = "job.schema.json"
 _TYPE_NAMES = {

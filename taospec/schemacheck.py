@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from typing import Any
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    Check = Callable[[Any], bool]
+Check = Callable[[Any], bool]
 
 ANNOTATIONS = frozenset(
     {"$schema", "$id", "$comment", "$defs", "title", "description", "examples", "default"}

@@ -20,15 +20,11 @@ import shlex
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+import jinja2
 
 from taospec.plan import JOB_ID
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    import jinja2
 
 
 class Shell(str):

@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from typing import Any
-
-    import yaml
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000

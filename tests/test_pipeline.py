@@ -527,8 +527,8 @@ def test_a_target_launched_right_after_its_decision_hashes_its_inputs_once(
     three: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from taospec import fingerprint
-    from taospec.jobfile import load_jobfile
     from taospec.ledger import Ledger
+    from taospec.loader import load_jobfile
     from taospec.pipeline import Build, decide
 
     hashed: list[Path] = []

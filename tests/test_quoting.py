@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from taospec import plantext
 from taospec.identity import Identity
-from taospec.plan import JOB_ID, render
-from taospec.spec import load_job
+from taospec.loader import load_job
+from taospec.plan import JOB_ID
+from taospec.platforms import render
 from tests.conftest import bash_words
 
 LAUNCHER = Identity(1000, 1000, (), "alice")

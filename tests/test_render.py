@@ -13,9 +13,9 @@ import pytest
 from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.jobfile import load_jobfile
-from taospec.plan import JOB_ID, render, upstream_stand_in
-from taospec.spec import load_job
+from taospec.loader import load_job, load_jobfile
+from taospec.plan import JOB_ID, upstream_stand_in
+from taospec.platforms import render
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"

@@ -26,9 +26,10 @@ import yaml
 
 from taospec import lint, plantext
 from taospec.identity import Identity
-from taospec.plan import JOB_ID, render
+from taospec.loader import load_job
+from taospec.plan import JOB_ID
+from taospec.platforms import render
 from taospec.platforms import slurm as platform
-from taospec.spec import load_job
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from tests.conftest import TEST_IMAGE, Runner, bash_words, write
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from taospec.commands import open_ledger
 from taospec.errors import EXIT_OK
-from taospec.jobfile import load_jobfile
+from taospec.loader import load_jobfile
 from taospec.pipeline import Decision, decide
 
 

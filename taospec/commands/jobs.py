@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 
+from taospec import plantext, platforms
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_OK
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from taospec.ledger import Ledger, Record
+from taospec.executor import teardown
+from taospec.ledger import Ledger, Record
+from taospec.plan import plan_from_json
+from taospec.polling import poll
+from taospec.proc import redacted
+from taospec.states import CANCELED
 
 # Each verb imports what only it needs: ``ls`` reads the ledger and nothing else.
 
@@ -29,8 +32,6 @@ def _ledger_for(job_id: str) -> tuple[Ledger, Record]:
 
 def status(job_id: str, *, as_json: bool = False) -> int:
     """Poll the backend and print the job's state; records a first terminal state."""
-    from taospec.polling import poll
-    from taospec.proc import redacted
 
     ledger, record = _ledger_for(job_id)
     record, found = poll(record, ledger)
@@ -52,11 +53,9 @@ def status(job_id: str, *, as_json: bool = False) -> int:
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends."""
-    from taospec.platforms import platform_module
-    from taospec.proc import redacted
 
     ledger, record = _ledger_for(job_id)
-    module = platform_module(record.platform)
+    module = platforms.get(record.platform)
     module.logs(
         record,
         ledger.sidecar(job_id),
@@ -69,15 +68,12 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
 
 def cancel(job_id: str) -> int:
     """Stop the job and record CANCELED; a job that already ended is left as it is."""
-    from taospec.executor import teardown
-    from taospec.platforms import platform_module
-    from taospec.states import CANCELED
 
     ledger, record = _ledger_for(job_id)
     if record.terminal_state is not None:
         print(f"{job_id} already ended {record.terminal_state}; nothing to cancel")
         return EXIT_OK
-    note = platform_module(record.platform).cancel(record, ledger.sidecar(job_id))
+    note = platforms.get(record.platform).cancel(record, ledger.sidecar(job_id))
     record = ledger.mark(job_id, CANCELED, message=f"cancelled by the user; {note}")
     teardown(record, ledger, say)
     print(f"{job_id} {CANCELED} ({note})")
@@ -94,8 +90,6 @@ def show(job_id: str, *, plan: bool = False) -> int:
     if not isinstance(stored, dict):
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK
-    from taospec import plantext
-    from taospec.plan import plan_from_json
 
     print(plantext.text(plan_from_json(stored)), end="")
     return EXIT_OK

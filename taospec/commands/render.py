@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 from taospec import plantext
 from taospec.errors import EXIT_OK, InvalidInput
-from taospec.jobfile import load_jobfile
-from taospec.plan import Plan, render, upstream_stand_in
+from taospec.loader import load_jobfile
+from taospec.plan import Plan, upstream_stand_in
+from taospec.platforms import render
 
 
 def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> list[Plan]:

@@ -12,20 +12,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from taospec import plantext
+from taospec import plantext, platforms
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import check_environment, check_gpus, secret_values
-from taospec.jobfile import load_jobfile
+from taospec.ledger import Ledger
+from taospec.loader import load_jobfile
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
-from taospec.platforms import platform_module
 from taospec.proc import redacted
 from taospec.states import COMPLETE
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.ledger import Ledger
 
 TAIL_LINES = 20
 
@@ -164,7 +159,7 @@ def _explain(outcome: Outcome, ledger: Ledger) -> None:
         return
     if outcome.state == "CANCELED":
         return
-    tail = platform_module(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
+    tail = platforms.get(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
         say(f"last lines of {record.id}'s output:")
         for line in tail.rstrip("\n").splitlines():

@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
-from taospec.jobfile import load_jobfile
+from taospec.loader import load_jobfile
 
 SHARE = 16
 """By default, a worker process is started for every this many files (up to one per CPU)."""

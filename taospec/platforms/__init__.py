@@ -1,15 +1,63 @@
-"""Platforms: where a job runs. Each module renders steps and implements the verbs."""
+"""Platforms: where a job runs. Each module satisfies :class:`taospec.platforms.base.Platform`.
+
+:func:`render` turns a job into its plan through its platform, and refuses a
+plan that would carry a secret.
+"""
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from collections.abc import Mapping
 
-PLATFORMS = ("docker", "brev", "slurm", "local")
+from taospec import identity
+from taospec.identity import Identity
+from taospec.job import Job
+from taospec.plan import JOB_ID, Context, Plan, lint_plan
+from taospec.platforms import brev, docker, local, slurm
+from taospec.platforms.base import Platform
+
+PLATFORMS: Mapping[str, Platform] = {
+    "docker": docker,
+    "brev": brev,
+    "slurm": slurm,
+    "local": local,
+}
 
 
-def platform_module(name: str) -> ModuleType:
-    """The module for platform ``name`` (imported on first use)."""
-    if name not in PLATFORMS:
-        raise ValueError(f"unknown platform {name!r}")
-    return importlib.import_module(f"taospec.platforms.{name}")
+def get(name: str) -> Platform:
+    """The platform called ``name`` (a job file's ``platform:``)."""
+    try:
+        return PLATFORMS[name]
+    except KeyError:
+        raise ValueError(f"unknown platform {name!r}") from None
+
+
+def render(
+    job: Job,
+    *,
+    job_id: str = JOB_ID,
+    user: str | None = None,
+    launcher: Identity | None = None,
+    upstream: Mapping[str, str] | None = None,
+) -> Plan:
+    """Render ``job`` into its plan, refusing any plan that carries a secret.
+
+    ``launcher`` is who submits (default: this process); ``user`` overrides
+    the spec's ``user:``; ``upstream`` gives each needed target's results
+    directory (or a stand-in from :func:`taospec.plan.upstream_stand_in`).
+    """
+    submitter = launcher or identity.launcher()
+    platform = get(job.platform)
+    results_dir = f"{job.results_root.rstrip('/')}/{job_id}"
+    context = Context(
+        job=job,
+        job_id=job_id,
+        identity=identity.resolve(job.user, user, submitter),
+        launcher=submitter,
+        results_dir=results_dir,
+        job_results=platform.job_results(results_dir),
+        upstream=tuple(sorted((upstream or {}).items())),
+        user_from_host=job.user == "host" and not user,
+    )
+    plan = platform.plan(context)
+    lint_plan(plan)
+    return plan

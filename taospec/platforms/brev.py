@@ -26,15 +26,12 @@ from collections.abc import Callable, Mapping
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
+from taospec.job import BrevOptions
+from taospec.ledger import Record
 from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
 from taospec.platforms import docker
+from taospec.platforms.base import Launched, StepRunner
 from taospec.states import UNKNOWN, Status
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.ledger import Record
-    from taospec.spec import BrevOptions
 
 NAME = "brev"
 PROBE_ATTEMPTS = 120
@@ -234,6 +231,11 @@ def instance_of(record: Record, sidecar: Mapping[str, object]) -> str:
     if record.backend_ref and "/" in record.backend_ref:
         return record.backend_ref.split("/", 1)[0]
     raise InvalidInput(f"{record.id}: the record does not say which brev instance it ran on")
+
+
+def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+    """Run the launch step; the handle is :func:`backend_ref` of its answer."""
+    return Launched(backend_ref(runner.run(step), plan.job_id))
 
 
 def backend_ref(result: proc.Result, job_id: str) -> str:

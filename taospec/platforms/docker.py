@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import CommandFailed
+from taospec.job import Job
+from taospec.ledger import Record
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
+from taospec.platforms.base import Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.ledger import Record
-    from taospec.spec import Job
 
 NAME = "docker"
 NGC_REGISTRY = "nvcr.io"
@@ -228,6 +225,11 @@ def engine_env(sidecar: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     """DOCKER_HOST for a job that ran on a remote daemon."""
     host = sidecar.get("docker_host")
     return (("DOCKER_HOST", str(host)),) if host else ()
+
+
+def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+    """Run the launch step; the handle is :func:`backend_ref` of its answer."""
+    return Launched(backend_ref(runner.run(step), plan.job_id))
 
 
 def backend_ref(result: proc.Result, job_id: str) -> str:

@@ -15,17 +15,17 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from taospec import proc, templates
+from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import InvalidInput
+from taospec.ledger import Record
+from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
+from taospec.platforms.base import Launched, StepRunner
+from taospec.platforms.common import local_steps, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for ``status``
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    from taospec.ledger import Record
-    from taospec.plan import Context, Plan
 
 NAME = "local"
 EXIT_FILE = "taospec.exit"
@@ -44,9 +44,6 @@ def job_results(results_dir: str) -> str:
 
 def plan(context: Context) -> Plan:
     """prepare, spec-file, launch."""
-    from taospec import templates
-    from taospec.plan import LOG_FILE, Plan, Step, record_fields
-    from taospec.platforms.common import local_steps, owner
 
     job = context.job
     switch = owner(context) is not None
@@ -94,9 +91,13 @@ def plan(context: Context) -> Plan:
 # -- the verbs -------------------------------------------------------------
 
 
-def backend_ref(pid: int) -> str:
-    """``pid:<pid>``, the TAO record's form for a local process."""
-    return f"pid:{pid}"
+def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+    """Start the job's process group detached; the handle is ``pid:<pid>``, as TAO records it.
+
+    The process's start time is kept, so a later pid reuse is never taken for the job.
+    """
+    pid = runner.spawn(step)
+    return Launched(f"pid:{pid}", {"start_time": start_time(pid)})
 
 
 def start_time(pid: int) -> int | None:
@@ -152,7 +153,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     found = None
     if pid is None:
         pid = find_by_job_id(record.id)
-        found = backend_ref(pid) if pid is not None else None
+        found = f"pid:{pid}" if pid is not None else None
     if pid is not None and _alive(pid, sidecar.get("start_time") if found is None else None):
         return Status(RUNNING, f"process {pid} is running", found_ref=found)
     code = _exit_code(record)
@@ -160,7 +161,6 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return Status(UNKNOWN, "the process is gone and left no exit code", found_ref=found)
     if code == 0:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
-    from taospec.diagnose import PROGRAM, diagnose
 
     diagnosis = diagnose(_tail_text(record, 50))
     message = f"process exited with code {code}" + (f"; {diagnosis}" if diagnosis else "")
@@ -176,7 +176,6 @@ def _exit_code(record: Record) -> int | None:
 
 
 def _tail_text(record: Record, lines: int) -> str:
-    from taospec.plan import LOG_FILE
 
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
@@ -202,7 +201,6 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Print the log file (its last ``tail`` lines), then follow it while the job runs."""
-    from taospec.plan import LOG_FILE
 
     path = Path(record.results_dir, LOG_FILE)
     if not path.exists():
@@ -227,7 +225,6 @@ def logs(
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     """End the job's whole process group: TERM, then KILL after a grace period."""
-    from taospec import proc
 
     pid = _pid(record) or find_by_job_id(record.id)
     if pid is None or not _alive(pid, sidecar.get("start_time")):

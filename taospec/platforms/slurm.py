@@ -26,6 +26,7 @@ from pathlib import Path
 from taospec import proc, remote, templates
 from taospec.diagnose import INFRA, PROGRAM, diagnose
 from taospec.errors import CommandFailed, InvalidInput
+from taospec.ledger import Record
 from taospec.plan import (
     CONTAINER_RESULTS,
     JOB_ID,
@@ -35,14 +36,10 @@ from taospec.plan import (
     Step,
     record_fields,
 )
+from taospec.platforms.base import Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-
-if TYPE_CHECKING:
-    from taospec.ledger import Record
 
 NAME = "slurm"
 SCRIPT_FILE = "taospec.sbatch"
@@ -263,22 +260,24 @@ def backend_ref(result: proc.Result, job_id: str) -> str | None:
     return first if first.isdigit() else None
 
 
-def launch(step: Step, plan: Plan, progress: Progress = lambda _: None) -> str:
+def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Submit; when sbatch's answer is lost, adopt the one job named after the record.
 
     Several jobs of that name stop the submission with their ids; none means
     nothing was submitted, and the attempt fails. Nothing is ever resubmitted.
     """
-    result = proc.run(step.argv, extra_env=step.env, check=False)
+    result = runner.run_unchecked(step)
     found = backend_ref(result, plan.job_id) if result.ok else None
     if found is not None:
-        return found
+        return Launched(found)
     login = plan.backend_value("login")
-    progress(f"{plan.job_id}: sbatch gave no job id; looking for a job named {plan.job_id}")
+    runner.progress(f"{plan.job_id}: sbatch gave no job id; looking for a job named {plan.job_id}")
     ids = jobs_named(plan.job_id, login)
     if len(ids) == 1:
-        progress(f"{plan.job_id}: adopted Slurm job {ids[0]}, submitted before the answer was lost")
-        return ids[0]
+        runner.progress(
+            f"{plan.job_id}: adopted Slurm job {ids[0]}, submitted before the answer was lost"
+        )
+        return Launched(ids[0])
     if ids:
         raise CommandFailed(
             proc.shown(step.argv),

@@ -1,38 +1,34 @@
-"""Loading a job file: parse, validate, and return a frozen, typed :class:`Job`.
+"""The rules a JSON Schema cannot say: each finds problems in one parsed job, with their places.
 
-:func:`load_job` is the one way into taospec for a spec. It reads the file
-(:mod:`taospec.yamlsrc`), checks it against the JSON Schema
-(:mod:`taospec.schema`), applies the rules a schema cannot express (GPU
-counts, dotted spec keys, secrets in ``env.set``, placeholders, the image's
-versions key), and reports every problem at once. Nothing downstream sees a
-raw dict.
+:func:`check` runs the schema, then every rule, and returns every problem
+found: GPU counts, dotted spec keys, secrets in ``env.set``, placeholders,
+mounts, platform options and the image's versions key.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from types import MappingProxyType
+from typing import Any
 
-from taospec import placeholders, schema
-from taospec.diagnostics import JsonPath, Problem, SpecError, unique
-from taospec.yamlsrc import Source, parse_shared, read_text
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from typing import Any
+from taospec import lint, placeholders, schema
+from taospec.diagnostics import JsonPath, Problem, unique
+from taospec.versions import Images
+from taospec.yamlsrc import Source
 
 GPU_COUNT_MESSAGE = (
     "GPUs are chosen by id, not by count: a count always lands on the first devices, so on a "
     "shared host every job piles onto GPU 0 while the others sit idle. List the ids to use, "
     "e.g. [0, 1] (see nvidia-smi), or write 'all'"
 )
+
+
 RESULTS_TARGET = "/results"
+
+
 MULTI_NODE_REFUSALS = {
     "brev": (
         "multi-node is not supported on Brev: instances are independent machines with no "
@@ -42,93 +38,6 @@ MULTI_NODE_REFUSALS = {
     "docker": "a Docker host is one node; use several GPUs on it, or a cluster platform",
     "local": "a local process runs on this one machine; use a cluster platform for more nodes",
 }
-
-
-VERSIONS_FILE = "versions.yaml"
-
-
-@dataclass(frozen=True, slots=True)
-class Mount:
-    """A bind mount: a host path seen by the job at ``target``."""
-
-    source: str
-    target: str
-    readonly: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DockerOptions:
-    """``docker:`` settings."""
-
-    host: str | None = None
-    shm_size: str = "8g"
-    ipc: str = "host"
-    extra_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class BrevOptions:
-    """``brev:`` settings."""
-
-    instance: str
-    ephemeral: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmOptions:
-    """``slurm:`` settings. The node count is the job's ``nodes``."""
-
-    login: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = None
-    cpus_per_task: int | None = None
-    container: str = "pyxis"
-    extra_sbatch: tuple[str, ...] = ()
-
-
-_NO_SLURM = SlurmOptions()
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One validated job. ``command`` and ``spec`` still hold their placeholders."""
-
-    file: str
-    name: str
-    network_arch: str
-    action: str
-    platform: str
-    image: str
-    versions_key: str | None
-    command: tuple[str, ...]
-    spec: Mapping[str, Any] | None
-    gpus: tuple[int | str, ...] | str
-    nodes: int
-    storage_tier: str
-    results_root: str
-    mounts: tuple[Mount, ...]
-    env_pass: tuple[str, ...]
-    env_set: tuple[tuple[str, str], ...]
-    user: str
-    upload_excludes: tuple[str, ...]
-    docker: DockerOptions
-    brev: BrevOptions | None
-    slurm: SlurmOptions = _NO_SLURM
-
-
-def load_job(path: str | Path) -> Job:
-    """The one job of a single-job file (or of a pipeline with one target)."""
-    from taospec.jobfile import load_jobfile
-
-    jobfile = load_jobfile(path)
-    if len(jobfile.targets) != 1:
-        names = ", ".join(jobfile.targets)
-        raise SpecError.single(
-            str(path),
-            f"is a pipeline of {len(jobfile.targets)} targets ({names}); name the target to use",
-        )
-    return next(iter(jobfile.targets.values())).job
 
 
 def check(
@@ -238,7 +147,6 @@ def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem
 
 
 def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
-    from taospec import lint
 
     env = source.data.get("env")
     if not isinstance(env, dict):
@@ -310,6 +218,8 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
 SLURM_OWN_OPTIONS = {"--job-name": "-J", "--output": "-o", "--chdir": "-D", "--nodes": "-N",
                      "--ntasks-per-node": "", "--ntasks": "-n", "--parsable": ""}  # fmt: skip
 """sbatch options the slurm platform sets itself (the job name is how a lost answer is found)."""
+
+
 SBATCH_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")
 """A path an #SBATCH line can carry: sbatch reads those lines itself, not through a shell."""
 
@@ -377,153 +287,7 @@ def _image_rules(source: Source, images: Images) -> Iterator[Problem]:
             yield source.problem(("image", "versions_key"), str(exc))
 
 
-class Images:
-    """The image each versions key names for one job file, each key looked up once.
-
-    Checking a job and building it both need its image; one :class:`Images`
-    per load finds and reads versions.yaml once for both (and once for every
-    target of a pipeline), so they also see the same bytes.
-    """
-
-    def __init__(self, spec_file: Path) -> None:
-        self.spec_file = spec_file
-        self._found: dict[str, tuple[bool, str]] = {}
-        self._versions: tuple[Path | None] | None = None
-
-    @classmethod
-    def with_versions_file(cls, spec_file: Path, versions_file: Path | None) -> Images:
-        """Images for ``spec_file`` whose nearest versions.yaml was already found (or not)."""
-        images = cls(spec_file)
-        images._versions = (versions_file,)
-        return images
-
-    def resolve(self, key: str) -> str:
-        """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
-        found = self._found.get(key)
-        if found is None:
-            if self._versions is None:
-                self._versions = (find_versions_file(self.spec_file),)
-            try:
-                found = (True, image_in(self._versions[0], key, self.spec_file))
-            except LookupError as exc:
-                found = (False, str(exc))
-            self._found[key] = found
-        resolved, text = found
-        if not resolved:
-            raise LookupError(text)
-        return text
-
-
-def find_versions_file(start: Path) -> Path | None:
-    """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
-
-    A job file read from a pipe or a process substitution has no folder of its
-    own: the search starts in the current directory.
-    """
-    real = Path(os.path.realpath(start))
-    folder = real.parent if real.is_file() else Path.cwd()
-    for candidate in (folder, *folder.parents):
-        found = candidate / VERSIONS_FILE
-        if found.is_file():
-            return found
-    return None
-
-
-def resolve_versions_key(key: str, spec_file: Path) -> str:
-    """The image URI that ``key`` names in the nearest versions.yaml."""
-    return image_in(find_versions_file(spec_file), key, spec_file)
-
-
-def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
-    """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
-    if versions is None:
-        raise LookupError(
-            f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
-            "directory, and there is none"
-        )
-    node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise LookupError(f"{versions} has no key {key!r}")
-        node = node[part]
-    if not isinstance(node, str) or not node:
-        raise LookupError(f"{versions}: {key!r} is not an image reference")
-    return node
-
-
-def build_job(source: Source, file: Path, name: str, images: Images | None = None) -> Job:
-    """The typed job for a checked ``source`` (its data already merged and expanded)."""
-    data = source.data
-    image = data["image"]
-    versions_key = image["versions_key"] if isinstance(image, dict) else None
-    env = data.get("env", {})
-    docker = data.get("docker", {})
-    brev = data.get("brev")
-    gpus = data.get("gpus", [])
-    return Job(
-        file=source.file,
-        name=name,
-        network_arch=data["network_arch"],
-        action=data["action"],
-        platform=data.get("platform", "local"),
-        image=(images or Images(file)).resolve(versions_key) if versions_key else image,
-        versions_key=versions_key,
-        command=_command(data["command"]),
-        spec=_freeze(data["spec"]) if "spec" in data else None,
-        gpus=gpus if isinstance(gpus, str) else tuple(gpus),
-        nodes=data.get("nodes", 1),
-        storage_tier=data.get("storage_tier", "A"),
-        results_root=data["results_root"],
-        mounts=tuple(
-            Mount(m["source"], m["target"], m.get("readonly", False))
-            for m in data.get("mounts", [])
-        ),
-        env_pass=tuple(env.get("pass", [])),
-        env_set=tuple(sorted((k, _env_value(v)) for k, v in env.get("set", {}).items())),
-        user=str(data.get("user", "host")),
-        upload_excludes=tuple(data.get("upload_excludes", [])),
-        docker=DockerOptions(
-            host=docker.get("host"),
-            shm_size=docker.get("shm_size", "8g"),
-            ipc=docker.get("ipc", "host"),
-            extra_args=tuple(docker.get("extra_args", [])),
-        ),
-        brev=BrevOptions(brev["instance"], brev.get("ephemeral", False)) if brev else None,
-        slurm=_slurm_options(data.get("slurm", {})),
-    )
-
-
-def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
-    return SlurmOptions(
-        login=block.get("login"),
-        partition=block.get("partition"),
-        account=block.get("account"),
-        time=block.get("time"),
-        cpus_per_task=block.get("cpus_per_task"),
-        container=block.get("container", "pyxis"),
-        extra_sbatch=tuple(block.get("extra_sbatch", [])),
-    )
-
-
-def _command(command: str | list[str]) -> tuple[str, ...]:
-    return split_command(command) if isinstance(command, str) else tuple(command)
-
-
 @lru_cache(maxsize=256)
 def split_command(command: str) -> tuple[str, ...]:
     """``command``'s words as :func:`shlex.split` makes them (checking and building share them)."""
     return tuple(shlex.split(command))
-
-
-def _env_value(value: str | int | float | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value

@@ -1,102 +1,42 @@
-"""A job file: one job, or a pipeline of named targets with defaults, needs and matrices.
+"""The one loader: read a job file, check it whole, and return it typed.
 
-:func:`load_jobfile` is the loader for both forms. A single-job file is a
-pipeline of one target named after the file. In a pipeline, each job is
+:func:`load_jobfile` reads single-job files and pipelines. A single-job file
+is a pipeline of one target named after the file. In a pipeline, each job is
 ``defaults`` deep-merged with its own keys (mappings merge, lists and single
 values replace), expanded once per ``matrix`` combination, checked whole
-against the job schema, and linked to the targets it ``needs``. Problems
-point at the line that set the offending value, in the job or in defaults.
+(:mod:`taospec.rules`), and linked to the targets it ``needs``. Every problem
+is reported at once, at the line that set the offending value, in the job or
+in defaults; nothing downstream sees a raw dict.
 """
 
 from __future__ import annotations
 
+import graphlib
 import itertools
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
-from taospec.spec import Images, Job, build_job, check
+from taospec.job import (
+    BrevOptions,
+    DockerOptions,
+    Job,
+    JobFile,
+    Mount,
+    SlurmOptions,
+    Target,
+    matching,
+)
+from taospec.rules import check, split_command
+from taospec.versions import Images
 from taospec.yamlsrc import MergedSource, Source, parse, read_text
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
-if TYPE_CHECKING:
-    from typing import Any
-
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
-_MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One runnable target: its job, what it needs, and what its identity depends on.
-
-    ``inputs`` are launcher-side paths, as written in the file (relative to it
-    unless absolute); ``base`` is the name in the file, before matrix expansion.
-    """
-
-    name: str
-    job: Job
-    needs: tuple[str, ...] = ()
-    inputs: tuple[str, ...] = ()
-    base: str = ""
-
-    def input_paths(self) -> tuple[Path, ...]:
-        """The inputs as paths on this machine."""
-        folder = Path(self.job.file).parent
-        return tuple(Path(p) if Path(p).is_absolute() else folder / p for p in self.inputs)
-
-
-@dataclass(frozen=True, slots=True)
-class JobFile:
-    """Every target of one file, in file order (matrix expansions in value order)."""
-
-    file: str
-    targets: dict[str, Target]
-    pipeline: bool
-
-    def closure(self, wanted: tuple[str, ...] = ()) -> list[str]:
-        """``wanted`` (default: all) and what they need, dependencies first."""
-        chosen = self.select(wanted) if wanted else list(self.targets)
-        order: list[str] = []
-        for name in chosen:
-            self._visit(name, order)
-        return order
-
-    def _visit(self, name: str, order: list[str]) -> None:
-        if name in order:
-            return
-        for need in self.targets[name].needs:
-            self._visit(need, order)
-        order.append(name)
-
-    def select(self, wanted: tuple[str, ...]) -> list[str]:
-        """Target names for command-line names (a matrix base stands for its expansions)."""
-        chosen: list[str] = []
-        for name in wanted:
-            matches = _matching(name, list(self.targets))
-            if not matches:
-                raise SpecError.single(self.file, f"has no target {name!r}{_hint(name, self)}")
-            chosen += [m for m in matches if m not in chosen]
-        return chosen
-
-    def dependents(self, name: str) -> list[str]:
-        """Every target that needs ``name``, directly or not."""
-        out: list[str] = []
-        for other in self.closure():
-            if other not in out and (
-                name in self.targets[other].needs
-                or any(n in out for n in self.targets[other].needs)
-            ):
-                out.append(other)
-        return out
-
-
-def _hint(name: str, jobfile: JobFile) -> str:
-    guess = closest(name, jobfile.targets)
-    return f" (did you mean {guess!r}?)" if guess else f"; targets: {', '.join(jobfile.targets)}"
 
 
 def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
@@ -126,9 +66,6 @@ def _single(source: Source, file: Path, images: Images) -> JobFile:
     inputs = tuple(source.data.get("inputs", []))
     job = build_job(source, file, file.stem, images)
     return JobFile(str(file), {file.stem: Target(file.stem, job, (), inputs, file.stem)}, False)
-
-
-# -- pipelines ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +131,6 @@ def matrix_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and "e" in repr(value):
-        from decimal import Decimal  # only for floats Python writes with an exponent
-
         return format(Decimal(repr(value)), "f")
     return str(value)
 
@@ -223,26 +158,6 @@ def _fill(value: Any, values: Mapping[str, str]) -> Any:
     return value
 
 
-def _matching(name: str, names: list[str]) -> list[str]:
-    """Targets a needs entry or command-line name stands for."""
-    if name in names:
-        return [name]
-    parsed = _MATRIX.match(name)
-    if not parsed:
-        return []
-    base = parsed.group("base")
-    wanted = set(filter(None, (parsed.group("pairs") or "").split(",")))
-    out = []
-    for candidate in names:
-        found = _MATRIX.match(candidate)
-        if not found or found.group("base") != base:
-            continue
-        have = set(filter(None, (found.group("pairs") or "").split(",")))
-        if wanted <= have:
-            out.append(candidate)
-    return out
-
-
 def _resolve_needs(
     source: Source, expansion: _Expansion, names: list[str]
 ) -> tuple[tuple[str, ...], list[Problem]]:
@@ -250,7 +165,7 @@ def _resolve_needs(
     found: list[str] = []
     problems = []
     for index, need in enumerate(raw):
-        matches = _matching(need, names)
+        matches = matching(need, names)
         where: JsonPath = ("jobs", expansion.base, "needs", index)
         if not matches:
             guess = closest(need, names)
@@ -283,28 +198,101 @@ def _has(data: Any, path: JsonPath) -> bool:
 def _cycles(
     source: Source, expansions: list[_Expansion], needs: dict[str, tuple[str, ...]]
 ) -> list[Problem]:
+    """A dependency cycle among the targets, at the needs entry that closes it."""
+    try:
+        graphlib.TopologicalSorter(needs).prepare()
+    except graphlib.CycleError as exc:
+        path = list(reversed(exc.args[1]))  # each target, then one it needs
+    else:
+        return []
+    first, second = path[0], path[1]
     base_of = {e.name: e for e in expansions}
-    problems: list[Problem] = []
-    reported: set[frozenset[str]] = set()
-    for start in needs:
-        path = _cycle_from(start, needs)
-        if path and frozenset(path) not in reported:
-            reported.add(frozenset(path))
-            first, second = path[0], path[1]
-            raw = base_of[first].data.get("needs") or []
-            index = next((i for i, n in enumerate(raw) if second in _matching(n, list(needs))), 0)
-            where: JsonPath = ("jobs", base_of[first].base, "needs", index)
-            problems.append(_at(source, where, "dependency cycle: " + " -> ".join(path)))
-    return problems
+    raw = base_of[first].data.get("needs") or []
+    index = next((i for i, n in enumerate(raw) if second in matching(n, list(needs))), 0)
+    where: JsonPath = ("jobs", base_of[first].base, "needs", index)
+    return [_at(source, where, "dependency cycle: " + " -> ".join(path))]
 
 
-def _cycle_from(start: str, needs: dict[str, tuple[str, ...]]) -> list[str] | None:
-    stack: list[tuple[str, list[str]]] = [(start, [start])]
-    while stack:
-        name, path = stack.pop()
-        for need in needs.get(name, ()):
-            if need == start:
-                return [*path, start]
-            if need not in path:
-                stack.append((need, [*path, need]))
-    return None
+def load_job(path: str | Path) -> Job:
+    """The one job of a single-job file (or of a pipeline with one target)."""
+
+    jobfile = load_jobfile(path)
+    if len(jobfile.targets) != 1:
+        names = ", ".join(jobfile.targets)
+        raise SpecError.single(
+            str(path),
+            f"is a pipeline of {len(jobfile.targets)} targets ({names}); name the target to use",
+        )
+    return next(iter(jobfile.targets.values())).job
+
+
+def build_job(source: Source, file: Path, name: str, images: Images | None = None) -> Job:
+    """The typed job for a checked ``source`` (its data already merged and expanded)."""
+    data = source.data
+    image = data["image"]
+    versions_key = image["versions_key"] if isinstance(image, dict) else None
+    env = data.get("env", {})
+    docker = data.get("docker", {})
+    brev = data.get("brev")
+    gpus = data.get("gpus", [])
+    return Job(
+        file=source.file,
+        name=name,
+        network_arch=data["network_arch"],
+        action=data["action"],
+        platform=data.get("platform", "local"),
+        image=(images or Images(file)).resolve(versions_key) if versions_key else image,
+        versions_key=versions_key,
+        command=_command(data["command"]),
+        spec=_freeze(data["spec"]) if "spec" in data else None,
+        gpus=gpus if isinstance(gpus, str) else tuple(gpus),
+        nodes=data.get("nodes", 1),
+        storage_tier=data.get("storage_tier", "A"),
+        results_root=data["results_root"],
+        mounts=tuple(
+            Mount(m["source"], m["target"], m.get("readonly", False))
+            for m in data.get("mounts", [])
+        ),
+        env_pass=tuple(env.get("pass", [])),
+        env_set=tuple(sorted((k, _env_value(v)) for k, v in env.get("set", {}).items())),
+        user=str(data.get("user", "host")),
+        upload_excludes=tuple(data.get("upload_excludes", [])),
+        docker=DockerOptions(
+            host=docker.get("host"),
+            shm_size=docker.get("shm_size", "8g"),
+            ipc=docker.get("ipc", "host"),
+            extra_args=tuple(docker.get("extra_args", [])),
+        ),
+        brev=BrevOptions(brev["instance"], brev.get("ephemeral", False)) if brev else None,
+        slurm=_slurm_options(data.get("slurm", {})),
+    )
+
+
+def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
+    return SlurmOptions(
+        login=block.get("login"),
+        partition=block.get("partition"),
+        account=block.get("account"),
+        time=block.get("time"),
+        cpus_per_task=block.get("cpus_per_task"),
+        container=block.get("container", "pyxis"),
+        extra_sbatch=tuple(block.get("extra_sbatch", [])),
+    )
+
+
+def _command(command: str | list[str]) -> tuple[str, ...]:
+    return split_command(command) if isinstance(command, str) else tuple(command)
+
+
+def _env_value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value

@@ -1,0 +1,175 @@
+"""The typed job model: what a loaded job file is, frozen.
+
+A :class:`JobFile` holds its :class:`Target` objects in file order; each
+target holds one :class:`Job`. :mod:`taospec.loader` is the only place that
+makes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taospec.diagnostics import SpecError, closest
+
+_MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A bind mount: a host path seen by the job at ``target``."""
+
+    source: str
+    target: str
+    readonly: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DockerOptions:
+    """``docker:`` settings."""
+
+    host: str | None = None
+    shm_size: str = "8g"
+    ipc: str = "host"
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BrevOptions:
+    """``brev:`` settings."""
+
+    instance: str
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """``slurm:`` settings. The node count is the job's ``nodes``."""
+
+    login: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    cpus_per_task: int | None = None
+    container: str = "pyxis"
+    extra_sbatch: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One validated job. ``command`` and ``spec`` still hold their placeholders."""
+
+    file: str
+    name: str
+    network_arch: str
+    action: str
+    platform: str
+    image: str
+    versions_key: str | None
+    command: tuple[str, ...]
+    spec: Mapping[str, Any] | None
+    gpus: tuple[int | str, ...] | str
+    nodes: int
+    storage_tier: str
+    results_root: str
+    mounts: tuple[Mount, ...]
+    env_pass: tuple[str, ...]
+    env_set: tuple[tuple[str, str], ...]
+    user: str
+    upload_excludes: tuple[str, ...]
+    docker: DockerOptions
+    brev: BrevOptions | None
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One runnable target: its job, what it needs, and what its identity depends on.
+
+    ``inputs`` are launcher-side paths, as written in the file (relative to it
+    unless absolute); ``base`` is the name in the file, before matrix expansion.
+    """
+
+    name: str
+    job: Job
+    needs: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
+    base: str = ""
+
+    def input_paths(self) -> tuple[Path, ...]:
+        """The inputs as paths on this machine."""
+        folder = Path(self.job.file).parent
+        return tuple(Path(p) if Path(p).is_absolute() else folder / p for p in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFile:
+    """Every target of one file, in file order (matrix expansions in value order)."""
+
+    file: str
+    targets: dict[str, Target]
+    pipeline: bool
+
+    def closure(self, wanted: tuple[str, ...] = ()) -> list[str]:
+        """``wanted`` (default: all) and what they need, dependencies first."""
+        chosen = self.select(wanted) if wanted else list(self.targets)
+        order: list[str] = []
+        for name in chosen:
+            self._visit(name, order)
+        return order
+
+    def _visit(self, name: str, order: list[str]) -> None:
+        if name in order:
+            return
+        for need in self.targets[name].needs:
+            self._visit(need, order)
+        order.append(name)
+
+    def select(self, wanted: tuple[str, ...]) -> list[str]:
+        """Target names for command-line names (a matrix base stands for its expansions)."""
+        chosen: list[str] = []
+        for name in wanted:
+            matches = matching(name, list(self.targets))
+            if not matches:
+                raise SpecError.single(self.file, f"has no target {name!r}{_hint(name, self)}")
+            chosen += [m for m in matches if m not in chosen]
+        return chosen
+
+    def dependents(self, name: str) -> list[str]:
+        """Every target that needs ``name``, directly or not."""
+        out: list[str] = []
+        for other in self.closure():
+            if other not in out and (
+                name in self.targets[other].needs
+                or any(n in out for n in self.targets[other].needs)
+            ):
+                out.append(other)
+        return out
+
+
+def _hint(name: str, jobfile: JobFile) -> str:
+    guess = closest(name, jobfile.targets)
+    return f" (did you mean {guess!r}?)" if guess else f"; targets: {', '.join(jobfile.targets)}"
+
+
+def matching(name: str, names: list[str]) -> list[str]:
+    """Targets a needs entry or command-line name stands for."""
+    if name in names:
+        return [name]
+    parsed = _MATRIX.match(name)
+    if not parsed:
+        return []
+    base = parsed.group("base")
+    wanted = set(filter(None, (parsed.group("pairs") or "").split(",")))
+    out = []
+    for candidate in names:
+        found = _MATRIX.match(candidate)
+        if not found or found.group("base") != base:
+            continue
+        have = set(filter(None, (found.group("pairs") or "").split(",")))
+        if wanted <= have:
+            out.append(candidate)
+    return out

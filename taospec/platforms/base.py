@@ -1,0 +1,89 @@
+"""What every platform provides: the protocol the executor and the verbs call.
+
+A platform is a module whose functions satisfy :class:`Platform`. It renders
+a job's steps (:meth:`Platform.plan`), starts the job with the plan's last
+step (:meth:`Platform.launch`), and answers the verbs for a launched job from
+its record and sidecar (``status``, ``logs``, ``log_tail``, ``cancel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from taospec import proc
+from taospec.ledger import Record
+from taospec.plan import Context, Plan, Step
+from taospec.states import Status
+
+Write = Callable[[str], None]
+"""Where a verb hands what it reads (the job's output)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """A started job: the backend's handle, and facts the other verbs will need."""
+
+    ref: str
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+
+class StepRunner(Protocol):
+    """How a platform's launch runs a step: with the submit's environment and progress."""
+
+    def run(self, step: Step) -> proc.Result:
+        """Run ``step`` to its end; raise :class:`taospec.errors.CommandFailed` on failure."""
+        ...
+
+    def run_unchecked(self, step: Step) -> proc.Result:
+        """Run ``step`` to its end and return its result, whatever its exit code."""
+        ...
+
+    def spawn(self, step: Step) -> int:
+        """Start ``step`` detached (its output to ``step.log_path``); return its pid."""
+        ...
+
+    def progress(self, text: str) -> None:
+        """Tell the person what is happening."""
+        ...
+
+
+class Platform(Protocol):
+    """Where a job runs."""
+
+    def job_results(self, results_dir: str) -> str:
+        """The results directory as the job itself sees it."""
+        ...
+
+    def plan(self, context: Context) -> Plan:
+        """The job's steps; the last one launches it."""
+        ...
+
+    def launch(self, step: Step, plan: Plan, runner: StepRunner) -> Launched:
+        """Run the launch step and return the backend's handle."""
+        ...
+
+    def status(self, record: Record, sidecar: Mapping[str, object]) -> Status:
+        """Ask the backend (never just the record) what state the job is in."""
+        ...
+
+    def logs(
+        self,
+        record: Record,
+        sidecar: Mapping[str, object],
+        *,
+        tail: int | None,
+        follow: bool,
+        on_line: Write,
+    ) -> int:
+        """Hand the job's output to ``on_line`` (following it while it runs); 0 when read."""
+        ...
+
+    def log_tail(self, record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+        """The last ``lines`` lines of the job's output."""
+        ...
+
+    def cancel(self, record: Record, sidecar: Mapping[str, object]) -> str:
+        """Stop the job; say what was done."""
+        ...

@@ -1,0 +1,85 @@
+"""Image pins: a job names a key of the nearest ``versions.yaml`` instead of an image URI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from taospec.yamlsrc import parse_shared, read_text
+
+VERSIONS_FILE = "versions.yaml"
+
+
+class Images:
+    """The image each versions key names for one job file, each key looked up once.
+
+    Checking a job and building it both need its image; one :class:`Images`
+    per load finds and reads versions.yaml once for both (and once for every
+    target of a pipeline), so they also see the same bytes.
+    """
+
+    def __init__(self, spec_file: Path) -> None:
+        self.spec_file = spec_file
+        self._found: dict[str, tuple[bool, str]] = {}
+        self._versions: tuple[Path | None] | None = None
+
+    @classmethod
+    def with_versions_file(cls, spec_file: Path, versions_file: Path | None) -> Images:
+        """Images for ``spec_file`` whose nearest versions.yaml was already found (or not)."""
+        images = cls(spec_file)
+        images._versions = (versions_file,)
+        return images
+
+    def resolve(self, key: str) -> str:
+        """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
+        found = self._found.get(key)
+        if found is None:
+            if self._versions is None:
+                self._versions = (find_versions_file(self.spec_file),)
+            try:
+                found = (True, image_in(self._versions[0], key, self.spec_file))
+            except LookupError as exc:
+                found = (False, str(exc))
+            self._found[key] = found
+        resolved, text = found
+        if not resolved:
+            raise LookupError(text)
+        return text
+
+
+def find_versions_file(start: Path) -> Path | None:
+    """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
+
+    A job file read from a pipe or a process substitution has no folder of its
+    own: the search starts in the current directory.
+    """
+    real = Path(os.path.realpath(start))
+    folder = real.parent if real.is_file() else Path.cwd()
+    for candidate in (folder, *folder.parents):
+        found = candidate / VERSIONS_FILE
+        if found.is_file():
+            return found
+    return None
+
+
+def resolve_versions_key(key: str, spec_file: Path) -> str:
+    """The image URI that ``key`` names in the nearest versions.yaml."""
+    return image_in(find_versions_file(spec_file), key, spec_file)
+
+
+def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
+    """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
+    if versions is None:
+        raise LookupError(
+            f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
+            "directory, and there is none"
+        )
+    node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise LookupError(f"{versions} has no key {key!r}")
+        node = node[part]
+    if not isinstance(node, str) or not node:
+        raise LookupError(f"{versions}: {key!r} is not an image reference")
+    return node
