@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from taospec import platforms, proc
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput, JobFailed
+from taospec.job import Job
 from taospec.ledger import Ledger, Record
 from taospec.plan import FAILED, Plan, Step, plan_from_json
 from taospec.states import CANCELED, ERROR, RUNNING
@@ -33,20 +34,18 @@ def secret_values(names: tuple[str, ...], environ: Mapping[str, str] | None = No
     return [env[name] for name in names if env.get(name)]
 
 
-def check_environment(plan: Plan, environ: Mapping[str, str]) -> None:
+def check_environment(job: Job, environ: Mapping[str, str]) -> None:
     """Every name the job passes must be set, or the job would start with an empty value.
 
-    Names read on a remote machine (``env_source: instance``) are checked there by the plan.
+    Brev reads the passed variables on the instance, where its plan checks them.
     """
-    remote = plan.backend_value("env_source") == "instance"
-    missing = [name for name in plan.secrets if name not in environ and not remote]
-    for step in plan.steps:
-        if step.stdin_env and step.stdin_env not in environ and step.stdin_env not in missing:
-            missing.append(step.stdin_env)
+    if job.platform == "brev":
+        return
+    missing = [name for name in job.env_pass if name not in environ]
     if missing:
         names = ", ".join(missing)
         raise InvalidInput(
-            f"{plan.file}: env.pass names {names}, but this environment does not set "
+            f"{job.file}: env.pass names {names}, but this environment does not set "
             f"{'it' if len(missing) == 1 else 'them'}; export {names} before submitting "
             "(the value is passed by name and never written down)"
         )

@@ -10,7 +10,6 @@ one host at the same time, and cancels what runs on Ctrl-C.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from taospec import __version__, platforms
 from taospec.errors import TaospecError
-from taospec.executor import check_environment, check_gpus, submit, teardown
+from taospec.executor import check_gpus, submit, teardown
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -55,7 +54,7 @@ class Decision:
     target: Target
     run: bool
     reason: str
-    plan: Plan
+    plan: Plan | None
     fingerprint: Fingerprint | None = None
     job_id: str | None = None
     results_dir: str | None = None
@@ -70,14 +69,23 @@ def decide(
     *,
     force: Sequence[str] = (),
     user: str | None = None,
+    preview: bool = False,
 ) -> list[Decision]:
-    """A decision per target in ``names`` (dependencies first)."""
+    """A decision per target in ``names`` (dependencies first).
+
+    A target that waits for an upstream which will run has no plan yet: its
+    plan needs the upstream's real results directory and is rendered once,
+    when it launches. With ``preview`` (a dry run) it is rendered now with the
+    ``$UPSTREAM_<TARGET>`` stand-ins, for review.
+    """
     index = Index(ledger)
     images: dict[str, str | None] = {}
     decided: dict[str, Decision] = {}
     for name in names:
         target = jobfile.targets[name]
-        decided[name] = _decide_one(target, decided, index, images, forced=name in force, user=user)
+        decided[name] = _decide_one(
+            target, decided, index, images, forced=name in force, user=user, preview=preview
+        )
     return [decided[name] for name in names]
 
 
@@ -89,15 +97,15 @@ def _decide_one(
     *,
     forced: bool,
     user: str | None,
+    preview: bool,
 ) -> Decision:
-    upstream = {
-        need: upstream_stand_in(need) if decided[need].run else str(decided[need].results_dir)
-        for need in target.needs
-    }
-    plan = render(target.job, user=user, upstream=upstream)
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
+        stand_ins = {need: upstream_stand_in(need) for need in waiting}
+        upstream = {**_upstream_dirs(target, decided), **stand_ins}
+        plan = render(target.job, user=user, upstream=upstream) if preview else None
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
+    plan = render(target.job, user=user, upstream=_upstream_dirs(target, decided))
     if forced:
         return Decision(target, True, "forced (-B)", plan)
     needs = {need: _digest(decided[need]) for need in target.needs}
@@ -117,6 +125,11 @@ def _decide_one(
             target, False, reason, plan, fingerprint, done.id, done.results_dir, work=work
         )
     return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint, work=work)
+
+
+def _upstream_dirs(target: Target, decided: dict[str, Decision]) -> dict[str, str]:
+    """The results directories of the up-to-date targets ``target`` needs."""
+    return {need: str(decided[need].results_dir) for need in target.needs if not decided[need].run}
 
 
 def _digest(decision: Decision) -> str:
@@ -363,8 +376,9 @@ class Build:
         board = self.board or Board(enabled=False)
         upstream = upstream or {d.target.name: d for d in self.decisions if not d.run}
         dirs, digests = self._upstream(target, upstream)
-        plan = render(target.job, user=self.user, upstream=dirs)
-        check_environment(plan, os.environ)
+        plan = decision.plan
+        if plan is None:  # it waited for an upstream: rendered now, with its real results
+            plan = render(target.job, user=self.user, upstream=dirs)
         if not self.allow_shared_gpus:
             check_gpus(plan, self.ledger)
         sidecar: dict[str, object] = {
@@ -372,7 +386,6 @@ class Build:
             "target": target_key(target),
             "taospec": __version__,
         }
-        # A target that waited rendered again with its upstream's real results.
         work = decision.work or compute(target, plan, digests, None)
         if decision.fingerprint is not None or not has_image_digest(plan):
             image = decision.fingerprint.image if decision.fingerprint else None

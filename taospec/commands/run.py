@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from taospec import plantext, platforms
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
-from taospec.executor import check_environment, check_gpus, secret_values
+from taospec.executor import check_environment, secret_values
 from taospec.ledger import Ledger
 from taospec.loader import load_jobfile
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
@@ -45,15 +45,13 @@ def run(
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
     ledger = open_ledger(secret_values(tuple(passed)))
     forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
-    decisions = decide(jobfile, names, ledger, force=forced, user=user)
+    decisions = decide(jobfile, names, ledger, force=forced, user=user, preview=dry_run)
     if dry_run or check:
         _print_decisions(decisions, with_plans=dry_run)
         return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
     for decision in decisions:
         if decision.run:
-            check_environment(decision.plan, os.environ)
-            if not allow_shared_gpus:
-                check_gpus(decision.plan, ledger)
+            check_environment(decision.target.job, os.environ)
     if detach:
         return _detach(
             Build(
@@ -108,7 +106,7 @@ def _print_decisions(decisions: list[Decision], *, with_plans: bool) -> None:
     if not with_plans:
         return
     for decision in decisions:
-        if decision.run:
+        if decision.run and decision.plan is not None:
             print()
             print(plantext.text(decision.plan), end="")
 
