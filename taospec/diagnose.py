@@ -1,140 +1,407 @@
-"""Known failures, recognised from docker's output or a job's log tail.
+"""Why a job failed, and whether running it again could help.
 
-Each :class:`Diagnosis` says what happened, what to do, and whether retrying
-the same job could help (``ERR_INFRA``) or not (``ERR_PROGRAM``).
+:func:`classify` turns what the backend said (exit code, its own message:
+docker's state and errors, Slurm's job state) and the job's log tail into a
+:class:`Diagnosis` with a class, always: ``ERR_INFRA`` for faults of the
+machine or the service around the job (a node or boot failure, preemption, a
+GPU Xid or ECC error, an image pull failure, eviction, a daemon or runtime
+error), which a retry under a new record may cure; ``ERR_PROGRAM`` for faults
+of the job itself (out of memory, a device-side assert, a traceback, a missing
+file, a timeout), which a retry repeats.
+
+:func:`diagnose` is the older question, "does this text show a failure we
+know?", answered with the same sentences.
 """
 
 from __future__ import annotations
 
 import re
-
-from taospec.values import Value
+import signal
+from dataclasses import dataclass
 
 INFRA = "ERR_INFRA"
 PROGRAM = "ERR_PROGRAM"
 
 
-class Diagnosis(Value):
-    """A recognised failure."""
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """A failure's class, what happened (one sentence) and what to do."""
 
-    __slots__ = ("what", "advice", "err_class")  # noqa: RUF023 - the constructor's order
-    what: str
-    advice: str
     err_class: str
+    sentence: str
+    advice: str
 
-    def __init__(self, what: str, advice: str, err_class: str) -> None:
-        self._assign(what, advice, err_class)
+    @property
+    def what(self) -> str:
+        """The sentence, under the name earlier callers use."""
+        return self.sentence
 
     def __str__(self) -> str:
-        return f"{self.what}: {self.advice}"
+        return f"{self.sentence}: {self.advice}"
 
 
+def _infra(sentence: str, advice: str) -> Diagnosis:
+    return Diagnosis(INFRA, sentence, advice)
+
+
+def _program(sentence: str, advice: str) -> Diagnosis:
+    return Diagnosis(PROGRAM, sentence, advice)
+
+
+_NO_GPU_RUNTIME = _infra(
+    "no GPU runtime on the Docker host",
+    "the NVIDIA Container Toolkit is missing or docker is not configured for it; install it "
+    "(tao-setup-nvidia-gpu-host --backend docker --install), restart docker, or drop gpus: "
+    "from the spec to run without GPUs",
+)
+_SHM = _program("/dev/shm is too small", "raise docker.shm_size in the spec (e.g. 16g)")
+_NODE_FAIL = _infra(
+    "a node of the job failed", "submit again; Slurm will place it on healthy nodes"
+)
+_PREEMPTED = _infra(
+    "the scheduler preempted the job for another one",
+    "submit again, or ask for a partition or QOS that is not preemptible",
+)
+_TIME_LIMIT = _program(
+    "the job reached its time limit",
+    "raise slurm.time, or make the job shorter (fewer epochs, resume from a checkpoint)",
+)
+_HOST_OOM = _program(
+    "the job ran out of host memory (the kernel's out-of-memory killer stopped it)",
+    "lower the batch size or the number of data loader workers, or run on a host with more memory",
+)
+
+# What the backend's own message says, checked before the log: the backend knows best.
+_NATIVE: tuple[tuple[str, Diagnosis], ...] = (
+    (
+        r"\bNODE_FAIL\b",
+        _NODE_FAIL,
+    ),
+    (
+        r"\bBOOT_FAIL\b",
+        _infra("a node of the job failed to boot", "submit again, or ask the cluster's admins"),
+    ),
+    (
+        r"\bPREEMPTED\b",
+        _PREEMPTED,
+    ),
+    (
+        r"\bEvicted\b|[Tt]he node was low on resource",
+        _infra("the job was evicted from its node", "submit again once the node has room"),
+    ),
+    (
+        r"\bOUT_OF_MEMORY\b|OOMKilled|out-of-memory killer",
+        _HOST_OOM,
+    ),
+    (
+        r"\bTIMEOUT\b|\bDEADLINE\b",
+        _TIME_LIMIT,
+    ),
+)
+
+# What a failure looks like in docker's output or the job's log, most specific first.
 _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     (
-        r'could not select device driver "" with capabilities: \[\[gpu\]\]',
-        Diagnosis(
-            "no GPU runtime on the Docker host",
-            "the NVIDIA Container Toolkit is missing or docker is not configured for it; install "
-            "it (tao-setup-nvidia-gpu-host --backend docker --install), restart docker, or drop "
-            "gpus: from the spec to run without GPUs",
-            INFRA,
+        r"DUE TO NODE FAILURE",
+        _NODE_FAIL,
+    ),
+    (
+        r"DUE TO PREEMPTION",
+        _PREEMPTED,
+    ),
+    (
+        r"DUE TO TIME LIMIT",
+        _TIME_LIMIT,
+    ),
+    (
+        r"uncorrectable ECC|ECC error|cudaErrorECCUncorrectable|GPU has fallen off the bus|"
+        r"GPU is lost|row[- ]remapping failure",
+        _infra("a GPU fault", "the GPU itself failed; resubmit on other GPUs"),
+    ),
+    (r'could not select device driver "" with capabilities: \[\[gpu\]\]', _NO_GPU_RUNTIME),
+    (
+        r"unknown or invalid runtime name: nvidia|nvidia-container-cli: initialization error|"
+        r"nvidia-container-runtime did not terminate",
+        _infra(
+            "the NVIDIA container runtime failed on the Docker host",
+            "check the host with docker info and nvidia-smi; reinstall or reconfigure the NVIDIA "
+            "Container Toolkit (nvidia-ctk runtime configure --runtime=docker) and restart docker",
+        ),
+    ),
+    (
+        r"Driver/library version mismatch|nvidia-container-cli: requirement error",
+        _infra(
+            "the host's NVIDIA driver does not match what the job needs",
+            "the driver was upgraded without a reboot, or is older than the image requires "
+            "(TAO needs driver >= 580); reboot or upgrade the host's driver",
         ),
     ),
     (
         r"Cannot connect to the Docker daemon|error during connect|docker daemon is not running",
-        Diagnosis(
+        _infra(
             "no Docker engine answers",
             "start dockerd (or check docker.host and that ssh to it works), then submit again",
-            INFRA,
         ),
     ),
     (
         r"unauthorized: authentication required|unauthorized:|denied: requested access",
-        Diagnosis(
+        _infra(
             "the registry refused the image",
             "NGC_KEY is missing or invalid: export it, list it under env.pass so taospec logs in "
             "with --password-stdin, or run docker login nvcr.io yourself",
-            INFRA,
         ),
     ),
     (
         r"pull access denied|manifest unknown|repository does not exist|not found: manifest",
-        Diagnosis(
+        _infra(
             "the image cannot be found",
             "check the image reference (or its versions.yaml key) and that you may pull it",
-            INFRA,
+        ),
+    ),
+    (
+        r"toomanyrequests|TLS handshake timeout|failed to register layer|"
+        r"error pulling image|failed to resolve reference|"
+        r"net/http: request canceled",
+        _infra(
+            "pulling the image failed",
+            "the registry or the network failed during the pull; submit again, or pull the "
+            "image on the host first (docker pull)",
         ),
     ),
     (
         r"[Nn]o space left on device",
-        Diagnosis(
+        _infra(
             "a filesystem is full",
             "see which one with df -h / /var/lib/docker <results_root>; bind-mounted results are "
             "not counted by docker system df, so clean finished job directories, not images",
-            INFRA,
         ),
     ),
     (
         r"is already in use by container|Conflict\. The container name",
-        Diagnosis(
+        _program(
             "a container with the job's name already exists",
-            "taospec never replaces it; inspect it with docker ps -a and remove it yourself "
-            "if it is stale",
-            PROGRAM,
+            "taospec never replaces it; inspect it with docker ps -a and remove it yourself if "
+            "it is stale",
+        ),
+    ),
+    (
+        r"bind source path does not exist|invalid mount config",
+        _program(
+            "a mount source does not exist on the Docker host",
+            "create it or fix mounts[].source; with docker.host it is a path on that host",
+        ),
+    ),
+    (
+        r"executable file not found in \$PATH|: command not found|exec format error",
+        _program(
+            "the job's command cannot be started",
+            "check the command's first word: it must exist in the image (or on the host, for "
+            "platform local) and be built for this CPU",
+        ),
+    ),
+    (
+        r"OCI runtime (?:create|start) failed|failed to create shim|error creating overlay mount",
+        _infra(
+            "the container runtime failed to start the container",
+            "the Docker host's runtime is unhealthy; see journalctl -u docker there and submit "
+            "again",
         ),
     ),
     (
         r"getpwuid\(\): uid not found",
-        Diagnosis(
+        _program(
             "the image has no user for the job's UID",
             "taospec sets USER and LOGNAME for this; check that the command or image does not "
             "unset them (do not run as root instead)",
-            PROGRAM,
         ),
     ),
     (
         r"Bus error|DataLoader worker \(pid \d+\) (?:is killed|exited unexpectedly)",
-        Diagnosis(
-            "/dev/shm is too small",
-            "raise docker.shm_size in the spec (e.g. 16g)",
-            PROGRAM,
-        ),
+        _SHM,
     ),
     (
-        r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED",
-        Diagnosis(
+        r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
+        r"CUDA error: out of memory",
+        _program(
             "the job ran out of GPU memory",
             "lower the batch size, or pick GPUs that are free (nvidia-smi)",
-            PROGRAM,
         ),
     ),
     (
-        r"Xid|uncorrectable ECC|GPU has fallen off the bus",
-        Diagnosis("a GPU fault", "the GPU itself failed; resubmit on other GPUs", INFRA),
+        r"device-side assert triggered",
+        _program(
+            "a CUDA kernel assertion failed (a device-side assert)",
+            "usually a label outside the model's class count: check the dataset's labels "
+            "against the spec; CUDA_LAUNCH_BLOCKING=1 names the failing operation",
+        ),
+    ),
+    (
+        r"collective operation timeout|Watchdog caught collective|timed out after \d+ ?s|"
+        r"\bTimeoutError\b",
+        _program(
+            "the job timed out",
+            "an operation waited too long (a stuck data source or a rank that died first); "
+            "read the log above the timeout for the first failure",
+        ),
+    ),
+    (
+        r"No CUDA GPUs are available|CUDA driver initialization failed|no CUDA-capable device",
+        _program(
+            "the job sees no GPU",
+            "name GPUs in gpus: (ids or UUIDs), and check that the platform passes them",
+        ),
     ),
     (
         r"[Pp]ermission denied",
-        Diagnosis(
+        _program(
             "permission denied",
             "the job runs as its UID:GID: make mount sources readable (and results_root "
             "writable) for it; HOME and caches already live under /results",
-            PROGRAM,
         ),
     ),
     (
         r"No such container",
-        Diagnosis(
+        _program(
             "the container is gone",
             "it died at start or was removed; see taospec logs and docker ps -a",
-            PROGRAM,
+        ),
+    ),
+    (
+        r"FileNotFoundError|No such file or directory",
+        _program(
+            "a file the job needs is missing",
+            "check the paths in the spec against the mounts (the job sees container paths), "
+            "and that upstream targets produced what this one reads",
         ),
     ),
 )
 
+_XID = re.compile(r"\bXid\b(?:\s*\([^)\n]*\))?:?\s*(\d+)")
+# Xids that the GPU reports for an application's own fault, not the hardware's.
+_PROGRAM_XIDS = frozenset({13, 31, 43})
+_EXCEPTION = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::.*)?$")
+_SIGNAL_IN_MESSAGE = re.compile(r"(?:killed by )?signal:? (\d+)")
+_SENTENCE_WIDTH = 200
+_WRAPPERS = ("ChildFailedError",)  # torchrun's report of a rank that failed before it
+_SIGNALS: dict[int, Diagnosis] = {
+    signal.SIGBUS: _SHM,
+    signal.SIGTERM: _infra(
+        "the job was stopped from outside (SIGTERM)",
+        "something other than taospec stopped it (a host shutdown, a scheduler, docker stop); "
+        "submit again",
+    ),
+    signal.SIGKILL: _program(
+        "the job was killed (SIGKILL)",
+        "nobody asked taospec to stop it, so most likely the host ran out of memory (dmesg "
+        "says); lower the batch size or the number of data loader workers",
+    ),
+}
+
 
 def diagnose(text: str) -> Diagnosis | None:
     """The first known failure ``text`` shows, if any."""
-    for pattern, diagnosis in _KNOWN:
-        if re.search(pattern, text):  # compiled on first use: only a failure pays
+    return _gpu_fault(text) or _first(_KNOWN, text)
+
+
+def classify(exit_code: int | None, native_message: str, log_tail: str) -> Diagnosis:
+    """Why a job ended in ERROR, with ``ERR_INFRA`` or ``ERR_PROGRAM``; never None.
+
+    ``native_message`` is what the backend said (docker's state or error text,
+    ``slurm: NODE_FAIL``, ``killed by signal 15``); ``log_tail`` the job's last
+    output. The backend's word comes first, then the log's known failures, then
+    a traceback's last line, then the exit code.
+    """
+    both = f"{native_message}\n{log_tail}"
+    return (
+        _first(_NATIVE, native_message)
+        or diagnose(both)
+        or _traceback(log_tail)
+        or _by_exit(exit_code, native_message)
+    )
+
+
+def _first(table: tuple[tuple[str, Diagnosis], ...], text: str) -> Diagnosis | None:
+    for pattern, diagnosis in table:
+        if re.search(pattern, text):
             return diagnosis
     return None
+
+
+def _gpu_fault(text: str) -> Diagnosis | None:
+    codes = [int(code) for code in _XID.findall(text)]
+    if not codes:
+        return None
+    hardware = [code for code in codes if code not in _PROGRAM_XIDS]
+    if hardware:
+        return _infra(
+            f"a GPU fault (Xid {hardware[-1]})",
+            "the GPU itself failed; resubmit on other GPUs and tell the host's admins",
+        )
+    return _program(
+        f"the job's GPU code faulted (Xid {codes[-1]}, an application error)",
+        "an illegal memory access or a bad kernel in the job; CUDA_LAUNCH_BLOCKING=1 names "
+        "the failing operation",
+    )
+
+
+def _traceback(log_tail: str) -> Diagnosis | None:
+    _, marker, after = log_tail.partition("Traceback (most recent call last)")
+    if not marker:
+        return None
+    raised = [m.group(0).strip() for line in after.splitlines() if (m := _EXCEPTION.match(line))]
+    causes = [line for line in raised if not line.partition(":")[0].endswith(_WRAPPERS)] or raised
+    last = causes[-1] if causes else "an exception"
+    return _program(
+        f"the program raised {_clip(last)}",
+        "fix what the traceback shows (taospec logs ID prints it whole); running it again "
+        "will fail the same way",
+    )
+
+
+def _by_exit(exit_code: int | None, native_message: str) -> Diagnosis:
+    number = _signal_number(exit_code, native_message)
+    if number is not None:
+        return _by_signal(number)
+    if exit_code in (126, 127):
+        return _program(
+            f"the job's command cannot be started (exit {exit_code})",
+            "check the command's first word exists in the image and is executable",
+        )
+    code = "no exit code" if exit_code is None else f"exit code {exit_code}"
+    return _program(
+        f"the job failed ({code}) without an error taospec recognises",
+        "read the end of its output (taospec logs ID) for the cause",
+    )
+
+
+def _signal_number(exit_code: int | None, native_message: str) -> int | None:
+    found = _SIGNAL_IN_MESSAGE.search(native_message)
+    if found:
+        return int(found.group(1))
+    if exit_code is not None and 128 < exit_code < 128 + 65:
+        return exit_code - 128
+    if exit_code is not None and exit_code < 0:
+        return -exit_code
+    return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _by_signal(number: int) -> Diagnosis:
+    known = _SIGNALS.get(number)
+    if known is not None:
+        return known
+    return _program(
+        f"the job crashed ({_signal_name(number)})",
+        "a crash inside the program or a library it loads; read the end of its output "
+        "(taospec logs ID)",
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _SENTENCE_WIDTH else text[: _SENTENCE_WIDTH - 3] + "..."

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from taospec.diagnose import INFRA, PROGRAM, diagnose
+from taospec.diagnose import INFRA, PROGRAM, classify, diagnose
 from tests.conftest import Runner, write
+
+LOGS = Path(__file__).parent / "fakes" / "logs"
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,11 @@ from tests.conftest import Runner, write
             "the job ran out of GPU memory",
             PROGRAM,
         ),
-        ("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "a GPU fault", INFRA),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=2112, GPU has fallen off the bus.",
+            "a GPU fault (Xid 79)",
+            INFRA,
+        ),
         (
             "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.",
             "no Docker engine answers",
@@ -110,3 +116,88 @@ def test_a_failed_jobs_log_tail_is_diagnosed_and_classified(
     job_id = done.stdout.split()[0]
     record = json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
     assert record["err_class"] == PROGRAM
+
+
+TORCHRUN_TAIL = (LOGS / "torchrun-valueerror.log").read_text()
+
+DEVICE_ASSERT_TAIL = (LOGS / "device-assert.log").read_text()
+
+MISSING_FILE_TAIL = (LOGS / "missing-file.log").read_text()
+
+NCCL_TIMEOUT_TAIL = (LOGS / "nccl-timeout.log").read_text()
+
+ECC_TAIL = (LOGS / "ecc.log").read_text()
+
+PULL_TAIL = (
+    "Unable to find image 'nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt' locally\n"
+    'docker: Error response from daemon: Get "https://nvcr.io/v2/": net/http: TLS handshake '
+    "timeout.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "native", "tail", "err_class", "sentence"),
+    [
+        (1, "docker: exited with code 1", TORCHRUN_TAIL, PROGRAM,
+         "the program raised ValueError: num_classes (2) does not match the dataset's label "
+         "values (0..4)"),
+        (1, "docker: exited with code 1", DEVICE_ASSERT_TAIL, PROGRAM,
+         "a CUDA kernel assertion failed (a device-side assert)"),
+        (1, "process exited with code 1", MISSING_FILE_TAIL, PROGRAM,
+         "a file the job needs is missing"),
+        (134, "docker: exited with code 134", NCCL_TIMEOUT_TAIL, PROGRAM, "the job timed out"),
+        (1, "docker: exited with code 1", ECC_TAIL, INFRA, "a GPU fault"),
+        (125, "", PULL_TAIL, INFRA, "pulling the image failed"),
+        (137, "docker: exited with code 137 (killed by the kernel's out-of-memory killer)",
+         "Epoch 1: 3%|", PROGRAM,
+         "the job ran out of host memory (the kernel's out-of-memory killer stopped it)"),
+        (137, "docker: exited with code 137", "Epoch 1: 3%|", PROGRAM,
+         "the job was killed (SIGKILL)"),
+        (143, "docker: exited with code 143", "Epoch 9: 50%|", INFRA,
+         "the job was stopped from outside (SIGTERM)"),
+        (139, "docker: exited with code 139", "", PROGRAM, "the job crashed (SIGSEGV)"),
+        (135, "docker: exited with code 135", "", PROGRAM, "/dev/shm is too small"),
+        (0, "slurm: NODE_FAIL, exit code 0: a node of the job failed; submitting again may help",
+         "", INFRA, "a node of the job failed"),
+        (0, "slurm: BOOT_FAIL", "", INFRA, "a node of the job failed to boot"),
+        (None, "slurm: PREEMPTED", "", INFRA, "the scheduler preempted the job for another one"),
+        (None, "slurm: TIMEOUT, killed by signal 15: the job reached its time limit (slurm.time)",
+         "slurmstepd: error: *** JOB 77 ON gpu-3 CANCELLED AT 2025-06-01T10:00:00 DUE TO TIME "
+         "LIMIT ***", PROGRAM, "the job reached its time limit"),
+        (1, "slurm: FAILED, exit code 1",
+         "slurmstepd: error: *** JOB 78 ON gpu-4 CANCELLED AT 2025-06-01T10:00:00 DUE TO NODE "
+         "FAILURE ***", INFRA, "a node of the job failed"),
+        (None, "Evicted: The node was low on resource: ephemeral-storage.", "", INFRA,
+         "the job was evicted from its node"),
+        (1, "docker: exited with code 1", "Segmentation fault in worker; NVRM: Xid "
+         "(PCI:0000:3b:00): 13, Graphics Exception", PROGRAM,
+         "the job's GPU code faulted (Xid 13, an application error)"),
+        (127, "process exited with code 127", "sh: 1: visual_changenet: not found", PROGRAM,
+         "the job's command cannot be started (exit 127)"),
+        (3, "process exited with code 3", "epoch 3 done\nbye", PROGRAM,
+         "the job failed (exit code 3) without an error taospec recognises"),
+        (None, "", "", PROGRAM, "the job failed (no exit code) without an error taospec "
+         "recognises"),
+    ],
+)  # fmt: skip
+def test_every_failure_gets_a_class_and_a_sentence(
+    exit_code: int | None, native: str, tail: str, err_class: str, sentence: str
+) -> None:
+    found = classify(exit_code, native, tail)
+    assert (found.err_class, found.sentence) == (err_class, sentence)
+    assert found.advice
+    assert str(found) == f"{found.sentence}: {found.advice}"
+
+
+def test_the_backends_word_comes_before_the_log() -> None:
+    """A node failure stays infrastructure even when the job's own log shows a traceback."""
+    found = classify(None, "slurm: NODE_FAIL", TORCHRUN_TAIL)
+    assert found.err_class == INFRA
+
+
+def test_a_long_exception_line_is_clipped() -> None:
+    tail = "Traceback (most recent call last):\nKeyError: '" + "x" * 500 + "'\n"
+    found = classify(1, "", tail)
+    assert found.sentence.startswith("the program raised KeyError: 'xxx")
+    assert found.sentence.endswith("...")
+    assert len(found.sentence) < 260

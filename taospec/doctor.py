@@ -1,0 +1,385 @@
+"""Preflight: is the host a job would run on ready for it?
+
+Each check returns a :class:`Check`; a failing one carries a sentence saying
+what to do (from NVIDIA's prerequisites and common error modes for TAO on
+Docker). :func:`cheap_checks` starts at most one process (``docker info``)
+and is what ``run`` can afford before opening a record; :func:`full_checks`
+adds the docker client's version and the GPUs themselves (``nvidia-smi``).
+
+The inputs are plain values from a job: the image, its GPUs (ids, UUIDs or
+``"all"``), ``results_root``, ``docker.shm_size`` and ``docker.ipc``, and the
+environment that points the docker CLI at its engine (``DOCKER_HOST``).
+Filesystem checks measure this machine, so they are made only when the engine
+is local; with ``DOCKER_HOST=ssh://...`` the paths live on the far host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from taospec import gpupick, proc
+from taospec.diagnose import diagnose
+from taospec.errors import TaospecError
+from taospec.platforms.docker import NGC_KEY, NGC_REGISTRY, registry
+
+GIB = 1024**3
+MIN_DOCKER = (20, 10)
+RESULTS_MIN_FREE = 5 * GIB
+DATA_ROOT_MIN_FREE = 20 * GIB
+SHM_PATH = "/dev/shm"
+TIMEOUT = 60.0
+INFO_FORMAT = "{{json .ServerVersion}}\t{{json .Runtimes}}\t{{json .DockerRootDir}}"
+_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)$")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": GIB}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One preflight answer: what was checked, whether it passed, what was seen, what to do."""
+
+    name: str
+    ok: bool
+    detail: str
+    advice: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """What ``docker info`` says about the engine."""
+
+    version: str
+    runtimes: tuple[str, ...]
+    root_dir: str
+
+
+# -- the sets ------------------------------------------------------------------
+
+
+def cheap_checks(
+    *,
+    image: str,
+    gpus: Sequence[int | str] | str,
+    results_root: str,
+    shm_size: str = "8g",
+    ipc: str = "host",
+    env_pass: Collection[str] = (),
+    docker_env: Sequence[tuple[str, str]] = (),
+) -> list[Check]:
+    """The checks that start at most one process (``docker info``): before opening a record."""
+    local = engine_is_local(docker_env)
+    checks = engine_checks(gpus, docker_env, local=local)
+    checks.append(ngc_login(image, env_pass, docker_env))
+    if local:
+        checks.append(free_space("results_root free space", results_root, RESULTS_MIN_FREE))
+        checks.append(shm(shm_size, ipc))
+    return checks
+
+
+def full_checks(
+    *,
+    image: str,
+    gpus: Sequence[int | str] | str,
+    results_root: str,
+    shm_size: str = "8g",
+    ipc: str = "host",
+    env_pass: Collection[str] = (),
+    docker_env: Sequence[tuple[str, str]] = (),
+    gpu_prefix: Sequence[str] = (),
+) -> list[Check]:
+    """Every check: the cheap ones, the docker client, and the GPUs the job names.
+
+    ``gpu_prefix`` runs ``nvidia-smi`` on the engine's host (``ssh user@host``).
+    """
+    checks = [docker_client(docker_env)]
+    checks += cheap_checks(
+        image=image,
+        gpus=gpus,
+        results_root=results_root,
+        shm_size=shm_size,
+        ipc=ipc,
+        env_pass=env_pass,
+        docker_env=docker_env,
+    )
+    checks.append(gpus_exist(gpus, gpu_prefix))
+    return checks
+
+
+def failed(checks: Sequence[Check]) -> list[Check]:
+    """The checks that did not pass."""
+    return [check for check in checks if not check.ok]
+
+
+# -- the docker engine -----------------------------------------------------------
+
+
+def engine_is_local(docker_env: Sequence[tuple[str, str]] = ()) -> bool:
+    """True when the docker CLI talks to an engine on this machine."""
+    host = dict(docker_env).get("DOCKER_HOST", os.environ.get("DOCKER_HOST", ""))
+    return not host or host.startswith("unix://")
+
+
+def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
+    """The engine's version, runtimes and data root; or a failed check saying why not."""
+    argv = ("docker", "info", "--format", INFO_FORMAT)
+    try:
+        result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
+    except TaospecError:
+        return Check(
+            "docker engine",
+            False,
+            "docker: command not found",
+            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
+        )
+    try:
+        version, runtimes, root = (json.loads(field) for field in result.stdout.split("\t"))
+    except ValueError:
+        return _no_engine(result.output())
+    if not result.ok:
+        return _no_engine(result.output())
+    return Engine(str(version), tuple(sorted(runtimes or {})), str(root))
+
+
+def _no_engine(output: str) -> Check:
+    known = diagnose(output)
+    last = output.splitlines()[-1] if output else "docker info failed without output"
+    return Check(
+        "docker engine",
+        False,
+        last,
+        known.advice if known else "start dockerd, or point DOCKER_HOST (docker.host) at one",
+    )
+
+
+def engine_checks(
+    gpus: Sequence[int | str] | str,
+    docker_env: Sequence[tuple[str, str]] = (),
+    *,
+    local: bool = True,
+) -> list[Check]:
+    """Engine version, NVIDIA runtime and (when local) the data root's free space: one call."""
+    found = engine(docker_env)
+    if isinstance(found, Check):
+        return [found]
+    checks = [engine_version(found.version), nvidia_runtime(found.runtimes, gpus)]
+    if local:
+        checks.append(
+            free_space(
+                "docker data root free space", found.root_dir, DATA_ROOT_MIN_FREE, _DATA_ROOT
+            )
+        )
+    return checks
+
+
+def version_tuple(text: str) -> tuple[int, int] | None:
+    """``20.10.24+dfsg1`` -> (20, 10); None when it is no version."""
+    found = re.match(r"^v?(\d+)\.(\d+)", text.strip())
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def engine_version(version: str, name: str = "docker engine") -> Check:
+    """Docker must be 20.10 or newer."""
+    parsed = version_tuple(version)
+    if parsed is not None and parsed >= MIN_DOCKER:
+        return Check(name, True, f"version {version}")
+    return Check(
+        name,
+        False,
+        f"version {version or 'unknown'}, older than 20.10",
+        "upgrade Docker to 20.10 or newer (https://docs.docker.com/engine/install/)",
+    )
+
+
+def docker_client(docker_env: Sequence[tuple[str, str]] = ()) -> Check:
+    """The docker CLI's own version (``docker version``); it parses ``--gpus``."""
+    argv = ("docker", "version", "--format", "{{.Client.Version}}")
+    try:
+        result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
+    except TaospecError:
+        return Check(
+            "docker client",
+            False,
+            "docker: command not found",
+            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
+        )
+    lines = result.stdout.strip().splitlines()  # the client answers even when no engine does
+    return engine_version(lines[0] if lines else "", "docker client")
+
+
+def nvidia_runtime(runtimes: Sequence[str], gpus: Sequence[int | str] | str) -> Check:
+    """With GPUs named, the engine must know the ``nvidia`` runtime."""
+    if not gpus:
+        return Check("NVIDIA runtime", True, "not needed: the job names no GPUs")
+    listed = ", ".join(runtimes) or "none"
+    if "nvidia" in runtimes:
+        return Check("NVIDIA runtime", True, f"registered (runtimes: {listed})")
+    return Check(
+        "NVIDIA runtime",
+        False,
+        f"not registered with the engine (runtimes: {listed})",
+        "install the NVIDIA Container Toolkit on the Docker host and register it "
+        "(nvidia-ctk runtime configure --runtime=docker), then restart docker; without it "
+        'docker run --gpus fails with: could not select device driver "" with capabilities: '
+        "[[gpu]]",
+    )
+
+
+# -- GPUs -------------------------------------------------------------------------
+
+
+def gpus_exist(gpus: Sequence[int | str] | str, prefix: Sequence[str] = ()) -> Check:
+    """Every GPU the job names (id or UUID) is on the host; ``all`` needs at least one."""
+    if not gpus:
+        return Check("GPUs", True, "not needed: the job names no GPUs")
+    try:
+        found = gpupick.query(prefix)
+    except TaospecError as error:
+        return Check(
+            "GPUs",
+            False,
+            str(error).splitlines()[0],
+            "install the NVIDIA driver on the host (nvidia-smi must answer), or drop gpus:",
+        )
+    return _named_gpus(gpus, found)
+
+
+def _named_gpus(gpus: Sequence[int | str] | str, found: Sequence[gpupick.Gpu]) -> Check:
+    host = ", ".join(gpu.index for gpu in found) or "none"
+    wanted = [str(gpu) for gpu in gpus] if not isinstance(gpus, str) else []
+    if isinstance(gpus, str):
+        missing = [] if found else ["any"]
+    else:
+        missing = [name for name in wanted if not any(gpu.named({name}) for gpu in found)]
+    if missing:
+        return Check(
+            "GPUs",
+            False,
+            f"not on the host: {', '.join(missing)} (the host has GPUs: {host})",
+            "name GPUs the host has, by index or UUID (nvidia-smi -L lists them)",
+        )
+    named = "all" if isinstance(gpus, str) else ", ".join(wanted)
+    return Check("GPUs", True, f"{named} present (the host has GPUs: {host})")
+
+
+# -- NGC login ----------------------------------------------------------------------
+
+
+def ngc_login(
+    image: str,
+    env_pass: Collection[str] = (),
+    docker_env: Sequence[tuple[str, str]] = (),
+    environ: Mapping[str, str] = os.environ,
+) -> Check:
+    """An nvcr.io image needs a docker login there, or NGC_KEY passed (taospec logs in)."""
+    if registry(image) != NGC_REGISTRY:
+        return Check("NGC login", True, f"not needed: {image} is not on {NGC_REGISTRY}")
+    if NGC_KEY in env_pass and environ.get(NGC_KEY):
+        return Check("NGC login", True, "NGC_KEY is set; taospec logs in before pulling")
+    config = docker_config(docker_env, environ)
+    known = _login_in(config)
+    if known:
+        return Check("NGC login", True, known)
+    unset = f"{NGC_KEY} is named in env.pass but not set; " if NGC_KEY in env_pass else ""
+    return Check(
+        "NGC login",
+        False,
+        f"{unset}no login for {NGC_REGISTRY} in {config}",
+        "get an API key from https://ngc.nvidia.com/, then export NGC_KEY and list it under "
+        "env.pass, or log in once: echo \"$NGC_KEY\" | docker login nvcr.io -u '$oauthtoken' "
+        "--password-stdin",
+    )
+
+
+def docker_config(
+    docker_env: Sequence[tuple[str, str]] = (), environ: Mapping[str, str] = os.environ
+) -> Path:
+    """The docker CLI's config file: ``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``."""
+    folder = dict(docker_env).get("DOCKER_CONFIG", environ.get("DOCKER_CONFIG", ""))
+    return Path(folder or Path.home() / ".docker") / "config.json"
+
+
+def _login_in(config: Path) -> str:
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    auths = data.get("auths") or {}
+    helpers = data.get("credHelpers") or {}
+    if NGC_REGISTRY in helpers:
+        return f"credentials for {NGC_REGISTRY} kept by docker-credential-{helpers[NGC_REGISTRY]}"
+    if any(key.removeprefix("https://").rstrip("/") == NGC_REGISTRY for key in auths):
+        store = data.get("credsStore")
+        where = f"docker-credential-{store}" if store else str(config)
+        return f"logged in to {NGC_REGISTRY} (credentials in {where})"
+    return ""
+
+
+# -- space ----------------------------------------------------------------------------
+
+_RESULTS = (
+    "free space where results_root lives: remove finished job directories (their records "
+    "terminal), or point results_root at a larger disk; docker system prune does not touch them"
+)
+_DATA_ROOT = (
+    "docker's data root holds the images (TAO images are 5-40 GB): remove unused images after "
+    'reviewing docker system df, or move it to a larger disk ("data-root" in '
+    "/etc/docker/daemon.json) and restart docker"
+)
+
+
+def free_space(name: str, path: str, need: int, advice: str = _RESULTS) -> Check:
+    """At least ``need`` bytes free on the filesystem holding ``path`` (or its nearest parent)."""
+    existing = _nearest_existing(Path(path))
+    stats = os.statvfs(existing)
+    free = stats.f_bavail * stats.f_frsize
+    detail = f"{_gib(free)} free on {existing} (needs {_gib(need)})"
+    return Check(name, free >= need, detail, "" if free >= need else advice)
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+def _gib(size: int) -> str:
+    """``5.0 GiB``, or ``16.0 MiB`` below one GiB."""
+    if size < GIB:
+        return f"{size / 1024**2:.1f} MiB"
+    return f"{size / GIB:.1f} GiB"
+
+
+def size_bytes(text: str) -> int:
+    """A docker size (``8g``, ``512m``, ``1024``) in bytes."""
+    found = _SIZE.match(text.strip())
+    if found is None:
+        raise ValueError(f"{text!r} is not a size like 8g or 512m")
+    return int(found.group(1)) * _UNITS[found.group(2).lower()]
+
+
+def shm(shm_size: str, ipc: str = "host", path: str = SHM_PATH) -> Check:
+    """With ``ipc: host`` the job uses the host's /dev/shm: it must have ``shm_size`` free."""
+    if ipc != "host":
+        return Check("/dev/shm", True, f"not needed: the container gets its own {shm_size}")
+    need = size_bytes(shm_size)
+    stats = os.statvfs(path)
+    free = stats.f_bavail * stats.f_frsize
+    total = stats.f_blocks * stats.f_frsize
+    detail = f"{_gib(free)} free of {_gib(total)} on {path}; the job asks {shm_size}"
+    if free >= need:
+        return Check("/dev/shm", True, detail)
+    return Check(
+        "/dev/shm",
+        False,
+        detail,
+        f"the job shares the host's {path} (docker.ipc: host): enlarge it (mount -o "
+        f"remount,size={shm_size.upper()} {path}), lower docker.shm_size, or set docker.ipc: "
+        "private so --shm-size gives the container its own; too little ends in Bus error",
+    )

@@ -1,0 +1,67 @@
+"""Tell someone a job ended: run a command of theirs with the outcome in its environment.
+
+The notifier (an argument list, e.g. from ``$TAOSPEC_NOTIFY``) runs once
+when a job reaches a terminal state, with this process's environment plus
+``TAOSPEC_JOB_ID``, ``TAOSPEC_STATE``, ``TAOSPEC_ERR_CLASS``,
+``TAOSPEC_DURATION`` (whole seconds) and ``TAOSPEC_RESULTS_DIR``; nothing
+else is added, and none of those is a secret. It is bounded by a timeout. A
+notifier that fails is reported as a message, never raised: the job's outcome
+is already recorded and must not be changed by its messenger.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+
+from taospec import proc
+from taospec.errors import InvalidInput, TaospecError
+
+NOTIFY_ENV = "TAOSPEC_NOTIFY"
+TIMEOUT = 30.0
+
+
+def notifier(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The notifier ``$TAOSPEC_NOTIFY`` names, split as a shell would; () when unset."""
+    raw = environ.get(NOTIFY_ENV, "").strip()
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as error:
+        raise InvalidInput(f"{NOTIFY_ENV}: {error}; quote it as you would in a shell") from None
+
+
+def outcome(
+    job_id: str, state: str, err_class: str | None, duration: float, results_dir: str
+) -> tuple[tuple[str, str], ...]:
+    """The variables a notifier gets."""
+    return (
+        ("TAOSPEC_JOB_ID", job_id),
+        ("TAOSPEC_STATE", state),
+        ("TAOSPEC_ERR_CLASS", err_class or ""),
+        ("TAOSPEC_DURATION", str(max(0, round(duration)))),
+        ("TAOSPEC_RESULTS_DIR", results_dir),
+    )
+
+
+def notify(
+    argv: Sequence[str],
+    variables: tuple[tuple[str, str], ...],
+    *,
+    timeout: float = TIMEOUT,
+) -> str | None:
+    """Run ``argv`` with ``variables`` (see :func:`outcome`) added; None when it succeeded,
+    else what went wrong, in one message to print."""
+    if not argv:
+        return None
+    try:
+        result = proc.run(argv, extra_env=variables, timeout=timeout, check=False)
+    except (TaospecError, OSError, ValueError) as error:
+        return f"notifier {proc.shown(argv)} could not run: {error}"
+    if result.ok:
+        return None
+    output = result.output()
+    detail = "\n".join("    " + text for text in output.splitlines()[-5:])
+    return f"notifier {proc.shown(argv)} failed (exit {result.returncode})" + (
+        f"\n{detail}" if detail else ""
+    )

@@ -1,0 +1,254 @@
+"""Preflight on the real engine here (no GPU runtime), a stand-in nvidia-smi and a small tmpfs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from taospec import doctor
+from taospec.commands import doctor as doctor_command
+from taospec.doctor import Check
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+NGC_IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt"
+TWO_GPUS = "0, GPU-1f3a0c52-0000-4000-8000-000000000000, 30712 MiB\n1, GPU-2b7e, 3 MiB"
+NOWHERE = (("DOCKER_HOST", "unix:///nonexistent/docker.sock"),)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs, unmounted afterwards (tests run as root)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.fixture
+def fake_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_CSV", TWO_GPUS)
+
+
+def free(path: str) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {check.name: check for check in checks}
+
+
+# -- the engine ----------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_the_engine_here_has_no_nvidia_runtime_and_says_what_to_do(engine: str) -> None:
+    checks = by_name(doctor.engine_checks(gpus=(0,)))
+    real = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert checks["docker engine"] == Check("docker engine", True, f"version {real}")
+    runtime = checks["NVIDIA runtime"]
+    assert not runtime.ok
+    assert runtime.detail.startswith("not registered with the engine (runtimes: ")
+    assert "runc" in runtime.detail
+    assert "nvidia-ctk runtime configure --runtime=docker" in runtime.advice
+    # the advice quotes what docker itself says when --gpus is asked of this engine
+    launched = subprocess.run(["docker", "run", "--rm", "--gpus", "all", engine, "true"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    assert launched.returncode != 0
+    quoted = 'could not select device driver "" with capabilities: [[gpu]]'
+    assert quoted in launched.stderr
+    assert quoted in runtime.advice
+
+
+@pytest.mark.engine
+def test_without_gpus_the_runtime_is_not_needed(engine: str) -> None:
+    checks = by_name(doctor.engine_checks(gpus=()))
+    assert checks["NVIDIA runtime"] == Check(
+        "NVIDIA runtime", True, "not needed: the job names no GPUs"
+    )
+    assert checks["docker data root free space"].detail.endswith("(needs 20.0 GiB)")
+
+
+def test_no_engine_is_one_failed_check_with_what_to_do() -> None:
+    checks = doctor.engine_checks(gpus=(0,), docker_env=NOWHERE)
+    assert len(checks) == 1
+    (check,) = checks
+    assert (check.name, check.ok) == ("docker engine", False)
+    assert "Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock" in check.detail
+    assert check.advice.startswith("start dockerd")
+
+
+def test_a_remote_engine_gets_no_filesystem_checks_from_here() -> None:
+    remote = (("DOCKER_HOST", "tcp://127.0.0.1:9"),)
+    assert not doctor.engine_is_local(remote)
+    assert doctor.engine_is_local(NOWHERE)
+    names = [c.name for c in doctor.cheap_checks(image="busybox:1", gpus=(), results_root="/",
+                                                 docker_env=remote)]  # fmt: skip
+    assert names == ["docker engine", "NGC login"]
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [("20.10.24+dfsg1", True), ("28.2.2", True), ("v24.0.7", True), ("19.03.15", False),
+     ("20.9.0", False), ("", False)],
+)  # fmt: skip
+def test_docker_must_be_20_10_or_newer(version: str, ok: bool) -> None:
+    check = doctor.engine_version(version)
+    assert check.ok is ok
+    assert bool(check.advice) is not ok
+
+
+def test_the_docker_client_answers_even_without_an_engine() -> None:
+    check = doctor.docker_client(NOWHERE)
+    assert check.ok
+    assert check.detail.startswith("version ")
+
+
+# -- GPUs --------------------------------------------------------------------------
+
+
+def test_named_gpus_are_found_by_index_or_uuid(fake_smi: None) -> None:
+    assert doctor.gpus_exist((0, "GPU-2b7e")) == Check(
+        "GPUs", True, "0, GPU-2b7e present (the host has GPUs: 0, 1)"
+    )
+    assert doctor.gpus_exist("all").ok
+
+
+def test_a_gpu_the_host_lacks_fails(fake_smi: None) -> None:
+    check = doctor.gpus_exist((1, 2, "GPU-ffff"))
+    assert not check.ok
+    assert check.detail == "not on the host: 2, GPU-ffff (the host has GPUs: 0, 1)"
+    assert "nvidia-smi -L" in check.advice
+
+
+def test_all_on_a_host_with_no_gpu_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_CSV", "")
+    assert doctor.gpus_exist("all").detail == "not on the host: any (the host has GPUs: none)"
+
+
+def test_no_driver_fails_with_what_nvidia_smi_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_NVIDIA_SMI_CSV", raising=False)
+    check = doctor.gpus_exist((0,))
+    assert not check.ok
+    assert check.detail.startswith("cannot read GPU occupancy (exit 9)")
+    assert "install the NVIDIA driver" in check.advice
+    assert doctor.gpus_exist(()).ok
+
+
+# -- NGC login ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ({"auths": {"nvcr.io": {"auth": "JG9hdXRodG9rZW46eA=="}}}, "logged in to nvcr.io "
+         "(credentials in {path})"),
+        ({"auths": {"https://nvcr.io": {}}, "credsStore": "pass"}, "logged in to nvcr.io "
+         "(credentials in docker-credential-pass)"),
+        ({"credHelpers": {"nvcr.io": "secretservice"}}, "credentials for nvcr.io kept by "
+         "docker-credential-secretservice"),
+    ],
+)  # fmt: skip
+def test_an_ngc_login_in_the_docker_config_passes(
+    tmp_path: Path, config: dict[str, object], detail: str
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    env = (("DOCKER_CONFIG", str(tmp_path)),)
+    check = doctor.ngc_login(NGC_IMAGE, (), env, {})
+    path = tmp_path / "config.json"
+    assert check == Check("NGC login", True, detail.format(path=path))
+
+
+def test_no_ngc_login_fails_and_says_how(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"ghcr.io": {}}}))
+    env = (("DOCKER_CONFIG", str(tmp_path)),)
+    check = doctor.ngc_login(NGC_IMAGE, ("NGC_KEY",), env, {})
+    assert not check.ok
+    assert check.detail == (
+        f"NGC_KEY is named in env.pass but not set; no login for nvcr.io in {tmp_path}/config.json"
+    )
+    assert "docker login nvcr.io -u '$oauthtoken' --password-stdin" in check.advice
+    assert doctor.ngc_login(NGC_IMAGE, ("NGC_KEY",), env, {"NGC_KEY": "nvapi-x"}).ok
+    assert doctor.ngc_login("busybox:1", (), env, {}).ok
+
+
+# -- space -------------------------------------------------------------------------------
+
+
+def test_results_root_on_a_small_disk_fails(small_fs: Path) -> None:
+    check = doctor.free_space("results_root free space", str(small_fs / "results" / "a"),
+                              doctor.RESULTS_MIN_FREE)  # fmt: skip
+    assert not check.ok
+    assert check.detail == f"16.0 MiB free on {small_fs} (needs 5.0 GiB)"
+    assert "results_root at a larger disk" in check.advice
+    assert doctor.free_space("x", str(small_fs), 8 * 1024 * 1024).ok
+
+
+def test_a_filling_disk_is_seen(small_fs: Path) -> None:
+    need = 8 * 1024 * 1024
+    assert doctor.free_space("x", str(small_fs), need).ok
+    (small_fs / "fill").write_bytes(b"\0" * (12 * 1024 * 1024))
+    assert not doctor.free_space("x", str(small_fs), need).ok
+
+
+def test_a_small_dev_shm_fails_for_ipc_host(small_fs: Path) -> None:
+    check = doctor.shm("8g", "host", str(small_fs))
+    assert not check.ok
+    assert check.detail == f"16.0 MiB free of 16.0 MiB on {small_fs}; the job asks 8g"
+    assert "Bus error" in check.advice
+    assert doctor.shm("8m", "host", str(small_fs)).ok
+    assert doctor.shm("8g", "private", str(small_fs)).ok
+
+
+def test_sizes_read_as_docker_reads_them() -> None:
+    assert [doctor.size_bytes(s) for s in ("8g", "512m", "64k", "100", "1B")] == [
+        8 * 1024**3, 512 * 1024**2, 64 * 1024, 100, 1,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="not a size"):
+        doctor.size_bytes("8 GB")
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def test_the_command_prints_each_check_and_advice(capsys: pytest.CaptureFixture[str]) -> None:
+    checks = [
+        Check("docker engine", True, "version 20.10.24"),
+        Check("NVIDIA runtime", False, "not registered", "install the toolkit"),
+    ]
+    assert doctor_command.run(checks) == 1
+    assert capsys.readouterr().out == (
+        "ok    docker engine: version 20.10.24\n"
+        "FAIL  NVIDIA runtime: not registered\n"
+        "      install the toolkit\n"
+    )
+    assert doctor_command.run(checks[:1]) == 0
+
+
+@pytest.mark.engine
+def test_full_checks_on_this_host(engine: str, fake_smi: None, small_fs: Path) -> None:
+    checks = doctor.full_checks(image=engine, gpus=(0,), results_root=str(small_fs))
+    root = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert [(c.name, c.ok) for c in checks] == [
+        ("docker client", True),
+        ("docker engine", True),
+        ("NVIDIA runtime", False),
+        ("docker data root free space", free(root) >= 20 * 1024**3),
+        ("NGC login", True),
+        ("results_root free space", False),
+        ("/dev/shm", free("/dev/shm") >= 8 * 1024**3),
+        ("GPUs", True),
+    ]

@@ -1,0 +1,83 @@
+"""A notifier runs with the job's outcome in its environment; a failure is reported, not raised."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from taospec import notify
+from taospec.errors import InvalidInput
+
+OUTCOME = notify.outcome("dino-train-a1b2", "ERROR", "ERR_PROGRAM", 3725.4, "/data/results/x")
+
+
+def written_env(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().split("\0") if "=" in line)
+    return dict(pairs)
+
+
+def test_the_notifier_gets_the_outcome_and_the_current_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_CHANNEL", "#training")
+    out = tmp_path / "env"
+    assert notify.notify(["sh", "-c", 'env -0 >"$1"', "sh", str(out)], OUTCOME) is None
+    seen = written_env(out)
+    assert {k: v for k, v in seen.items() if k.startswith("TAOSPEC_")} == {
+        "TAOSPEC_JOB_ID": "dino-train-a1b2",
+        "TAOSPEC_STATE": "ERROR",
+        "TAOSPEC_ERR_CLASS": "ERR_PROGRAM",
+        "TAOSPEC_DURATION": "3725",
+        "TAOSPEC_RESULTS_DIR": "/data/results/x",
+    }
+    assert seen["SLACK_CHANNEL"] == "#training"
+    added = set(seen) - set(os.environ) - {"PWD", "SHLVL", "_", "OLDPWD"}
+    assert added == {name for name, _ in OUTCOME}
+
+
+def test_a_complete_job_has_an_empty_error_class(tmp_path: Path) -> None:
+    out = tmp_path / "env"
+    done = notify.outcome("j", "COMPLETE", None, 12.6, "/r")
+    assert notify.notify(["sh", "-c", 'env -0 >"$1"', "sh", str(out)], done) is None
+    seen = written_env(out)
+    assert (seen["TAOSPEC_ERR_CLASS"], seen["TAOSPEC_DURATION"]) == ("", "13")
+
+
+def test_a_failing_notifier_is_reported_with_its_output() -> None:
+    argv = ["sh", "-c", "echo 'webhook: 403 Forbidden' >&2; exit 3"]
+    message = notify.notify(argv, OUTCOME)
+    assert message is not None
+    assert message.startswith("notifier sh -c ")
+    assert "failed (exit 3)\n    webhook: 403 Forbidden" in message
+
+
+def test_a_missing_notifier_is_reported(tmp_path: Path) -> None:
+    message = notify.notify([str(tmp_path / "no-such-notifier")], OUTCOME)
+    assert message is not None
+    assert "could not run" in message
+    assert "command not found" in message
+
+
+def test_a_notifier_that_hangs_is_stopped_at_its_timeout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    message = notify.notify(["sleep", "60"], OUTCOME, timeout=0.5)
+    assert time.monotonic() - started < 30
+    assert message is not None
+    assert "timed out" in message
+
+
+def test_no_notifier_does_nothing() -> None:
+    assert notify.notify([], OUTCOME) is None
+
+
+def test_the_notifier_comes_from_the_environment() -> None:
+    assert notify.notifier({}) == ()
+    assert notify.notifier({"TAOSPEC_NOTIFY": "notify-send 'job done'"}) == (
+        "notify-send",
+        "job done",
+    )
+    with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY: No closing quotation"):
+        notify.notifier({"TAOSPEC_NOTIFY": "notify-send 'job done"})
