@@ -102,9 +102,8 @@ class Skill:
         """The action called ``name``, or an error listing the skill's actions."""
         found = self.actions.get(name)
         if found is None:
-            raise SkillError(
-                _unknown(f"skill {self.name} has no action {name!r}", name, self.actions)
-            )
+            message = f"skill {self.name} has no action {name!r}"
+            raise SkillError(_unknown(message, name, list(self.actions)))
         return found
 
     @property
