@@ -1,0 +1,398 @@
+"""Checking a TAO experiment spec against a skill's schema, in TAO's own dialect.
+
+A job's spec is the skill's template for the action deep-merged with what the user's job
+file adds (:func:`merge_spec`). TAO's schemas are not JSON Schema: each node has nested
+``properties`` and a leaf ``type`` (``int``, ``float``, ``string``, ``bool``, ``list``,
+``collection``, ``categorical`` with ``enum``, ``object``, and a few spellings of the
+same), with ``default``, ``minimum`` and ``maximum`` (which may be ``Infinity``). Keys
+such as ``automl_*``, ``popular``, ``math_cond`` and ``x_tao_schema`` serve TAO's own
+tools and constrain nothing.
+
+Measured over the skill bank, the schemas' bounds and enums describe rather than enforce
+(templates break them), and a few templates carry keys their schema lacks. So:
+
+- an unknown key or a wrong type in a value the user's spec adds is an ``error`` (with a
+  "did you mean" for keys); a value still ``???`` once merged is an ``error`` naming the
+  key to set; so is a required input left empty;
+- a value outside ``minimum``/``maximum`` or ``enum``, and any problem in a value the
+  skill's own template supplies, is a ``warning`` that names the skill;
+- an OmegaConf interpolation (``${...}``) is never a type error, and ``null`` is accepted
+  anywhere (TAO's optional fields).
+
+Lists are values, not trees: the merge replaces them whole, and their items are not
+checked against the schema (the bank's schemas rarely describe them).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from taospec.diagnostics import closest
+from taospec.skills import Action, Input, KeyPath, Skill, parse_key
+
+MISSING = "???"
+"""OmegaConf's "mandatory value not given yet"."""
+
+Severity = Literal["error", "warning"]
+Origin = Literal["user", "template"]
+Schema = Mapping[str, Any]
+"""One node of a TAO schema."""
+Kind = Literal["unknown-key", "type", "unset", "input", "minimum", "maximum", "enum"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem in a merged spec, at a path relative to the spec's root."""
+
+    path: KeyPath
+    message: str
+    severity: Severity
+    origin: Origin
+    """``user`` when the user's spec wrote the value (or a mapping or list holding it)."""
+    kind: Kind
+
+    def __str__(self) -> str:
+        return f"spec.{dotted(self.path)}: {self.message}"
+
+
+def dotted(path: KeyPath) -> str:
+    """A path the way skills write keys: ``dataset.sources[0].dir`` (odd keys quoted)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}" if out else part
+        else:
+            out += f"[{part!r}]"
+    return out
+
+
+# Merging
+
+
+def merge_spec(template: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, Any]:
+    """``template`` with ``user`` laid over it: mappings merge key by key, lists and
+    single values replace. Neither argument is changed."""
+    merged = copy.deepcopy(dict(template))
+    for key, value in user.items():
+        below = merged.get(key)
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_spec(below, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def user_paths(template: Mapping[str, Any], user: Mapping[str, Any]) -> frozenset[KeyPath]:
+    """The paths whose values the user's spec supplies once merged over ``template``.
+
+    A key the user merely descends through (a mapping in both) is not one; a key the
+    user adds, or whose value replaces the template's, is, and so is everything under it.
+    This is the ``user_paths`` :func:`check_spec` takes.
+    """
+    return frozenset(_user_paths(template, user, ()))
+
+
+def _user_paths(template: Any, user: Mapping[str, Any], at: KeyPath) -> Iterator[KeyPath]:
+    for key, value in user.items():
+        below = template.get(key) if isinstance(template, Mapping) else None
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            yield from _user_paths(below, value, (*at, key))
+        else:
+            yield (*at, key)
+
+
+def _origin(path: KeyPath, users: frozenset[KeyPath]) -> Origin:
+    return "user" if any(path[:n] in users for n in range(1, len(path) + 1)) else "template"
+
+
+# Checking
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    users: frozenset[KeyPath]
+    skill: str
+
+    def finding(self, path: KeyPath, kind: Kind, message: str, *, soft: bool = False) -> Finding:
+        """A finding at ``path``: an error when the user wrote it and it is not ``soft``."""
+        origin = _origin(path, self.users)
+        if origin == "template":
+            return Finding(path, f"in {self.skill}'s template: {message}", "warning", origin, kind)
+        if soft:
+            return Finding(path, f"{message} (a hint from {self.skill})", "warning", origin, kind)
+        return Finding(path, message, "error", origin, kind)
+
+
+def check_spec(
+    schema: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    user_paths: frozenset[KeyPath] | set[KeyPath],
+    *,
+    skill: str,
+) -> list[Finding]:
+    """Every finding in the merged ``spec`` against the action's TAO ``schema``.
+
+    ``user_paths`` are the paths the user's spec supplies (see :func:`user_paths`);
+    everything else came from the template of the skill named ``skill``.
+    """
+    context = _Context(frozenset(user_paths), skill)
+    found = list(_unset(spec, (), context))
+    found.extend(_node(schema, spec, (), context))
+    return found
+
+
+def _unset(value: Any, at: KeyPath, context: _Context) -> Iterator[Finding]:
+    """A finding for every value still ``???``, wherever it sits (lists included)."""
+    if value == MISSING:
+        message = f"not set yet (???): set spec.{dotted(at)} in the job file's spec"
+        yield Finding(at, message, "error", _origin(at, context.users), "unset")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _unset(item, (*at, key), context)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unset(item, (*at, index), context)
+
+
+def _node(
+    schema: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    properties = schema.get("properties")
+    if isinstance(value, Mapping) and isinstance(properties, Mapping):
+        for key, item in value.items():
+            yield from _member(properties, key, item, (*at, key), context)
+    elif at:
+        yield from _leaf(schema, value, at, context)
+
+
+def _member(
+    properties: Mapping[str, Any], key: Any, value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    below = properties.get(key) if isinstance(key, str) else None
+    if isinstance(below, Mapping):
+        yield from _node(below, value, at, context)
+        return
+    guess = closest(str(key), [str(name) for name in properties])
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    yield context.finding(at, "unknown-key", f"unknown key {key!r}{hint}")
+
+
+def _leaf(
+    schema: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    if value is None or value == MISSING or _interpolated(value):
+        return
+    wrong = _type_problem(schema.get("type"), value)
+    if wrong is not None:
+        message, soft = wrong
+        yield context.finding(at, "type", message, soft=soft)
+        return
+    yield from _enum(schema, value, at, context)
+    yield from _bounds(schema, value, at, context)
+
+
+def _interpolated(value: Any) -> bool:
+    return isinstance(value, str) and "${" in value
+
+
+def _enum(
+    schema: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    choices = schema.get("enum")
+    if not isinstance(choices, list) or not choices:
+        return
+    values = value if isinstance(value, list) else [value]  # a multiple choice is a list
+    for item in values:
+        if item not in choices:
+            listed = ", ".join(repr(choice) for choice in choices)
+            message = f"{item!r} is not one of the schema's choices: {listed}"
+            yield context.finding(at, "enum", message, soft=True)
+
+
+def _bounds(
+    schema: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    if not _is_number(value):
+        return
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if _is_number(low) and value < low:
+        message = f"{value!r} is below the schema's minimum {low!r}"
+        yield context.finding(at, "minimum", message, soft=True)
+    if _is_number(high) and value > high:
+        message = f"{value!r} is above the schema's maximum {high!r}"
+        yield context.finding(at, "maximum", message, soft=True)
+
+
+# Types
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+def _is_mapping(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "int": (_is_int, "an integer"),
+    "integer": (_is_int, "an integer"),
+    "ordered_int": (_is_int, "an integer"),
+    "float": (_is_number, "a number"),
+    "number": (_is_number, "a number"),
+    "string": (_is_str, "a string"),
+    "bool": (_is_bool, "true or false"),
+    "boolean": (_is_bool, "true or false"),
+    "list": (_is_list, "a list"),
+    "array": (_is_list, "a list"),
+    "subset_list": (_is_list, "a list"),
+    "optional_list": (_is_list, "a list"),
+    "collection": (_is_mapping, "a mapping"),
+    "object": (_is_mapping, "a mapping"),
+}
+"""What each TAO type accepts. ``categorical`` is checked by its enum only; ``list_2``
+and the like (a list of a fixed length) are lists; any other type is not checked."""
+
+
+def _type_problem(name: Any, value: Any) -> tuple[str, bool] | None:
+    """Why ``value`` is not of TAO type ``name`` and whether that is only a warning."""
+    if not isinstance(name, str):
+        return None
+    accepts, description = _TYPES.get(name, (None, ""))
+    if accepts is None and name.startswith("list_"):
+        accepts, description = _is_list, "a list"
+    if accepts is None or accepts(value):
+        return None
+    if description in {"an integer", "a number"} and _numeric_text(value):
+        return (
+            f"{value!r} is a string, not {description}: YAML reads 1e-4 as text; "
+            "write 1.0e-4 (TAO may convert it, but say what you mean)",
+            True,
+        )
+    return f"{value!r} is not {description}", False
+
+
+def _numeric_text(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+# Inputs
+
+
+_ABSENT: Any = object()
+
+
+def lookup(spec: Any, path: KeyPath) -> Any:
+    """The value at ``path`` in ``spec`` (list indexes included), or :data:`_ABSENT`."""
+    value = spec
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(value, list) or part >= len(value):
+                return _ABSENT
+        elif not isinstance(value, Mapping) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+def inputs_in(spec: Mapping[str, Any], action: Action) -> list[tuple[Input, Any | None]]:
+    """Each input the action declares, with its value in ``spec`` (None where absent)."""
+    found = []
+    for declared in action.inputs:
+        value = lookup(spec, declared.path)
+        found.append((declared, None if value is _ABSENT else value))
+    return found
+
+
+def unset_inputs(
+    spec: Mapping[str, Any], action: Action, user_paths: frozenset[KeyPath] | set[KeyPath]
+) -> list[Finding]:
+    """An error for each required input that is absent or empty in the merged ``spec``.
+
+    (An input still ``???`` is reported by :func:`check_spec`, once.)
+    """
+    found = []
+    for declared, value in inputs_in(spec, action):
+        if declared.optional or not _empty(value):
+            continue
+        path = declared.path
+        message = f"set spec.{declared.spec_key}: the {declared.type} that {action.name} reads"
+        found.append(Finding(path, message, "error", _origin(path, frozenset(user_paths)), "input"))
+    return found
+
+
+def _empty(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_empty(item) for item in value)
+    return value is None or value == ""
+
+
+# GPUs
+
+
+def gpu_count_problem(skill: Skill, user_spec: Mapping[str, Any], gpus: int | None) -> str | None:
+    """Why the user's spec disagrees with the job's number of GPUs, or None.
+
+    ``gpus`` is how many GPUs the job's ``gpus:`` names per node (None for ``all``, which
+    taospec cannot count); the skill's ``gpu_spec_key`` must equal it.
+    """
+    key = skill.gpu_spec_key
+    if key is None or gpus is None:
+        return None
+    value = lookup(user_spec, parse_key(key))
+    if value is _ABSENT or (_is_int(value) and value == gpus):
+        return None
+    return (
+        f"spec.{key} is {value!r} but gpus: names {gpus} GPU(s); leave spec.{key} out "
+        "(taospec sets it from gpus:) or make the two agree"
+    )
+
+
+def with_gpu_count(
+    skill: Skill, template: Mapping[str, Any], user_spec: Mapping[str, Any], gpus: int | None
+) -> dict[str, Any]:
+    """``user_spec`` with the skill's ``gpu_spec_key`` set to ``gpus``.
+
+    Set only when the user left it out and the action's ``template`` has the key (an
+    action whose spec has no such key gets none); check :func:`gpu_count_problem` first.
+    """
+    key = skill.gpu_spec_key
+    if key is None or gpus is None:
+        return dict(user_spec)
+    path = parse_key(key)
+    if lookup(user_spec, path) is not _ABSENT or lookup(template, path) is _ABSENT:
+        return dict(user_spec)
+    return merge_spec(user_spec, _nested(path, gpus))
+
+
+def _nested(path: KeyPath, value: Any) -> dict[str, Any]:
+    for part in reversed(path):
+        value = {part: value}
+    return dict(value)

@@ -1,0 +1,116 @@
+"""`taospec init`: job files written for the tiny test skill, read back with PyYAML."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from taospec.commands import init
+from taospec.errors import EXIT_INVALID, EXIT_OK, InvalidInput
+from taospec.skills import SkillError, find_skill, load_skill, parse_key
+from taospec.taoschema import MISSING, lookup
+
+BANK = Path(__file__).parent / "skills"
+TINY = BANK / "skills" / "models" / "tao-train-tiny"
+ENV = {"TAO_SKILL_BANK": str(BANK)}
+
+
+def written(tmp_path: Path, action: str, skill: str = "tao-train-tiny") -> tuple[str, Any]:
+    out = tmp_path / "job.yaml"
+    assert init.run(skill, action, out, job_dir=tmp_path, environ=ENV) == EXIT_OK
+    text = out.read_text()
+    return text, yaml.safe_load(text)
+
+
+def unset_paths(value: Any, at: tuple[Any, ...] = ()) -> set[tuple[Any, ...]]:
+    if value == MISSING:
+        return {at}
+    if isinstance(value, dict):
+        return set().union(*(unset_paths(v, (*at, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        return set().union(*(unset_paths(v, (*at, i)) for i, v in enumerate(value)))
+    return set()
+
+
+def test_a_train_job_names_the_skill_and_marks_what_to_fill(tmp_path: Path) -> None:
+    text, job = written(tmp_path, "train")
+    schema = Path(init.__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+    first = text.splitlines()[0]
+    assert first == f"# yaml-language-server: $schema={os.path.relpath(schema, tmp_path)}"
+    assert (tmp_path / first.split("=", 1)[1]).resolve() == schema.resolve()
+    assert {k: job[k] for k in ["version", "skill", "action", "platform", "gpus"]} == {
+        "version": 1,
+        "skill": "tao-train-tiny",
+        "action": "train",
+        "platform": "docker",
+        "gpus": [0],
+    }
+    assert job["results_root"] == str(tmp_path.resolve() / "results")
+    assert unset_paths(job["spec"]) == {
+        ("dataset", "train_data_sources", 0, "image_dir"),
+        ("dataset", "train_data_sources", 0, "json_file"),
+        ("dataset", "classes"),
+    }
+    assert "image_dir: ???  # input: the folder that train reads" in text
+    assert "classes: ???  # the template leaves it for you" in text
+    assert "  # model:\n  #   backbone: tiny_a\n" in text
+    assert "    # batch_size: 4\n" in text
+    assert "# Optional inputs: dataset.val_data_sources.image_dir (folder)" in text
+
+
+def test_hostile_keys_come_back_byte_for_byte(tmp_path: Path) -> None:
+    _, job = written(tmp_path, "evaluate")
+    assert job["spec"]["labels"] == {
+        "say \"hi\" 'there'": MISSING,
+        "$(touch /tmp/taospec-pwned)\nnext line": MISSING,
+    }
+    assert unset_paths(job["spec"]) == {
+        ("evaluate", "checkpoint"),
+        ("dataset", "test_data_sources", "image_dir"),
+        ("labels", "say \"hi\" 'there'"),
+        ("labels", "$(touch /tmp/taospec-pwned)\nnext line"),
+    }
+    assert not Path("/tmp/taospec-pwned").exists()
+
+
+def test_an_action_without_a_template_holds_only_its_inputs(tmp_path: Path) -> None:
+    _, job = written(tmp_path, "export")
+    assert job["spec"] == {"export": {"checkpoint": MISSING}}
+    skill = load_skill(TINY)
+    for declared in skill.actions["export"].inputs:
+        assert lookup(job["spec"], parse_key(declared.spec_key)) == MISSING
+
+
+def test_a_skill_path_is_written_relative_to_the_job_file(tmp_path: Path) -> None:
+    out = tmp_path / "jobs" / "train.yaml"
+    out.parent.mkdir()
+    cwd = Path(__file__).parent
+    ref = "skills/skills/models/tao-train-tiny"
+    assert init.run(ref, "train", out, job_dir=cwd, environ={}) == EXIT_OK
+    job = yaml.safe_load(out.read_text())
+    assert job["skill"] != ref
+    assert find_skill(job["skill"], out.parent, {}) == TINY.resolve()
+
+
+def test_the_default_file_is_named_for_skill_and_action(tmp_path: Path) -> None:
+    assert init.run("tao-train-tiny", "evaluate", None, job_dir=tmp_path, environ=ENV) == EXIT_OK
+    assert (tmp_path / "tao-train-tiny-evaluate.yaml").is_file()
+
+
+def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "job.yaml"
+    out.write_text("mine\n")
+    with pytest.raises(InvalidInput, match="already exists") as caught:
+        init.run("tao-train-tiny", "train", out, job_dir=tmp_path, environ=ENV)
+    assert caught.value.exit_code == EXIT_INVALID
+    assert out.read_text() == "mine\n"
+
+
+def test_an_unknown_action_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(SkillError, match="did you mean 'evaluate'"):
+        init.run("tao-train-tiny", "evaluat", tmp_path / "x.yaml", job_dir=tmp_path, environ=ENV)
+    assert list(tmp_path.iterdir()) == []
