@@ -53,6 +53,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	MYPYPATH=bench $(BIN)/mypy bench/*.py
 
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
