@@ -1,40 +1,46 @@
-"""Write a large ledger fast, byte for byte as taospec writes it, without fsync.
+"""A large ledger made of copies of one real job, written fast and without fsync.
 
-Each generated job is a finished local-platform run of one job file (the suite
-uses a copy of ``jobs/hello.yaml`` whose results_root is in its workspace):
-its record (PENDING, RUNNING, COMPLETE), its sidecar with the plan, and three
-journal lines (the ledger's lock stripes need no file per job). One job is
-encoded by the ledger's own encoders with a token in place of the id and the
-times; every job is then that encoding with the token replaced, so generating
-200,000 jobs takes seconds, not the hours a durable writer would need.
-tests/test_bench.py checks that a generated job is exactly what
-:class:`taospec.ledger.Ledger` writes.
+One job is run for real (``taospec run FILE``, a local process) into a template
+state root; whatever that run wrote is the template: the files under ``jobs/``
+whose names carry the job id (its record, its sidecar, and any per-job lock
+file the ledger keeps), the journal lines that name it, and everything else
+(lock stripes, taospec's own indexes) once as it is. Every generated job is
+that template with the id and the three transition times replaced, so the
+generator knows nothing of the ledger's formats and follows them when they
+change; 200,000 jobs take seconds, not the hours a durable writer would need.
+The real job stays in the ledger, with its results, for ``status`` to ask about.
+
+    python bench/ledger_gen.py STATE COUNT JOB_FILE   # prints the real job's id
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from taospec import __version__
-from taospec.ledger import (
-    Ledger,
-    Record,
-    Transition,
-    _encode_json,
-    _journal_line,
-)
-from taospec.loader import load_jobfile
-from taospec.platforms import render
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+TAOSPEC = Path(sys.executable).with_name("taospec")
 
-ROOT = Path(__file__).resolve().parent.parent
-ID_MARK = "zzbenchtoken0zz"
-TIMES = tuple(f"zz0000-00-00T00:00:00.00000{step}Zzz" for step in (1, 2, 3))
-START = datetime(2025, 1, 1, tzinfo=UTC)
-PID = 4_194_305  # above the largest pid_max Linux allows, so no live process matches
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """One real job's files, cut where its id and times appear."""
+
+    job_id: str
+    times: tuple[str, ...]
+    per_job: dict[str, bytes]
+    """Name under ``jobs/`` (with the id in it) to content."""
+    journal: bytes
+    """The journal lines that name the job."""
+
+    def tokens(self) -> list[bytes]:
+        """What a copy replaces: the id, then each time."""
+        return [self.job_id.encode(), *(t.encode() for t in self.times)]
 
 
 def job_id(index: int) -> str:
@@ -42,120 +48,64 @@ def job_id(index: int) -> str:
     return f"hello-greet-{index:06x}"
 
 
-def _time(index: int, step: int) -> str:
+def _time(index: int, step: int, like: str) -> str:
     moment = START + timedelta(seconds=index, microseconds=1000 * step)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if len(text) != len(like):
+        raise ValueError(f"the ledger writes times like {like!r}, not like {text!r}")
+    return text
 
 
-def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
-    """(record, sidecar, journal lines) of one run of ``spec``, with marks for id and times."""
-    target = load_jobfile(spec).targets[spec.stem]
-    plan = render(target.job).with_job_id(ID_MARK)
-    key = f"{spec.resolve()}#{spec.stem}"
-    notes: dict[str, object] = {
-        "spec": str(spec),
-        "target": key,
-        "taospec": __version__,
-        "plan_digest": plan.digest(),
+def run_template(state: Path, spec: Path) -> Template:
+    """Run ``spec`` once for real into the empty state root ``state``; read back what it wrote."""
+    env = {**os.environ, "TAO_STATE_DIR": str(state)}
+    subprocess.run(
+        [str(TAOSPEC), "run", str(spec)], env=env, check=True, capture_output=True, text=True
+    )
+    records = sorted((state / "jobs").glob("*.json"))
+    if len(records) != 1:
+        raise RuntimeError(f"one run of {spec} left {len(records)} records in {state / 'jobs'}")
+    record = json.loads(records[0].read_bytes())
+    name = record["id"]
+    times = tuple(transition["ts"] for transition in record["transitions"])
+    per_job = {
+        path.name: path.read_bytes() for path in (state / "jobs").iterdir() if name in path.name
     }
-    sidecar = {**notes, "plan": plan.to_json(), "start_time": 123456, "fingerprint": "0" * 64}
-    ledger = Ledger(Path("/nonexistent"))
-    opened = Record(
-        id=ID_MARK,
-        platform="local",
-        backend_ref=None,
-        image=target.job.image,
-        network_arch=target.job.network_arch,
-        action=target.job.action,
-        results_dir=plan.record.results_dir,
-        storage_tier="A",
-        upload_excludes=(),
-        submitted_at=TIMES[0],
-        transitions=(
-            Transition(
-                TIMES[0], "PENDING", f"opened by taospec for {spec} (target {spec.stem})", "agent"
-            ),
-        ),
-        terminal_state=None,
-    )
-    running = opened.replace(
-        backend_ref=f"pid:{PID}",
-        transitions=(*opened.transitions, Transition(TIMES[1], "RUNNING", "launched", "agent")),
-    )
-    done = running.replace(
-        transitions=(
-            *running.transitions,
-            Transition(TIMES[2], "COMPLETE", "process exited 0", "poller"),
-        ),
-        terminal_state="COMPLETE",
-        terminal_write_by="poller",
-    )
-    journal = (
-        _journal_line(ledger._open_event(opened, notes))
-        + _journal_line(ledger._transition_event(running, running.backend_ref, None))
-        + _journal_line(ledger._transition_event(done, None, None))
-    )
-    return _encode_json(done.to_json()), _encode_json(sidecar), journal
+    lines = (state / "ledger.jsonl").read_bytes().splitlines(keepends=True)
+    journal = b"".join(line for line in lines if name.encode() in line)
+    return Template(name, times, per_job, journal)
 
 
-class _Filler:
-    """A template cut at its tokens, put back together with one job's values."""
-
-    def __init__(self, template: bytes) -> None:
-        tokens = [ID_MARK.encode(), *(t.encode() for t in TIMES)]
-        self.parts: list[bytes | int] = []
-        rest = template
-        while rest:
-            found = [(rest.find(t), i) for i, t in enumerate(tokens) if t in rest]
-            if not found:
-                self.parts.append(rest)
-                break
-            at, which = min(found)
-            self.parts += [rest[:at], which]
-            rest = rest[at + len(tokens[which]) :]
-
-    def fill(self, values: list[bytes]) -> bytes:
-        """The template with token ``i`` replaced by ``values[i]``."""
-        return b"".join(values[p] if isinstance(p, int) else p for p in self.parts)
+def _fill(template: bytes, tokens: list[bytes], values: list[bytes]) -> bytes:
+    for token, value in zip(tokens, values, strict=True):
+        template = template.replace(token, value)
+    return template
 
 
-def generate(root: Path, count: int, spec: Path) -> list[str]:
-    """Write ``count`` finished runs of ``spec`` under the state root ``root``; return their ids."""
-    record, sidecar, journal = (_Filler(t) for t in templates(spec))
+def generate(root: Path, count: int, spec: Path) -> str:
+    """A state root of ``count`` jobs: the real run of ``spec`` and older copies; its id."""
+    template_root = root.with_name(root.name + "-template")
+    template = run_template(template_root, spec)
+    template_root.rename(root)
+    real_journal = (root / "ledger.jsonl").read_bytes()
+    tokens = template.tokens()
     jobs = root / "jobs"
-    jobs.mkdir(parents=True, exist_ok=True, mode=0o700)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    ids = []
-    with (root / "ledger.jsonl").open("wb") as lines:
-        for index in range(count):
-            name = job_id(index)
-            values = [name.encode(), *(_time(index, step).encode() for step in range(3))]
-            for path, data in (
-                (f"{jobs}/{name}.json", record.fill(values)),
-                (f"{jobs}/{name}.taospec", sidecar.fill(values)),
-            ):
-                fd = os.open(path, flags, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    names = [job_id(i) for i in range(count) if job_id(i) != template.job_id][: count - 1]
+    with (root / "ledger.jsonl").open("wb") as journal:
+        for index, name in enumerate(names):
+            times = [_time(index, step, t).encode() for step, t in enumerate(template.times)]
+            values = [name.encode(), *times]
+            for file, content in template.per_job.items():
+                fd = os.open(jobs / file.replace(template.job_id, name), flags, 0o600)
                 try:
-                    os.write(fd, data)
+                    os.write(fd, _fill(content, tokens, values))
                 finally:
                     os.close(fd)
-            lines.write(journal.fill(values))
-            ids.append(name)
-    return ids
-
-
-def finish(root: Path, name: str) -> None:
-    """Give one generated job the results directory its COMPLETE state implies."""
-    record = json.loads((root / "jobs" / f"{name}.json").read_bytes())
-    folder = Path(record["results_dir"])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "taospec.exit").write_text("0\n")
-    (folder / "taospec.log").write_text("hello from " + name + "\n")
+            journal.write(_fill(template.journal, tokens, values))
+        journal.write(real_journal)  # the real run is the newest: its lines come last
+    return template.job_id
 
 
 if __name__ == "__main__":
-    # ledger_gen.py STATE COUNT JOB_FILE FINISHED_INDEX: prints the finished job's id
-    state, number, job_file = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
-    made = generate(state, number, job_file)
-    finish(state, made[int(sys.argv[4])])
-    print(made[int(sys.argv[4])])
+    print(generate(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])))

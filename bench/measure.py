@@ -24,7 +24,7 @@ class BenchError(RuntimeError):
     """A measured command did not do what the figure assumes (wrong exit code, ...)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Run:
     """One finished child."""
 
@@ -34,7 +34,7 @@ class Run:
     stdout: bytes = b""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stats:
     """Median, min and max of one quantity over repeated runs."""
 

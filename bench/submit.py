@@ -1,11 +1,11 @@
-"""Figure 2: ``taospec run --detach`` of a container that exits at once, against ``docker run -d``.
+"""``taospec run --detach`` of a container that exits at once, against ``docker run -d``.
 
-The job is ``jobs/hello-docker.yaml`` with its results under the workspace.
-Each taospec run gets a fresh ``TAO_STATE_DIR`` (and ``--force``), so it always
-records, prepares and launches; the cache is the person's usual one, already
-holding the file. The reference is ``docker run -d`` of the same image and the
-same command line as the job's launch step, on the same engine. Both
-containers are removed after each round, outside the timing.
+The job is a copy of ``jobs/hello-docker.yaml`` with its results under the
+workspace, edited before every run (see :mod:`edits`). Each taospec run gets a
+fresh ``TAO_STATE_DIR``, so it always decides, records, prepares and launches.
+The reference is ``docker run -d`` of the same image and the same command line
+as the job's launch step, on the same engine. Both containers are removed after
+each round, outside the timing.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+from hotspots import profile_script
 from measure import BenchError, Run, run_once, seconds
 from report import Figure, Target
-from workspace import Workspace
+from workspace import ROOT, Workspace
 
 IMAGE = "taospec-test/busybox:1"
 
@@ -36,22 +37,17 @@ def submit_figures(ws: Workspace, times: int = 7) -> list[Figure]:
     """run --detach against docker run -d, alternately."""
     if _docker("image", "inspect", IMAGE).returncode != 0:
         raise BenchError(f"the Docker engine lacks {IMAGE}; run `make env` first")
-    folder = ws.fresh("docker-job")
-    job = str(
-        ws.copy_job(
-            "hello-docker.yaml",
-            folder,
-            {"results_root: /tmp/taospec-results": f"results_root: {folder}/results"},
-        )
+    results = ws.fresh("docker-results")
+    job = ws.edited_job(
+        "hello-docker.yaml", {"results_root: /tmp/taospec-results": f"results_root: {results}"}
     )
-    command = _job_command(ws, job)
-    cache = ws.fresh("cache")
+    command = _job_command(ws, str(job.path))
+    args = ["run", "--detach", str(job.path)]
     containers: list[str] = []
 
     def taospec() -> Run:
-        run = ws.taospec_run(
-            ["run", "--detach", "--force", job], state=ws.fresh("state"), cache=cache, capture=True
-        )
+        job.edit()
+        run = ws.taospec_run(args, state=ws.fresh("state"), capture=True)
         containers.append(run.stdout.decode().split()[-1])
         return run
 
@@ -68,17 +64,26 @@ def submit_figures(ws: Workspace, times: int = 7) -> list[Figure]:
         finally:
             _docker("rm", "-f", *containers)
             containers.clear()
-        if round_number:  # the first round warms the engine and the cache
+        if round_number:  # the first round warms the engine
             ours.append(mine)
             reference.append(theirs)
-    return [
-        Figure(
-            "run_detach",
-            "taospec run --detach jobs/hello-docker.yaml",
-            "ms",
-            seconds(ours).scaled(1000),
-            "docker run -d",
-            seconds(reference).scaled(1000),
-            Target("ratio_max", 1.3),
-        )
-    ]
+    figure = Figure(
+        "run_detach",
+        "taospec run --detach, edited jobs/hello-docker.yaml",
+        "ms",
+        seconds(ours).scaled(1000),
+        "docker run -d",
+        seconds(reference).scaled(1000),
+        Target("ratio_max", 1.3),
+    )
+    if figure.met is False:
+        job.edit()
+        state = ws.fresh("state")
+        out = ws.fresh("profile") / "run.prof"
+        try:
+            where = profile_script([ws.taospec, *args], out, env=ws.env(state=state), cwd=ROOT)
+        finally:
+            # the container is named after the job id, the record's name
+            _docker("rm", "-f", *(path.stem for path in state.glob("jobs/*.json")))
+        figure = figure.with_profile(where)
+    return [figure]

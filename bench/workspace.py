@@ -1,8 +1,8 @@
 """Where one suite run works: a temporary folder, the interpreter, the console script.
 
-Every measured child gets the caller's environment plus its own
-``TAO_STATE_DIR`` and ``XDG_CACHE_HOME`` inside the workspace, so the suite
-never reads or writes the person's own ledger or cache.
+Every measured child gets the caller's environment without any ``TAOSPEC_*``
+variable, plus its own ``TAO_STATE_DIR`` and ``XDG_CACHE_HOME`` inside the
+workspace, so the suite never reads or writes the person's own ledger or files.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from edits import EditedFile
 from measure import Run, run_once
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +48,11 @@ class Workspace:
         path.mkdir(parents=True)
         return path
 
-    def env(self, *, state: Path | None = None, cache: Path | None = None) -> dict[str, str]:
+    def env(self, *, state: Path | None = None) -> dict[str, str]:
         """The environment a measured child gets."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TAOSPEC_")}
         env["TAO_STATE_DIR"] = str(state or self.root / "state")
-        env["XDG_CACHE_HOME"] = str(cache or self.root / "cache")
+        env["XDG_CACHE_HOME"] = str(self.root / "xdg-cache")
         return env
 
     def bare(self) -> Run:
@@ -63,7 +64,6 @@ class Workspace:
         args: Sequence[str],
         *,
         state: Path | None = None,
-        cache: Path | None = None,
         cwd: Path | None = None,
         expect: Sequence[int] = (0,),
         capture: bool = False,
@@ -71,7 +71,7 @@ class Workspace:
         """One whole ``taospec`` process."""
         return run_once(
             [self.taospec, *args],
-            env=self.env(state=state, cache=cache),
+            env=self.env(state=state),
             cwd=cwd or ROOT,
             expect=expect,
             capture=capture,
@@ -89,6 +89,10 @@ class Workspace:
         target = folder / name
         target.write_text(text, encoding="utf-8")
         return target
+
+    def edited_job(self, name: str, replacements: dict[str, str] | None = None) -> EditedFile:
+        """A private copy of ``jobs/<name>`` that changes before every run."""
+        return EditedFile(self.copy_job(name, self.fresh("job"), replacements or {}))
 
     def remove(self) -> None:
         """Delete the workspace."""

@@ -1,8 +1,11 @@
 """The job spec's JSON Schema and the sentences its errors become.
 
-The schema ships inside the package (``taospec/schemas/job.schema.json``) and
-is the one source of truth; editors read the same file through the
-``yaml-language-server`` comment at the top of each example job.
+The schema's one real file is ``schemas/job.schema.json`` at the top of the
+repository, which editors read through the ``yaml-language-server`` comment at
+the top of each example job. A built wheel carries it inside the package as
+``taospec/schemas/job.schema.json`` (pyproject.toml's force-include); an
+editable install runs the checkout's package, so there it is read from the
+checkout.
 
 A document is first put to the schema compiled by :mod:`taospec.schemacheck`;
 only a document that check rejects (or cannot judge) is handed to jsonschema,
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +43,11 @@ _TYPE_NAMES = {
 
 
 def schema_text() -> str:
-    """The schema exactly as shipped (read beside this module, as importlib.resources would)."""
-    return (Path(__file__).parent / "schemas" / SCHEMA_NAME).read_text("utf-8")
+    """The schema exactly as shipped: inside the installed package, else in the checkout."""
+    packaged = resources.files("taospec") / "schemas" / SCHEMA_NAME
+    if packaged.is_file():
+        return packaged.read_text("utf-8")
+    return (Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_NAME).read_text("utf-8")
 
 
 @cache

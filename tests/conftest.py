@@ -163,3 +163,10 @@ def slurm() -> None:
             pytest.fail(f"TAOSPEC_REQUIRE_ENGINE=1 but {problem}")
         why = f"no Slurm cluster: {problem} (scripts/ensure-slurm.sh starts one as root)"
         pytest.skip(reason=why)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a real engine or cluster carries the ``engine`` marker too."""
+    for item in items:
+        if {"engine", "slurm"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engine)
