@@ -16,24 +16,22 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from taospec import __version__
 from taospec.jobfile import load_jobfile
-from taospec.ledger import (
-    Ledger,
-    Record,
-    Transition,
-    _encode_json,
-    _journal_line,
-)
+from taospec.ledger import Mark, Record, Transition
+from taospec.ledger.durable import encode_json
+from taospec.ledger.journal import encode_line
+from taospec.ledger.store import _open_event, _transition_event
 from taospec.plan import render
 
 ROOT = Path(__file__).resolve().parent.parent
 ID_MARK = "zzbenchtoken0zz"
-TIMES = tuple(f"zz0000-00-00T00:00:00.00000{step}Zzz" for step in (1, 2, 3))
-START = datetime(2025, 1, 1, tzinfo=UTC)
+TIMES = tuple(f"zz0000-00-00T00:00:00.00000{step}+00:00zz" for step in (1, 2, 3))
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)  # noqa: UP017
 PID = 4_194_305  # above the largest pid_max Linux allows, so no live process matches
 
 
@@ -44,7 +42,7 @@ def job_id(index: int) -> str:
 
 def _time(index: int, step: int) -> str:
     moment = START + timedelta(seconds=index, microseconds=1000 * step)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.isoformat(timespec="microseconds")
 
 
 def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
@@ -59,7 +57,6 @@ def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
         "plan_digest": plan.digest(),
     }
     sidecar = {**notes, "plan": plan.to_json(), "start_time": 123456, "fingerprint": "0" * 64}
-    ledger = Ledger(Path("/nonexistent"))
     opened = Record(
         id=ID_MARK,
         platform="local",
@@ -78,11 +75,13 @@ def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
         ),
         terminal_state=None,
     )
-    running = opened.replace(
+    running = replace(
+        opened,
         backend_ref=f"pid:{PID}",
         transitions=(*opened.transitions, Transition(TIMES[1], "RUNNING", "launched", "agent")),
     )
-    done = running.replace(
+    done = replace(
+        running,
         transitions=(
             *running.transitions,
             Transition(TIMES[2], "COMPLETE", "process exited 0", "poller"),
@@ -91,11 +90,11 @@ def templates(spec: Path) -> tuple[bytes, bytes, bytes]:
         terminal_write_by="poller",
     )
     journal = (
-        _journal_line(ledger._open_event(opened, notes))
-        + _journal_line(ledger._transition_event(running, running.backend_ref, None))
-        + _journal_line(ledger._transition_event(done, None, None))
+        encode_line(_open_event(opened, notes))
+        + encode_line(_transition_event(running, Mark("RUNNING", backend_ref=f"pid:{PID}")))
+        + encode_line(_transition_event(done, Mark("COMPLETE")))
     )
-    return _encode_json(done.to_json()), _encode_json(sidecar), journal
+    return encode_json(done.to_json()), encode_json(sidecar), journal
 
 
 class _Filler:

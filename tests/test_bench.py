@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from taospec.ledger import Ledger, Record, _encode_json, _journal_line
+from taospec.ledger import Ledger, Record
+from taospec.ledger.durable import encode_json as _encode_json
+from taospec.ledger.journal import encode_line as _journal_line
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

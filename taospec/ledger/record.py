@@ -312,7 +312,12 @@ def _id_part(text: str) -> str:
 
 def mint_id(network_arch: str, action: str) -> str:
     """A new id ``<arch>-<action>-<6 hex>`` (case kept, as the recorder mints it)."""
-    return f"{_id_part(network_arch)}-{_id_part(action)}-{uuid.uuid4().hex[:6]}"
+    return f"{_id_part(network_arch)}-{_id_part(action)}-{mint_suffix()}"
+
+
+def mint_suffix() -> str:
+    """Six random hex digits."""
+    return uuid.uuid4().hex[:6]
 
 
 def now() -> str:

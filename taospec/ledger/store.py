@@ -236,7 +236,6 @@ class Ledger:
             event = _open_event(record, notes)
             if notes:
                 durable.write_atomic(self._sidecar_path(record.id), durable.encode_json(notes))
-                event["sidecar"] = self._sidecar_path(record.id).name
             journal.append(self.journal_path, event)
         except BaseException:
             durable.remove(self._sidecar_path(data["id"]))
@@ -329,7 +328,7 @@ class Ledger:
         if path.exists():
             return False
         return any(
-            entry.get("event") == "open" and entry.get("sidecar") == path.name
+            entry.get("event") == "open" and entry.get("sidecar") == "written"
             for entry in self.journal(job_id)
         )
 
@@ -611,6 +610,8 @@ def _open_event(record: Record, notes: Mapping[str, object]) -> dict[str, str]:
         if key in notes:
             value = notes[key]
             event[key] = value if isinstance(value, str) else json.dumps(value)
+    if notes:
+        event["sidecar"] = "written"
     return event
 
 
