@@ -109,6 +109,21 @@ def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
     live.unlink()
 
 
+def test_a_write_removes_the_temp_files_of_writers_that_died_since_ls(ledger: Ledger) -> None:
+    record = open_job(ledger)
+    writer = subprocess.Popen(["sleep", "60"])
+    temp = ledger.jobs_dir / f".{record.id}.json.{writer.pid}.tmp"
+    temp.write_text("{")
+    stat = ledger.jobs_dir.stat()  # settled, so the listing remembers what it saw
+    os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
+    ledger.list()
+    assert temp.exists()  # its writer is alive
+    writer.kill()
+    writer.wait()
+    Ledger(ledger.root).mark(record.id, "RUNNING")
+    assert not temp.exists()
+
+
 def test_record_list_removes_dead_writers_temp_files(taospec: Runner, state_dir: Path) -> None:
     record = open_job(Ledger(state_dir))
     dead = state_dir / "jobs" / f".{record.id}.json.{DEAD_PID}.tmp"

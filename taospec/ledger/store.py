@@ -126,6 +126,7 @@ class Ledger:
         self.jobs_dir = root / "jobs"
         self.journal_path = root / journal.NAME
         self._secrets = tuple(value for value in secret_values if value)
+        self._swept = False
 
     @classmethod
     def from_env(
@@ -178,6 +179,7 @@ class Ledger:
             self._check_stable_id(check_job_id(job_id))
         notes = self._clean_mapping(sidecar or {}, "sidecar")
         self._ensure_jobs_dir()
+        self._sweep_remembered()
         last = ""
         for candidate in self._candidates(job_id, opening):
             named = notes
@@ -272,6 +274,7 @@ class Ledger:
         if change.err_class is not None:
             check_choice("err_class", change.err_class, ERR_CLASSES)
         self._require_record(job_id)
+        self._sweep_remembered()
         with self._locked(job_id):
             data, record = self._read(job_id)
             if record.terminal_state is not None:
@@ -467,6 +470,16 @@ class Ledger:
                 elif name.endswith(".json") and check_id_quietly(name[: -len(".json")]):
                     records.append(name[: -len(".json")])
         return listing.Scan(tuple(records), tuple(temps))
+
+    def _sweep_remembered(self) -> None:
+        """On this ledger's first write: remove the dead writers' temp files ``ls`` last saw.
+
+        Finding new ones takes a scan of the jobs folder (0.2 s at 200,000
+        records), which only ``ls`` and ``record list`` make.
+        """
+        if not self._swept:
+            self._swept = True
+            durable.sweep_stale_temps(self.jobs_dir, listing.remembered_temps(self.root))
 
     # -- files and locks --------------------------------------------------
 
