@@ -50,7 +50,11 @@ def job_id(index: int) -> str:
 
 def _time(index: int, step: int, like: str) -> str:
     moment = START + timedelta(seconds=index, microseconds=1000 * step)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    text = (
+        moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if like.endswith("Z")
+        else moment.isoformat(timespec="microseconds")
+    )
     if len(text) != len(like):
         raise ValueError(f"the ledger writes times like {like!r}, not like {text!r}")
     return text

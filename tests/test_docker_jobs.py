@@ -130,7 +130,7 @@ def test_an_existing_container_with_the_jobs_name_is_never_replaced(
     existing = docker("run", "-d", "--name", name, engine, "sleep", "300").stdout.strip()
     spec = job_file(open_tmp, engine, "true")
     ledger = Ledger(state_dir)
-    monkeypatch.setattr("taospec.ledger._mint_id", lambda arch, action: name)
+    monkeypatch.setattr("taospec.ledger.store.mint_id", lambda arch, action: name)
     with pytest.raises(JobFailed, match="a container with the job's name already exists"):
         submit(render(load_job(spec)), ledger)
     assert docker("inspect", "--format", "{{.Id}} {{.State.Status}}", name).stdout.split() == [

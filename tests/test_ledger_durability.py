@@ -11,8 +11,7 @@ import os
 
 import pytest
 
-from taospec import ledger as ledger_module
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger, Record, durable
 from tests.ledgers import open_job
 
 
@@ -46,7 +45,7 @@ def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         paths.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    monkeypatch.setattr(ledger_module.os, "fsync", watching)
+    monkeypatch.setattr(durable.os, "fsync", watching)
     return paths
 
 

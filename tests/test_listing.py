@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from taospec import ledger as ledger_module
-from taospec import listing
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger, Record, listing, store
 from tests.ledgers import IMAGE, open_job
 
 
@@ -51,7 +49,7 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         seen.append(Path(path))
         return real(path)
 
-    monkeypatch.setattr(ledger_module.os, "scandir", counting)
+    monkeypatch.setattr(store.os, "scandir", counting)
     return seen
 
 

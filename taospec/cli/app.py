@@ -234,17 +234,30 @@ def ls_command(state: str | None, limit: int, as_json: bool) -> None:
 
 @cli.group()
 def record() -> None:
-    """The job-record ledger's verbs (compatible with the TAO recorder)."""
+    """The job-record ledger's verbs, flag for flag like the TAO recorder.
+
+    A refusal exits 1 with the recorder's message; a usage error exits 2.
+    """
+
+
+def _platform_slug(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from taospec.errors import InvalidInput
+    from taospec.ledger import platform_slug
+
+    try:
+        return platform_slug(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @record.command("open")
-@click.option("--platform", required=True)
+@click.option("--platform", required=True, callback=_platform_slug, help="e.g. docker, slurm.")
 @click.option("--image", required=True)
 @click.option("--network-arch", required=True)
 @click.option("--action", required=True)
 @click.option("--storage-tier", type=click.Choice(["A", "B", "C"]), required=True)
-@click.option("--results-root")
-@click.option("--results-dir")
+@click.option("--results-dir", help="Use this exact results_dir (a path or URI).")
+@click.option("--results-root", help="Bind results_dir to <root>/<job id>.")
 @click.option("--upload-exclude", "upload_excludes", multiple=True)
 @click.option("--parent-job")
 @click.option("--retry-of")
@@ -254,8 +267,8 @@ def record_open(
     network_arch: str,
     action: str,
     storage_tier: str,
-    results_root: str | None,
     results_dir: str | None,
+    results_root: str | None,
     upload_excludes: tuple[str, ...],
     parent_job: str | None,
     retry_of: str | None,
@@ -263,8 +276,6 @@ def record_open(
     """Open a record (before anything launches) and print its id."""
     from taospec.commands import record as command
 
-    if (results_root is None) == (results_dir is None):
-        raise click.UsageError("give exactly one of --results-root and --results-dir")
     _exit(
         command.open_record(
             platform=platform,
@@ -301,7 +312,7 @@ def record_mark(
     backend_ref: str | None,
     err_class: str | None,
 ) -> None:
-    """Append a transition to JOB_ID's record."""
+    """Append a transition to JOB_ID's record (a terminal state is final)."""
     from taospec.commands import record as command
 
     _exit(
@@ -319,20 +330,19 @@ def record_mark(
 @record.command("show")
 @click.argument("job_id")
 def record_show(job_id: str) -> None:
-    """Print JOB_ID's record as JSON."""
+    """Print JOB_ID's record as indented JSON (redacted)."""
     from taospec.commands import record as command
 
     _exit(command.show(job_id))
 
 
 @record.command("list")
-@click.option("--state", type=STATES)
-@click.option("--limit", type=click.IntRange(min=1))
-def record_list(state: str | None, limit: int | None) -> None:
-    """Print records newest first, one JSON object per line."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
+def record_list(as_json: bool) -> None:
+    """Print id, platform, last state and results_dir of every record, by file name."""
     from taospec.commands import record as command
 
-    _exit(command.list_records(state=state, limit=limit))
+    _exit(command.list_records(as_json=as_json))
 
 
 def _exit(code: int) -> None:

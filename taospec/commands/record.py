@@ -2,15 +2,33 @@
 
 A hand-written script, or ``taospec render --format sh`` output, drives the
 ledger with these: ``open`` prints the new id, ``mark`` appends a transition.
+As with the recorder, a refusal (no such record, a terminal state, a bad id or
+state root, a write that failed) prints its message alone on stderr and exits 1;
+a usage error exits 2.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 
 from taospec.commands import open_ledger
-from taospec.errors import EXIT_OK
+from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
+from taospec.ledger import LedgerCorrupt, Mark
+from taospec.ledger.record import require_text
+
+EXIT_REFUSED = EXIT_JOB_FAILED
+"""What the recorder exits with when it refuses (its ``SystemExit("message")``)."""
+
+
+def refusing(verb: Callable[[], int]) -> int:
+    """Run ``verb``; a taospec error becomes its bare message on stderr and exit 1."""
+    try:
+        return verb()
+    except TaospecError as refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return EXIT_REFUSED
 
 
 def open_record(
@@ -27,20 +45,32 @@ def open_record(
     retry_of: str | None,
 ) -> int:
     """Open a record and print its id."""
-    record = open_ledger().open(
-        platform=platform,
-        image=image,
-        network_arch=network_arch,
-        action=action,
-        storage_tier=storage_tier,
-        results_root=results_root,
-        results_dir=results_dir,
-        upload_excludes=upload_excludes,
-        parent_job=parent_job,
-        retry_of=retry_of,
-    )
-    print(record.id)
-    return EXIT_OK
+
+    def verb() -> int:
+        if bool(results_dir) == bool(results_root):
+            raise InvalidInput("open: pass exactly one of --results-dir or --results-root")
+        for flag, value in (
+            ("--image", image),
+            ("--network-arch", network_arch),
+            ("--action", action),
+        ):
+            require_text(flag, value, prefix="open: ")
+        record = open_ledger().open(
+            platform=platform,
+            image=image,
+            network_arch=network_arch,
+            action=action,
+            storage_tier=storage_tier,
+            results_root=results_root,
+            results_dir=results_dir,
+            upload_excludes=upload_excludes,
+            parent_job=parent_job,
+            retry_of=retry_of,
+        )
+        print(record.id)
+        return EXIT_OK
+
+    return refusing(verb)
 
 
 def mark(
@@ -52,26 +82,44 @@ def mark(
     backend_ref: str | None,
     err_class: str | None,
 ) -> int:
-    """Append a transition (a repeated terminal state is a no-op)."""
-    open_ledger().mark(
-        job_id,
-        state,
-        message=message,
-        source=source,
-        backend_ref=backend_ref,
-        err_class=err_class,
-    )
-    return EXIT_OK
+    """Append a transition; a repeated terminal state appends nothing and says so."""
+
+    def verb() -> int:
+        change = Mark(state, message, source, backend_ref, err_class)
+        marked = open_ledger().apply(job_id, change)
+        if not marked.appended and message:
+            print(f"note: {job_id} already terminal; message not appended", file=sys.stderr)
+        return EXIT_OK
+
+    return refusing(verb)
 
 
 def show(job_id: str) -> int:
-    """Print one record as JSON."""
-    print(json.dumps(open_ledger().get(job_id).to_json(), indent=2))
-    return EXIT_OK
+    """Print the record as the recorder's ``show`` does: indented JSON of the redacted record."""
+
+    def verb() -> int:
+        print(json.dumps(open_ledger().document(job_id), indent=2))
+        return EXIT_OK
+
+    return refusing(verb)
 
 
-def list_records(*, state: str | None, limit: int | None) -> int:
-    """Print records newest first, one JSON object per line."""
-    for record in open_ledger().list(state=state, limit=limit):
-        print(json.dumps(record.to_json()))
-    return EXIT_OK
+def list_records(*, as_json: bool) -> int:
+    """One line per record in file-name order: id, platform, last state, results_dir.
+
+    An unreadable record prints ``<name>\\t<corrupt>`` on stderr and the listing
+    goes on. ``as_json`` prints each record as a JSON line with its ``state``.
+    """
+
+    def verb() -> int:
+        for path, found in open_ledger().files():
+            if isinstance(found, LedgerCorrupt):
+                print(f"{path.stem}\t<corrupt>", file=sys.stderr, flush=True)
+            elif as_json:
+                print(json.dumps({**found.to_json(), "state": found.state}))
+            else:
+                last = found.transitions[-1].state
+                print(f"{found.id}\t{found.platform}\t{last}\t{found.results_dir}")
+        return EXIT_OK
+
+    return refusing(verb)

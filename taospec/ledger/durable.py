@@ -1,0 +1,175 @@
+"""Durable writes: every file taospec keeps is put on disk here, whole or not at all.
+
+:func:`write_atomic` writes the bytes to ``.<name>.<pid>.tmp`` beside the file
+(the TAO recorder's temp name, so neither takes the other's temp file for a
+record), fsyncs it, renames it over the file with :func:`os.replace` and fsyncs
+the folder, so after a crash the file holds the old bytes or the new ones.
+:func:`create_exclusive` first reserves the name with ``O_CREAT|O_EXCL``, as the
+recorder's ``open`` does, so an existing file is never overwritten.
+
+The temp name carries only the process id, so two threads of one process writing
+the same file take turns here. A temp file whose process is gone is debris of a
+writer that died between writing and renaming; :func:`sweep_stale_temps`
+removes those and leaves the temp files of live writers alone.
+
+A write that fails (no space, a read-only or foreign-owned folder) raises
+:class:`WriteFailed`, one line naming the file and the system's reason, and
+leaves no temp file behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from taospec.errors import TaospecError
+
+TEMP_RE = re.compile(r"\..+\.(\d+)\.tmp")
+"""A temp file of this module or of the recorder: ``.<name>.<pid>.tmp``."""
+
+_turns: dict[str, threading.Lock] = {}
+_turns_guard = threading.Lock()
+
+
+class WriteFailed(TaospecError):
+    """A file could not be written (disk full, read-only, not allowed): nothing changed."""
+
+    def __init__(self, path: str | os.PathLike[str], error: OSError) -> None:
+        self.path = os.fspath(path)
+        self.errno = error.errno
+        reason = error.strerror or os.strerror(error.errno or errno.EIO)
+        super().__init__(f"cannot write {self.path}: {reason}")
+
+
+def encode_json(data: object) -> bytes:
+    """``data`` as the recorder writes a record: ``json.dumps(data, indent=2)`` and a newline."""
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def temp_path(path: str) -> str:
+    """Where this process writes ``path`` before renaming it into place."""
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/.{name}.{os.getpid()}.tmp"
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, folder fsync."""
+    target = os.path.abspath(path)  # noqa: PTH100 - plain strings for the file calls
+    with _turn(target):
+        temp = temp_path(target)
+        try:
+            _write_file(temp, data, mode)
+            os.replace(temp, target)  # noqa: PTH105
+            fsync_folder(os.path.dirname(target))  # noqa: PTH120
+        except OSError as exc:
+            raise WriteFailed(target, exc) from None
+        finally:
+            with suppress(OSError):
+                os.unlink(temp)  # noqa: PTH108
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: object) -> None:
+    """Durably replace ``path`` with ``data`` as indented JSON, making its folder if needed."""
+    folder = Path(path).parent
+    if not folder.is_dir():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteFailed(folder, exc) from None
+    write_atomic(path, encode_json(data))
+
+
+def create_exclusive(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; return whether it was created.
+
+    The name is reserved with ``O_CREAT|O_EXCL`` (empty until the data is renamed
+    over it). If writing fails the reservation is removed, so a failed create
+    leaves no file behind.
+    """
+    target = os.path.abspath(path)  # noqa: PTH100
+    try:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise WriteFailed(target, exc) from None
+    try:
+        write_atomic(target, data, mode=mode)
+    except BaseException:
+        remove(target)
+        raise
+    return True
+
+
+def remove(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` if it is there, durably; a failure raises :class:`WriteFailed`."""
+    try:
+        os.unlink(path)  # noqa: PTH108
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    with suppress(OSError):
+        fsync_folder(os.path.dirname(os.path.abspath(path)))  # noqa: PTH100, PTH120
+
+
+def fsync_folder(folder: str | os.PathLike[str]) -> None:
+    """Make a rename, link or removal in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sweep_stale_temps(folder: str | os.PathLike[str], names: Iterable[str]) -> list[str]:
+    """Remove the temp files among ``names`` whose writing process is gone; return them."""
+    removed = []
+    for name in names:
+        found = TEMP_RE.fullmatch(name)
+        if found is None or process_alive(int(found.group(1))):
+            continue
+        with suppress(FileNotFoundError, PermissionError):
+            os.unlink(os.path.join(folder, name))  # noqa: PTH108, PTH118
+            removed.append(name)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (it may belong to another user)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_file(path: str, data: bytes, mode: int) -> None:
+    """Write all of ``data`` to ``path`` (made or emptied) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _turn(path: str) -> Iterator[None]:
+    """Take turns with this process's other threads writing ``path`` (one temp name each)."""
+    with _turns_guard:
+        lock = _turns.setdefault(path, threading.Lock())
+    with lock:
+        yield

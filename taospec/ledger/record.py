@@ -1,0 +1,442 @@
+"""The TAO job record: its shape, its ids and platform names, and how a change is applied.
+
+A record is one JSON object per job (``jobs/<id>.json``), in the shape NVIDIA's
+TAO recorder writes (``scripts/tao_job_record.py`` in the TAO skill bank). The
+functions here work on that object as read from disk, a ``dict``, and change it
+the way the recorder does, so the keys keep the order they had and a record
+taospec rewrites is the one the recorder would have written. :class:`Record` is
+the checked, typed view the rest of taospec reads.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from taospec.errors import InvalidInput, TaospecError
+from taospec.states import PENDING, STATES, TERMINAL
+
+SCHEMA_VERSION = 1
+SOURCES = ("agent", "poller", "backend-hook")
+STORAGE_TIERS = ("A", "B", "C")
+ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
+EXAMPLE_PLATFORMS = ("docker", "slurm", "kubernetes", "brev", "virtualenv", "kratos")
+LOCATION_FIELDS = frozenset({"results_dir", "image", "backend_ref"})
+"""Fields holding a path or URI: only format rules redact them (see taospec.lint)."""
+OPENED_MESSAGE = "record opened before launch"
+
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+PLATFORM_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|\+00:00)")
+_MINT_PART_LENGTH = 64
+"""Most characters of arch or action in a minted id, so its file name stays far below
+the 255 bytes a file name may have (the recorder does not cut them)."""
+
+_REQUIRED_KEYS = (
+    "schema_version",
+    "id",
+    "platform",
+    "backend_ref",
+    "image",
+    "network_arch",
+    "action",
+    "results_dir",
+    "storage_tier",
+    "submitted_at",
+    "transitions",
+    "terminal_state",
+    "redacted",
+)
+_OPTIONAL_KEYS = ("upload_excludes", "terminal_write_by", "err_class", "retry_of", "parent_job")
+_TRANSITION_KEYS = ("ts", "state", "message", "source")
+
+Document = dict[str, Any]
+"""A record as JSON reads it from disk and writes it back."""
+
+
+class LedgerCorrupt(TaospecError):
+    """A ledger file does not have the shape the TAO record format requires."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One entry of a record's append-only ``transitions`` list."""
+
+    ts: str
+    state: str
+    message: str
+    source: str
+
+    def to_json(self) -> dict[str, str]:
+        """The on-disk shape ``{ts, state, message, source}``."""
+        return {"ts": self.ts, "state": self.state, "message": self.message, "source": self.source}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A checked, typed view of one TAO job record."""
+
+    id: str
+    platform: str
+    backend_ref: str | None
+    image: str
+    network_arch: str
+    action: str
+    results_dir: str
+    storage_tier: str
+    upload_excludes: tuple[str, ...]
+    submitted_at: str
+    transitions: tuple[Transition, ...] = field(default=())
+    terminal_state: str | None = None
+    err_class: str | None = None
+    retry_of: str | None = None
+    parent_job: str | None = None
+    terminal_write_by: str | None = None
+
+    @property
+    def state(self) -> str:
+        """The terminal state if there is one, else the latest transition's state."""
+        if self.terminal_state is not None:
+            return self.terminal_state
+        return self.transitions[-1].state if self.transitions else "UNKNOWN"
+
+    def to_json(self) -> Document:
+        """The record in the recorder's key order; unset optional fields are left out."""
+        data: Document = {
+            "schema_version": SCHEMA_VERSION,
+            "id": self.id,
+            "platform": self.platform,
+            "backend_ref": self.backend_ref,
+            "image": self.image,
+            "network_arch": self.network_arch,
+            "action": self.action,
+            "results_dir": self.results_dir,
+            "storage_tier": self.storage_tier,
+            "upload_excludes": list(self.upload_excludes),
+            "submitted_at": self.submitted_at,
+            "transitions": [t.to_json() for t in self.transitions],
+            "terminal_state": self.terminal_state,
+            "redacted": True,
+        }
+        for key in ("parent_job", "retry_of", "err_class", "terminal_write_by"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, *, origin: str = "record") -> Record:
+        """Check ``data`` against the record shape; :class:`LedgerCorrupt` names ``origin``."""
+        return parse_record(data, origin)
+
+
+# -- reading ------------------------------------------------------------------
+
+
+def parse_record(data: object, origin: str) -> Record:
+    """The typed record in ``data``, or :class:`LedgerCorrupt` naming ``origin`` and the field."""
+    shape = _Shape(data, origin)
+    shape.check_keys(_REQUIRED_KEYS, _OPTIONAL_KEYS)
+    shape.require("schema_version", _is_schema_version, "the integer 1")
+    shape.require("redacted", _is_true, "true")
+    return Record(
+        id=shape.string("id", _is_id, f"an id matching {ID_RE.pattern}"),
+        platform=shape.string("platform", _matches(PLATFORM_RE), PLATFORM_RE.pattern),
+        backend_ref=shape.optional_string("backend_ref", _any_text, "a string or null"),
+        image=shape.string("image", _non_empty, "a non-empty string"),
+        network_arch=shape.string("network_arch", _non_empty, "a non-empty string"),
+        action=shape.string("action", _non_empty, "a non-empty string"),
+        results_dir=shape.string("results_dir", _non_empty, "a non-empty string"),
+        storage_tier=shape.string("storage_tier", _among(STORAGE_TIERS), "A, B or C"),
+        upload_excludes=shape.strings("upload_excludes"),
+        submitted_at=shape.string("submitted_at", _is_timestamp, "an ISO 8601 UTC time"),
+        transitions=_transitions(shape),
+        terminal_state=shape.optional_string(
+            "terminal_state", _among(TERMINAL), "null, COMPLETE, ERROR or CANCELED"
+        ),
+        err_class=shape.optional_string(
+            "err_class", _among(ERR_CLASSES), "ERR_INFRA or ERR_PROGRAM"
+        ),
+        retry_of=shape.optional_string("retry_of", _any_text, "a string or null"),
+        parent_job=shape.optional_string("parent_job", _any_text, "a string or null"),
+        terminal_write_by=shape.optional_string(
+            "terminal_write_by", _among(SOURCES), ", ".join(SOURCES)
+        ),
+    )
+
+
+class _Shape:
+    """Checked, typed access to one JSON object read from a ledger file."""
+
+    def __init__(self, data: object, origin: str, path: str = "$") -> None:
+        if not isinstance(data, dict):
+            raise LedgerCorrupt(f"{origin}: {path} must be a JSON object")
+        self.data: dict[str, object] = data
+        self.origin = origin
+        self.path = path
+
+    def fail(self, key: str, expected: str) -> LedgerCorrupt:
+        found = type(self.data.get(key)).__name__ if key in self.data else "nothing"
+        return LedgerCorrupt(f"{self.origin}: {self.path}.{key} must be {expected}, found {found}")
+
+    def check_keys(self, required: Sequence[str], optional: Sequence[str] = ()) -> None:
+        missing = [key for key in required if key not in self.data]
+        unknown = sorted(set(self.data) - set(required) - set(optional))
+        if missing:
+            raise LedgerCorrupt(f"{self.origin}: {self.path} lacks {', '.join(missing)}")
+        if unknown:
+            raise LedgerCorrupt(f"{self.origin}: {self.path} has unknown keys {', '.join(unknown)}")
+
+    def require(self, key: str, rule: Callable[[object], bool], expected: str) -> None:
+        if not rule(self.data.get(key)):
+            raise self.fail(key, expected)
+
+    def string(self, key: str, rule: Callable[[str], bool], expected: str) -> str:
+        value = self.data.get(key)
+        if not isinstance(value, str) or not rule(value):
+            raise self.fail(key, expected)
+        return value
+
+    def optional_string(self, key: str, rule: Callable[[str], bool], expected: str) -> str | None:
+        if self.data.get(key) is None:
+            return None
+        return self.string(key, rule, expected)
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self.fail(key, "a list of strings")
+        return tuple(value)
+
+    def objects(self, key: str) -> list[_Shape]:
+        value = self.data.get(key)
+        if not isinstance(value, list) or not value:
+            raise self.fail(key, "a non-empty list")
+        return [
+            _Shape(item, self.origin, f"{self.path}.{key}[{i}]") for i, item in enumerate(value)
+        ]
+
+
+def _transitions(shape: _Shape) -> tuple[Transition, ...]:
+    result = []
+    for item in shape.objects("transitions"):
+        item.check_keys(_TRANSITION_KEYS)
+        result.append(
+            Transition(
+                ts=item.string("ts", _non_empty, "a non-empty string"),
+                state=item.string("state", _among(STATES), " ".join(STATES)),
+                message=item.string("message", _any_text, "a string"),
+                source=item.string("source", _among(SOURCES), ", ".join(SOURCES)),
+            )
+        )
+    return tuple(result)
+
+
+def _is_schema_version(value: object) -> bool:
+    return type(value) is int and value == SCHEMA_VERSION
+
+
+def _is_true(value: object) -> bool:
+    return value is True
+
+
+def _any_text(_value: str) -> bool:
+    return True
+
+
+def _non_empty(value: str) -> bool:
+    return value != ""
+
+
+def _matches(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    return lambda value: pattern.fullmatch(value) is not None
+
+
+def _among(choices: Collection[str]) -> Callable[[str], bool]:
+    return lambda value: value in choices
+
+
+def _is_id(value: str) -> bool:
+    return ID_RE.fullmatch(value) is not None
+
+
+def _is_timestamp(value: str) -> bool:
+    return _TS_RE.fullmatch(value) is not None
+
+
+def instant(ts: str) -> datetime:
+    """A checked record timestamp as a time, for ordering (Python 3.10 reads no ``Z``)."""
+    return datetime.fromisoformat(ts[:-1] + "+00:00" if ts.endswith("Z") else ts)
+
+
+# -- names ----------------------------------------------------------------------
+
+
+def check_job_id(job_id: str) -> str:
+    """``job_id`` if it names a record inside the jobs folder, else :class:`InvalidInput`.
+
+    The pattern keeps ids inside the folder: no ``/``, no NUL, no leading dot.
+    """
+    if not isinstance(job_id, str) or not _is_id(job_id):
+        raise InvalidInput(f"invalid job id: {job_id!r}")
+    return job_id
+
+
+def platform_slug(value: str) -> str:
+    """The platform's canonical name, normalised as the recorder does, or :class:`InvalidInput`.
+
+    Trimmed and lowercased; runs of whitespace and underscores become ``-``; runs
+    of ``-`` collapse; leading and trailing ``-`` go. What is left must be a name.
+    """
+    slug = re.sub(r"[\s_]+", "-", value.strip().lower())
+    slug = re.sub(r"-{2,}", "-", slug).strip("-")
+    if PLATFORM_RE.fullmatch(slug) is None:
+        raise InvalidInput(
+            f"cannot normalize platform {value!r} to a name (canonical form "
+            f"^{PLATFORM_RE.pattern}$; e.g. {', '.join(EXAMPLE_PLATFORMS)})"
+        )
+    return slug
+
+
+def _id_part(text: str) -> str:
+    """One part of a minted id: unsafe runs become ``-``; it starts alphanumeric."""
+    part = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+    part = re.sub(r"^[^A-Za-z0-9]+", "", part)[:_MINT_PART_LENGTH].strip(".-")
+    return part or "job"
+
+
+def mint_id(network_arch: str, action: str) -> str:
+    """A new id ``<arch>-<action>-<6 hex>`` (case kept, as the recorder mints it)."""
+    return f"{_id_part(network_arch)}-{_id_part(action)}-{mint_suffix()}"
+
+
+def mint_suffix() -> str:
+    """Six random hex digits."""
+    return uuid.uuid4().hex[:6]
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 with microseconds and ``+00:00``."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")  # noqa: UP017 - 3.10
+
+
+# -- changes ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What ``open`` records, checked, before an id is chosen."""
+
+    platform: str
+    image: str
+    network_arch: str
+    action: str
+    storage_tier: str
+    results_root: str | None
+    results_dir: str | None
+    upload_excludes: tuple[str, ...]
+    parent_job: str | None
+    retry_of: str | None
+    message: str
+
+    def document(self, job_id: str) -> Document:
+        """The new PENDING record for ``job_id``, in the recorder's key order."""
+        stamp = now()
+        location = self.results_dir
+        if location is None:
+            location = posixpath.join(self.results_root or "", job_id)
+        data: Document = {
+            "schema_version": SCHEMA_VERSION,
+            "id": job_id,
+            "platform": self.platform,
+            "backend_ref": None,
+            "image": self.image,
+            "network_arch": self.network_arch,
+            "action": self.action,
+            "results_dir": location,
+            "storage_tier": self.storage_tier,
+            "upload_excludes": list(self.upload_excludes),
+            "submitted_at": stamp,
+            "transitions": [Transition(stamp, PENDING, self.message, "agent").to_json()],
+            "terminal_state": None,
+            "redacted": True,
+        }
+        if self.parent_job:
+            data["parent_job"] = self.parent_job
+        if self.retry_of:
+            data["retry_of"] = self.retry_of
+        return data
+
+
+def require_text(name: str, value: object, prefix: str = "") -> str:
+    """``value`` if it is a string with more than whitespace, else :class:`InvalidInput`."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{prefix}{name} must be non-empty")
+    return value
+
+
+def check_choice(name: str, value: str | None, choices: Collection[str]) -> str:
+    """``value`` if it is one of ``choices``, else :class:`InvalidInput`."""
+    if value is None or value not in choices:
+        raise InvalidInput(f"invalid {name} {value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One ``mark``: a state, and what comes with it."""
+
+    state: str
+    message: str = ""
+    source: str = "agent"
+    backend_ref: str | None = None
+    err_class: str | None = None
+
+    def apply(self, data: Document) -> Document:
+        """``data`` with this transition appended, as the recorder changes it (in place)."""
+        step = Transition(now(), self.state, self.message, self.source)
+        data["transitions"].append(step.to_json())
+        if self.backend_ref:
+            data["backend_ref"] = self.backend_ref
+        if self.err_class:
+            data["err_class"] = self.err_class
+        if self.state in TERMINAL:
+            data["terminal_state"] = self.state
+            data["terminal_write_by"] = self.source
+        return data
+
+    def enrich(self, data: Document) -> bool:
+        """For a repeat of the terminal state: fill ``err_class`` and ``backend_ref`` if unset.
+
+        Returns whether ``data`` changed (in place). Nothing else changes.
+        """
+        changed = False
+        if self.err_class and not data.get("err_class"):
+            data["err_class"] = self.err_class
+            changed = True
+        if self.backend_ref and not data.get("backend_ref"):
+            data["backend_ref"] = self.backend_ref
+            changed = True
+        return changed
+
+
+def redact_document(
+    value: Any, text: Callable[[str], str], location: Callable[[str], str], key: str = ""
+) -> Any:
+    """A copy of a record (or sidecar) with every string redacted by its field's type.
+
+    Strings under :data:`LOCATION_FIELDS` go through ``location``, every other
+    string through ``text``; keys are kept, and a list's items take its key.
+    """
+    if isinstance(value, str):
+        return location(value) if key in LOCATION_FIELDS else text(value)
+    if isinstance(value, list):
+        return [redact_document(item, text, location, key) for item in value]
+    if isinstance(value, dict):
+        return {k: redact_document(v, text, location, k) for k, v in value.items()}
+    return value

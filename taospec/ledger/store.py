@@ -1,0 +1,645 @@
+"""The ledger: the job records under one state root, their sidecars and the journal.
+
+Layout under the state root (``$TAO_STATE_DIR``, default ``~/.tao``)::
+
+    jobs/<id>.json             the record, in the TAO recorder's shape and encoding
+    jobs/.<id>.json.lock       the record's lock, the recorder's own lock file
+    jobs/.<id>.json.<pid>.tmp  a writer's temp file, renamed over the record
+    jobs/<id>.taospec          taospec's notes about the job (never in the record)
+    ledger.jsonl               the journal: one line per open and per transition
+    taospec/listing.json       what :mod:`taospec.ledger.listing` remembers for ``ls``
+
+Guarantees, shared with the recorder so either may write the same record:
+
+* ``open`` reserves ``jobs/<id>.json`` with ``O_CREAT|O_EXCL`` (an existing
+  record is never overwritten) and renames the record over the reservation.
+  An open that fails after that removes what it wrote and raises.
+* Every read-modify-write of a record holds an exclusive ``flock`` on
+  ``jobs/.<id>.json.lock`` from the read to the rename; nothing else decides
+  who may write a record.
+* Every write is temp file, fsync, rename, folder fsync
+  (:mod:`taospec.ledger.durable`), and every string written passes the secret
+  redaction for its field's type: ``results_dir``, ``image`` and ``backend_ref``
+  through :func:`taospec.lint.redact_location`, every other string through
+  :func:`taospec.lint.redact`.
+* Terminal states are immutable; repeating the terminal state only fills in an
+  ``err_class`` or ``backend_ref`` the record lacks.
+* The record is the durable truth; the journal indexes it and may lose its last
+  lines to a power cut, which costs a rescan, never a record.
+
+``ls`` is fast on a large ledger because it reads the journal backwards and
+opens only the records it prints; how it learns about records the journal does
+not know (the recorder's, or one a crash left unindexed) without scanning the
+jobs folder every time is :mod:`taospec.ledger.listing`. What it keeps are
+counts, offsets and ids, never a copy of a record: every record listed is read
+from its file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import itertools
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from taospec import lint
+from taospec.errors import InvalidInput
+from taospec.ledger import durable, journal, listing
+from taospec.ledger.record import (
+    ERR_CLASSES,
+    OPENED_MESSAGE,
+    SOURCES,
+    STORAGE_TIERS,
+    Document,
+    LedgerCorrupt,
+    Mark,
+    Opening,
+    Record,
+    check_choice,
+    check_job_id,
+    instant,
+    mint_id,
+    parse_record,
+    platform_slug,
+    redact_document,
+    require_text,
+)
+from taospec.states import STATES
+
+JOURNAL_SIDECAR_KEYS = ("target", "fingerprint")
+_MINT_ATTEMPTS = 32
+_RECORD_MODE = 0o644  # as the recorder leaves its records
+
+
+class UnknownJob(InvalidInput):
+    """No record exists for the requested job id."""
+
+
+class TerminalStateError(InvalidInput):
+    """A record that reached a terminal state was asked to change it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """What a mark did: the record after it, and whether a transition was appended."""
+
+    record: Record
+    appended: bool
+
+
+Warn = Callable[[str], None]
+
+
+def warn_on_stderr(message: str) -> None:
+    """The default for a record a listing skips: one line on stderr."""
+    print(f"taospec: warning: {message}", file=sys.stderr, flush=True)
+
+
+def state_root(environ: Mapping[str, str]) -> Path:
+    """``$TAO_STATE_DIR`` if set (absolute), else ``~/.tao``: as the recorder reads it."""
+    if "TAO_STATE_DIR" not in environ:
+        return Path.home() / ".tao"
+    value = environ["TAO_STATE_DIR"]
+    if not value.strip():
+        raise InvalidInput("TAO_STATE_DIR is set but empty; unset it or give an absolute path")
+    if not Path(value).is_absolute():
+        raise InvalidInput(f"TAO_STATE_DIR must be an absolute path (got {value!r})")
+    return Path(value)
+
+
+class Ledger:
+    """The job records under one state root, and the journal beside them."""
+
+    def __init__(self, root: Path, secret_values: Iterable[str] = ()) -> None:
+        root = Path(root)
+        if not root.is_absolute():
+            raise InvalidInput(f"the ledger root must be an absolute path (got {str(root)!r})")
+        self.root = root
+        self.jobs_dir = root / "jobs"
+        self.journal_path = root / journal.NAME
+        self._secrets = tuple(value for value in secret_values if value)
+        self._swept = False
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, secret_values: Iterable[str] = ()
+    ) -> Ledger:
+        """The ledger at ``$TAO_STATE_DIR`` (default ``~/.tao``)."""
+        return cls(state_root(os.environ if environ is None else environ), secret_values)
+
+    # -- opening ---------------------------------------------------------
+
+    def open(
+        self,
+        *,
+        platform: str,
+        image: str,
+        network_arch: str,
+        action: str,
+        storage_tier: str,
+        results_root: str | None = None,
+        results_dir: str | None = None,
+        upload_excludes: Sequence[str] = (),
+        parent_job: str | None = None,
+        retry_of: str | None = None,
+        job_id: str | None = None,
+        sidecar: Mapping[str, object] | None = None,
+        sidecar_for: Callable[[str], Mapping[str, object]] | None = None,
+        message: str = OPENED_MESSAGE,
+    ) -> Record:
+        """Create a PENDING record (and its sidecar and journal line); return it.
+
+        The id is minted from ``network_arch`` and ``action`` unless ``job_id`` is
+        given (which must not exist yet). ``results_dir`` is bound here: the given
+        one as it is, or ``<results_root>/<id>``. ``sidecar_for(id)`` gives notes
+        that name the id; they join ``sidecar`` in the one sidecar written.
+        """
+        opening = self._opening(
+            platform=platform,
+            image=image,
+            network_arch=network_arch,
+            action=action,
+            storage_tier=storage_tier,
+            results_root=results_root,
+            results_dir=results_dir,
+            upload_excludes=upload_excludes,
+            parent_job=parent_job,
+            retry_of=retry_of,
+            message=message,
+        )
+        if job_id is not None:
+            self._check_stable_id(check_job_id(job_id))
+        notes = self._clean_mapping(sidecar or {}, "sidecar")
+        self._ensure_jobs_dir()
+        self._sweep_remembered()
+        last = ""
+        for candidate in self._candidates(job_id, opening):
+            named = notes
+            if sidecar_for is not None:
+                named = {**notes, **self._clean_mapping(sidecar_for(candidate), "sidecar")}
+            record = self._create(opening.document(candidate), named)
+            if record is not None:
+                return record
+            last = candidate
+        raise InvalidInput(f"record already exists: {self._record_path(last)}")
+
+    def _opening(self, **fields: Any) -> Opening:
+        """Check what ``open`` was given, before any id is minted."""
+        root, location = fields["results_root"], fields["results_dir"]
+        if bool(root) == bool(location):
+            raise InvalidInput("pass exactly one of results_root and results_dir")
+        excludes = fields["upload_excludes"]
+        if isinstance(excludes, str) or not all(isinstance(item, str) for item in excludes):
+            raise InvalidInput("upload_excludes must be a list of strings")
+        return Opening(
+            platform=platform_slug(fields["platform"]),
+            image=require_text("image", fields["image"]),
+            network_arch=require_text("network_arch", fields["network_arch"]),
+            action=require_text("action", fields["action"]),
+            storage_tier=check_choice("storage tier", fields["storage_tier"], STORAGE_TIERS),
+            results_root=root or None,
+            results_dir=location or None,
+            upload_excludes=tuple(excludes),
+            parent_job=fields["parent_job"] or None,
+            retry_of=fields["retry_of"] or None,
+            message=fields["message"],
+        )
+
+    def _candidates(self, job_id: str | None, opening: Opening) -> Iterator[str]:
+        """The explicit id once, or freshly minted ids that redaction leaves as they are."""
+        if job_id is not None:
+            yield job_id
+            return
+        for _ in range(_MINT_ATTEMPTS):
+            candidate = mint_id(opening.network_arch, opening.action)
+            if self._text(candidate) == candidate:
+                yield candidate
+
+    def _create(self, document: Document, notes: dict[str, object]) -> Record | None:
+        """Write a new record unless its id is taken; then its sidecar and journal line.
+
+        Anything failing after the record exists removes the record (and the
+        sidecar) before raising, so a failed open leaves no record behind.
+        """
+        data = self._redacted(document)
+        path = self._record_path(data["id"])
+        if not durable.create_exclusive(path, durable.encode_json(data), mode=_RECORD_MODE):
+            return None
+        try:
+            record = parse_record(data, str(path))
+            event = _open_event(record, notes)
+            if notes:
+                durable.write_atomic(self._sidecar_path(record.id), durable.encode_json(notes))
+            journal.append(self.journal_path, event)
+        except BaseException:
+            durable.remove(self._sidecar_path(data["id"]))
+            durable.remove(path)
+            raise
+        return record
+
+    # -- marking ----------------------------------------------------------
+
+    def mark(
+        self,
+        job_id: str,
+        state: str,
+        *,
+        message: str = "",
+        source: str = "agent",
+        backend_ref: str | None = None,
+        err_class: str | None = None,
+    ) -> Record:
+        """Append a transition to ``state``; return the record after it.
+
+        Repeating a record's terminal state appends nothing (it may fill in
+        ``err_class`` and ``backend_ref``); any other state after a terminal one
+        raises :class:`TerminalStateError`.
+        """
+        change = Mark(state, message, source, backend_ref, err_class)
+        return self.apply(job_id, change).record
+
+    def apply(self, job_id: str, change: Mark) -> Marked:
+        """:meth:`mark` with what it did: under the record's lock, read, change, write."""
+        check_job_id(job_id)
+        check_choice("state", change.state, STATES)
+        check_choice("source", change.source, SOURCES)
+        if change.err_class is not None:
+            check_choice("err_class", change.err_class, ERR_CLASSES)
+        self._require_record(job_id)
+        self._sweep_remembered()
+        with self._locked(job_id):
+            data, record = self._read(job_id)
+            if record.terminal_state is not None:
+                if change.state != record.terminal_state:
+                    raise TerminalStateError(
+                        f"record {job_id} is terminal ({record.terminal_state}); "
+                        f"refusing transition to {change.state}"
+                    )
+                if change.enrich(data):
+                    record = self._write(job_id, data)
+                return Marked(record, appended=False)
+            record = self._write(job_id, change.apply(data))
+            journal.append(self.journal_path, _transition_event(record, change))
+        return Marked(record, appended=True)
+
+    def _write(self, job_id: str, data: Document) -> Record:
+        """Redact and durably write ``data`` as the record of ``job_id``; return it."""
+        data = self._redacted(data)
+        path = self._record_path(job_id)
+        record = parse_record(data, str(path))
+        durable.write_atomic(path, durable.encode_json(data), mode=_RECORD_MODE)
+        return record
+
+    # -- reading ----------------------------------------------------------
+
+    def get(self, job_id: str) -> Record:
+        """The record of ``job_id``; :class:`UnknownJob` if there is none."""
+        return self._read(check_job_id(job_id))[1]
+
+    def document(self, job_id: str) -> Document:
+        """The record of ``job_id`` as its file holds it, keys in its order, redacted again.
+
+        This is what the recorder's ``show`` prints: records are redacted when
+        written, and once more when shown in case another writer did not.
+        """
+        return self._redacted(self._read(check_job_id(job_id))[0])
+
+    def sidecar(self, job_id: str) -> dict[str, object]:
+        """taospec's notes about ``job_id``; ``{}`` when it has none."""
+        path = self._sidecar_path(check_job_id(job_id))
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:
+            raise LedgerCorrupt(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(data, dict):
+            raise LedgerCorrupt(f"{path}: a sidecar must be a JSON object")
+        return data
+
+    def sidecar_missing(self, job_id: str) -> bool:
+        """True when taospec wrote a sidecar for ``job_id`` at open and its file is gone."""
+        path = self._sidecar_path(check_job_id(job_id))
+        if path.exists():
+            return False
+        return any(
+            entry.get("event") == "open" and entry.get("sidecar") == "written"
+            for entry in self.journal(job_id)
+        )
+
+    def update_sidecar(self, job_id: str, **fields: object) -> None:
+        """Merge ``fields`` (redacted) into the sidecar under the record's lock."""
+        check_job_id(job_id)
+        cleaned = self._clean_mapping(fields, "sidecar")
+        self._require_record(job_id)
+        with self._locked(job_id):
+            merged = {**self.sidecar(job_id), **cleaned}
+            durable.write_atomic(self._sidecar_path(job_id), durable.encode_json(merged))
+
+    def journal(self, job_id: str | None = None) -> Iterator[dict[str, object]]:
+        """Journal events oldest first, optionally for one job; torn lines are skipped."""
+        if job_id is not None:
+            check_job_id(job_id)
+        for entry in journal.events(self.journal_path):
+            if job_id is None or entry.get("id") == job_id:
+                yield entry
+
+    # -- listing ----------------------------------------------------------
+
+    def list(
+        self, *, state: str | None = None, limit: int | None = None, warn: Warn = warn_on_stderr
+    ) -> list[Record]:
+        """Records newest first, optionally only those in ``state``, at most ``limit``.
+
+        A record that cannot be read is skipped with one line to ``warn`` naming
+        its file. Temp files of writers that died are removed on the way.
+        """
+        if state is not None:
+            check_choice("state", state, STATES)
+        if limit is not None and limit < 0:
+            raise InvalidInput(f"limit must not be negative, got {limit}")
+        newest = self._newest_first(warn)
+        matching = (r for r in newest if state is None or r.state == state)
+        return list(itertools.islice(matching, limit))
+
+    def files(self) -> Iterator[tuple[Path, Record | LedgerCorrupt]]:
+        """Every record file in name order (as the recorder lists), with its record or fault.
+
+        Temp files of writers that died are removed on the way.
+        """
+        folder = self._scan()
+        durable.sweep_stale_temps(self.jobs_dir, folder.temps)
+        for job_id in sorted(folder.record_ids, key=lambda i: f"{i}.json"):
+            path = self._record_path(job_id)
+            try:
+                yield path, self._parse_file(path, job_id)
+            except LedgerCorrupt as fault:
+                yield path, fault
+
+    def _newest_first(self, warn: Warn) -> Iterator[Record]:
+        if not self.journal_path.exists():
+            folder = self._scan()
+            durable.sweep_stale_temps(self.jobs_dir, folder.temps)
+            readable = (self._readable(i, warn) for i in folder.record_ids)
+            yield from sorted(
+                (r for r in readable if r is not None),
+                key=lambda r: instant(r.submitted_at),
+                reverse=True,
+            )
+            return
+        found = listing.foreign(
+            self.root,
+            self.jobs_dir,
+            self.journal_path,
+            scan=self._scan,
+            journal_ids=self._journal_ids,
+            submitted_at=self._submitted_at,
+        )
+        durable.sweep_stale_temps(self.jobs_dir, found.temps)
+        indexed = self._journal_records(warn)
+        if not found.foreign:
+            yield from indexed
+            return
+        others = (self._readable(job_id, warn) for _, job_id in found.foreign)
+        seen: set[str] = set()
+        merged = heapq.merge(
+            indexed, (r for r in others if r), key=lambda r: instant(r.submitted_at), reverse=True
+        )
+        for record in merged:
+            if record.id not in seen:
+                seen.add(record.id)
+                yield record
+
+    def _journal_records(self, warn: Warn) -> Iterator[Record]:
+        """Records in the order of their journal ``open`` lines, newest first."""
+        seen: set[str] = set()
+        for line in journal.lines_backwards(self.journal_path):
+            entry = journal.parse_line(line)
+            job_id = None if entry is None else journal.opened_id(entry)
+            if job_id is None or job_id in seen:
+                continue
+            seen.add(job_id)
+            record = self._readable(job_id, warn)
+            if record is not None:
+                yield record
+
+    def _readable(self, job_id: str, warn: Warn) -> Record | None:
+        """The record of ``job_id``; None (after a warning if it is damaged) when unreadable."""
+        try:
+            return self._parse_file(self._record_path(job_id), job_id)
+        except FileNotFoundError:
+            return None
+        except LedgerCorrupt as fault:
+            warn(f"skipped {fault}")
+            return None
+
+    def _submitted_at(self, job_id: str) -> str | None:
+        try:
+            return self._parse_file(self._record_path(job_id), job_id).submitted_at
+        except FileNotFoundError:
+            return None
+        except LedgerCorrupt:
+            return ""
+
+    def _journal_ids(self) -> frozenset[str]:
+        ids = (journal.opened_id(entry) for entry in journal.events(self.journal_path))
+        return frozenset(job_id for job_id in ids if job_id is not None)
+
+    def _scan(self) -> listing.Scan:
+        """One look at the jobs folder: record files (not temps, locks or sidecars) and temps."""
+        records: list[str] = []
+        temps: list[str] = []
+        try:
+            entries = os.scandir(self.jobs_dir)
+        except FileNotFoundError:
+            return listing.Scan((), ())
+        with entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    if name.endswith(".tmp"):
+                        temps.append(name)
+                elif name.endswith(".json") and check_id_quietly(name[: -len(".json")]):
+                    records.append(name[: -len(".json")])
+        return listing.Scan(tuple(records), tuple(temps))
+
+    def _sweep_remembered(self) -> None:
+        """On this ledger's first write: remove the dead writers' temp files ``ls`` last saw.
+
+        Finding new ones takes a scan of the jobs folder (0.2 s at 200,000
+        records), which only ``ls`` and ``record list`` make.
+        """
+        if not self._swept:
+            self._swept = True
+            durable.sweep_stale_temps(self.jobs_dir, listing.remembered_temps(self.root))
+
+    # -- files and locks --------------------------------------------------
+
+    def _record_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.json"
+
+    def _sidecar_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.taospec"
+
+    def _ensure_jobs_dir(self) -> None:
+        """Make the jobs folder (and the state root) if needed, as the recorder does."""
+        if self.jobs_dir.is_dir():
+            return
+        try:
+            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise InvalidInput(f"TAO_STATE_DIR is not a directory: {self.root}") from None
+        except OSError as exc:
+            raise durable.WriteFailed(self.jobs_dir, exc) from None
+        durable.fsync_folder(self.root)
+
+    def _require_record(self, job_id: str) -> None:
+        if not self._record_path(job_id).is_file():
+            raise UnknownJob(f"no job-record at {self._record_path(job_id)}")
+
+    def _read(self, job_id: str) -> tuple[Document, Record]:
+        """The record's file as read, and its typed view; :class:`UnknownJob` if missing."""
+        path = self._record_path(job_id)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise UnknownJob(f"no job-record at {path}") from None
+        data = _decode(raw, path)
+        record = parse_record(data, str(path))
+        if record.id != job_id:
+            raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {job_id}")
+        assert isinstance(data, dict)  # parse_record checked it
+        return data, record
+
+    def _parse_file(self, path: Path, job_id: str) -> Record:
+        """The record in ``path``; FileNotFoundError when gone, LedgerCorrupt when damaged."""
+        data = _decode(path.read_bytes(), path)
+        record = parse_record(data, str(path))
+        if record.id != job_id:
+            raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {job_id}")
+        return record
+
+    @contextmanager
+    def _locked(self, job_id: str) -> Iterator[None]:
+        """Hold the exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
+        lock = self.jobs_dir / f".{job_id}.json.lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise durable.WriteFailed(lock, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- redaction --------------------------------------------------------
+
+    def _text(self, text: str) -> str:
+        return lint.redact(text, self._secrets)
+
+    def _location(self, text: str) -> str:
+        return lint.redact_location(text, self._secrets)
+
+    def _redacted(self, data: Document) -> Document:
+        redacted: Document = redact_document(data, self._text, self._location)
+        return redacted
+
+    def _check_stable_id(self, job_id: str) -> None:
+        """Refuse an explicit id that redaction would change (it names files)."""
+        if self._text(job_id) != job_id:
+            raise InvalidInput("job id contains secret material; choose another")
+
+    def _clean_mapping(self, values: Mapping[str, object], where: str) -> dict[str, object]:
+        """Notes as JSON, every string redacted by its field's type (keys as free text)."""
+        cleaned: dict[str, object] = {}
+        for key, value in values.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{where}: key {key!r} is not a string")
+            cleaned[self._text(key)] = _plain(value, f"{where}.{key}")
+        redacted: dict[str, object] = redact_document(cleaned, self._text, self._location)
+        return redacted
+
+
+def check_id_quietly(job_id: str) -> bool:
+    """Whether ``job_id`` is a valid id (no error)."""
+    try:
+        check_job_id(job_id)
+    except InvalidInput:
+        return False
+    return True
+
+
+def _decode(raw: bytes, path: Path) -> object:
+    if not raw:
+        raise LedgerCorrupt(f"{path}: empty (an open in progress, or one that was cut short)")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise LedgerCorrupt(f"{path}: not valid JSON ({exc})") from None
+
+
+def _plain(value: object, where: str) -> object:
+    """A JSON value: paths become strings, tuples lists; anything else JSON lacks is refused."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{where}: float {value!r} cannot be stored as JSON")
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    raise InvalidInput(f"{where}: {type(value).__name__} value cannot be stored as JSON")
+
+
+def _open_event(record: Record, notes: Mapping[str, object]) -> dict[str, str]:
+    event: dict[str, str] = {
+        "ts": record.submitted_at,
+        "id": record.id,
+        "event": "open",
+        "state": record.transitions[0].state,
+        "platform": record.platform,
+        "network_arch": record.network_arch,
+        "action": record.action,
+        "results_dir": record.results_dir,
+    }
+    for key in ("parent_job", "retry_of"):
+        value = getattr(record, key)
+        if value is not None:
+            event[key] = value
+    for key in JOURNAL_SIDECAR_KEYS:
+        if key in notes:
+            value = notes[key]
+            event[key] = value if isinstance(value, str) else json.dumps(value)
+    if notes:
+        event["sidecar"] = "written"
+    return event
+
+
+def _transition_event(record: Record, change: Mark) -> dict[str, str]:
+    step = record.transitions[-1]
+    event = {
+        "ts": step.ts,
+        "id": record.id,
+        "event": "transition",
+        "state": step.state,
+        "message": step.message,
+        "source": step.source,
+    }
+    if change.backend_ref and record.backend_ref is not None:
+        event["backend_ref"] = record.backend_ref
+    if change.err_class:
+        event["err_class"] = change.err_class
+    return event

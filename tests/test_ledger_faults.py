@@ -1,0 +1,219 @@
+"""Faults on the ledger's side: damaged records, dead writers' debris, full and read-only disks.
+
+Disks are real: a small tmpfs that fills up, and a read-only bind mount of the
+state root (the tests run as root and unmount what they mount).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from taospec.ledger import Ledger, LedgerCorrupt, WriteFailed
+from tests.conftest import Runner
+from tests.ledgers import open_job
+
+DEAD_PID = 4_194_305  # above the largest pid_max Linux allows
+
+
+def mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs: a few records fit, then it is full."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder))
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(a writable state root, a read-only view of it)."""
+    state, view = tmp_path / "ro-state", tmp_path / "ro-view"
+    state.mkdir()
+    view.mkdir()
+    mount("--bind", str(state), str(view))
+    try:
+        mount("-o", "remount,bind,ro", str(view))
+        yield state, view
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=True)
+
+
+def damaged(ledger: Ledger, good: str) -> dict[str, bytes]:
+    """Record files no reader can use, beside a good one: name -> content."""
+    record = (ledger.jobs_dir / f"{good}.json").read_bytes()
+    files = {
+        "foreign-1.json": json.dumps({"id": "foreign-1", "owner": "someone"}).encode(),
+        "text-1.json": b"not json at all\n",
+        "list-1.json": b"[1, 2, 3]\n",
+        "cut-1.json": record[: len(record) // 2],
+        "copy-1.json": record,  # the good record again, under another name
+    }
+    for name, data in files.items():
+        (ledger.jobs_dir / name).write_bytes(data)
+    return files
+
+
+def test_ls_skips_each_unreadable_record_with_one_warning(ledger: Ledger) -> None:
+    good = [open_job(ledger).id for _ in range(2)]
+    files = damaged(ledger, good[0])
+    warnings: list[str] = []
+    assert [r.id for r in ledger.list(warn=warnings.append)] == good[::-1]
+    assert len(warnings) == len(files)
+    for name in files:
+        (line,) = [w for w in warnings if f"/{name}:" in w]
+        assert "\n" not in line
+    assert any("holds the record of" in w for w in warnings)
+
+
+def test_record_list_reports_unreadable_records_and_goes_on(
+    taospec: Runner, state_dir: Path
+) -> None:
+    ledger = Ledger(state_dir)
+    good = open_job(ledger, results_root="/r")
+    files = damaged(ledger, good.id)
+    done = taospec("record", "list")
+    assert done.returncode == 0
+    assert done.stdout == f"{good.id}\tdocker\tPENDING\t/r/{good.id}\n"
+    corrupt = sorted(f"{Path(name).stem}\t<corrupt>" for name in files)
+    assert sorted(done.stderr.splitlines()) == corrupt
+    listed = taospec("ls")
+    assert listed.returncode == 0
+    assert good.id in listed.stdout
+    assert len(listed.stderr.splitlines()) == len(files)
+
+
+def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
+    record = open_job(ledger)
+    dead = ledger.jobs_dir / f".{record.id}.json.{DEAD_PID}.tmp"
+    live = ledger.jobs_dir / f".{record.id}.json.{os.getpid()}.tmp"
+    foreign = ledger.jobs_dir / f".{record.id}.json.lock"
+    for path in (dead, live, foreign):
+        path.write_text("{")
+    assert [r.id for r in ledger.list()] == [record.id]
+    assert not dead.exists()
+    assert live.exists()
+    assert foreign.exists()
+    live.unlink()
+
+
+def test_a_write_removes_the_temp_files_of_writers_that_died_since_ls(ledger: Ledger) -> None:
+    record = open_job(ledger)
+    writer = subprocess.Popen(["sleep", "60"])
+    temp = ledger.jobs_dir / f".{record.id}.json.{writer.pid}.tmp"
+    temp.write_text("{")
+    stat = ledger.jobs_dir.stat()  # settled, so the listing remembers what it saw
+    os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
+    ledger.list()
+    assert temp.exists()  # its writer is alive
+    writer.kill()
+    writer.wait()
+    Ledger(ledger.root).mark(record.id, "RUNNING")
+    assert not temp.exists()
+
+
+def test_record_list_removes_dead_writers_temp_files(taospec: Runner, state_dir: Path) -> None:
+    record = open_job(Ledger(state_dir))
+    dead = state_dir / "jobs" / f".{record.id}.json.{DEAD_PID}.tmp"
+    dead.write_text("{")
+    assert taospec("record", "list").returncode == 0
+    assert not dead.exists()
+
+
+def test_a_missing_sidecar_is_told_apart_from_none(ledger: Ledger) -> None:
+    noted = open_job(ledger, sidecar={"spec": "/jobs/a.yaml"})
+    bare = open_job(ledger)
+    assert not ledger.sidecar_missing(noted.id)
+    (ledger.jobs_dir / f"{noted.id}.taospec").unlink()
+    assert ledger.sidecar_missing(noted.id)
+    assert not ledger.sidecar_missing(bare.id)
+    assert ledger.sidecar(noted.id) == {}
+
+
+def test_a_full_disk_fails_one_write_with_its_path_and_leaves_no_ghost(
+    small_disk: Path, taospec: Runner
+) -> None:
+    ledger = Ledger(small_disk / "state")
+    opened: list[str] = []
+    with pytest.raises(WriteFailed) as caught:  # noqa: PT012 - fill it up
+        for _ in range(10_000):
+            opened.append(
+                open_job(ledger, sidecar={"notes": "x" * 2000}, upload_excludes=["y" * 2000]).id
+            )
+    message = str(caught.value)
+    assert message.startswith(f"cannot write {small_disk}/state/")
+    assert message.endswith("No space left on device")
+    assert "\n" not in message
+    names = os.listdir(ledger.jobs_dir)
+    assert [n for n in names if n.endswith(".tmp")] == []
+    records = sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+    assert records == sorted(opened)  # the failed open removed what it wrote
+    for job_id in opened:
+        assert ledger.get(job_id).id == job_id
+    env = {"TAO_STATE_DIR": str(ledger.root)}
+    done = taospec(
+        "record", "open", "--platform", "docker", "--image", "i" * 60_000, "--network-arch",
+        "a", "--action", "b", "--storage-tier", "A", "--results-root", "/r", env=env,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"cannot write {ledger.jobs_dir}/")
+    assert done.stderr.endswith("No space left on device\n")
+    assert len(done.stderr.splitlines()) == 1
+    assert sorted(n for n in os.listdir(ledger.jobs_dir) if n.endswith(".json")) == [
+        f"{i}.json" for i in sorted(opened)
+    ]
+
+
+def test_a_read_only_ledger_refuses_writes_in_one_line_and_still_lists(
+    read_only: tuple[Path, Path], taospec: Runner
+) -> None:
+    state, view = read_only
+    record = open_job(Ledger(state))
+    env = {"TAO_STATE_DIR": str(view)}
+    marked = taospec("record", "mark", record.id, "--state", "RUNNING", env=env)
+    assert marked.returncode == 1
+    assert marked.stderr.startswith(f"cannot write {view}/jobs/")
+    assert marked.stderr.endswith("Read-only file system\n")
+    assert len(marked.stderr.splitlines()) == 1
+    opened = taospec(
+        "record", "open", "--platform", "docker", "--image", "i", "--network-arch", "a",
+        "--action", "b", "--storage-tier", "A", "--results-root", "/r", env=env,
+    )  # fmt: skip
+    assert opened.returncode == 1
+    assert "Read-only file system" in opened.stderr
+    listed = taospec("ls", env=env)
+    assert listed.returncode == 0
+    assert record.id in listed.stdout
+    with pytest.raises(WriteFailed, match="Read-only file system"):
+        Ledger(view).mark(record.id, "RUNNING")
+    assert Ledger(state).get(record.id) == record
+
+
+def test_an_open_that_cannot_journal_removes_its_record(ledger: Ledger) -> None:
+    open_job(ledger)
+    ledger.journal_path.unlink()
+    ledger.journal_path.mkdir()  # appending now fails: EISDIR
+    with pytest.raises(WriteFailed, match="ledger.jsonl: Is a directory"):
+        open_job(ledger, sidecar={"spec": "/jobs/a.yaml"})
+    names = sorted(os.listdir(ledger.jobs_dir))
+    assert len([n for n in names if n.endswith(".json")]) == 1
+    assert [n for n in names if n.endswith((".taospec", ".tmp"))] == []
+
+
+def test_a_damaged_record_is_refused_when_read_by_id(ledger: Ledger) -> None:
+    record = open_job(ledger)
+    (ledger.jobs_dir / f"{record.id}.json").write_text("[]")
+    with pytest.raises(LedgerCorrupt, match="must be a JSON object"):
+        ledger.mark(record.id, "RUNNING")

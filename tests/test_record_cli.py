@@ -1,0 +1,166 @@
+"""``taospec record`` speaks the TAO recorder's language: its messages, exit codes and output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from taospec.errors import InvalidInput
+from taospec.ledger import Ledger
+from tests.conftest import Runner
+from tests.ledgers import open_job
+
+OPEN = (
+    "record", "open", "--platform", "docker", "--image", "nvcr.io/x/y:1", "--network-arch",
+    "dino", "--action", "train", "--storage-tier", "A",
+)  # fmt: skip
+
+
+def opened(taospec: Runner, *extra: str) -> str:
+    done = taospec(*OPEN, *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def refused(done: object, message: str) -> None:
+    assert done.returncode == 1  # type: ignore[attr-defined]
+    assert done.stderr == message + "\n"  # type: ignore[attr-defined]
+    assert done.stdout == ""  # type: ignore[attr-defined]
+
+
+def test_refusals_exit_1_with_the_recorders_messages(taospec: Runner, state_dir: Path) -> None:
+    job_id = opened(taospec, "--results-root", "/r")
+    record = state_dir / "jobs" / "dino-train-zzzzzz.json"
+    refused(taospec("record", "mark", "dino-train-zzzzzz", "--state", "RUNNING"),
+            f"no job-record at {record}")  # fmt: skip
+    refused(taospec("record", "show", "../../etc/passwd"), "invalid job id: '../../etc/passwd'")
+    refused(taospec("record", "mark", ".hidden", "--state", "RUNNING"), "invalid job id: '.hidden'")
+    refused(taospec(*OPEN), "open: pass exactly one of --results-dir or --results-root")
+    refused(taospec(*OPEN, "--results-dir", "/a", "--results-root", "/b"),
+            "open: pass exactly one of --results-dir or --results-root")  # fmt: skip
+    for flag in ("--image", "--network-arch", "--action"):
+        args = list(OPEN) + ["--results-dir", "/o"]
+        args[args.index(flag) + 1] = "  "
+        refused(taospec(*args), f"open: {flag} must be non-empty")
+    assert taospec("record", "mark", job_id, "--state", "COMPLETE").returncode == 0
+    refused(taospec("record", "mark", job_id, "--state", "RUNNING"),
+            f"record {job_id} is terminal (COMPLETE); refusing transition to RUNNING")  # fmt: skip
+    refused(taospec("record", "list", env={"TAO_STATE_DIR": ""}),
+            "TAO_STATE_DIR is set but empty; unset it or give an absolute path")  # fmt: skip
+    refused(taospec("record", "list", env={"TAO_STATE_DIR": "relative/state"}),
+            "TAO_STATE_DIR must be an absolute path (got 'relative/state')")  # fmt: skip
+    not_a_folder = state_dir / "file"
+    not_a_folder.write_text("")
+    refused(taospec(*OPEN, "--results-root", "/r", env={"TAO_STATE_DIR": str(not_a_folder)}),
+            f"TAO_STATE_DIR is not a directory: {not_a_folder}")  # fmt: skip
+
+
+def test_an_existing_explicit_record_is_refused(taospec: Runner, state_dir: Path) -> None:
+    job_id = opened(taospec, "--results-root", "/r")
+    before = (state_dir / "jobs" / f"{job_id}.json").read_bytes()
+    with pytest.raises(InvalidInput, match=f"record already exists: .*/{job_id}.json"):
+        open_job(Ledger(state_dir), job_id=job_id)
+    assert (state_dir / "jobs" / f"{job_id}.json").read_bytes() == before
+
+
+def test_usage_errors_exit_2(taospec: Runner) -> None:
+    assert taospec("record", "mark", "x-y-z", "--state", "QUEUED").returncode == 2
+    assert taospec("record", "open", "--platform", "docker").returncode == 2
+    assert taospec(*OPEN[:-1], "D", "--results-root", "/r").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "slug"),
+    [("Docker ", "docker"), ("SLURM", "slurm"), ("My_Platform", "my-platform"),
+     ("-kratos-", "kratos"), ("my  platform", "my-platform")],
+)  # fmt: skip
+def test_platform_names_are_normalised(
+    taospec: Runner, state_dir: Path, given: str, slug: str
+) -> None:
+    args = list(OPEN)
+    args[args.index("--platform") + 1] = given
+    done = taospec(*[a for a in args if a != "--platform" and a != given], f"--platform={given}",
+                   "--results-root", "/r")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads((state_dir / "jobs" / f"{done.stdout.strip()}.json").read_text())
+    assert record["platform"] == slug
+
+
+@pytest.mark.parametrize("garbage", ["", "   ", "k8s!", "a" * 40, "$(id)"])
+def test_irreducible_platform_names_are_refused(taospec: Runner, garbage: str) -> None:
+    args = [a for a in OPEN if a not in ("--platform", "docker")]
+    done = taospec(*args, f"--platform={garbage}", "--results-root", "/r")
+    assert done.returncode == 2
+    assert f"cannot normalize platform {garbage!r} to a name" in done.stderr
+
+
+def test_results_dir_is_stored_as_given_with_userinfo_redacted(
+    taospec: Runner, state_dir: Path
+) -> None:
+    for given, stored in [
+        ("s3://bucket/run", "s3://bucket/run"),
+        ("https://user:leakSECRETpw@host/bucket/out", "https://user:<redacted>@host/bucket/out"),
+        ("/lustre/exp/token=v1/keyframes/run", "/lustre/exp/token=v1/keyframes/run"),
+    ]:
+        job_id = opened(taospec, "--results-dir", given)
+        raw = (state_dir / "jobs" / f"{job_id}.json").read_text()
+        assert json.loads(raw)["results_dir"] == stored
+        assert "leakSECRETpw" not in raw
+
+
+def test_repeating_the_terminal_state_only_fills_in_what_is_missing(
+    taospec: Runner, state_dir: Path
+) -> None:
+    job_id = opened(taospec, "--results-root", "/r")
+    path = state_dir / "jobs" / f"{job_id}.json"
+    assert taospec("record", "mark", job_id, "--state", "ERROR", "--source", "poller",
+                   "--message", "OOM").returncode == 0  # fmt: skip
+    first = json.loads(path.read_text())
+    again = taospec(
+        "record", "mark", job_id, "--state", "ERROR", "--err-class", "ERR_INFRA",
+        "--backend-ref", "c0ffee", "--message", "seen again", "--source", "agent",
+    )  # fmt: skip
+    assert again.returncode == 0
+    assert again.stderr == f"note: {job_id} already terminal; message not appended\n"
+    after = json.loads(path.read_text())
+    assert after == {**first, "err_class": "ERR_INFRA", "backend_ref": "c0ffee"}
+    kept = path.read_bytes()
+    third = taospec("record", "mark", job_id, "--state", "ERROR", "--err-class", "ERR_PROGRAM",
+                    "--backend-ref", "other")  # fmt: skip
+    assert (third.returncode, third.stderr) == (0, "")
+    assert path.read_bytes() == kept
+
+
+def test_secrets_in_every_field_are_redacted_by_type(taospec: Runner, state_dir: Path) -> None:
+    token = "nvapi-" + "S" * 40
+    job_id = opened(taospec, "--results-dir", f"https://u:{token}@h/out")
+    assert taospec("record", "mark", job_id, "--state", "RUNNING", "--backend-ref",
+                   f"https://u:pw{token}@h/x", "--message",
+                   f"docker run -e NGC_KEY={token} img").returncode == 0  # fmt: skip
+    raw = (state_dir / "jobs" / f"{job_id}.json").read_text()
+    assert token not in raw
+    record = json.loads(raw)
+    assert record["backend_ref"].startswith("https://u:<redacted>@h/x")
+    assert "NGC_KEY=" in record["transitions"][-1]["message"]
+    assert token not in taospec("record", "show", job_id).stdout
+
+
+def test_list_prints_one_tab_separated_line_per_record_by_file_name(
+    taospec: Runner, state_dir: Path
+) -> None:
+    ids = [opened(taospec, "--results-dir", f"/out/{n}") for n in range(3)]
+    assert taospec("record", "mark", ids[1], "--state", "COMPLETE").returncode == 0
+    done = taospec("record", "list")
+    assert done.returncode == 0
+    expected = sorted(
+        (f"{i}\tdocker\t{'COMPLETE' if i == ids[1] else 'PENDING'}\t/out/{ids.index(i)}"
+         for i in ids),
+        key=lambda line: line.split("\t")[0] + ".json",
+    )  # fmt: skip
+    assert done.stdout.splitlines() == expected
+    as_json = [json.loads(line) for line in taospec("record", "list", "--json").stdout.splitlines()]
+    assert [(r["id"], r["state"]) for r in as_json] == [
+        (line.split("\t")[0], line.split("\t")[2]) for line in expected
+    ]
