@@ -23,6 +23,11 @@ TOKEN = "token-prefix"
 URL = "url-userinfo"
 SIGNED = "signed-url"
 JSON = "json-credential"
+HEADER = "auth-header"
+BEARER = "bearer-token"
+AWS = "aws-secret-key"
+PEM = "private-key"
+MANIFEST = "manifest-env-value"
 
 NVAPI = "nvapi-AbCdEf0123456789AbCdEf0123"
 HF = "hf_AbCdEfGhIjKlMnOpQrSt"
@@ -75,7 +80,11 @@ FLAGGED = [
     (f"echo {NVAPI}", {(TOKEN, "nvapi- token")}, NVAPI),
     (f"git clone https://{GHP}@github.com/org/repo", {(TOKEN, "ghp_ token")}, GHP),
     (f"GH={GITHUB_PAT} gh repo list", {(TOKEN, "github_pat_ token")}, GITHUB_PAT),
-    (f'curl -H "Authorization: Bearer {OPENAI}" api', {(TOKEN, "sk- token")}, OPENAI),
+    (
+        f'curl -H "Authorization: Bearer {OPENAI}" api',
+        {(TOKEN, "sk- token"), (HEADER, "Authorization"), (BEARER, "bearer token")},
+        OPENAI,
+    ),
     (f"SLACK_HOOK={SLACK} notify", {(TOKEN, "xox?- token")}, SLACK),
     (
         f"huggingface-cli login --token {HF}",
@@ -373,9 +382,10 @@ REDACTIONS = [
         '{"password": "hunter2", "user": "u"}',
         '{"password": "<redacted>", "user": "u"}',
     ),
+    # Free text never ends a value at ";": the script's ";" goes with it.
     (
         "bash -c 'export NGC_KEY=abc123; run'",
-        "bash -c 'export NGC_KEY=<redacted>; run'",
+        "bash -c 'export NGC_KEY=<redacted> run'",
     ),
     ("docker run -e NGC_KEY -p 8080:8080 img", "docker run -e NGC_KEY -p 8080:8080 img"),
     ("plain text\nwith lines\n", "plain text\nwith lines\n"),
