@@ -1055,14 +1055,17 @@ def _key_value_end(text: str, start: int, column: int) -> int:
     """Where a YAML/INI value starting at ``start`` ends.
 
     A quoted value ends at its closing quote (lines included); a block scalar
-    or a plain value runs to the end of its line and over the lines indented
-    past ``column``.
+    or a plain value runs to a `` #`` comment, or to the end of its line and
+    over the lines indented past ``column``.
     """
     if text[start : start + 1] in ("'", '"'):
         closing = _quote_end(text, start)
         if closing > 0:
             return closing
     end = _line_end(text, start)
+    comment = text.find(" #", start, end)
+    if comment >= 0:
+        return comment
     return _continuation_end(text, end, column)
 
 
