@@ -166,6 +166,7 @@ _FREE_KEY = re.compile(
     r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     r"(?:[ \t]*:[ \t]+|[ \t]*:(?=[ \t]*\r?$)|[ \t]+=[ \t]*|=[ \t]+)"
 )
+_AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
 _BLOCK_INDICATOR = re.compile(r"[|>][0-9+-]*[ \t]*(?:#.*)?$")
 _PLACEHOLDER_REFERENCE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 _INERT = re.compile(r"[A-Za-z0-9_./:,+%~-]*")  # text redact need not scan fully: _is_inert
@@ -547,9 +548,15 @@ def _commands(text: str) -> list[list[_Word]]:
 
 
 def _quote_end(text: str, index: int) -> int:
-    """The index just past the quote that closes the one at ``index``, or -1 when none does."""
+    """The index just past the quote that closes the one at ``index``, or -1 when none does.
+
+    Inside single quotes ``''`` is YAML's escaped quote; to a shell it is two
+    adjacent quoted strings in one word, so reading it as one changes no span.
+    """
     if text[index] == "'":
         closing = text.find("'", index + 1)
+        while closing >= 0 and text.startswith("''", closing):  # YAML's escaped quote
+            closing = text.find("'", closing + 2)
         return -1 if closing < 0 else closing + 1
     position = index + 1
     while position < len(text):
@@ -1051,19 +1058,20 @@ def _free_flag_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("secret-flag", match["flag"], match.end(), end)
 
 
-def _key_value_end(text: str, start: int, column: int) -> int:
+def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
     """Where a YAML/INI value starting at ``start`` ends.
 
-    A quoted value ends at its closing quote (lines included); a block scalar
-    or a plain value runs to a `` #`` comment, or to the end of its line and
-    over the lines indented past ``column``.
+    A quoted value ends at its closing quote (lines included) when a space,
+    the line's end, ``,``, ``]`` or ``}`` follows it. Anything else runs to the end of its
+    line and over the lines indented past ``column``; a YAML value (``key:``)
+    stops at a `` #`` comment, which a YAML plain value cannot hold.
     """
     if text[start : start + 1] in ("'", '"'):
         closing = _quote_end(text, start)
-        if closing > 0:
+        if closing > 0 and text[closing : closing + 1] in _AFTER_QUOTED:
             return closing
     end = _line_end(text, start)
-    comment = text.find(" #", start, end)
+    comment = text.find(" #", start, end) if yaml_style else -1
     if comment >= 0:
         return comment
     return _continuation_end(text, end, column)
@@ -1077,7 +1085,8 @@ def _free_key_hits(text: str) -> Iterator[_Hit]:
         line_start = text.rfind("\n", 0, match.start()) + 1
         line = text[line_start : match.start()]
         column = len(line) - len(line.lstrip(" \t"))
-        end = _key_value_end(text, match.end(), column)
+        yaml_style = ":" in text[match.end("name") : match.end()]
+        end = _key_value_end(text, match.end(), column, yaml_style)
         end = _clip_to_quote(text, match.end(), end, match.start())
         raw = text[match.end() : end]
         if _has_break(text[match.start() : end]) and _block_scalar_literal(raw.strip(" \t")):
