@@ -1,37 +1,51 @@
 """The secret lint: find credential material written inline, and redact it.
 
 A job spec, a rendered command line or a log line must never carry a secret's
-value. Secrets travel by name (``docker run -e NGC_KEY``) or through stdin
-(``printf %s "$NGC_KEY" | docker login --password-stdin``). This module finds
-the ways a value leaks in anyway and reports each as a :class:`Finding` that
-names the variable or flag, never the value, so the report itself is safe to
-print and to store.
+value. Secrets travel by name (``docker run -e NGC_KEY``), through stdin
+(``printf %s "$NGC_KEY" | docker login --password-stdin``) or, in a manifest,
+through ``valueFrom.secretKeyRef``. This module finds the ways a value leaks
+in anyway and reports each as a :class:`Finding` that names the variable,
+flag or kind of token, never the value, so the report itself is safe to print
+and to store.
 
-Two families of rules share one scanner:
+Four families of rules feed one list of hits (a span, and what to write there):
 
-* shell-word rules read the text as shell words (quotes, ``$VAR``
-  references, ``$(...)``, operators and backslash continuations understood):
-  ``NAME=literal`` assignments, ``--password VALUE`` style flags, ``-p VALUE``
-  on a ``login`` command, and the same rules inside ``bash -c '...'`` scripts;
-* pattern rules look at the raw characters: well-known token prefixes,
-  passwords in URL userinfo, signed-URL credential parameters and JSON
-  credential keys.
+* shell-word rules read each logical line as shell words (quotes, ``$VAR``
+  references, ``$(...)``, operators, comments and continuations understood):
+  ``NAME=literal``, ``sbatch --export=ALL,NAME=literal``, ``--password VALUE``
+  style flags, ``-p VALUE`` on a ``login`` command, ``Authorization: ...``
+  header words, and the same rules inside ``bash -c '...'`` scripts;
+* pattern rules look at the raw characters: well-known token prefixes, JWTs,
+  URL userinfo, signed-URL parameters, JSON or dict credential keys, flags in
+  ``args: ["--token", "..."]`` arrays, authorization headers, bearer tokens
+  and AWS secret access keys next to a secret name;
+* block rules read several lines at once: PEM private keys, and Kubernetes
+  env lists (``- name: NGC_KEY`` with an inline ``value:``, in block, flow
+  and JSON form, block scalars included);
+* free-text rules, for :func:`redact` only, read prose such as a job-record
+  message, where a value is not a shell word: the whole value of a
+  secret-named ``NAME=value``, ``--flag value``, ``key: value`` or
+  ``key = value`` is taken (never split on ``& ? , ;``).
 
-Every rule yields a hit with the span of the offending value, so :func:`lint_text`
-and :func:`redact` can never disagree about what a secret is.
+:func:`lint_text` reports the first three families; :func:`redact` rewrites
+what all four find, so whatever the lint reports, redaction removes.
+:func:`redact` also removes every value given to it and the value of each
+secret-named variable in this process's environment.
 
-All functions are pure and use only the standard library.
+All functions are pure (the environment is read once) and use only the
+standard library.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
+import os
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
-
-from taospec.values import Value
+from dataclasses import dataclass, replace
 
 PLACEHOLDER = "<redacted>"
 """What :func:`redact` writes in place of a secret value."""
@@ -40,35 +54,33 @@ MIN_SECRET_LENGTH = 4
 """Known secret values shorter than this are too likely to be ordinary text."""
 
 _SINGLE_KEYWORDS = frozenset({"SECRET", "PASSWORD", "PASSWD", "APIKEY", "TOKEN", "CREDENTIAL"})
+_LAST_KEYWORDS = frozenset({"PASS"})  # DB_PASS and pass=, but not PASS_THROUGH
 _KEYWORD_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("NGC", "KEY")})
 _LOCATION_PARTS = frozenset({"FILE", "PATH", "DIR"})
-_SECRET_FLAGS = frozenset(
-    {
-        "--password",
-        "--passwd",
-        "--token",
-        "--api-key",
-        "--apikey",
-        "--access-token",
-        "--auth-token",
-    }
-)
+_AUTH_HEADERS = frozenset({"AUTHORIZATION", "PROXY-AUTHORIZATION"})
+_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|bot|apikey)[ \t]+")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash"})
 _MAX_NESTING = 3
 _MAX_PASSES = 8
 
 _WORD_BREAKS = frozenset(" \t\r\n|&;()")
 _OPERATORS = frozenset("|&;()\n")
+_COMMENT_STARTS = frozenset(" \t\r\n;&|()")
 _PLAIN = re.compile(r"[^ \t\r\n|&;()\\'\"$`]+")
 _ASSIGNMENT = re.compile(
     r"(?P<prefix>--?[A-Za-z][A-Za-z0-9-]*=|-e(?=[A-Za-z_]))?"
     r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)",
     re.DOTALL,
 )
+_EXPORT = "--export="
+_EXPORT_ITEM = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)", re.DOTALL)
+_HEADER_WORD = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9-]*)[ \t]*:[ \t]+(?P<value>.*)", re.DOTALL)
+_LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 _SHELL_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
 _PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 _DEFAULT = re.compile(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 # A distinctive prefix only needs to start a word; "sk-" must also not follow "_" or "-".
 _WORD_START = r"(?<![A-Za-z0-9])"
@@ -89,10 +101,21 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             + r"sk-(?=[A-Za-z0-9_-]*?[A-Za-z0-9]{16})(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{16,}"
         ),
     ),
+    # A JSON Web Token: base64url JSON header and payload (both start '{"'), then a signature.
+    (
+        "JWT",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*=*"
+        ),
+    ),
 )
 _URL_USERINFO = re.compile(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#@:'\"]+:"
     r"(?P<password>[^\s/?#@'\"]*)@"
+)
+_URL_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://"
+    r"(?P<token>(?=[A-Za-z_-]*[0-9])(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,})@"
 )
 _SIGNED_PARAMS = {
     name.lower(): name for name in ("X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
@@ -102,8 +125,52 @@ _SIGNED_URL = re.compile(
     r"(?P<value>[^&\s'\"#\\]+)",
     re.IGNORECASE,
 )
-_JSON_PAIR = re.compile(r"\"(?P<key>[A-Za-z0-9_-]{1,64})\"\s*:\s*\"(?P<value>(?:[^\"\\\n]|\\.)*)\"")
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+_JSON_PAIR = re.compile(
+    r"(?P<q>[\"'])(?P<key>[A-Za-z0-9_.-]{1,64})(?P=q)\s*:\s*(?P<value>" + _QUOTED + ")"
+)
+_ARRAY_FLAG = re.compile(
+    r"(?P<q>[\"'])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)"
+    r"(?:(?P=q)\s*,\s*(?P<value>" + _QUOTED + r"|[^\s,\]\"'][^,\]\n]*)"
+    r"|=(?P<joined>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q))"
+)
+_HEADER = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])(?P<name>(?:proxy-)?authorization)(?P<q>[\"']?)[ \t]*[:=][ \t]*"
+)
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
+_AWS_SECRET = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+    r"(?P<sep>[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)"
+    r"(?P<value>(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+_PEM = re.compile(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----"
+    r"(?:.*?-----END (?P=kind)-----|.*)",
+    re.DOTALL,
+)
+_BLOCK_ARG = re.compile(
+    r"^(?P<indent>[ \t]*)-[ \t]+(?P<q>[\"']?)(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?P=q)[ \t]*\r?\n"
+    r"(?P=indent)-[ \t]+(?P<value>[^\n]*?)\r?$",
+    re.MULTILINE,
+)
+_KEY_LINE = re.compile(
+    r"(?P<lead>[ \t]*(?P<dash>-[ \t]+)?)(?P<q>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)"
+    r"[ \t]*:(?:[ \t]+|(?=[ \t]*\r?$))"
+)
+_FLOW_MAPPING = re.compile(r"\{[^{}]*\}")
+_FLOW_KEY = re.compile(r"(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<key>name|valueFrom|value)(?P=q)\s*:")
+# Free-text rules: where a secret-named value starts in prose.
+_FREE_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_-]*)=")
+_FREE_FLAG = re.compile(r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?:=|[ \t]+)")
+_FREE_KEY = re.compile(
+    r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+    r"(?:[ \t]*:[ \t]+|[ \t]*:(?=[ \t]*\r?$)|[ \t]+=[ \t]*|=[ \t]+)"
+)
+_AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
+_BLOCK_INDICATOR = re.compile(r"[|>][0-9+-]*[ \t]*(?:#.*)?$")
+_PLACEHOLDER_REFERENCE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 _INERT = re.compile(r"[A-Za-z0-9_./:,+%~-]*")  # text redact need not scan fully: _is_inert
+_INERT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:,+%~-")
 
 _MESSAGES = {
     "inline-secret-assignment": (
@@ -124,26 +191,36 @@ _MESSAGES = {
     ),
     "signed-url": "a signed URL carries {s}; pass the URL through an environment variable",
     "json-credential": (
-        'JSON key "{s}" holds an inline secret value; load it from an environment '
+        'key "{s}" holds an inline secret value; load it from an environment '
         "variable or a secret file"
     ),
+    "auth-header": (
+        'the "{s}" header carries an inline credential; build it from an environment '
+        'variable ("{s}: Bearer $TOKEN")'
+    ),
+    "bearer-token": "an inline {s} appears; read it from an environment variable",
+    "aws-secret-key": (
+        "{s} is given an inline AWS secret access key; pass it by name or use a profile"
+    ),
+    "private-key": "an inline {s} block appears; mount the key file or use a secret store",
+    "manifest-env-value": (
+        "env entry {s} has an inline value; use valueFrom.secretKeyRef or $({s})"
+    ),
+    "secret-key-value": "{s} is given an inline secret value",
 }
 
 
-class Finding(Value):
+@dataclass(frozen=True, slots=True)
+class Finding:
     """One inline secret: where it is, which rule caught it, and what it is called.
 
-    ``subject`` is a variable name, a flag or a token kind; it never holds the
-    secret's value, so a finding is always safe to print.
+    ``subject`` is a variable name, a flag, a header or a token kind; it never
+    holds the secret's value, so a finding is always safe to print.
     """
 
-    __slots__ = ("line", "rule", "subject")
     line: int
     rule: str
     subject: str
-
-    def __init__(self, line: int, rule: str, subject: str) -> None:
-        self._assign(line, rule, subject)
 
     def __str__(self) -> str:
         template = _MESSAGES.get(self.rule)
@@ -152,7 +229,8 @@ class Finding(Value):
         return f"line {self.line}: {template.format(s=self.subject)}"
 
 
-class _Word(Value):
+@dataclass(frozen=True, slots=True)
+class _Word:
     """A shell word: its text with quotes removed, and its span in the scanned string.
 
     In ``text`` a ``$``, a backtick or a backslash that the shell takes
@@ -160,59 +238,91 @@ class _Word(Value):
     ``'$HOME'`` reads ``\\$HOME`` and is not mistaken for a reference.
     """
 
-    __slots__ = ("text", "start", "end")  # noqa: RUF023 - the order they are given in
     text: str
     start: int
     end: int
 
-    def __init__(self, text: str, start: int, end: int) -> None:
-        self._assign(text, start, end)
 
-
-class _Hit(Value):
+@dataclass(frozen=True, slots=True)
+class _Hit:
     """One rule match: what to report, and which span :func:`redact` rewrites to what."""
 
-    __slots__ = ("rule", "subject", "start", "end", "replacement")  # noqa: RUF023 - as given
     rule: str
     subject: str
     start: int
     end: int
-    replacement: str
+    replacement: str = PLACEHOLDER
 
-    def __init__(self, rule: str, subject: str, start: int, end: int, replacement: str) -> None:
-        self._assign(rule, subject, start, end, replacement)
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """A logical line: its first physical line's number, its offset, and its text."""
+
+    line: int
+    start: int
+    text: str
 
 
 # -- names and values ---------------------------------------------------------
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether a variable, flag or JSON key name says it holds a secret.
+def _name_parts(name: str) -> list[str]:
+    """A name's word parts, split at ``_ - .`` and where a lowercase letter meets an uppercase."""
+    return [part for part in re.split(r"[_.-]+", _CAMEL.sub("_", name).upper()) if part]
 
-    The name is split into word parts on ``_`` and ``-``; it is a secret name
-    when a part is SECRET, PASSWORD, PASSWD, APIKEY, TOKEN or CREDENTIAL, or two
-    adjacent parts read API KEY, ACCESS KEY or NGC KEY (case-insensitive).
-    ``TOKENIZER_PATH``, ``MONKEY`` and ``KEYBOARD`` are not secret names. A
-    name whose last part is FILE, PATH or DIR (``NGC_KEY_FILE``) says where a
-    secret lives, which is the sanctioned way to pass one, so it is not a
-    secret name either.
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable, flag, header or key name says it holds a secret.
+
+    The name is split into word parts on ``_``, ``-``, ``.`` and camelCase
+    boundaries; it is a secret name when a part is SECRET, PASSWORD, PASSWD,
+    APIKEY, TOKEN or CREDENTIAL, two adjacent parts read API KEY, ACCESS KEY
+    or NGC KEY, or the last part is PASS (case-insensitive). ``TOKENIZER_PATH``,
+    ``MONKEY``, ``KEYBOARD`` and ``PASS_THROUGH`` are not secret names. A name
+    whose last part is FILE, PATH or DIR (``NGC_KEY_FILE``) says where a secret
+    lives, which is the sanctioned way to pass one, so it is not one either.
     """
-    parts = [part for part in re.split(r"[_-]+", name.upper()) if part]
+    parts = _name_parts(name)
     if not parts or parts[-1] in _LOCATION_PARTS:
         return False
-    if any(part in _SINGLE_KEYWORDS for part in parts):
+    if parts[-1] in _LAST_KEYWORDS or any(part in _SINGLE_KEYWORDS for part in parts):
         return True
     return any(pair in _KEYWORD_PAIRS for pair in itertools.pairwise(parts))
+
+
+def _is_secret_flag(flag: str) -> bool:
+    """Whether a long option takes a secret: its name ends in a secret word.
+
+    ``--password``, ``--token``, ``--api-key``, ``--hf-token`` and
+    ``--aws-secret-access-key`` do; ``--password-stdin``, ``--token-file``
+    and ``--token-limit`` do not.
+    """
+    if _LONG_OPTION.fullmatch(flag) is None:
+        return False
+    parts = _name_parts(flag[2:])
+    if not parts:
+        return False
+    if parts[-1] in _SINGLE_KEYWORDS or parts[-1] in _LAST_KEYWORDS:
+        return True
+    return len(parts) >= 2 and (parts[-2], parts[-1]) in _KEYWORD_PAIRS
+
+
+def _is_auth_header(name: str) -> bool:
+    """Whether an HTTP header carries a credential (Authorization, X-Api-Key...)."""
+    return name.upper() in _AUTH_HEADERS or is_secret_name(name)
 
 
 def looks_like_secret_value(value: str) -> bool:
     """Whether a value carries credential material whatever name it is stored under.
 
     True for well-known token prefixes (``nvapi-``, ``hf_``, ``ghp_``,
-    ``github_pat_``, ``AKIA``, ``xox?-``, ``sk-``), a URL with a password in
-    its userinfo, and a signed URL's credential parameters.
+    ``github_pat_``, ``AKIA``, ``xox?-``, ``sk-``), JWTs, a URL with a
+    password or a token in its userinfo, a signed URL's credential parameters,
+    a PEM private key and a bearer token.
     """
-    return any(True for _ in _value_pattern_hits(value))
+    return any(True for _ in itertools.chain(_format_hits(value), _pem_hits(value))) or any(
+        True for _ in _bearer_hits(value)
+    )
 
 
 def _carries_literal(value: str, depth: int = 0) -> bool:
@@ -266,6 +376,36 @@ def _default_carries_literal(inner: str, depth: int) -> bool:
         body = default[1:-1]
         default = _protect(body) if default[0] == "'" else body
     return _carries_literal(default, depth + 1)
+
+
+def _has_break(text: str) -> bool:
+    """Whether ``text`` holds a character outside the inert set (see :func:`_is_inert`)."""
+    return any(char not in _INERT_CHARS for char in text)
+
+
+def _field_text(raw: str) -> str:
+    """The text of a free-text value as a shell would read it, operators kept as characters."""
+    parts: list[str] = []
+    index = 0
+    while index < len(raw):
+        piece, index = _read_piece(raw, index)
+        parts.append(piece)
+    return "".join(parts)
+
+
+def _raw_literal(raw: str) -> bool:
+    """Whether raw (still quoted) text carries literal material: see :func:`_carries_literal`."""
+    return raw.strip() != PLACEHOLDER and _carries_literal(_field_text(raw.strip()))
+
+
+def _scalar_literal(raw: str) -> bool:
+    """Whether a YAML/JSON scalar as written is a literal value (not empty, null or a reference)."""
+    text = raw.strip()
+    if text in ("", "~", "null", "Null", "NULL", PLACEHOLDER):
+        return False
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text.strip() not in ("", PLACEHOLDER) and _carries_literal(text)
 
 
 # -- reading shell words --------------------------------------------------------
@@ -407,7 +547,75 @@ def _commands(text: str) -> list[list[_Word]]:
     return commands
 
 
+def _quote_end(text: str, index: int) -> int:
+    """The index just past the quote that closes the one at ``index``, or -1 when none does.
+
+    Inside single quotes ``''`` is YAML's escaped quote; to a shell it is two
+    adjacent quoted strings in one word, so reading it as one changes no span.
+    """
+    if text[index] == "'":
+        closing = text.find("'", index + 1)
+        while closing >= 0 and text.startswith("''", closing):  # YAML's escaped quote
+            closing = text.find("'", closing + 2)
+        return -1 if closing < 0 else closing + 1
+    position = index + 1
+    while position < len(text):
+        if text[position] == "\\":
+            position += 2
+        elif text[position] == '"':
+            return position + 1
+        else:
+            position += 1
+    return -1
+
+
+def _line_end(text: str, index: int) -> int:
+    """The index of the newline that ends the line holding ``index`` (or the end of text)."""
+    end = text.find("\n", index)
+    return len(text) if end < 0 else end
+
+
+def _logical_lines(text: str) -> list[_Chunk]:
+    """Split text into logical lines, each with its first physical line's number and offset.
+
+    A newline ends a logical line unless it is escaped by a backslash or
+    inside a quoted string that closes later; a quote that never closes, and
+    quotes in a ``#`` comment, are ordinary characters. Joining the chunks
+    with newlines gives back ``text`` exactly.
+    """
+    chunks: list[_Chunk] = []
+    start = index = 0
+    line = first = 1
+    word_start = True
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            skip = _continuation_length(text, index) or 2
+            line += 1 if text[index + skip - 1 : index + skip] == "\n" else 0
+            index += skip
+        elif char in "'\"" and (closing := _quote_end(text, index)) >= 0:
+            line += text.count("\n", index, closing)
+            index = closing
+        elif char == "#" and word_start:
+            index = _line_end(text, index)
+        elif char == "\n":
+            chunks.append(_Chunk(first, start, text[start:index]))
+            index += 1
+            line += 1
+            start, first = index, line
+        else:
+            index += 1
+        word_start = char in _COMMENT_STARTS
+    chunks.append(_Chunk(first, start, text[start:]))
+    return chunks
+
+
 # -- shell-word rules ------------------------------------------------------------
+
+
+def _requote(protected: str) -> str:
+    """Shell-quote protected word text, for a replacement that keeps part of a word."""
+    return shlex.quote(_unprotect(protected)) if protected else ""
 
 
 def _assignment_hits(word: _Word) -> Iterator[_Hit]:
@@ -417,17 +625,33 @@ def _assignment_hits(word: _Word) -> Iterator[_Hit]:
     ``NAME=${VAR}`` and ``NAME=`` pass while ``NAME=${VAR:-literal}`` does not.
     """
     match = _ASSIGNMENT.fullmatch(word.text)
-    if match is None or not is_secret_name(match["name"]):
+    if match is None or word.text.startswith(_EXPORT) or not is_secret_name(match["name"]):
         return
     if _carries_literal(match["value"]):
         kept = f"{match['prefix'] or ''}{match['name']}="
         yield _Hit(
-            "inline-secret-assignment",
-            match["name"],
-            word.start,
-            word.end,
-            kept + PLACEHOLDER,
+            "inline-secret-assignment", match["name"], word.start, word.end, kept + PLACEHOLDER
         )
+
+
+def _export_hits(word: _Word) -> Iterator[_Hit]:
+    """``--export=ALL,NAME=literal`` (sbatch, srun): each item judged by its variable's name.
+
+    ``--export=ALL,NGC_KEY`` (the name alone) and ``NAME=$VAR`` pass. Redaction
+    keeps the items before the first secret and drops everything after it.
+    """
+    if not word.text.startswith(_EXPORT):
+        return
+    items = word.text[len(_EXPORT) :].split(",")
+    for index, item in enumerate(items):
+        match = _EXPORT_ITEM.fullmatch(item)
+        if match is None or not is_secret_name(match["name"]):
+            continue
+        if _carries_literal(match["value"]):
+            kept = ",".join([*items[:index], match["name"] + "="])
+            replacement = _requote(_EXPORT + kept) + PLACEHOLDER
+            yield _Hit("inline-secret-assignment", match["name"], word.start, word.end, replacement)
+            return
 
 
 def _is_flag_value(text: str) -> bool:
@@ -436,19 +660,19 @@ def _is_flag_value(text: str) -> bool:
 
 
 def _flag_hits(words: Sequence[_Word], index: int) -> Iterator[_Hit]:
-    """``--password``, ``--token``, ``--api-key`` (and kin) given a literal value.
+    """``--password``, ``--token``, ``--api-key`` (any flag ending in a secret word) given a value.
 
     Both ``--token VALUE`` and ``--token=VALUE`` count; ``--password-stdin``
     and a ``$VAR`` value pass.
     """
     text = words[index].text
-    if text in _SECRET_FLAGS:
+    if _is_secret_flag(text):
         if index + 1 < len(words) and _is_flag_value(words[index + 1].text):
             value = words[index + 1]
-            yield _Hit("secret-flag", text, value.start, value.end, PLACEHOLDER)
+            yield _Hit("secret-flag", text, value.start, value.end)
         return
     flag, equals, value_text = text.partition("=")
-    if equals and flag in _SECRET_FLAGS and _carries_literal(value_text):
+    if equals and _is_secret_flag(flag) and _carries_literal(value_text):
         word = words[index]
         yield _Hit("secret-flag", flag, word.start, word.end, f"{flag}={PLACEHOLDER}")
 
@@ -467,10 +691,27 @@ def _login_hits(words: Sequence[_Word], index: int) -> Iterator[_Hit]:
     if text == "-p":
         if index + 1 < len(words) and _is_flag_value(words[index + 1].text):
             value = words[index + 1]
-            yield _Hit("login-password-flag", "-p", value.start, value.end, PLACEHOLDER)
+            yield _Hit("login-password-flag", "-p", value.start, value.end)
     elif _carries_literal(text[2:]):
         word = words[index]
         yield _Hit("login-password-flag", "-p", word.start, word.end, "-p" + PLACEHOLDER)
+
+
+def _split_scheme(value: str) -> tuple[str, str]:
+    """An authorization value's scheme word with its space (``Bearer ``), and the rest."""
+    match = _AUTH_SCHEME.match(value)
+    return ("", value) if match is None else (match.group(), value[match.end() :])
+
+
+def _header_word_hits(word: _Word) -> Iterator[_Hit]:
+    """A word such as ``'Authorization: Bearer x'`` or ``'X-Api-Key: x'`` (curl ``-H``)."""
+    match = _HEADER_WORD.fullmatch(word.text)
+    if match is None or not _is_auth_header(match["name"]):
+        return
+    scheme, credential = _split_scheme(match["value"])
+    if credential.strip() != PLACEHOLDER and _carries_literal(credential):
+        replacement = _requote(f"{match['name']}: {scheme}") + PLACEHOLDER
+        yield _Hit("auth-header", match["name"], word.start, word.end, replacement)
 
 
 def _is_shell_script(words: Sequence[_Word], index: int) -> bool:
@@ -480,13 +721,13 @@ def _is_shell_script(words: Sequence[_Word], index: int) -> bool:
     return any(word.text.rsplit("/", 1)[-1] in _SHELLS for word in words[: index - 1])
 
 
-def _script_hits(word: _Word, depth: int) -> Iterator[_Hit]:
-    """The shell-word rules applied inside a ``bash -c`` script, reported on its word.
+def _script_hits(word: _Word, depth: int, free_text: bool) -> Iterator[_Hit]:
+    """Every rule applied inside a ``bash -c`` script, reported on its word.
 
     Redaction rewrites the whole script word, re-quoted with :func:`shlex.quote`.
     """
     script = _unprotect(word.text)
-    inner = list(_shell_hits(script, depth + 1))
+    inner = _text_hits(script, free_text, depth + 1)
     if not inner:
         return
     replacement = shlex.quote(_apply(script, inner))
@@ -494,38 +735,44 @@ def _script_hits(word: _Word, depth: int) -> Iterator[_Hit]:
         yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
 
 
-def _command_hits(words: Sequence[_Word], depth: int) -> Iterator[_Hit]:
+def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterator[_Hit]:
     """Every shell-word rule over one simple command."""
     for index, word in enumerate(words):
         yield from _assignment_hits(word)
+        yield from _export_hits(word)
         yield from _flag_hits(words, index)
         yield from _login_hits(words, index)
+        yield from _header_word_hits(word)
         if depth < _MAX_NESTING and _is_shell_script(words, index):
-            yield from _script_hits(word, depth)
+            yield from _script_hits(word, depth, free_text)
 
 
-def _shell_hits(text: str, depth: int = 0) -> Iterator[_Hit]:
-    """The shell-word rules over every simple command in ``text``."""
-    for words in _commands(text):
-        yield from _command_hits(words, depth)
+def _shell_hits(chunk: str, depth: int, free_text: bool) -> Iterator[_Hit]:
+    """The shell-word rules over every simple command in one logical line."""
+    for words in _commands(chunk):
+        yield from _command_hits(words, depth, free_text)
 
 
 # -- pattern rules ----------------------------------------------------------------
 
 
 def _token_hits(text: str) -> Iterator[_Hit]:
-    """Well-known token prefixes anywhere: these values are secrets whatever their name."""
+    """Well-known token prefixes and JWTs anywhere: secrets whatever their name."""
     for subject, pattern in _TOKEN_PATTERNS:
         for match in pattern.finditer(text):
-            yield _Hit("token-prefix", subject, match.start(), match.end(), PLACEHOLDER)
+            yield _Hit("token-prefix", subject, match.start(), match.end())
 
 
 def _url_hits(text: str) -> Iterator[_Hit]:
-    """``scheme://user:password@host`` with a literal password (``$PW`` passes)."""
+    """``scheme://user:password@host`` with a literal password, and ``scheme://TOKEN@host``."""
     for match in _URL_USERINFO.finditer(text):
         if _carries_literal(match["password"]):
             start, end = match.span("password")
-            yield _Hit("url-userinfo", "URL password", start, end, PLACEHOLDER)
+            yield _Hit("url-userinfo", "URL password", start, end)
+    for match in _URL_TOKEN.finditer(text):
+        if not any(pattern.fullmatch(match["token"]) for _, pattern in _TOKEN_PATTERNS):
+            start, end = match.span("token")
+            yield _Hit("url-userinfo", "URL token", start, end)
 
 
 def _signed_url_hits(text: str) -> Iterator[_Hit]:
@@ -534,78 +781,376 @@ def _signed_url_hits(text: str) -> Iterator[_Hit]:
         if _carries_literal(match["value"]):
             start, end = match.span("value")
             subject = _SIGNED_PARAMS[match["param"].lower()]
-            yield _Hit("signed-url", subject, start, end, PLACEHOLDER)
+            yield _Hit("signed-url", subject, start, end)
 
 
-def _json_hits(text: str) -> Iterator[_Hit]:
-    """A JSON key with a secret name (``"password"``, ``"api_key"``...) and a string value."""
-    for match in _JSON_PAIR.finditer(text):
-        if is_secret_name(match["key"]) and _carries_literal(match["value"]):
-            start, end = match.span("value")
-            yield _Hit("json-credential", match["key"], start, end, PLACEHOLDER)
-
-
-def _value_pattern_hits(text: str) -> Iterator[_Hit]:
-    """The pattern rules that judge a value on its own, without a key."""
+def _format_hits(text: str) -> Iterator[_Hit]:
+    """The rules that judge a value by its form alone: safe on paths and URIs too."""
     yield from _token_hits(text)
     yield from _url_hits(text)
     yield from _signed_url_hits(text)
 
 
+def _json_hits(text: str) -> Iterator[_Hit]:
+    """A quoted secret-named key with a quoted value: ``"password": "x"``, ``'token': 'x'``."""
+    for match in _JSON_PAIR.finditer(text):
+        if is_secret_name(match["key"]) and _scalar_literal(match["value"]):
+            start, end = match.span("value")
+            yield _Hit("json-credential", match["key"], start + 1, end - 1)
+
+
+def _array_flag_hits(text: str) -> Iterator[_Hit]:
+    """A secret flag in an array: ``args: ["--token", "x"]`` or ``["--token=x"]``."""
+    for match in _ARRAY_FLAG.finditer(text):
+        if not _is_secret_flag(match["flag"]):
+            continue
+        group = "value" if match["value"] is not None else "joined"
+        value = match[group].strip()
+        unquoted = value[1:-1] if value[:1] in "'\"" else value
+        if not unquoted.startswith("--") and _scalar_literal(value):
+            start, end = match.span(group)
+            yield _Hit("secret-flag", match["flag"], start, end)
+
+
+def _quoted_or_line_end(text: str, start: int, quote: str) -> int:
+    """Where a value at ``start`` ends: at ``quote`` when one is open, else at the line end."""
+    end = _line_end(text, start)
+    if quote:
+        closing = _quote_end(quote + text[start:], 0)
+        if closing > 0 and start + closing - 2 < end:
+            return start + closing - 2
+    return end - 1 if text[start:end].endswith("\r") else end
+
+
+def _header_hits(text: str) -> Iterator[_Hit]:
+    """``Authorization: <credential>`` in any form: a header line, a quoted ``-H``, JSON.
+
+    The value runs to the quote that closes it, or to the end of the line;
+    the scheme word (``Bearer``, ``Basic``...) is kept.
+    """
+    for match in _HEADER.finditer(text):
+        start = match.end()
+        if text[start : start + 1] in ("'", '"'):
+            closing = _quote_end(text, start)
+            end = _line_end(text, start) if closing < 0 else closing - 1
+            start += 1
+        else:
+            before = text[match.start() - 1 : match.start()] if match.start() else ""
+            quote = before if before in ("'", '"') and not match["q"] else ""
+            end = _quoted_or_line_end(text, start, quote)
+        scheme, credential = _split_scheme(text[start:end])
+        if _has_break(text[match.start() : end]) and _raw_literal(credential):
+            yield _Hit("auth-header", match["name"], start + len(scheme), end)
+
+
+def _bearer_hits(text: str) -> Iterator[_Hit]:
+    """``bearer <token>`` anywhere: a run with a digit, or of 20 characters or more."""
+    for match in _BEARER.finditer(text):
+        value = match["value"]
+        looks_random = len(value) >= 20 or any(char.isdigit() for char in value)
+        if looks_random and len(value) >= 8 and _raw_literal(value):
+            start, end = match.span("value")
+            yield _Hit("bearer-token", "bearer token", start, end)
+
+
+def _aws_secret_hits(text: str) -> Iterator[_Hit]:
+    """A 40-character base64 run right after a secret name: an AWS secret access key.
+
+    ``aws configure set aws_secret_access_key <key>``, ``--aws-secret-access-key
+    <key>``, ``SecretAccessKey: <key>``; ``NAME=<key>`` is the assignment rule's.
+    """
+    for match in _AWS_SECRET.finditer(text):
+        if is_secret_name(match["name"]):
+            start, end = match.span("value")
+            yield _Hit("aws-secret-key", match["name"], start, end)
+
+
 def _pattern_hits(text: str) -> Iterator[_Hit]:
     """Every pattern rule over raw text."""
-    yield from _value_pattern_hits(text)
+    yield from _format_hits(text)
     yield from _json_hits(text)
+    yield from _array_flag_hits(text)
+    yield from _header_hits(text)
+    yield from _bearer_hits(text)
+    yield from _aws_secret_hits(text)
 
 
-def _chunk_hits(chunk: str) -> list[_Hit]:
-    """Every rule over one logical line."""
-    return [*_shell_hits(chunk), *_pattern_hits(chunk)]
+# -- block rules ----------------------------------------------------------------
+
+
+def _pem_hits(text: str) -> Iterator[_Hit]:
+    """A PEM private key block, markers included (to the end of text when it has no END)."""
+    for match in _PEM.finditer(text):
+        yield _Hit("private-key", match["kind"], match.start(), match.end())
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyLine:
+    """A ``key: value`` line of a block mapping: the key's column and the value's span."""
+
+    column: int
+    item: bool
+    key: str
+    start: int
+    end: int
+
+
+def _continuation_end(text: str, end: int, column: int) -> int:
+    """Extend a value ending at ``end`` over the following lines indented past ``column``."""
+    position = end
+    while position < len(text):
+        following = _line_end(text, position + 1)
+        line = text[position + 1 : following]
+        if line.strip():
+            if len(line) - len(line.lstrip(" \t")) <= column:
+                break
+            end = following
+        position = following
+    return end
+
+
+def _key_lines(text: str) -> Iterator[_KeyLine]:
+    """The ``key: value`` lines of block YAML, skipping lines inside a multi-line value."""
+    position = 0
+    while position <= len(text):
+        end = _line_end(text, position)
+        match = _KEY_LINE.match(text, position, end)
+        following = end + 1
+        if match is not None:
+            column = len(match["lead"])
+            start = match.end()
+            if start < end or match["key"] == "value":
+                value_end = _continuation_end(text, end, column)
+                following = value_end + 1
+            else:
+                value_end = end
+            yield _KeyLine(column, bool(match["dash"]), match["key"], start, value_end)
+        position = following
+
+
+def _env_entry_hits(text: str, entry: Sequence[_KeyLine]) -> Iterator[_Hit]:
+    """One Kubernetes env entry: a secret ``name`` with a literal ``value`` (not ``valueFrom``)."""
+    names = [line for line in entry if line.key == "name"]
+    if not names or not is_secret_name(text[names[0].start : names[0].end].strip().strip("'\"")):
+        return
+    subject = text[names[0].start : names[0].end].strip().strip("'\"")
+    for line in entry:
+        if line.key == "value" and _block_scalar_literal(text[line.start : line.end]):
+            yield _Hit("manifest-env-value", subject, line.start, line.end)
+
+
+def _block_scalar_literal(raw: str) -> bool:
+    """Whether a block YAML value (``|`` or ``>`` block scalars included) is a literal."""
+    first, _, rest = raw.partition("\n")
+    if _BLOCK_INDICATOR.match(first.strip()):
+        return bool(rest.strip())
+    return _scalar_literal(raw)
+
+
+def _manifest_hits(text: str) -> Iterator[_Hit]:
+    """Kubernetes env entries in block form: ``- name: X`` and ``value: ...`` in either order."""
+    entry: list[_KeyLine] = []
+    for line in _key_lines(text):
+        if line.item or (entry and line.column < entry[0].column):
+            yield from _env_entry_hits(text, entry)
+            entry = [line] if line.item else []
+        elif entry and line.column == entry[0].column:
+            entry.append(line)
+    yield from _env_entry_hits(text, entry)
+
+
+def _flow_value_end(body: str, start: int, limit: int) -> int:
+    """Where a flow mapping value starting at ``start`` ends (quoted, or before ``limit``)."""
+    if body[start : start + 1] in ("'", '"'):
+        closing = _quote_end(body, start)
+        if closing > 0:
+            return closing
+    end = limit
+    while end > start and body[end - 1] in " \t\r\n,":
+        end -= 1
+    return end
+
+
+def _flow_hits(text: str) -> Iterator[_Hit]:
+    """Env entries in flow or JSON form: ``{name: X, value: y}``, keys in either order."""
+    for mapping in _FLOW_MAPPING.finditer(text):
+        body = mapping.group()
+        keys = list(_FLOW_KEY.finditer(body))
+        fields: dict[str, tuple[int, int]] = {}
+        consumed = 0
+        for index, key in enumerate(keys):
+            if key.start() < consumed:
+                continue
+            start = key.end() + len(body[key.end() :]) - len(body[key.end() :].lstrip())
+            limit = keys[index + 1].start() if index + 1 < len(keys) else len(body) - 1
+            end = _flow_value_end(body, start, max(limit, start))
+            fields.setdefault(key["key"], (start, end))
+            consumed = end
+        if "name" not in fields or "value" not in fields:
+            continue
+        name = body[slice(*fields["name"])].strip().strip("'\"")
+        start, end = fields["value"]
+        if is_secret_name(name) and _scalar_literal(body[start:end]):
+            quoted = body[start] in "'\"" and end - start >= 2 and body[end - 1] == body[start]
+            start, end = (start + 1, end - 1) if quoted else (start, end)
+            yield _Hit("manifest-env-value", name, mapping.start() + start, mapping.start() + end)
+
+
+def _block_arg_hits(text: str) -> Iterator[_Hit]:
+    """A secret flag as one block-sequence item and its value as the next (``- --token``)."""
+    for match in _BLOCK_ARG.finditer(text):
+        value = match["value"].strip()
+        literal = not value.startswith("--") and _scalar_literal(value)
+        if literal and _is_secret_flag(match["flag"]):
+            start, end = match.span("value")
+            yield _Hit("secret-flag", match["flag"], start, end)
+
+
+def _block_hits(text: str) -> Iterator[_Hit]:
+    """Every rule that reads several lines at once."""
+    yield from _pem_hits(text)
+    yield from _manifest_hits(text)
+    yield from _flow_hits(text)
+    yield from _block_arg_hits(text)
+
+
+# -- free-text rules (redaction only) ---------------------------------------------
+
+
+def _field_end(text: str, start: int) -> int:
+    """Where a free-text value starting at ``start`` ends: at whitespace outside quotes.
+
+    A quoted part is one unit (it may span lines); a quote that never closes
+    runs to the end of its line. ``& ? , ;`` never end a value.
+    """
+    index = start
+    while index < len(text) and text[index] not in " \t\r\n":
+        if text[index] in "'\"":
+            closing = _quote_end(text, index)
+            index = _line_end(text, index) if closing < 0 else closing
+        else:
+            index += 2 if text[index] == "\\" else 1
+    return min(index, len(text))
+
+
+def _clip_to_quote(text: str, start: int, end: int, opening: int) -> int:
+    """End a value at the quote that closes the one just before ``opening``, if it is open."""
+    quote = text[opening - 1 : opening] if opening else ""
+    if quote not in ("'", '"'):
+        return end
+    closing = _quote_end(quote + text[start:end], 0)
+    return end if closing < 0 else start + closing - 2
+
+
+def _free_assignment_hits(text: str) -> Iterator[_Hit]:
+    """``NAME=value`` anywhere in prose (after a space, ``,``, ``?``, ``&``...), value whole."""
+    for match in _FREE_ASSIGNMENT.finditer(text):
+        end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
+        if is_secret_name(match["name"]) and _raw_literal(text[match.end() : end]):
+            yield _Hit("inline-secret-assignment", match["name"], match.end(), end)
+
+
+def _free_flag_hits(text: str) -> Iterator[_Hit]:
+    """``--token value`` or ``--token=value`` in prose: the whole next value, whatever it is."""
+    for match in _FREE_FLAG.finditer(text):
+        end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
+        if _is_secret_flag(match["flag"]) and _raw_literal(text[match.end() : end]):
+            yield _Hit("secret-flag", match["flag"], match.end(), end)
+
+
+def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
+    """Where a YAML/INI value starting at ``start`` ends.
+
+    A quoted value ends at its closing quote (lines included) when a space,
+    the line's end, ``,``, ``]`` or ``}`` follows it. Anything else runs to the end of its
+    line and over the lines indented past ``column``; a YAML value (``key:``)
+    stops at a `` #`` comment, which a YAML plain value cannot hold.
+    """
+    if text[start : start + 1] in ("'", '"'):
+        closing = _quote_end(text, start)
+        if closing > 0 and text[closing : closing + 1] in _AFTER_QUOTED:
+            return closing
+    end = _line_end(text, start)
+    comment = text.find(" #", start, end) if yaml_style else -1
+    if comment >= 0:
+        return comment
+    return _continuation_end(text, end, column)
+
+
+def _free_key_hits(text: str) -> Iterator[_Hit]:
+    """``password: value`` (YAML) and ``password = value`` (INI) in prose, value whole."""
+    for match in _FREE_KEY.finditer(text):
+        if not is_secret_name(match["name"]):
+            continue
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        line = text[line_start : match.start()]
+        column = len(line) - len(line.lstrip(" \t"))
+        yaml_style = ":" in text[match.end("name") : match.end()]
+        end = _key_value_end(text, match.end(), column, yaml_style)
+        end = _clip_to_quote(text, match.end(), end, match.start())
+        raw = text[match.end() : end]
+        if _has_break(text[match.start() : end]) and _block_scalar_literal(raw.strip(" \t")):
+            yield _Hit("secret-key-value", match["name"], match.end(), end)
+
+
+def _free_text_hits(text: str) -> Iterator[_Hit]:
+    """Every free-text rule."""
+    yield from _free_assignment_hits(text)
+    yield from _free_flag_hits(text)
+    yield from _free_key_hits(text)
+
+
+# -- collecting hits --------------------------------------------------------------
+
+
+def _text_hits(text: str, free_text: bool, depth: int = 0) -> list[_Hit]:
+    """Every hit in ``text``: the lint's rules, and the free-text rules when asked."""
+    hits = [
+        replace(hit, start=hit.start + chunk.start, end=hit.end + chunk.start)
+        for chunk in _logical_lines(text)
+        for hit in _shell_hits(chunk.text, depth, free_text)
+    ]
+    hits.extend(_pattern_hits(text))
+    hits.extend(_block_hits(text))
+    if free_text:
+        hits.extend(_free_text_hits(text))
+    return hits
 
 
 # -- lint ---------------------------------------------------------------------------
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Group physical lines joined by a trailing backslash, with the first line's number.
-
-    Joining the chunks with newlines gives back ``text`` exactly.
-    """
-    chunks: list[tuple[int, str]] = []
-    group: list[str] = []
-    first = 1
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not group:
-            first = number
-        group.append(line)
-        stripped = line.rstrip("\r")
-        trailing = len(stripped) - len(stripped.rstrip("\\"))
-        if trailing % 2 == 0:
-            chunks.append((first, "\n".join(group)))
-            group = []
-    if group:
-        chunks.append((first, "\n".join(group)))
-    return chunks
+def _line_of(chunks: Sequence[_Chunk], newlines: Sequence[int], hit: _Hit, shell: bool) -> int:
+    """The line a hit is reported on: its logical line's first line, or its physical line."""
+    if shell:
+        starts = [chunk.start for chunk in chunks]
+        return chunks[bisect.bisect_right(starts, hit.start) - 1].line
+    return bisect.bisect_right(newlines, hit.start - 1) + 1
 
 
-def _findings(line: int, hits: Iterable[_Hit]) -> list[Finding]:
-    """One finding per distinct (rule, subject), in the order first seen."""
-    seen: dict[tuple[str, str], None] = {}
-    for hit in hits:
-        seen.setdefault((hit.rule, hit.subject), None)
-    return [Finding(line, rule, subject) for rule, subject in seen]
+def _findings(located: Iterable[tuple[int, _Hit]]) -> list[Finding]:
+    """One finding per distinct (line, rule, subject), by line, in the order first seen."""
+    seen: dict[tuple[int, str, str], None] = {}
+    for line, hit in sorted(located, key=lambda pair: pair[0]):
+        seen.setdefault((line, hit.rule, hit.subject), None)
+    return [Finding(line, rule, subject) for line, rule, subject in seen]
 
 
 def lint_text(text: str) -> list[Finding]:
-    """Find inline secrets in a command line or script.
+    """Find inline secrets in a command line, a script or a manifest.
 
-    Lines continued with a trailing backslash are joined first; a finding on
-    a joined line reports its first physical line.
+    Lines continued with a trailing backslash, or inside a quoted string, are
+    joined first; a shell-word finding on a joined line reports its first
+    physical line, every other finding the line where the value starts.
     """
-    findings: list[Finding] = []
-    for line, chunk in _logical_lines(text):
-        findings.extend(_findings(line, _chunk_hits(chunk)))
-    return findings
+    chunks = _logical_lines(text)
+    newlines = [index for index, char in enumerate(text) if char == "\n"]
+    located = [
+        (chunk.line, hit) for chunk in chunks for hit in _shell_hits(chunk.text, 0, free_text=False)
+    ]
+    for hit in itertools.chain(_pattern_hits(text), _block_hits(text)):
+        located.append((_line_of(chunks, newlines, hit, shell=False), hit))
+    return _findings(located)
 
 
 def lint_argv(argv: Sequence[str]) -> list[Finding]:
@@ -616,22 +1161,44 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
     after ``login``; token prefixes are flagged anywhere. Findings report line 1.
     """
     words = [_Word(text, index, index) for index, text in enumerate(argv)]
-    hits: list[_Hit] = list(_command_hits(words, 0))
+    hits: list[_Hit] = list(_command_hits(words, 0, free_text=False))
     for text in argv:
         hits.extend(_pattern_hits(text))
-    return _findings(1, hits)
+        hits.extend(_block_hits(text))
+    return _findings((1, hit) for hit in hits)
+
+
+def find_secret_literals(value: str) -> list[Finding]:
+    """The inline secrets in ONE literal value of a job file (``env.set``, ``command``, ``spec:``).
+
+    Every rule of :func:`lint_text` applies (``password=x``, ``pass=x``,
+    ``--password x``, token prefixes, JWTs, PEM blocks, bearer tokens, AWS
+    secret keys...). taospec's own ``{name}`` placeholders count as
+    references, so ``results_dir={results_dir}`` and ``--token {matrix.t}``
+    pass. Lines are counted within the value.
+    """
+    return lint_text(_PLACEHOLDER_REFERENCE.sub("${TAOSPEC_PLACEHOLDER}", value))
 
 
 # -- redact -------------------------------------------------------------------------
 
 
 def _apply(text: str, hits: Iterable[_Hit]) -> str:
-    """Rewrite each hit's span; where spans overlap the earliest (then longest) wins."""
+    """Rewrite each hit's span; overlapping spans merge under the earliest (then longest) hit.
+
+    A merged span is rewritten whole with that hit's replacement, so a value
+    two rules read differently (a shell word, a free-text value) never leaves a tail.
+    """
+    merged: list[_Hit] = []
+    for hit in sorted(hits, key=lambda hit: (hit.start, -hit.end)):
+        if merged and hit.start < merged[-1].end:
+            if hit.end > merged[-1].end:
+                merged[-1] = replace(merged[-1], end=hit.end)
+        else:
+            merged.append(hit)
     parts: list[str] = []
     position = 0
-    for hit in sorted(hits, key=lambda hit: (hit.start, -hit.end)):
-        if hit.start < position:
-            continue
+    for hit in merged:
         parts.append(text[position : hit.start])
         parts.append(hit.replacement)
         position = hit.end
@@ -683,15 +1250,34 @@ def _redact_values(text: str, secrets: Sequence[str]) -> str:
         and not _inside_placeholder(end, starts, ends)
     )
     return _apply(
-        text,
-        (_Hit("secret-value", "", start, end, PLACEHOLDER) for start, end in _covered_runs(spans)),
+        text, (_Hit("secret-value", "", start, end) for start, end in _covered_runs(spans))
     )
 
 
+@functools.cache
+def _environment_secrets() -> tuple[str, ...]:
+    """The values of this process's secret-named environment variables, read once.
+
+    A value of a variable such as ``WANDB_API_KEY`` or ``NGC_KEY`` that shows up
+    alone in a message (an error echoing it back) is redacted like a given value.
+    """
+    return tuple(
+        value
+        for name, value in os.environ.items()
+        if is_secret_name(name) and len(value) >= MIN_SECRET_LENGTH
+    )
+
+
+def _known_secrets(secret_values: Iterable[str]) -> list[str]:
+    """The given values long enough to look for, with those of the environment."""
+    values = itertools.chain(secret_values, _environment_secrets())
+    return sorted({value for value in values if len(value) >= MIN_SECRET_LENGTH})
+
+
 def _redact_pass(text: str, secrets: Sequence[str]) -> str:
-    """One pass of redaction: known values, then every rule on each logical line."""
+    """One pass of redaction: known values, then every rule, free-text rules included."""
     text = _redact_values(text, secrets)
-    return "\n".join(_apply(chunk, _chunk_hits(chunk)) for _, chunk in _logical_lines(text))
+    return _apply(text, _text_hits(text, free_text=True))
 
 
 def _is_inert(text: str, secrets: Sequence[str]) -> bool:
@@ -699,11 +1285,13 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
 
     Text made only of ASCII letters, digits and ``_ . / : , + % ~ -`` is a
     single plain shell word: it has no quote, ``$``, backtick, backslash,
-    space, newline, operator, ``=``, ``@`` or ``"``, so no assignment, flag
-    value, ``login -p``, ``sh -c`` script, URL password, signed-URL parameter
-    or JSON pair can be read in it. Only a token or a known value could be
-    redacted there, and both are looked for. Ids, paths, image names and
-    times are such text, and a writer redacts many of them.
+    space, newline, operator, ``=``, ``@``, brace or ``"``, so no assignment,
+    flag value, header, ``login -p``, ``sh -c`` script, URL userinfo,
+    signed-URL parameter, JSON, YAML or manifest pair, PEM block or AWS key
+    (which needs a space or a quote before it) can be read in it. Only a
+    token (a JWT included) or a known value could be redacted there, and both
+    are looked for. Ids, paths, image names and times are such text, and a
+    writer redacts many of them.
 
     A new rule must keep this true or narrow the characters;
     tests/test_redact_inert.py holds it against the full scan.
@@ -716,18 +1304,21 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
 
 
 def redact(text: str, secret_values: Iterable[str] = ()) -> str:
-    """Return ``text`` with secret material replaced by ``<redacted>``.
+    """Return free text with secret material replaced by ``<redacted>``.
 
     Every occurrence of each given secret value (at least
-    :data:`MIN_SECRET_LENGTH` characters) is replaced, and so is every value
-    the lint rules find: ``NAME=<redacted>``, ``--password <redacted>``,
-    ``user:<redacted>@host``, ``X-Amz-Signature=<redacted>``,
-    ``"password": "<redacted>"``, and token-prefixed strings whole.
+    :data:`MIN_SECRET_LENGTH` characters) and of each secret-named variable's
+    value in this process's environment is replaced, and so is every value
+    the lint and free-text rules find, whole: ``NAME=<redacted>``,
+    ``--password <redacted>``, ``Authorization: Bearer <redacted>``,
+    ``password: <redacted>``, ``user:<redacted>@host``,
+    ``"password": "<redacted>"``, Kubernetes env values, PEM blocks, JWTs
+    and token-prefixed strings.
 
     Passes repeat until nothing changes, so ``redact(redact(x)) == redact(x)``.
     Outside the placeholders no given secret value survives. Never raises.
     """
-    secrets = sorted({value for value in secret_values if len(value) >= MIN_SECRET_LENGTH})
+    secrets = _known_secrets(secret_values)
     if _is_inert(text, secrets):
         return text
     return _redact_fully(text, secrets)
@@ -748,14 +1339,13 @@ def redact_location(text: str, secret_values: Iterable[str] = ()) -> str:
     """Redact a path or URI field (``results_dir``, ``image``, ``backend_ref``).
 
     Only the format rules apply, as the TAO recorder does for such fields: URL
-    userinfo, pre-signed URL credentials, well-known token prefixes, and the
-    given secret values. A path segment such as ``/exp/token=v1/run`` is a
-    name, not an assignment, and survives.
+    userinfo, pre-signed URL credentials, well-known token prefixes and JWTs,
+    the given secret values and the environment's. A path segment such as
+    ``/exp/token=v1/run`` is a name, not an assignment, and survives.
     """
-    secrets = sorted({value for value in secret_values if len(value) >= MIN_SECRET_LENGTH})
-    current = _redact_values(text, secrets)
+    current = _redact_values(text, _known_secrets(secret_values))
     for _ in range(_MAX_PASSES):
-        following = _apply(current, list(_value_pattern_hits(current)))
+        following = _apply(current, list(_format_hits(current)))
         if following == current:
             break
         current = following

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from taospec.lint import (
     PLACEHOLDER,
     Finding,
+    find_secret_literals,
     is_secret_name,
     lint_argv,
     lint_text,
@@ -23,6 +24,11 @@ TOKEN = "token-prefix"
 URL = "url-userinfo"
 SIGNED = "signed-url"
 JSON = "json-credential"
+HEADER = "auth-header"
+BEARER = "bearer-token"
+AWS = "aws-secret-key"
+PEM = "private-key"
+MANIFEST = "manifest-env-value"
 
 NVAPI = "nvapi-AbCdEf0123456789AbCdEf0123"
 HF = "hf_AbCdEfGhIjKlMnOpQrSt"
@@ -75,7 +81,11 @@ FLAGGED = [
     (f"echo {NVAPI}", {(TOKEN, "nvapi- token")}, NVAPI),
     (f"git clone https://{GHP}@github.com/org/repo", {(TOKEN, "ghp_ token")}, GHP),
     (f"GH={GITHUB_PAT} gh repo list", {(TOKEN, "github_pat_ token")}, GITHUB_PAT),
-    (f'curl -H "Authorization: Bearer {OPENAI}" api', {(TOKEN, "sk- token")}, OPENAI),
+    (
+        f'curl -H "Authorization: Bearer {OPENAI}" api',
+        {(TOKEN, "sk- token"), (HEADER, "Authorization"), (BEARER, "bearer token")},
+        OPENAI,
+    ),
     (f"SLACK_HOOK={SLACK} notify", {(TOKEN, "xox?- token")}, SLACK),
     (
         f"huggingface-cli login --token {HF}",
@@ -151,18 +161,192 @@ ALLOWED = [
     "",
 ]
 
+AWS_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+PEM_BODY = "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2"
+K8S_VALUE = "k8sSecretValue42"
 
-@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED)
+# Kubernetes, Slurm and the other forms: (text, exact findings, the secret value in the text).
+FORMS_FLAGGED = [
+    (
+        f"env:\n- name: MODEL\n  value: /m.pth\n- name: NGC_API_KEY\n  value: {K8S_VALUE}\n",
+        {(MANIFEST, "NGC_API_KEY")},
+        K8S_VALUE,
+    ),
+    (
+        f"env:\n  - value: {K8S_VALUE}\n    name: NGC_API_KEY\n",
+        {(MANIFEST, "NGC_API_KEY")},
+        K8S_VALUE,
+    ),
+    (
+        f'env:\n- name: "HF_TOKEN"\n  value: "{K8S_VALUE}"\n',
+        {(MANIFEST, "HF_TOKEN")},
+        K8S_VALUE,
+    ),
+    (
+        f"env:\n- name: NGC_API_KEY\n  value: |\n    {K8S_VALUE}\n    second\n- name: NEXT\n"
+        "  value: keep\n",
+        {(MANIFEST, "NGC_API_KEY")},
+        K8S_VALUE,
+    ),
+    (
+        f"env:\n- name: DB_PASSWORD\n  value: >-\n    {K8S_VALUE}\n",
+        {(MANIFEST, "DB_PASSWORD")},
+        K8S_VALUE,
+    ),
+    (f"- {{name: NGC_KEY, value: {K8S_VALUE}}}", {(MANIFEST, "NGC_KEY")}, K8S_VALUE),
+    (f"- {{value: {K8S_VALUE}, name: NGC_KEY}}", {(MANIFEST, "NGC_KEY")}, K8S_VALUE),
+    (f"env: [{{name: NGC_KEY, value: '{K8S_VALUE}'}}]", {(MANIFEST, "NGC_KEY")}, K8S_VALUE),
+    (
+        f'{{"env": [{{"name": "NGC_KEY", "value": "{K8S_VALUE}"}}]}}',
+        {(MANIFEST, "NGC_KEY")},
+        K8S_VALUE,
+    ),
+    (
+        f'{{"value": "{K8S_VALUE}", "name": "WANDB_API_KEY"}}',
+        {(MANIFEST, "WANDB_API_KEY")},
+        K8S_VALUE,
+    ),
+    (
+        f'{{\n  "name": "HF_TOKEN",\n  "value": "{K8S_VALUE}"\n}}',
+        {(MANIFEST, "HF_TOKEN")},
+        K8S_VALUE,
+    ),
+    (f'args: ["--token", "{K8S_VALUE}"]', {(FLAG, "--token")}, K8S_VALUE),
+    (f"args: ['--api-key', '{K8S_VALUE}', '--verbose']", {(FLAG, "--api-key")}, K8S_VALUE),
+    (f'command: ["tool", "--password={K8S_VALUE}"]', {(FLAG, "--password")}, K8S_VALUE),
+    (f"args:\n  - --hf-token\n  - {K8S_VALUE}\n", {(FLAG, "--hf-token")}, K8S_VALUE),
+    (
+        "sbatch --export=ALL,NGC_API_KEY=nvapiLiteral0 train.sh",
+        {(ASSIGN, "NGC_API_KEY")},
+        "nvapiLiteral0",
+    ),
+    (
+        "sbatch --export=NGC_API_KEY=plain123,ALL train.sh",
+        {(ASSIGN, "NGC_API_KEY")},
+        "plain123",
+    ),
+    (
+        "srun --export=ALL,MODE=fast,HF_TOKEN=plain123 python x.py",
+        {(ASSIGN, "HF_TOKEN")},
+        "plain123",
+    ),
+    ("#SBATCH --export=ALL,DB_PASSWORD=plain123", {(ASSIGN, "DB_PASSWORD")}, "plain123"),
+    ("mysql -u root pass=plain123", {(ASSIGN, "pass")}, "plain123"),
+    ("export DB_PASS=plain123", {(ASSIGN, "DB_PASS")}, "plain123"),
+    ("tool passwd=plain123", {(ASSIGN, "passwd")}, "plain123"),
+    ("tool --password plain123 --verbose", {(FLAG, "--password")}, "plain123"),
+    ("tool --hf-token plain123", {(FLAG, "--hf-token")}, "plain123"),
+    ("tool --client-secret=plain123", {(FLAG, "--client-secret")}, "plain123"),
+    (
+        f"aws configure set aws_secret_access_key {AWS_KEY}",
+        {(AWS, "aws_secret_access_key")},
+        AWS_KEY,
+    ),
+    (
+        f"tool --aws-secret-access-key {AWS_KEY}",
+        {(FLAG, "--aws-secret-access-key"), (AWS, "aws-secret-access-key")},
+        AWS_KEY,
+    ),
+    (f"SecretAccessKey: {AWS_KEY}", {(AWS, "SecretAccessKey")}, AWS_KEY),
+    (
+        f'{{"SecretAccessKey": "{AWS_KEY}"}}',
+        {(AWS, "SecretAccessKey"), (JSON, "SecretAccessKey")},
+        AWS_KEY,
+    ),
+    (f"echo {JWT}", {(TOKEN, "JWT")}, JWT),
+    (f"curl -b session={JWT} https://h", {(TOKEN, "JWT")}, JWT),
+    (
+        f"cat > key <<EOF\n-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n"
+        "-----END RSA PRIVATE KEY-----\nEOF",
+        {(PEM, "RSA PRIVATE KEY")},
+        PEM_BODY,
+    ),
+    (
+        '{"private_key": "-----BEGIN PRIVATE KEY-----\\n'
+        + PEM_BODY
+        + '\\n-----END PRIVATE KEY-----"}',
+        {(PEM, "PRIVATE KEY")},
+        PEM_BODY,
+    ),
+    (
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n",
+        {(PEM, "OPENSSH PRIVATE KEY")},
+        PEM_BODY,
+    ),
+    (
+        "curl -H 'Authorization: Bearer plain1234' https://h",
+        {(HEADER, "Authorization"), (BEARER, "bearer token")},
+        "plain1234",
+    ),
+    ("curl -H 'X-Api-Key: plain1234' https://h", {(HEADER, "X-Api-Key")}, "plain1234"),
+    (
+        "curl -H 'Accept: json' -H 'authorization: token plain1234' h",
+        {(HEADER, "authorization")},
+        "plain1234",
+    ),
+    (
+        "wget --header='Authorization: Basic dXNlcjpwYXNz' h",
+        {(HEADER, "Authorization")},
+        "dXNlcjpw",
+    ),
+    (
+        "http h 'X-Trace: 1' && send --data x bearer plain1234",
+        {(BEARER, "bearer token")},
+        "plain1234",
+    ),
+    (
+        "git clone https://0123456789abcdef0123456789abcdef@github.com/org/repo",
+        {(URL, "URL token")},
+        "0123456789abcdef0123456789abcdef",
+    ),
+]
+
+FORMS_ALLOWED = [
+    "env:\n- name: NGC_API_KEY\n  value: $(NGC_API_KEY)\n",
+    'env:\n- name: NGC_API_KEY\n  value: "$(NGC_API_KEY)"\n',
+    "env:\n- name: NGC_API_KEY\n  valueFrom:\n    secretKeyRef:\n      name: ngc\n      key: key\n",
+    "env:\n- name: MODEL_PATH\n  value: /models/dino.pth\n- name: EPOCHS\n  value: '10'\n",
+    "env:\n- name: NGC_API_KEY\n  value: ''\n",
+    "- {name: NGC_KEY, valueFrom: {secretKeyRef: {name: ngc, key: key}}}",
+    "- {name: NGC_KEY, value: $(NGC_KEY)}",
+    '{"env": [{"name": "NGC_KEY", "value": "$(NGC_KEY)"}]}',
+    '{"name": "MODEL", "value": "/models/x.pth"}',
+    'args: ["--token", "$(HF_TOKEN)"]',
+    'args: ["--token-limit", "512", "--max-tokens", "64"]',
+    "args:\n  - --password-stdin\n  - --verbose\n",
+    "sbatch --export=ALL,NGC_API_KEY train.sh",
+    "sbatch --export=ALL,NGC_API_KEY,HF_TOKEN train.sh",
+    "sbatch --export=ALL,NGC_API_KEY=$NGC_API_KEY train.sh",
+    "sbatch --export=NONE --parsable job.sbatch",
+    "#SBATCH --export=ALL,MODE=fast",
+    "tool --token-limit 5 --password-stdin",
+    "python run.py PASS_THROUGH=1 bypass=2 compass=north",
+    "echo $PASS",
+    'curl -H "Authorization: Bearer $TOKEN" https://h',
+    "curl -H 'Content-Type: application/json' https://h",
+    "echo missing bearer token, asked for bearer auth",
+    "aws configure set region us-east-1",
+    "echo aws_secret_access_key is read from the profile",
+    "echo eyJhbGciOiJIUzI1NiJ9 alone is a header",
+    "echo -----BEGIN PUBLIC KEY-----",
+    "git clone https://github-actions@github.com/org/repo",
+    "python train.py results_dir=/exp/token=v1/run",
+    "# don't pass NGC_KEY inline\ndocker run -e NGC_KEY img",
+]
+
+
+@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED + FORMS_FLAGGED)
 def test_flagged(text: str, expected: set[tuple[str, str]], secret: str) -> None:
     assert pairs(lint_text(text)) == expected
 
 
-@pytest.mark.parametrize("text", ALLOWED)
+@pytest.mark.parametrize("text", ALLOWED + FORMS_ALLOWED)
 def test_allowed(text: str) -> None:
     assert lint_text(text) == []
 
 
-@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED)
+@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED + FORMS_FLAGGED)
 def test_findings_never_show_the_value(
     text: str, expected: set[tuple[str, str]], secret: str
 ) -> None:
@@ -173,7 +357,7 @@ def test_findings_never_show_the_value(
         assert secret not in repr(finding)
 
 
-@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED)
+@pytest.mark.parametrize(("text", "expected", "secret"), FLAGGED + FORMS_FLAGGED)
 def test_redact_removes_what_lint_finds(
     text: str, expected: set[tuple[str, str]], secret: str
 ) -> None:
@@ -193,7 +377,7 @@ def test_finding_message_names_the_variable() -> None:
 
 
 def test_every_rule_has_a_message() -> None:
-    text = "\n".join(case[0] for case in FLAGGED)
+    text = "\n".join(case[0] for case in FLAGGED + FORMS_FLAGGED)
     for finding in lint_text(text):
         assert str(finding).startswith(f"line {finding.line}: ")
         assert finding.rule not in str(finding)
@@ -373,9 +557,10 @@ REDACTIONS = [
         '{"password": "hunter2", "user": "u"}',
         '{"password": "<redacted>", "user": "u"}',
     ),
+    # Free text never ends a value at ";": the script's ";" goes with it.
     (
         "bash -c 'export NGC_KEY=abc123; run'",
-        "bash -c 'export NGC_KEY=<redacted>; run'",
+        "bash -c 'export NGC_KEY=<redacted> run'",
     ),
     ("docker run -e NGC_KEY -p 8080:8080 img", "docker run -e NGC_KEY -p 8080:8080 img"),
     ("plain text\nwith lines\n", "plain text\nwith lines\n"),
@@ -459,3 +644,129 @@ def test_known_secret_never_survives(before: str, secret: str, after: str) -> No
     if secret not in PLACEHOLDER:
         assert secret not in out
     assert redact(out, [secret]) == out
+
+
+def test_a_manifest_finding_reports_the_value_line() -> None:
+    text = "env:\n- name: MODEL\n  value: /m\n- name: NGC_KEY\n  value: abc123\n"
+    assert lint_text(text) == [Finding(5, MANIFEST, "NGC_KEY")]
+
+
+def test_a_quoted_apostrophe_in_a_comment_does_not_join_lines() -> None:
+    text = "# don't\nexport TOKEN=abc123\necho 'it is'\n"
+    assert lint_text(text) == [Finding(2, ASSIGN, "TOKEN")]
+
+
+def test_a_multi_line_quoted_value_is_one_word() -> None:
+    text = "tool --password 'first line\nsecond9 line' --next"
+    assert lint_text(text) == [Finding(1, FLAG, "--password")]
+    assert "second9" not in redact(text)
+
+
+def test_a_block_scalar_is_removed_whole_and_the_next_entry_kept() -> None:
+    text = "- name: NGC_KEY\n  value: |\n    abc123\n    def456\n- name: NEXT\n  value: keep\n"
+    assert redact(text) == "- name: NGC_KEY\n  value: <redacted>\n- name: NEXT\n  value: keep\n"
+
+
+def test_export_keeps_the_items_before_the_secret() -> None:
+    text = "sbatch --export=ALL,MODE=fast,NGC_KEY=abc123,HF_TOKEN train.sh"
+    assert redact(text) == "sbatch --export=ALL,MODE=fast,NGC_KEY=<redacted> train.sh"
+
+
+SPEC_VALUES_FLAGGED = [
+    ("password=hunter22", {(ASSIGN, "password")}),
+    ("db pass=hunter22", {(ASSIGN, "pass")}),
+    ("tool --password hunter22", {(FLAG, "--password")}),
+    (f"aws configure set aws_secret_access_key {AWS_KEY}", {(AWS, "aws_secret_access_key")}),
+    (JWT, {(TOKEN, "JWT")}),
+    (
+        f"-----BEGIN EC PRIVATE KEY-----\n{PEM_BODY}\n-----END EC PRIVATE KEY-----\n",
+        {(PEM, "EC PRIVATE KEY")},
+    ),
+    ("Bearer plain1234", {(BEARER, "bearer token")}),
+    (NVAPI, {(TOKEN, "nvapi- token")}),
+    (HF, {(TOKEN, "hf_ token")}),
+    (GHP, {(TOKEN, "ghp_ token")}),
+    (GITHUB_PAT, {(TOKEN, "github_pat_ token")}),
+    (AKIA, {(TOKEN, "AKIA key")}),
+    (OPENAI, {(TOKEN, "sk- token")}),
+    (f"visual_changenet train --api-key={NVAPI}", {(FLAG, "--api-key"), (TOKEN, "nvapi- token")}),
+    ("https://user:hunter22@host/data", {(URL, "URL password")}),
+]
+
+SPEC_VALUES_ALLOWED = [
+    "/data/results",
+    "/lustre/exp/token=v1/run",
+    "0.0001",
+    "10",
+    "${HOME}/data",
+    "${NGC_KEY}",
+    "{results_dir}",
+    "visual_changenet train -e {config_path} results_dir={results_dir}",
+    "tool --token {matrix.token}",
+    "NGC_KEY={needs.prepare.results_dir}",
+    "nvidia/segformer-b5",
+    "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+    "hf_transfer",
+    "sk-east-cluster-node-01",
+    "offline",
+    "tokenizer: bpe",
+    "max_tokens=512",
+    "s3://bucket/datasets/levir-cd",
+    "",
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), SPEC_VALUES_FLAGGED)
+def test_find_secret_literals_flags_a_spec_value(
+    value: str, expected: set[tuple[str, str]]
+) -> None:
+    findings = find_secret_literals(value)
+    assert pairs(findings) == expected
+    for finding in findings:
+        assert value not in str(finding)
+
+
+@pytest.mark.parametrize("value", SPEC_VALUES_ALLOWED)
+def test_find_secret_literals_passes_ordinary_spec_values(value: str) -> None:
+    assert find_secret_literals(value) == []
+
+
+FREE_TEXT = [
+    ("AWS_SECRET_ACCESS_KEY=abc&tailSECRETpart,more", "AWS_SECRET_ACCESS_KEY=<redacted>"),
+    ("failed: NGC_KEY=a;b;c, retrying", "failed: NGC_KEY=<redacted> retrying"),
+    ("GET /x?user=u&token=abc?def&page=2 failed", "GET /x?user=u&token=<redacted> failed"),
+    ("srun --export=ALL,NGC_KEY=a,b,c x", "srun --export=ALL,NGC_KEY=<redacted> x"),
+    ("login with --password a,b;c&d ok", "login with --password <redacted> ok"),
+    ("Authorization: Bearer abc,def;ghi", "Authorization: Bearer <redacted>"),
+    ("proxy said: authorization=Basic dXNlcjpwYXNz", "proxy said: authorization=Basic <redacted>"),
+    (
+        "headers={'Authorization': 'Bearer abc123'}",
+        "headers={'Authorization': 'Bearer <redacted>'}",
+    ),
+    ("retrying with bearer abc123xyz", "retrying with bearer <redacted>"),
+    ("aws_secret_access_key: abc def ghi\nnext: 1", "aws_secret_access_key: <redacted>\nnext: 1"),
+    ("password = hunter2 and more", "password = <redacted>"),
+    ("token: 'a b c' # set", "token: <redacted> # set"),
+    (
+        "config:\n  password: |\n    line1\n    line2\n  user: bob",
+        "config:\n  password: <redacted>\n  user: bob",
+    ),
+    (
+        "clone https://0123456789abcdef0123456789@github.com/o/r failed",
+        "clone https://<redacted>@github.com/o/r failed",
+    ),
+    (f"token {JWT} expired", "token <redacted> expired"),
+    (
+        f"key:\n-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----\ndone",
+        "key:\n<redacted>\ndone",
+    ),
+    ("wrote /exp/token=v1/run", "wrote /exp/token=v1/run"),
+    ("NGC_KEY=$NGC_KEY", "NGC_KEY=$NGC_KEY"),
+    ("max_tokens=512 tokenizer: bpe", "max_tokens=512 tokenizer: bpe"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FREE_TEXT)
+def test_redact_free_text_takes_values_whole(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected

@@ -1,0 +1,298 @@
+"""Redaction leaves no tail: no piece of a secret value survives, whatever it holds.
+
+Each form places a value the way a person or a tool writes it (an assignment,
+a flag, a header, a YAML or INI key, URL userinfo, a JSON key, a Kubernetes env
+entry), quoted as that form quotes. The property: no run of the value as long
+as :data:`taospec.lint.MIN_SECRET_LENGTH` survives :func:`taospec.lint.redact`
+outside the placeholders (runs the surrounding text holds anyway excepted),
+and redacting twice changes nothing. The same forms then go through the real
+command line, into the ledger and back out.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from taospec.lint import MIN_SECRET_LENGTH, PLACEHOLDER, redact, redact_location
+from tests.conftest import Runner
+
+Form = Callable[[str], str]
+
+
+def _one_line(value: str) -> bool:
+    return "\n" not in value and "\r" not in value
+
+
+def _bare(value: str) -> bool:
+    return not any(char.isspace() for char in value)
+
+
+# name -> (how the form writes a value, which values the form can hold unquoted)
+FORMS: dict[str, tuple[Form, Callable[[str], bool]]] = {
+    "assignment, shell-quoted": (
+        lambda v: f"export AWS_SECRET_ACCESS_KEY={shlex.quote(v)} && run",
+        lambda v: True,
+    ),
+    "assignment, bare in a message": (
+        lambda v: f"job failed: AWS_SECRET_ACCESS_KEY={v} (exit 1)",
+        _bare,
+    ),
+    "assignment in a query string": (
+        lambda v: f"GET https://h/x?user=u&api_key={v} 403",
+        _bare,
+    ),
+    "sbatch --export": (
+        lambda v: f"sbatch --export=ALL,NGC_API_KEY={shlex.quote(v)} train.sh",
+        lambda v: True,
+    ),
+    "flag, shell-quoted": (lambda v: f"tool --password {shlex.quote(v)} --verbose", lambda v: True),
+    "flag with =, shell-quoted": (lambda v: f"tool --token={shlex.quote(v)} go", lambda v: True),
+    "flag, bare in a message": (lambda v: f"ran tool --api-key {v} twice", _bare),
+    "header, curl -H": (
+        lambda v: f"curl -H {shlex.quote('Authorization: Bearer ' + v)} https://h/x",
+        lambda v: True,
+    ),
+    "header line": (
+        lambda v: f"request headers:\nAuthorization: Bearer {v}\nAccept: */*",
+        _one_line,
+    ),
+    "api key header, curl -H": (
+        lambda v: f"curl -H {shlex.quote('X-Api-Key: ' + v)} https://h/x",
+        lambda v: True,
+    ),
+    "YAML key": (
+        lambda v: (
+            "config:\n"
+            + yaml.safe_dump({"aws_secret_access_key": v, "region": "us-east-1"}, indent=2)
+            + "done: true"
+        ),
+        lambda v: True,
+    ),
+    "INI key": (lambda v: f"[default]\npassword = {v}\nregion = us", _one_line),
+    "URL userinfo": (
+        lambda v: f"clone https://user:{quote(v, safe='')}@github.com/o/r failed",
+        lambda v: True,
+    ),
+    "JSON key": (lambda v: json.dumps({"user": "u", "password": v, "n": 1}), lambda v: True),
+    "dict repr": (lambda v: repr({"token": v}), lambda v: True),
+    "Kubernetes env, block": (
+        lambda v: yaml.safe_dump({"env": [{"name": "NGC_API_KEY", "value": v}]}, indent=2),
+        lambda v: True,
+    ),
+    "Kubernetes env, flow": (
+        lambda v: yaml.safe_dump(
+            {"env": [{"value": v, "name": "NGC_API_KEY"}]}, default_flow_style=True, width=10**6
+        ),
+        lambda v: True,
+    ),
+    "Kubernetes env, JSON": (
+        lambda v: json.dumps({"env": [{"name": "HF_TOKEN", "value": v}]}, indent=2),
+        lambda v: True,
+    ),
+}
+
+# Letters and digits the surrounding text does not spell, and every separator.
+SEPARATORS = "&,;:'\" \n=/?@#"
+VALUES = st.text(
+    alphabet="qvzQVZ2357" + SEPARATORS, min_size=MIN_SECRET_LENGTH, max_size=24
+).filter(lambda v: sum(char.isalnum() for char in v) >= 2)
+
+
+HOSTILE = "Zq7&vQx'Wk9\"pJ,\nmZ; x:y=z/w"
+BARE_HOSTILE = "Zq7&vQxWk9pJ,mZ;x:y=z/w"  # for the forms that hold no space
+
+
+def runs(text: str) -> set[str]:
+    """Every substring of ``text`` as long as the shortest secret."""
+    size = MIN_SECRET_LENGTH
+    return {text[i : i + size] for i in range(len(text) - size + 1)}
+
+
+def surviving(value: str, form: Form, redacted: str) -> set[str]:
+    """The runs of ``value`` left in ``redacted`` outside the placeholders.
+
+    Runs that the form's own text holds with an empty value, or the
+    placeholder holds, prove nothing and are left out.
+    """
+    expected_anyway = runs(form("")) | runs(PLACEHOLDER)
+    pieces = redacted.split(PLACEHOLDER)
+    return {run for run in runs(value) - expected_anyway if any(run in piece for piece in pieces)}
+
+
+def test_every_separator_is_in_the_alphabet() -> None:
+    assert set("&,;:'\" \n=/") <= set(SEPARATORS)
+
+
+@settings(max_examples=600, deadline=None)
+@given(value=VALUES, name=st.sampled_from(sorted(FORMS)))
+def test_no_run_of_a_value_survives_and_redact_is_idempotent(value: str, name: str) -> None:
+    form, holds = FORMS[name]
+    if not holds(value):
+        return
+    text = form(value)
+    once = redact(text)
+    assert surviving(value, form, once) == set(), (name, text, once)
+    assert redact(once) == once
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_each_form_is_redacted_with_a_hostile_value(name: str) -> None:
+    form, holds = FORMS[name]
+    value = HOSTILE if holds(HOSTILE) else BARE_HOSTILE
+    once = redact(form(value))
+    assert surviving(value, form, once) == set()
+    assert PLACEHOLDER in once
+
+
+LOCATIONS = [
+    (
+        "https://user:Zq7pw&x,y@host/bucket/run",
+        "Zq7pw&x,y",
+        "https://user:<redacted>@host/bucket/run",
+    ),
+    (
+        "https://0123456789abcdef0123456789ab@github.com/o/r",
+        "0123456789abcdef0123456789ab",
+        "https://<redacted>@github.com/o/r",
+    ),
+    (
+        "https://b.s3.amazonaws.com/k?X-Amz-Signature=f00dZq7feed&x=1",
+        "f00dZq7feed",
+        "https://b.s3.amazonaws.com/k?X-Amz-Signature=<redacted>&x=1",
+    ),
+    ("/exp/token=v1/run", "", "/exp/token=v1/run"),
+    ("/exp/password=abc/run", "", "/exp/password=abc/run"),
+]
+
+
+@pytest.mark.parametrize(("location", "secret", "expected"), LOCATIONS)
+def test_redact_location_applies_format_rules_only(
+    location: str, secret: str, expected: str
+) -> None:
+    assert redact_location(location) == expected
+    assert redact_location(expected) == expected
+
+
+# -- through the real command line ------------------------------------------------
+
+
+def files_under(root: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+
+
+def assert_nowhere(value: str, form: Form, state_dir: Path, outputs: list[str]) -> None:
+    """No run of ``value`` in any file under the state dir nor in any output."""
+    expected_anyway = runs(form("")) | runs(PLACEHOLDER)
+    leaks = runs(value) - expected_anyway
+    for path, data in files_under(state_dir).items():
+        text = data.decode("utf-8", "replace")
+        found = {run for run in leaks if run in text or json.dumps(run)[1:-1] in text}
+        assert not found, (path, found)
+    for output in outputs:
+        found = {run for run in leaks if run in output or json.dumps(run)[1:-1] in output}
+        assert not found, found
+
+
+def open_record(taospec: Runner, results_dir: str, env: dict[str, str] | None = None) -> str:
+    opened = taospec(
+        "record",
+        "open",
+        "--platform",
+        "docker",
+        "--image",
+        "img:1",
+        "--network-arch",
+        "dino",
+        "--action",
+        "train",
+        "--storage-tier",
+        "B",
+        "--results-dir",
+        results_dir,
+        env=env,
+    )
+    assert opened.returncode == 0, opened.stderr
+    return opened.stdout.strip()
+
+
+def read_back(taospec: Runner, job_id: str, env: dict[str, str] | None = None) -> list[str]:
+    shown = taospec("record", "show", job_id, env=env)
+    listed = taospec("ls", env=env)
+    records = taospec("record", "list", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert listed.returncode == 0, listed.stderr
+    return [
+        shown.stdout,
+        shown.stderr,
+        listed.stdout,
+        listed.stderr,
+        records.stdout,
+        records.stderr,
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_a_hostile_message_leaves_no_trace_in_the_ledger(
+    taospec: Runner, state_dir: Path, tmp_path: Path, name: str
+) -> None:
+    form, holds = FORMS[name]
+    value = HOSTILE if holds(HOSTILE) else BARE_HOSTILE
+    job_id = open_record(taospec, str(tmp_path / "results"))
+    marked = taospec("record", "mark", job_id, "--state", "ERROR", "--message", form(value))
+    assert marked.returncode == 0, marked.stderr
+    outputs = [marked.stdout, marked.stderr, *read_back(taospec, job_id)]
+    assert_nowhere(value, form, state_dir, outputs)
+    assert PLACEHOLDER in outputs[2]
+
+
+@pytest.mark.parametrize(("location", "secret", "expected"), LOCATIONS)
+def test_a_backend_ref_is_redacted_as_a_location(
+    taospec: Runner, state_dir: Path, tmp_path: Path, location: str, secret: str, expected: str
+) -> None:
+    job_id = open_record(taospec, str(tmp_path / "results"))
+    marked = taospec("record", "mark", job_id, "--state", "RUNNING", "--backend-ref", location)
+    assert marked.returncode == 0, marked.stderr
+    outputs = read_back(taospec, job_id)
+    assert json.loads(outputs[0])["backend_ref"] == expected
+    if secret:
+        assert_nowhere(secret, lambda v: "", state_dir, outputs)
+
+
+@pytest.mark.parametrize("location", ["/exp/token=v1/run", "/exp/NGC_KEY=abc&x,y/run"])
+def test_a_results_dir_path_keeps_its_segments(taospec: Runner, location: str) -> None:
+    job_id = open_record(taospec, location)
+    assert json.loads(read_back(taospec, job_id)[0])["results_dir"] == location
+
+
+def test_a_results_dir_uri_is_redacted_as_a_location(taospec: Runner, state_dir: Path) -> None:
+    location, secret, expected = LOCATIONS[0]
+    job_id = open_record(taospec, location)
+    outputs = read_back(taospec, job_id)
+    assert json.loads(outputs[0])["results_dir"] == expected
+    assert_nowhere(secret, lambda v: "", state_dir, outputs)
+
+
+def test_a_secret_from_the_environment_is_redacted_when_it_appears_alone(
+    taospec: Runner, state_dir: Path, tmp_path: Path
+) -> None:
+    value = "Zq7eNvQx9Wk2pJ"
+    env = {"WANDB_API_KEY": value}
+    job_id = open_record(taospec, str(tmp_path / "results"), env=env)
+    message = f"wandb refused the key {value}; check the account"
+    marked = taospec("record", "mark", job_id, "--state", "ERROR", "--message", message, env=env)
+    assert marked.returncode == 0, marked.stderr
+    outputs = [marked.stdout, marked.stderr, *read_back(taospec, job_id)]
+    assert_nowhere(value, lambda v: "", state_dir, outputs)
+    shown = json.loads(outputs[2])
+    assert shown["transitions"][-1]["message"] == (
+        "wandb refused the key <redacted>; check the account"
+    )
