@@ -27,9 +27,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("spec and schema", {"taospec.job", "taospec.rules", "taospec.versions", "taospec.schema",
                          "taospec.schemacheck", "taospec.yamlsrc", "taospec.diagnostics",
                          "taospec.placeholders", "taospec.skills", "taospec.taoschema"}),
-    ("ledger and processes", {"taospec.ledger", "taospec.listing", "taospec.proc", "taospec.lint",
+    ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint",
                               "taospec.states", "taospec.errors", "taospec.diagnose",
-                              "taospec.values", "taospec"}),
+                              "taospec"}),
 ]  # fmt: skip
 
 

@@ -322,7 +322,7 @@ def mint_suffix() -> str:
 
 def now() -> str:
     """The current UTC time, ISO 8601 with microseconds and ``+00:00``."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")  # noqa: UP017 - 3.10
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 # -- changes ----------------------------------------------------------------------
