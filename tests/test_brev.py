@@ -8,6 +8,7 @@ below really starts a container. The real ``taospec`` command runs with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -355,7 +356,7 @@ def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     plan = render(load_job(job_file(open_tmp, engine, "true")), launcher=ROOT_LAUNCHER)
     probe = plan.steps[0]
     with pytest.raises(Exception, match="no output line starting with 'ok' after 3 attempts"):
-        run_step(probe.replace(attempts=3), os.environ)
+        run_step(dataclasses.replace(probe, attempts=3), os.environ)
     assert emulator.commands() == []  # nothing ran on an instance that was not up
 
 
