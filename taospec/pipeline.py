@@ -18,7 +18,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from taospec import __version__, platforms
-from taospec.errors import TaospecError
+from taospec.errors import InvalidInput, TaospecError
 from taospec.executor import check_gpus, submit, teardown
 from taospec.fingerprint import (
     Fingerprint,
@@ -186,27 +186,23 @@ def _clash(a: tuple[str, frozenset[str]] | None, b: tuple[str, frozenset[str]] |
     return "*" in a[1] or "*" in b[1] or bool(a[1] & b[1])
 
 
+@dataclass(slots=True)
 class Outcome:
-    """How one target's run ended (its start and end times are set when it is done)."""
+    """How one target's run ended (its start and end times are set when it is done).
 
-    __slots__ = ("ended", "fingerprint", "message", "name", "record", "started", "state")
+    ``refused`` marks a target stopped before any record was opened, for a
+    reason in the input or on the host (a GPU another job holds): nothing ran.
+    """
 
-    def __init__(
-        self,
-        name: str,
-        state: str,
-        record: Record | None = None,
-        message: str = "",
-        *,
-        fingerprint: Fingerprint | None = None,
-    ) -> None:
-        self.name = name
-        self.state = state
-        self.record = record
-        self.message = message
-        self.fingerprint = fingerprint
-        self.started = 0.0
-        self.ended = 0.0
+    name: str
+    state: str
+    record: Record | None = None
+    message: str = ""
+    _: KW_ONLY
+    fingerprint: Fingerprint | None = None
+    refused: bool = False
+    started: float = 0.0
+    ended: float = 0.0
 
 
 class Build:
@@ -349,7 +345,9 @@ class Build:
         try:
             outcome = self._build_one(decision, upstream, board)
         except TaospecError as exc:
-            outcome = Outcome(name, "FAILED", message=str(exc))
+            outcome = Outcome(
+                name, "FAILED", message=str(exc), refused=isinstance(exc, InvalidInput)
+            )
         except Exception as exc:  # a bug in one worker must not hang the build
             outcome = Outcome(name, "FAILED", message=f"internal error: {exc!r}")
         outcome.started, outcome.ended = started, time.time()

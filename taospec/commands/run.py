@@ -134,7 +134,7 @@ def _detach(build: Build) -> int:
 def _report(
     decisions: list[Decision], results: dict[str, Outcome], ledger: Ledger, *, show_summary: bool
 ) -> int:
-    failed = False
+    failed = refused = False
     for decision in decisions:
         outcome = results.get(decision.target.name)
         if outcome is None:
@@ -142,12 +142,15 @@ def _report(
         if outcome.record is not None:
             print(f"{outcome.record.id} {outcome.state}")
         if outcome.state != COMPLETE:
-            failed = True
+            refused |= outcome.refused
+            failed |= not outcome.refused
             _explain(outcome, ledger)
     if show_summary:
         for line in summary(decisions, results):
             say(line)
-    return EXIT_JOB_FAILED if failed else EXIT_OK
+    if failed:
+        return EXIT_JOB_FAILED
+    return EXIT_INVALID if refused else EXIT_OK
 
 
 def _explain(outcome: Outcome, ledger: Ledger) -> None:
