@@ -76,8 +76,55 @@ class _Expansion:
     values: tuple[tuple[str, str], ...]
 
 
+MAX_TARGETS = 1000
+"""A pipeline expands to at most this many targets (a matrix multiplies quickly)."""
+
+
+def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Problem]:
+    """Duplicate matrix values, and matrices past :data:`MAX_TARGETS`, before any expansion."""
+    problems: list[Problem] = []
+    total = 0
+    for base, own in source.data["jobs"].items():
+        matrix = merge(defaults, own or {}).get("matrix")
+        if not isinstance(matrix, dict):
+            total += 1
+            continue
+        count = 1
+        for key, values in matrix.items():
+            values = values if isinstance(values, list) else []
+            count *= len(values)
+            first: set[str] = set()
+            for index, value in enumerate(matrix_value(v) for v in values):
+                if value not in first:
+                    first.add(value)
+                else:
+                    where: JsonPath = ("jobs", base, "matrix", key, index)
+                    problems.append(
+                        _at(source, where, f"{key}={value} is listed twice; each value runs once")
+                    )
+        total += count
+        if count > MAX_TARGETS:
+            problems.append(
+                _at(
+                    source,
+                    ("jobs", base, "matrix"),
+                    f"expands to {count:,} targets; at most {MAX_TARGETS:,} are allowed: "
+                    "split the sweep into several files or list fewer values",
+                )
+            )
+    if total > MAX_TARGETS and not problems:
+        problems.append(
+            source.problem(
+                ("jobs",),
+                f"the jobs expand to {total:,} targets; at most {MAX_TARGETS:,} are allowed",
+            )
+        )
+    return problems
+
+
 def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
     defaults = source.data.get("defaults") or {}
+    raise_if_any(_matrix_problems(source, defaults))
     expansions = [
         expansion
         for base, own in source.data["jobs"].items()
