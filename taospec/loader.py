@@ -34,20 +34,34 @@ from taospec.job import (
 )
 from taospec.rules import check, split_command
 from taospec.versions import Images
-from taospec.yamlsrc import MergedSource, Source, parse, read_text
+from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
 
-def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
-    """Read, validate and type every target of the file at ``path``.
+def load_jobfile(
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+) -> JobFile:
+    """Read, validate and type every target of the file at ``path`` (``-``: standard input).
 
-    ``images`` resolves its versions keys (default: against the nearest
-    versions.yaml, looked for when first needed).
+    ``images`` resolves its versions keys (default: in ``versions`` when
+    given, else in the nearest versions.yaml, looked for when first needed).
     """
-    file = Path(path)
-    display = str(path)
-    source = parse(read_text(file, display), display)
+    return load_located(path, images, versions)[0]
+
+
+def load_located(
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+) -> tuple[JobFile, dict[str, Source]]:
+    """:func:`load_jobfile`, with the source each target's values are located in."""
+    piped = str(path) == STDIN
+    display = "<stdin>" if piped else str(path)
+    source = parse(read_text(Path(path), display), display)
+    file = Path("stdin") if piped else Path(path)
+    if images is None and versions is not None:
+        if not Path(versions).is_file():
+            raise SpecError.single(str(versions), "no such versions file (given by --versions)")
+        images = Images.with_versions_file(file, Path(versions))
     images = images or Images(file)
     if "jobs" not in source.data:
         return _single(source, file, images)
@@ -55,7 +69,7 @@ def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
     return _pipeline(source, file, images)
 
 
-def _single(source: Source, file: Path, images: Images) -> JobFile:
+def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
     problems = check(source, file, images=images)
     for key in ("needs", "matrix"):
         if key in source.data:
@@ -65,7 +79,8 @@ def _single(source: Source, file: Path, images: Images) -> JobFile:
     raise_if_any(problems)
     inputs = tuple(source.data.get("inputs", []))
     job = build_job(source, file, file.stem, images)
-    return JobFile(str(file), {file.stem: Target(file.stem, job, (), inputs, file.stem)}, False)
+    target = Target(file.stem, job, (), inputs, file.stem)
+    return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +137,7 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
     return problems
 
 
-def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
+def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
     defaults = source.data.get("defaults") or {}
     raise_if_any(_matrix_problems(source, defaults))
     expansions = [
@@ -139,6 +154,7 @@ def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
         needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
     targets: dict[str, Target] = {}
+    sources: dict[str, Source] = {}
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
@@ -154,8 +170,9 @@ def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
+            sources[expansion.name] = merged
     raise_if_any(unique(problems))
-    return JobFile(str(file), targets, True)
+    return JobFile(str(file), targets, True), sources
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...])
     node: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
     allowed = sorted(node.get("properties", {}))
     instance: Any = error.instance
-    extra = sorted((str(k) for k in set(instance) - set(allowed)))
+    extra = sorted(str(k) for k in set(instance) - set(allowed))
     problems = []
     for name in extra:
         message = f"unknown key {name!r}"

@@ -71,9 +71,15 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
 def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
     """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
     if versions is None:
+        piped = not Path(spec_file).is_file()
         raise LookupError(
             f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
             "directory, and there is none"
+            + (
+                "; a job file read from a pipe has no directory: name one with --versions FILE"
+                if piped
+                else ""
+            )
         )
     node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
     for part in key.split("."):

@@ -9,6 +9,7 @@ the line and column a person should look at.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -112,11 +113,21 @@ def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | N
     return None
 
 
+STDIN = "-"
+"""The job-file name that means standard input."""
+
+
 def read_text(path: Path, display: str) -> str:
-    """Read a file as UTF-8 text within the size limit, or explain why not."""
+    """Read a file (or standard input, for ``-``) as UTF-8 text within the size limit.
+
+    The file is opened and read once, so a pipe, FIFO or ``<(...)`` works.
+    """
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+        if str(path) == STDIN:
+            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:
