@@ -51,11 +51,14 @@ class Images:
 def find_versions_file(start: Path) -> Path | None:
     """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
 
-    A job file read from a pipe or a process substitution has no folder of its
-    own: the search starts in the current directory.
+    A job file read from a pipe, a FIFO or a process substitution has no folder
+    of its own: nothing is searched (a stray versions.yaml above the current
+    directory must not pick its images); ``--versions FILE`` names one.
     """
     real = Path(os.path.realpath(start))
-    folder = real.parent if real.is_file() else Path.cwd()
+    if not real.is_file():
+        return None
+    folder = real.parent
     for candidate in (folder, *folder.parents):
         found = candidate / VERSIONS_FILE
         if found.is_file():
