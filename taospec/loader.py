@@ -34,20 +34,34 @@ from taospec.job import (
 )
 from taospec.rules import check, split_command
 from taospec.versions import Images
-from taospec.yamlsrc import MergedSource, Source, parse, read_text
+from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
 
-def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
-    """Read, validate and type every target of the file at ``path``.
+def load_jobfile(
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+) -> JobFile:
+    """Read, validate and type every target of the file at ``path`` (``-``: standard input).
 
-    ``images`` resolves its versions keys (default: against the nearest
-    versions.yaml, looked for when first needed).
+    ``images`` resolves its versions keys (default: in ``versions`` when
+    given, else in the nearest versions.yaml, looked for when first needed).
     """
-    file = Path(path)
-    display = str(path)
-    source = parse(read_text(file, display), display)
+    return load_located(path, images, versions)[0]
+
+
+def load_located(
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+) -> tuple[JobFile, dict[str, Source]]:
+    """:func:`load_jobfile`, with the source each target's values are located in."""
+    piped = str(path) == STDIN
+    display = "<stdin>" if piped else str(path)
+    source = parse(read_text(Path(path), display), display)
+    file = Path("stdin") if piped else Path(path)
+    if images is None and versions is not None:
+        if not Path(versions).is_file():
+            raise SpecError.single(str(versions), "no such versions file (given by --versions)")
+        images = Images.with_versions_file(file, Path(versions))
     images = images or Images(file)
     if "jobs" not in source.data:
         return _single(source, file, images)
@@ -55,7 +69,7 @@ def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
     return _pipeline(source, file, images)
 
 
-def _single(source: Source, file: Path, images: Images) -> JobFile:
+def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
     problems = check(source, file, images=images)
     for key in ("needs", "matrix"):
         if key in source.data:
@@ -65,7 +79,8 @@ def _single(source: Source, file: Path, images: Images) -> JobFile:
     raise_if_any(problems)
     inputs = tuple(source.data.get("inputs", []))
     job = build_job(source, file, file.stem, images)
-    return JobFile(str(file), {file.stem: Target(file.stem, job, (), inputs, file.stem)}, False)
+    target = Target(file.stem, job, (), inputs, file.stem)
+    return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +91,55 @@ class _Expansion:
     values: tuple[tuple[str, str], ...]
 
 
-def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
+MAX_TARGETS = 1000
+"""A pipeline expands to at most this many targets (a matrix multiplies quickly)."""
+
+
+def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Problem]:
+    """Duplicate matrix values, and matrices past :data:`MAX_TARGETS`, before any expansion."""
+    problems: list[Problem] = []
+    total = 0
+    for base, own in source.data["jobs"].items():
+        matrix = merge(defaults, own or {}).get("matrix")
+        if not isinstance(matrix, dict):
+            total += 1
+            continue
+        count = 1
+        for key, values in matrix.items():
+            values = values if isinstance(values, list) else []
+            count *= len(values)
+            first: set[str] = set()
+            for index, value in enumerate(matrix_value(v) for v in values):
+                if value not in first:
+                    first.add(value)
+                else:
+                    where: JsonPath = ("jobs", base, "matrix", key, index)
+                    problems.append(
+                        _at(source, where, f"{key}={value} is listed twice; each value runs once")
+                    )
+        total += count
+        if count > MAX_TARGETS:
+            problems.append(
+                _at(
+                    source,
+                    ("jobs", base, "matrix"),
+                    f"expands to {count:,} targets; at most {MAX_TARGETS:,} are allowed: "
+                    "split the sweep into several files or list fewer values",
+                )
+            )
+    if total > MAX_TARGETS and not problems:
+        problems.append(
+            source.problem(
+                ("jobs",),
+                f"the jobs expand to {total:,} targets; at most {MAX_TARGETS:,} are allowed",
+            )
+        )
+    return problems
+
+
+def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
     defaults = source.data.get("defaults") or {}
+    raise_if_any(_matrix_problems(source, defaults))
     expansions = [
         expansion
         for base, own in source.data["jobs"].items()
@@ -92,6 +154,7 @@ def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
         needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
     targets: dict[str, Target] = {}
+    sources: dict[str, Source] = {}
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
@@ -107,8 +170,9 @@ def _pipeline(source: Source, file: Path, images: Images) -> JobFile:
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
+            sources[expansion.name] = merged
     raise_if_any(unique(problems))
-    return JobFile(str(file), targets, True)
+    return JobFile(str(file), targets, True), sources
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

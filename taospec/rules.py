@@ -7,6 +7,7 @@ mounts, platform options and the image's versions key.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Iterator
@@ -68,6 +69,8 @@ def _reword(source: Source, problem: Problem) -> Problem:
 def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
     data = source.data
     yield from _nul_bytes(source, data, ())
+    yield from _secret_rules(source)
+    yield from _user_rules(source)
     yield from _command_rules(source, known)
     yield from _spec_rules(source, known)
     yield from _env_rules(source, known)
@@ -164,7 +167,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
                 "the launcher's environment and is never written down",
                 key=True,
             )
-        elif isinstance(value, str) and lint.looks_like_secret_value(value):
+        elif isinstance(value, str) and secret_literals(value):
             yield source.problem(
                 path,
                 f"the value of {name} looks like a credential; pass it by name under env.pass",
@@ -185,14 +188,100 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             yield from _placeholder_rules(source, mount["source"], where, upstream)
         if not isinstance(mount, dict) or not isinstance(mount.get("target"), str):
             continue
-        target = mount["target"].rstrip("/") or "/"
+        if isinstance(mount.get("source"), str) and ":" in mount["source"]:
+            yield source.problem(
+                ("mounts", index, "source"),
+                "docker run -v separates source, target and options with ':', so a source "
+                "holding ':' cannot be mounted; link or move it to a path without ':'",
+            )
+        target = posixpath.normpath(mount["target"]) if mount["target"] else ""
+        target = "/" + target.lstrip("/") if target.startswith("/") else target
         path = ("mounts", index, "target")
-        if target == RESULTS_TARGET:
-            yield source.problem(path, "/results is where the job's results directory is mounted")
+        if target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/"):
+            yield source.problem(
+                path,
+                f"{mount['target']} is at or under /results, where the job's results directory "
+                "(and its spec file) is mounted; mount it elsewhere, e.g. /data",
+            )
+        elif ":" in target:
+            yield source.problem(
+                path, "docker run -v cannot take a target holding ':'; choose a path without it"
+            )
         elif target in seen:
-            yield source.problem(path, f"{target} is already the target of mounts[{seen[target]}]")
+            same = "" if target == mount["target"] else f" (as {target})"
+            yield source.problem(
+                path, f"{mount['target']}{same} is already the target of mounts[{seen[target]}]"
+            )
         else:
             seen[target] = index
+
+
+SECRET_PATTERNS = (
+    (re.compile(r"(?i)(?<![A-Za-z0-9])(pass|passwd|password|secret|token)\s*[=:]\s*[^\s{$'\"]{4,}"),
+     "a password or token written after its name"),
+    (re.compile(r"(?i)--(pass|password|passwd|token|secret)(=|\s+)[^\s{$-][^\s]{3,}"),
+     "a password given on the command line"),
+    (re.compile(r"(?<![A-Za-z0-9/+])(?=[^\s]*[A-Z])(?=[^\s]*[a-z])(?=[^\s]*[0-9/+])"
+                r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+     "an AWS-style secret access key"),
+    (re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "a JWT"),
+    (re.compile(r"-----BEGIN [A-Z ]*(PRIVATE KEY|CERTIFICATE)-----"), "a PEM block"),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "a bearer token"),
+    (re.compile(r"(?<![A-Za-z0-9])(nvapi-|hf_|ghp_|gho_|github_pat_)[A-Za-z0-9_-]{16,}"),
+     "an inline API token"),
+)  # fmt: skip
+"""Literal credentials the lint does not (yet) name; each with what it is, never the value."""
+
+
+def secret_literals(value: str) -> list[str]:
+    """What in ``value`` looks like a literal credential (descriptions, never the secret).
+
+    Uses the lint's rules (and the patterns above for what they miss); one
+    place to switch to ``lint.find_secret_literals`` when it exists.
+    """
+    found = [f"{f.subject}: {f.rule.replace('-', ' ')}" for f in lint.lint_text(value)]
+    if lint.looks_like_secret_value(value) and not found:
+        found.append("a credential-shaped value")
+    found += [what for pattern, what in SECRET_PATTERNS if pattern.search(value)]
+    return found
+
+
+def _secret_rules(source: Source) -> Iterator[Problem]:
+    """Credentials written into command or spec strings (they would be recorded and shown)."""
+    for key in ("command", "spec"):
+        for where, text in _strings(source.data.get(key), (key,)):
+            found = secret_literals(text)
+            if found:
+                yield source.problem(
+                    where,
+                    f"holds what looks like a credential ({found[0]}); a job file is recorded "
+                    "and shown: pass it by name under env.pass and refer to $NAME instead",
+                )
+
+
+ROOT_USER = re.compile(r"0:[0-9]+")
+
+
+def _user_rules(source: Source) -> Iterator[Problem]:
+    """Who a container job runs as, where the answer cannot work."""
+    data = source.data
+    user = data.get("user")
+    platform = data.get("platform", "local")
+    if not isinstance(user, str) or platform not in ("docker", "brev"):
+        return
+    if ROOT_USER.fullmatch(user):
+        yield source.problem(
+            ("user",),
+            f"user: {user!r} runs the container as root (UID 0), leaving root-owned results "
+            'the submitting user cannot clean up; write a non-root account, e.g. user: "1000:1000"',
+        )
+    if platform == "brev" and user == "host":
+        yield source.problem(
+            ("user",),
+            "user: host would mean this machine's account, which says nothing about the accounts "
+            'on the instance; write user: "UID:GID" of the instance account (brev exec '
+            "<instance> 'id -u; id -g' shows it)",
+        )
 
 
 def _platform_rules(source: Source) -> Iterator[Problem]:

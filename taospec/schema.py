@@ -99,15 +99,25 @@ def validate(source: Source, definition: str | None = None) -> list[Problem]:
     if is_valid(source.data, definition):
         return []
     validator = _validator(definition)
-    return [_problem(source, error) for error in validator.iter_errors(source.data)]
+    return [p for error in validator.iter_errors(source.data) for p in _problems(source, error)]
 
 
-def _problem(source: Source, error: ValidationError) -> Problem:
+def _problems(source: Source, error: ValidationError) -> list[Problem]:
     error = _most_specific(error)
     path = tuple(error.absolute_path)
     if error.validator == "additionalProperties":
         return _unknown_keys(source, error, path)
-    return source.problem(path, _sentence(error))
+    return [source.problem(path, _sentence(error) + _gpus_hint(path, error.instance))]
+
+
+def _gpus_hint(path: tuple[Any, ...], value: object) -> str:
+    """``gpus: "0,1"`` is a list written as text: say how to write it."""
+    if path != ("gpus",) or not isinstance(value, str):
+        return ""
+    ids = [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
+    if ids and all(part.isdigit() for part in ids):
+        return f"; write a list of ids: gpus: [{', '.join(ids)}]"
+    return ""
 
 
 def _most_specific(error: ValidationError) -> ValidationError:
@@ -124,19 +134,21 @@ def _most_specific(error: ValidationError) -> ValidationError:
     return error
 
 
-def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...]) -> Problem:
+def _unknown_keys(source: Source, error: ValidationError, path: tuple[Any, ...]) -> list[Problem]:
     node: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
     allowed = sorted(node.get("properties", {}))
     instance: Any = error.instance
-    extra = sorted(set(instance) - set(allowed))
-    name = extra[0]
-    message = f"unknown key {name!r}"
-    guess = closest(name, allowed)
-    if guess:
-        message += f" (did you mean {guess!r}?)"
-    else:
-        message += f"; allowed keys here: {', '.join(allowed)}"
-    return source.problem((*path, name), message, key=True)
+    extra = sorted(str(k) for k in set(instance) - set(allowed))
+    problems = []
+    for name in extra:
+        message = f"unknown key {name!r}"
+        guess = closest(name, allowed)
+        if guess:
+            message += f" (did you mean {guess!r}?)"
+        else:
+            message += f"; allowed keys here: {', '.join(allowed)}"
+        problems.append(source.problem((*path, name), message, key=True))
+    return problems
 
 
 def _sentence(error: ValidationError) -> str:
@@ -162,11 +174,18 @@ def _sentence(error: ValidationError) -> str:
         return f"{_show(value)} must be {wanted!r}"
     if kind == "pattern":
         what = node.get("description", f"text matching {wanted}")
-        return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:].rstrip('.')}"
+        return f"{_show(value)} is not valid here: expected {_lower_first(what.rstrip('.'))}"
     if kind == "oneOf":
         what = node.get("description", "").split(". ")[0].rstrip(".")
-        return f"{_show(value)} is not valid here: expected {what[0].lower()}{what[1:]}"
+        return f"{_show(value)} is not valid here: expected {_lower_first(what)}"
     return error.message
+
+
+def _lower_first(text: str) -> str:
+    """``text`` to go after "expected": its first letter lowered unless it starts an acronym."""
+    if not text or text[1:2].isupper():
+        return text
+    return text[0].lower() + text[1:]
 
 
 def _hint(value: object, options: list[Any]) -> str:

@@ -51,11 +51,14 @@ class Images:
 def find_versions_file(start: Path) -> Path | None:
     """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
 
-    A job file read from a pipe or a process substitution has no folder of its
-    own: the search starts in the current directory.
+    A job file read from a pipe, a FIFO or a process substitution has no folder
+    of its own: nothing is searched (a stray versions.yaml above the current
+    directory must not pick its images); ``--versions FILE`` names one.
     """
     real = Path(os.path.realpath(start))
-    folder = real.parent if real.is_file() else Path.cwd()
+    if not real.is_file():
+        return None
+    folder = real.parent
     for candidate in (folder, *folder.parents):
         found = candidate / VERSIONS_FILE
         if found.is_file():
@@ -71,9 +74,15 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
 def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
     """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
     if versions is None:
+        piped = not Path(spec_file).is_file()
         raise LookupError(
             f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
             "directory, and there is none"
+            + (
+                "; a job file read from a pipe has no directory: name one with --versions FILE"
+                if piped
+                else ""
+            )
         )
     node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
     for part in key.split("."):

@@ -9,6 +9,7 @@ the line and column a person should look at.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -112,11 +113,21 @@ def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | N
     return None
 
 
+STDIN = "-"
+"""The job-file name that means standard input."""
+
+
 def read_text(path: Path, display: str) -> str:
-    """Read a file as UTF-8 text within the size limit, or explain why not."""
+    """Read a file (or standard input, for ``-``) as UTF-8 text within the size limit.
+
+    The file is opened and read once, so a pipe, FIFO or ``<(...)`` works.
+    """
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+        if str(path) == STDIN:
+            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:
@@ -147,7 +158,7 @@ def parse(text: str, display: str) -> Source:
         _check_tree(root, display)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
-        raise _yaml_error(exc, display) from None
+        raise _yaml_error(exc, display, text) from None
     except yaml.YAMLError as exc:
         raise SpecError.single(display, f"is not valid YAML: {exc}") from None
     finally:
@@ -168,11 +179,27 @@ def parse_shared(text: str, display: str) -> Source:
     return parse(text, display)
 
 
-def _yaml_error(exc: yaml.MarkedYAMLError, display: str) -> SpecError:
+def _yaml_error(exc: yaml.MarkedYAMLError, display: str, text: str = "") -> SpecError:
     mark = exc.problem_mark or exc.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     reason = exc.problem or exc.context or "syntax error"
-    return SpecError.single(display, f"YAML syntax error: {reason}", line, column)
+    at = text[mark.index] if mark and mark.index < len(text) else ""
+    hint = _syntax_hint(reason if at != "\t" else reason + " (a tab)")
+    return SpecError.single(display, f"YAML syntax error: {reason}{hint}", line, column)
+
+
+def _syntax_hint(reason: str) -> str:
+    """A sentence for the usual causes of a YAML syntax error."""
+    if "\\t" in reason or "tab" in reason:
+        return "; YAML indents with spaces only: replace the tab with spaces"
+    if "mapping values are not allowed" in reason:
+        return (
+            "; a value holding ': ' must be quoted (e.g. command: \"echo 'a: b'\"), "
+            "or the key above is indented too far"
+        )
+    if "expected <block end>" in reason or "did not find expected key" in reason:
+        return "; check the indentation: keys of one mapping must start in the same column"
+    return ""
 
 
 def _check_tree(root: yaml.Node, display: str) -> None:
@@ -184,6 +211,7 @@ def _check_tree(root: yaml.Node, display: str) -> None:
             "to itself); refusing to load it",
         )
     problems = list(_duplicate_keys(root, display))
+    problems += _non_text_keys(root, display)
     if problems:
         raise SpecError(problems)
 
@@ -212,6 +240,40 @@ def _duplicate_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> Itera
             continue
         first[name] = key_node.start_mark.line + 1
         yield from _duplicate_keys(value_node, display, (*path, name))
+
+
+TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
+
+
+def _non_text_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> list[Problem]:
+    """Every mapping key that YAML reads as something other than text (1, ~, true, a date)."""
+    import yaml
+
+    found: list[Problem] = []
+    pending: list[tuple[yaml.Node, JsonPath]] = [(node, path)]
+    seen: set[int] = set()
+    while pending:
+        current, where = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            pending += [(item, (*where, i)) for i, item in enumerate(current.value)]
+        if not isinstance(current, yaml.MappingNode):
+            continue
+        for key_node, value_node in current.value:
+            text = key_node.value if isinstance(key_node, yaml.ScalarNode) else "..."
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in TEXT_KEY_TAGS:
+                mark = key_node.start_mark
+                message = (
+                    f"key {text!r} is not text to YAML (it reads as "
+                    f"{key_node.tag.rpartition(':')[2]}); keys must be text: quote it, "
+                    f"e.g. {chr(34)}{text}{chr(34)}:"
+                )
+                problem = Problem(mark.line + 1, mark.column + 1, (*where, text), message, display)
+                found.append(problem)
+            pending.append((value_node, (*where, str(text))))
+    return sorted(found)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:

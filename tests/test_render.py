@@ -131,9 +131,9 @@ def test_inline_secret_in_the_command_is_refused_and_never_printed(tmp_path: Pat
         f"command: 'curl -H token {secret}'\nresults_root: /r\n"
     )
     with pytest.raises(InvalidInput) as caught:
-        render(load_job(spec), launcher=ALICE)
+        render(load_job(spec), launcher=ALICE)  # refused while loading, at the command's line
     assert secret not in str(caught.value)
-    assert "inline secrets" in str(caught.value)
+    assert ":5:10: $.command: holds what looks like a credential" in str(caught.value)
 
 
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])

@@ -24,6 +24,14 @@ USER_OPTION = click.option(
 )
 
 
+VERSIONS_OPTION = click.option(
+    "--versions",
+    metavar="FILE",
+    help="The versions.yaml that resolves image versions keys (default: the nearest one "
+    "beside the job file; needed for a job file read from a pipe).",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="taospec")
 def cli() -> None:
@@ -44,11 +52,26 @@ def cli() -> None:
     default=None,
     help="Check files in up to N processes at once (default: one per CPU for many files).",
 )
-def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
-    """Check job files against the schema and taospec's rules."""
+@click.option(
+    "--here",
+    is_flag=True,
+    help="Also make every check run makes on this machine: mount sources, env.pass "
+    "variables, the platform's tools.",
+)
+@VERSIONS_OPTION
+@USER_OPTION
+def validate(
+    files: tuple[str, ...],
+    quiet: bool,
+    jobs: int | None,
+    here: bool,
+    versions: str | None,
+    user: str | None,
+) -> None:
+    """Check job files (- reads standard input) against the schema and taospec's rules."""
     from taospec.commands import validate as validate_verb
 
-    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs))
+    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs, here=here, versions=versions, user=user))
 
 
 @cli.command()
@@ -63,11 +86,14 @@ def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
     help="text: for review; sh: a bash script to run by hand; json: data.",
 )
 @USER_OPTION
-def render(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
-    """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing."""
+@VERSIONS_OPTION
+def render(
+    file: str, targets: tuple[str, ...], fmt: str, user: str | None, versions: str | None
+) -> None:
+    """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing. FILE - is stdin."""
     from taospec.commands import render as render_verb
 
-    _exit(render_verb.run(file, targets, fmt=fmt, user=user))
+    _exit(render_verb.run(file, targets, fmt=fmt, user=user, versions=versions))
 
 
 @cli.command()

@@ -17,9 +17,11 @@ from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import render
 
 
-def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> list[Plan]:
+def plans(
+    file: str, targets: Sequence[str] = (), user: str | None = None, versions: str | None = None
+) -> list[Plan]:
     """The plans of ``targets`` (default: all) and what they need, dependencies first."""
-    jobfile = load_jobfile(file)
+    jobfile = load_jobfile(file, versions=versions)
     out = []
     for name in jobfile.closure(tuple(targets)):
         target = jobfile.targets[name]
@@ -29,10 +31,15 @@ def plans(file: str, targets: Sequence[str] = (), user: str | None = None) -> li
 
 
 def text(
-    file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
+    file: str,
+    targets: Sequence[str] = (),
+    *,
+    fmt: str = "text",
+    user: str | None = None,
+    versions: str | None = None,
 ) -> str:
     """What ``render`` prints for ``file`` in ``fmt``."""
-    rendered = plans(file, targets, user)
+    rendered = plans(file, targets, user, versions)
     if fmt == "json":
         data = [plan.to_json() for plan in rendered]
         return json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
@@ -47,8 +54,13 @@ def text(
 
 
 def run(
-    file: str, targets: Sequence[str] = (), *, fmt: str = "text", user: str | None = None
+    file: str,
+    targets: Sequence[str] = (),
+    *,
+    fmt: str = "text",
+    user: str | None = None,
+    versions: str | None = None,
 ) -> int:
-    """Print the plans of ``file`` in ``fmt``."""
-    sys.stdout.write(text(file, targets, fmt=fmt, user=user))
+    """Print the plans of ``file`` (``-``: standard input) in ``fmt``."""
+    sys.stdout.write(text(file, targets, fmt=fmt, user=user, versions=versions))
     return EXIT_OK

@@ -12,12 +12,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from taospec import plantext, platforms
+from taospec import plantext, platforms, preflight
 from taospec.commands import open_ledger, say
+from taospec.diagnostics import raise_if_any
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import check_environment, secret_values
 from taospec.ledger import Ledger
-from taospec.loader import load_jobfile
+from taospec.loader import load_located
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
 from taospec.proc import redacted
 from taospec.states import COMPLETE
@@ -40,8 +41,12 @@ def run(
     allow_shared_gpus: bool = False,
 ) -> int:
     """Decide, then (unless only asked) build. Exit 0 only when every run target completed."""
-    jobfile = load_jobfile(file)
+    jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
+    # Before any record opens: a missing source would be created empty by dockerd.
+    raise_if_any(
+        p for n in names for p in preflight.mount_sources(jobfile.targets[n].job, sources[n])
+    )
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
     ledger = open_ledger(secret_values(tuple(passed)))
     forced = (jobfile.select(tuple(targets)) if targets else names) if force else []

@@ -16,22 +16,39 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from taospec.diagnostics import SpecError
+from taospec import preflight
+from taospec.diagnostics import SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
-from taospec.loader import load_jobfile
+from taospec.loader import load_jobfile, load_located
+from taospec.yamlsrc import STDIN
 
 SHARE = 16
 """By default, a worker process is started for every this many files (up to one per CPU)."""
 
 
-def run(files: Sequence[str], *, quiet: bool = False, jobs: int | None = None) -> int:
+def run(
+    files: Sequence[str],
+    *,
+    quiet: bool = False,
+    jobs: int | None = None,
+    here: bool = False,
+    versions: str | None = None,
+    user: str | None = None,
+) -> int:
     """Validate each file; exit 2 if any has a problem.
 
     ``jobs`` is how many processes may check files at once (default: one per
-    CPU when there are many files).
+    CPU when there are many files). ``here`` adds every check ``run`` makes
+    on this machine (:mod:`taospec.preflight`); ``versions`` names the
+    versions.yaml; ``user`` is ``--user`` as render and run take it.
     """
+    if here or versions is not None or STDIN in files:
+        # One at a time in this process: stdin is read once, and the checks ask this machine.
+        answers: Iterator[str | None] = (_check_here(f, here, versions, user) for f in files)
+    else:
+        answers = _problems(files, jobs)
     failed = 0
-    for file, problem in zip(files, _problems(files, jobs), strict=True):
+    for file, problem in zip(files, answers, strict=True):
         if problem is not None:
             failed += 1
             print(problem, file=sys.stderr)
@@ -47,6 +64,20 @@ def check(file: str) -> str | None:
     """``file``'s problems as text, or None when it is valid."""
     try:
         load_jobfile(file)
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+def _check_here(file: str, here: bool, versions: str | None, user: str | None) -> str | None:
+    """``file``'s problems, with this machine's (warnings are printed, and do not fail)."""
+    try:
+        jobfile, sources = load_located(file, versions=versions)
+        if here:
+            verdict = preflight.here(jobfile, sources, user=user)
+            for warning in verdict.warnings:
+                print(warning, file=sys.stderr)
+            raise_if_any(verdict.problems)
     except SpecError as exc:
         return str(exc)
     return None

@@ -1,0 +1,155 @@
+"""What a job needs of this machine, checked before anything is recorded.
+
+Plain ``validate`` judges a job file alone; ``validate --here`` and ``run``
+also ask this machine: do the mount sources exist (a missing one would be
+created by dockerd as an empty root-owned directory), are the ``env.pass``
+variables set, are the platform's command-line tools installed, and would
+the platform render the job at all. Every answer is a :class:`Problem` at
+the line that caused it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from taospec import identity, platforms
+from taospec.diagnostics import Problem, unique
+from taospec.errors import InvalidInput
+from taospec.identity import Identity
+from taospec.job import Job, JobFile
+from taospec.plan import upstream_stand_in
+from taospec.yamlsrc import Source
+
+TOOLS = {"docker": ("docker",), "brev": ("brev",), "local": ()}
+"""The command-line tools each platform runs on this machine (slurm: see :func:`_tools`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What this machine says about a job file: refusals, and warnings that do not refuse."""
+
+    problems: tuple[Problem, ...]
+    warnings: tuple[str, ...]
+
+
+def here(
+    jobfile: JobFile,
+    sources: Mapping[str, Source],
+    names: list[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    launcher: Identity | None = None,
+    user: str | None = None,
+) -> Verdict:
+    """Every check ``run`` makes on this machine, for ``names`` (default: every target)."""
+    env = os.environ if environ is None else environ
+    who = launcher or identity.launcher()
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    for name in names or list(jobfile.targets):
+        target = jobfile.targets[name]
+        source = sources[name]
+        job = target.job
+        found = mount_sources(job, source) + passed_variables(job, source, env)
+        found += tools(job, source)
+        warnings += _user_warnings(job, source, who, user)
+        if not found:
+            upstream = {need: upstream_stand_in(need) for need in target.needs}
+            found += _render_refusals(job, source, who, user, upstream)
+        problems += found
+    return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))
+
+
+def mount_sources(job: Job, source: Source) -> list[Problem]:
+    """Mount sources that do not exist here, where the container engine would mount them."""
+    if job.platform not in ("docker", "local") or job.docker.host:
+        return []
+    missing = []
+    for index, mount in enumerate(job.mounts):
+        if "{" in mount.source or Path(mount.source).exists():
+            continue
+        missing.append(
+            source.problem(
+                ("mounts", index, "source"),
+                f"{mount.source} does not exist on this machine; the Docker engine would "
+                "create it as an empty root-owned directory and the job would see no data. "
+                "Create it, or fix the path",
+            )
+        )
+    return missing
+
+
+def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> list[Problem]:
+    """``env.pass`` names this environment does not set (brev reads them on the instance)."""
+    if job.platform == "brev":
+        return []
+    return [
+        source.problem(
+            ("env", "pass", index),
+            f"{name} is not set in this environment; export {name} before submitting "
+            "(its value is passed by name and never written down)",
+        )
+        for index, name in enumerate(job.env_pass)
+        if name not in environ
+    ]
+
+
+def tools(job: Job, source: Source) -> list[Problem]:
+    """The platform's command-line tools that are not on PATH here."""
+    return [
+        source.problem(("platform",), f"platform {job.platform} runs {tool}, which is not on "
+                       f"PATH here; install it (or run from a machine that has it)")
+        for tool in _tools(job)
+        if shutil.which(tool) is None
+    ]  # fmt: skip
+
+
+def _tools(job: Job) -> tuple[str, ...]:
+    if job.platform == "slurm":
+        return ("ssh",) if job.slurm.login else ("sbatch",)
+    return TOOLS.get(job.platform, ())
+
+
+def _user_warnings(job: Job, source: Source, who: Identity, user: str | None) -> Iterator[str]:
+    """An explicit UID:GID that is not the launcher's own, for a non-root docker launcher."""
+    given = user or job.user
+    if job.platform != "docker" or given == "host" or who.uid == 0 or given == who.spec:
+        return
+    line, column = source.locate(("user",))
+    yield (
+        f"{source.file}:{line}:{column}: $.user: warning: the job runs as {given}, but you are "
+        f"{who.spec}; its results directory will belong to {given} and you may not be able to "
+        f'clean it up. Write user: host (or user: "{who.spec}") unless {given} is meant'
+    )
+
+
+def _render_refusals(
+    job: Job, source: Source, who: Identity, user: str | None, upstream: dict[str, str]
+) -> list[Problem]:
+    """What the platform refuses while rendering the job's plan, at the line it concerns."""
+    try:
+        platforms.render(job, user=user, launcher=who, upstream=upstream)
+    except InvalidInput as exc:
+        message = str(exc).removeprefix(f"{job.file}: ")
+        return [source.problem(_concerns(message), message)]
+    return []
+
+
+def _concerns(message: str) -> tuple[str, ...]:
+    """The key a render refusal is about, so it is located at that key's line."""
+    for key, path in (
+        ("user:", ("user",)),
+        ("docker.host", ("docker", "host")),
+        ("brev", ("platform",)),
+        ("gpus", ("gpus",)),
+        ("mounts", ("mounts",)),
+        ("env.pass", ("env", "pass")),
+        ("results_root", ("results_root",)),
+    ):
+        if key in message:
+            return path
+    return ()  # fmt: skip

@@ -1,0 +1,362 @@
+"""``validate`` refuses what ``render`` and ``run`` would refuse, each at its place.
+
+One test per kind of job file that used to pass ``validate`` (or crash it),
+then a generated product of mutations of a good job file: ``validate --here``
+refuses exactly what ``render`` or ``run -n`` refuses on this machine, with
+the same messages, and nothing ever ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from taospec import preflight
+from taospec.cli import main
+from taospec.identity import Identity
+from taospec.loader import load_located
+from tests.conftest import JOBS, ROOT, Runner, taospec_command, write
+
+LOCATED = re.compile(r"^(?P<file>.+):(?P<line>\d+):(?P<col>\d+): (?P<path>\$\S*): (?P<msg>.+)$")
+
+BASE = """\
+version: 1
+network_arch: hello
+action: greet
+platform: docker
+image: busybox:1
+results_root: {root}
+user: "1000:1000"
+command: sh -c 'echo hi'
+"""
+
+
+def job(tmp_path: Path, extra: str = "", name: str = "job.yaml") -> Path:
+    return write(tmp_path / name, BASE.format(root=tmp_path / "results") + extra)
+
+
+def refused(result: subprocess.CompletedProcess[str], *expected: str) -> list[str]:
+    """Assert exit 2, located lines, each expected text present; return the located lines."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if LOCATED.match(line)]
+    assert lines, result.stderr
+    for text in expected:
+        assert any(text in line for line in lines), (text, result.stderr)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("extra", "where"),
+    [
+        ("docker: {1: x}\n", ":9:10: $.docker['1']: key '1' is not text to YAML (it reads as int)"),
+        ("~: 1\n", ":9:1: $['~']: key '~' is not text to YAML (it reads as null)"),
+        ("true: 1\n", ":9:1: $.true: key 'true' is not text to YAML (it reads as bool)"),
+        ("2020-01-01: x\n", ":9:1: $['2020-01-01']: key '2020-01-01' is not text"),
+    ],
+)
+def test_non_text_keys_are_refused_at_the_key(
+    taospec: Runner, tmp_path: Path, state_dir: Path, extra: str, where: str
+) -> None:
+    path = job(tmp_path, extra)
+    result = taospec("validate", path)
+    refused(result, str(path) + where)
+    assert list(state_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("mounts", "expected"),
+    [
+        ("[{source: /tmp, target: /results/stage}]",
+         "$.mounts[0].target: /results/stage is at or under /results"),
+        ("[{source: /tmp, target: /data}, {source: /srv, target: /x/../data}]",
+         "$.mounts[1].target: /x/../data (as /data) is already the target of mounts[0]"),
+        ("[{source: '/tmp/a:b', target: /data}]",
+         "$.mounts[0].source: docker run -v separates source, target and options with ':'"),
+        ("[{source: /tmp, target: /data}, {source: /srv, target: /data/}]",
+         "$.mounts[1].target: /data/ (as /data) is already the target of mounts[0]"),
+    ],
+)  # fmt: skip
+def test_mounts_docker_rejects_are_refused(
+    taospec: Runner, tmp_path: Path, mounts: str, expected: str
+) -> None:
+    path = job(tmp_path, f"mounts: {mounts}\n")
+    refused(taospec("validate", path), expected)
+    refused(taospec("render", path), expected)
+
+
+def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recording(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    missing = tmp_path / "no-such-dataset"
+    path = job(
+        tmp_path, f"mounts: [{{source: {missing}, target: /data}}]\nenv: {{pass: [GATE_VAR]}}\n"
+    )
+    plain = taospec("validate", path)
+    assert plain.returncode == 0, plain.stderr
+    here = taospec("validate", "--here", path)
+    refused(
+        here,
+        f"{path}:9:19: $.mounts[0].source: {missing} does not exist on this machine",
+        f"{path}:10:14: $.env.pass[0]: GATE_VAR is not set in this environment",
+    )
+    assert taospec("validate", "--here", path, env={"GATE_VAR": "1"}).returncode == 2
+    missing.mkdir()
+    assert taospec("validate", "--here", path, env={"GATE_VAR": "1"}).returncode == 0
+    missing.rmdir()
+    ran = taospec("run", path, env={"GATE_VAR": "1"})
+    refused(ran, f"{path}:9:19: $.mounts[0].source: {missing} does not exist")
+    assert not missing.exists()
+    assert list(state_dir.iterdir()) == []  # no record was opened
+
+
+def test_validate_here_names_missing_platform_tools(taospec: Runner, tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    path = job(tmp_path)
+    result = taospec("validate", "--here", path, env={"PATH": str(bare)})
+    refused(result, f"{path}:4:11: $.platform: platform docker runs docker, which is not on PATH")
+    brev = write(
+        tmp_path / "brev.yaml",
+        BASE.format(root="/home/u/r").replace("docker", "brev") + "brev: {instance: box}\n",
+    )
+    refused(taospec("validate", "--here", brev, env={"PATH": str(bare)}),
+            "$.platform: platform brev runs brev, which is not on PATH")  # fmt: skip
+    slurm = write(
+        tmp_path / "slurm.yaml",
+        BASE.format(root="/home/u/r").replace("docker", "slurm").replace('user: "1000:1000"\n', ""),
+    )
+    refused(taospec("validate", "--here", slurm, env={"PATH": str(bare)}),
+            "$.platform: platform slurm runs sbatch, which is not on PATH")  # fmt: skip
+    assert taospec("validate", slurm, env={"PATH": str(bare)}).returncode == 0
+
+
+SECRETS = [
+    "password=hunter2hunter2",
+    "--password s3cr3tvalue",
+    "pass=abcdefgh",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpM",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "Authorization: Bearer abcdef0123456789",
+    "nvapi-" + "Q" * 40,
+    "hf_" + "a" * 34,
+    "ghp_" + "b" * 36,
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_secret_literals_are_refused_where_they_are_written(
+    taospec: Runner, tmp_path: Path, secret: str
+) -> None:
+    quoted = yaml.safe_dump(secret, default_style='"').strip()
+    path = write(
+        tmp_path / "job.yaml",
+        BASE.format(root=tmp_path / "r")
+        + f"env: {{set: {{GREETING: {quoted}}}}}\nspec: {{login: {{value: {quoted}}}}}\n",
+    )
+    text = path.read_text().replace("command: sh -c 'echo hi'", f"command: [echo, {quoted}]")
+    path.write_text(text)
+    result = taospec("validate", path)
+    lines = refused(
+        result,
+        "$.env.set.GREETING: the value of GREETING looks like a credential",
+        "$.spec.login.value: holds what looks like a credential",
+        "$.command[1]: holds what looks like a credential",
+    )
+    assert secret not in result.stderr
+    assert len(lines) == 3
+
+
+def test_root_and_host_users_are_refused_with_what_to_write(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    root = job(tmp_path, name="root.yaml")
+    root.write_text(root.read_text().replace('"1000:1000"', '"0:0"'))
+    refused(taospec("validate", root),
+            f"{root}:7:7: $.user: user: '0:0' runs the container as root (UID 0)",
+            'write a non-root account, e.g. user: "1000:1000"')  # fmt: skip
+    brev = write(
+        tmp_path / "brev.yaml",
+        BASE.format(root="/home/u/r").replace("docker", "brev").replace('"1000:1000"', "host")
+        + "brev: {instance: box}\n",
+    )
+    refused(taospec("validate", brev), f"{brev}:7:7: $.user: user: host would mean this machine")
+
+
+def test_a_non_root_launcher_is_warned_about_another_uid(tmp_path: Path) -> None:
+    path = job(tmp_path)
+    jobfile, sources = load_located(path)
+    alice = Identity(1001, 1001, (), "alice")
+    verdict = preflight.here(jobfile, sources, launcher=alice)
+    assert verdict.problems == ()
+    assert verdict.warnings == (
+        f"{path}:7:7: $.user: warning: the job runs as 1000:1000, but you are 1001:1001; its "
+        "results directory will belong to 1000:1000 and you may not be able to clean it up. "
+        'Write user: host (or user: "1001:1001") unless 1000:1000 is meant',
+    )
+    root = Identity(0, 0, (), "root")
+    assert preflight.here(jobfile, sources, launcher=root).warnings == ()
+
+
+def test_huge_matrices_and_duplicate_values_are_refused_before_expanding(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    values = ", ".join(str(i) for i in range(100))
+    sweep = write(
+        tmp_path / "sweep.yaml",
+        "version: 1\ndefaults: {network_arch: a, action: b, image: 'busybox:1', "
+        "results_root: /r, command: 'echo {matrix.a} {matrix.b} {matrix.c}'}\njobs:\n  t:\n"
+        f"    matrix:\n      a: [{values}]\n      b: [{values}]\n      c: [{values}]\n",
+    )
+    assert sweep.stat().st_size < 1500
+    jobfile_path = str(sweep)
+    started = time.perf_counter()
+    code = main(["validate", jobfile_path])
+    assert time.perf_counter() - started < 0.5
+    assert code == 2
+    refused(taospec("validate", sweep),
+            f"{sweep}:6:7: $.jobs.t.matrix: expands to 1,000,000 targets")  # fmt: skip
+    twice = write(
+        tmp_path / "twice.yaml",
+        "version: 1\ndefaults: {network_arch: a, action: b, image: 'busybox:1', "
+        "results_root: /r, command: 'echo {matrix.lr}'}\njobs:\n  t:\n    matrix: {lr: [1, 1]}\n",
+    )
+    refused(
+        taospec("validate", twice), f"{twice}:5:22: $.jobs.t.matrix.lr[1]: lr=1 is listed twice"
+    )
+
+
+def test_every_unknown_key_gpu_text_and_syntax_errors_are_explained(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    path = job(tmp_path, 'foo: 1\nbar: 2\ngpus: "0,1"\n')
+    result = taospec("validate", path)
+    refused(
+        result,
+        f"{path}:9:1: $.foo: unknown key 'foo'",
+        f"{path}:10:1: $.bar: unknown key 'bar'",
+        "expected GPUs by index or UUID, or `all`; write a list of ids: gpus: [0, 1]",
+    )
+    assert "gPU" not in result.stderr
+    for text, hint in [
+        ("version: 1\nspec:\n\tx: 1\n", "replace the tab with spaces"),
+        ("version: 1\ncommand: echo a: b\n", "a value holding ': ' must be quoted"),
+        ("version: 1\nspec:\n  a: 1\n b: 2\n", "check the indentation"),
+    ]:
+        bad = write(tmp_path / "syntax.yaml", text)
+        refused(taospec("validate", bad), "YAML syntax error", hint)
+
+
+def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> None:
+    text = (JOBS / "hello-docker.yaml").read_text()
+    versions = str(JOBS / "versions.yaml")
+    ok = taospec("validate", "--versions", versions, "-", input=text)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == "-: ok\n"
+    shown = taospec("render", "--versions", versions, "-", input=text)
+    assert shown.returncode == 0, shown.stderr
+    assert "taospec-test/busybox:1" in shown.stdout
+    via_dev = taospec("render", "--versions", versions, "/dev/stdin", input=text)
+    assert via_dev.returncode == 0, via_dev.stderr
+    lost = taospec("validate", "-", input=text)  # a pipe has no folder: nothing is searched
+    refused(lost, "<stdin>:8:23: $.image.versions_key: image key 'images.test.busybox' needs a "
+            "versions.yaml", "name one with --versions FILE")  # fmt: skip
+    command = " ".join(taospec_command())
+    substituted = subprocess.run(
+        ["bash", "-c", f"{command} validate --versions {versions} <(cat {JOBS}/hello-docker.yaml)"],
+        capture_output=True, text=True, env=taospec.env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert substituted.returncode == 0, substituted.stderr
+    fifo = tmp_path / "job.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat {JOBS / 'hello-docker.yaml'} > {fifo}"])
+    fed = taospec("render", "--versions", versions, fifo)
+    writer.wait(timeout=30)
+    assert fed.returncode == 0, fed.stderr
+    assert f"# taospec plan: {fifo}" in fed.stdout
+    missing = taospec("validate", "--versions", tmp_path / "nope.yaml", "-", input=text)
+    assert missing.returncode == 2
+    assert "no such versions file" in missing.stderr
+
+
+# -- the product ---------------------------------------------------------------------
+
+FIELDS = ["version", "network_arch", "action", "platform", "image", "command", "spec", "gpus",
+          "nodes", "storage_tier", "results_root", "mounts", "env", "user", "upload_excludes",
+          "docker", "brev", "slurm", "inputs", "needs", "matrix"]  # fmt: skip
+BAD: dict[str, Any] = {
+    "wrong-type": [1, {"a": 1}],
+    "empty": "",
+    "hostile": "$(touch /tmp/gate-pwned); `id` ; ../../etc/passwd\n--privileged",
+    "non-text-key": {1: "x"},
+    "huge": "x" * 200_000,
+}
+
+
+def _good(tmp_path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(BASE.format(root=tmp_path / "results"))
+    data["mounts"] = [{"source": str(tmp_path), "target": "/data", "readonly": True}]
+    data["env"] = {"pass": ["GATE_PRODUCT"], "set": {"MODE": "x"}}
+    data["spec"] = {"train": {"epochs": 1}}
+    data["gpus"] = [0]
+    return data
+
+
+def _bodies(stderr: str) -> list[str]:
+    """Each problem's message (without its file, place and path)."""
+    out = []
+    for line in stderr.splitlines():
+        match = LOCATED.match(line)
+        if match:
+            out.append(match["msg"])
+        elif ": " in line and not line.startswith("taospec: ") and "are invalid" not in line:
+            out.append(line.split(": ", 1)[1])
+    return out
+
+
+def _call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err
+    return code, captured.err
+
+
+@pytest.mark.parametrize("kind", list(BAD))
+@pytest.mark.parametrize("field", FIELDS)
+def test_validate_here_refuses_exactly_what_render_or_run_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    field: str, kind: str,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("TAO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("GATE_PRODUCT", "1")
+    monkeypatch.chdir(tmp_path)
+    data = _good(tmp_path)
+    data[field] = BAD[kind]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data, width=1_000_000))
+    validated, said = _call(capsys, "validate", "--here", str(path))
+    rendered, render_said = _call(capsys, "render", str(path))
+    dry, dry_said = _call(capsys, "run", "-n", str(path))
+    assert {validated, rendered, dry} <= {0, 2}, (said, render_said, dry_said)
+    assert (validated == 2) == (rendered == 2 or dry == 2), (said, render_said, dry_said)
+    for body in _bodies(render_said) + _bodies(dry_said):
+        assert body in _bodies(said), (body, said)
+    assert not Path("/tmp/gate-pwned").exists()
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_product_holds_for_the_shipped_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    for path in sorted(JOBS.glob("*.yaml")):
+        if path.name == "versions.yaml":
+            continue
+        code, said = _call(capsys, "validate", str(path))
+        assert code == 0, said
+    assert (ROOT / "README.md").read_text().count("validate --here") >= 1
