@@ -211,7 +211,9 @@ def _problem(source: Source, finding: Finding, action: Action) -> Problem:
     if finding.origin == "user":
         return source.problem(at, finding.message, key=finding.kind == "unknown-key")
     line, column = source.locate(("skill",))
-    message = f"{finding.message} (the value comes from {action.template_path})"
+    message = finding.message
+    if action.template_path is not None:
+        message += f" (the value comes from {action.template_path})"
     return Problem(line, column, at, message, source.file)
 
 
