@@ -119,7 +119,8 @@ def test_a_short_job_renders_the_whole_checked_spec(bank: Runner, tmp_path: Path
     )
     text = bank("render", file)
     assert "warning: spec.train.checkpoint_interval: in tao-train-tiny's template" in text.stderr
-    assert "/inputs/0/images" in text.stdout and f"{data}/images:/inputs/0/images:ro" in text.stdout
+    assert "/inputs/0/images" in text.stdout
+    assert f"{data}/images:/inputs/0/images:ro" in text.stdout
 
 
 def test_the_job_file_overrides_what_the_skill_gives(bank: Runner, tmp_path: Path) -> None:
@@ -223,7 +224,8 @@ def test_inputs_are_mounted_read_only_unless_a_mount_already_holds_them(
     sources = spec_of(rendered)["dataset"]["train_data_sources"]
     assert sources == [{"image_dir": "/data/images", "json_file": "/data/train.json"}]
     launch = " ".join(step(rendered, "launch")["argv"])
-    assert launch.count(f"{data}:") == 1 and "/inputs/1" not in launch
+    assert launch.count(f"{data}:") == 1
+    assert "/inputs/1" not in launch
     assert f"-v {data}:/data:ro" in launch
 
     apart = job(
@@ -338,7 +340,8 @@ def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: P
     assert done.returncode == 0, done.stderr
     assert spec_of(plan(bank, file))["dataset"]["classes"] == ["cat"]
     again = bank("init", "tao-train-tiny", "train", "-o", "new.yaml")
-    assert again.returncode == 2 and "already exists" in again.stderr
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
 
 
 def test_an_unknown_skill_or_action_is_refused_at_its_line(bank: Runner, tmp_path: Path) -> None:
@@ -361,5 +364,6 @@ def test_without_a_skill_the_image_and_command_are_still_required(
 ) -> None:
     file = write(tmp_path / "job.yaml", f"version: 1\naction: train\nresults_root: {tmp_path}\n")
     found = invalid(bank, file)
-    assert len(found) == 1 and "'network_arch', 'image', 'command'" in found[0]
+    assert len(found) == 1
+    assert "'network_arch', 'image', 'command'" in found[0]
     assert os.environ["TAO_SKILL_BANK"] == str(BANK)
