@@ -367,3 +367,50 @@ def test_without_a_skill_the_image_and_command_are_still_required(
     assert len(found) == 1
     assert "'network_arch', 'image', 'command'" in found[0]
     assert os.environ["TAO_SKILL_BANK"] == str(BANK)
+
+
+def test_a_pipeline_names_the_skill_once_in_defaults(bank: Runner, tmp_path: Path) -> None:
+    file = write(
+        tmp_path / "pipe.yaml",
+        "\n".join(
+            [
+                "version: 1",
+                "defaults:",
+                "  skill: tao-train-tiny",
+                "  platform: docker",
+                '  user: "1000:1000"',
+                f"  results_root: {tmp_path / 'results'}",
+                "  gpus: [0]",
+                "jobs:",
+                "  train:",
+                "    action: train",
+                "    spec: {dataset: {train_data_sources: [{image_dir: /d/i, json_file: /d/j}],",
+                "                     classes: [a]}}",
+                "  evaluate:",
+                "    action: evaluate",
+                "    needs: [train]",
+                "    spec:",
+                "      evaluate: {checkpoint: '{needs.train.results_dir}/model.pth'}",
+                "      dataset: {test_data_sources: {image_dir: /d/test}}",
+                "      labels: {'say \"hi\" ''there''': 1, \"$(touch /tmp/taospec-pwned)\\nnext line\": x}",
+            ]
+        )
+        + "\n",
+    )
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    rendered = bank("render", file, "evaluate", "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    plans = json.loads(rendered.stdout)
+    evaluate = plans[-1] if isinstance(plans, list) else plans
+    spec = spec_of(evaluate)
+    assert spec["evaluate"]["checkpoint"] == "/inputs/0/model.pth"
+    assert any(
+        note.startswith("input spec.evaluate.checkpoint: ")
+        and note.endswith("/model.pth, read-only at /inputs/0/model.pth")
+        and "{needs" not in note
+        for note in evaluate["notes"]
+    )
+    assert spec["dataset"]["test_data_sources"]["image_dir"] == "/inputs/1/test"
+    launch = step(evaluate, "launch")["argv"]
+    assert "/d/test:/inputs/1/test:ro" in launch

@@ -61,16 +61,17 @@ def render(
     )
     plan = platform.plan(context)
     if job.spec_inputs:
-        plan = replace(plan, notes=(*plan.notes, *_input_notes(job)))
+        plan = replace(plan, notes=(*plan.notes, *_input_notes(context)))
     lint_plan(plan)
     return plan
 
 
-def _input_notes(job: Job) -> tuple[str, ...]:
+def _input_notes(context: Context) -> tuple[str, ...]:
     """Where each input the skill's spec names is on the host, and where the job reads it."""
     return tuple(
-        f"input spec.{i.spec_key}: {i.host_path}, read-only at {i.job_path}"
+        f"input spec.{i.spec_key}: {context.expand(i.host_path)}, read-only at "
+        f"{context.expand(i.job_path)}"
         if i.job_path != i.host_path
-        else f"input spec.{i.spec_key}: {i.host_path}"
-        for i in job.spec_inputs
+        else f"input spec.{i.spec_key}: {context.expand(i.host_path)}"
+        for i in context.job.spec_inputs
     )
