@@ -392,7 +392,9 @@ def test_a_pipeline_names_the_skill_once_in_defaults(bank: Runner, tmp_path: Pat
                 "    spec:",
                 "      evaluate: {checkpoint: '{needs.train.results_dir}/model.pth'}",
                 "      dataset: {test_data_sources: {image_dir: /d/test}}",
-                "      labels: {'say \"hi\" ''there''': 1, \"$(touch /tmp/taospec-pwned)\\nnext line\": x}",
+                "      labels:",
+                "        'say \"hi\" ''there''': 1",
+                '        "$(touch /tmp/taospec-pwned)\\nnext line": x',
             ]
         )
         + "\n",
@@ -414,3 +416,7 @@ def test_a_pipeline_names_the_skill_once_in_defaults(bank: Runner, tmp_path: Pat
     assert spec["dataset"]["test_data_sources"]["image_dir"] == "/inputs/1/test"
     launch = step(evaluate, "launch")["argv"]
     assert "/d/test:/inputs/1/test:ro" in launch
+    assert spec["labels"] == {
+        "say \"hi\" 'there'": 1,
+        "$(touch /tmp/taospec-pwned)\nnext line": "x",
+    }
