@@ -24,7 +24,11 @@ from taospec.errors import EXIT_OK, InvalidInput
 from taospec.skills import Action, KeyPath, Skill, find_skill, load_skill, read_template
 from taospec.taoschema import MISSING, dotted
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+_PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+SCHEMA_FILE = (
+    _PACKAGED if _PACKAGED.is_file() else _PACKAGED.parents[2] / "schemas" / "job.schema.json"
+)
+"""The schema the modeline points at: inside an installed package, else in the checkout."""
 
 
 def run(
