@@ -28,6 +28,20 @@ class Mount:
 
 
 @dataclass(frozen=True, slots=True)
+class SpecInput:
+    """A host path a skill's action reads, named by its spec key.
+
+    ``host_path`` is absolute (placeholders such as ``{needs.prep.results_dir}`` kept);
+    ``job_path`` is what the spec file holds: the path inside the container where the
+    input is mounted, or ``host_path`` itself where nothing is mounted (``local``).
+    """
+
+    spec_key: str
+    host_path: str
+    job_path: str
+
+
+@dataclass(frozen=True, slots=True)
 class DockerOptions:
     """``docker:`` settings."""
 
@@ -83,6 +97,13 @@ class Job:
     docker: DockerOptions
     brev: BrevOptions | None
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    skill: str | None = None
+    """The skill the job file names, as written."""
+    spec_inputs: tuple[SpecInput, ...] = ()
+
+    def host_inputs(self) -> tuple[str, ...]:
+        """The host paths the job reads (its skill's inputs), each once, placeholders kept."""
+        return tuple(dict.fromkeys(i.host_path for i in self.spec_inputs))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import graphlib
 import itertools
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,6 +35,7 @@ from taospec.job import (
     matching,
 )
 from taospec.rules import check, split_command
+from taospec.skilljob import Applied, apply_skill
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
@@ -77,8 +80,9 @@ def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[s
                 source.problem((key,), f"{key} belongs to a pipeline file's jobs:", key=True)
             )
     raise_if_any(problems)
+    applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS)
     inputs = tuple(source.data.get("inputs", []))
-    job = build_job(source, file, file.stem, images)
+    job = build_job(source, file, file.stem, images, applied)
     target = Target(file.stem, job, (), inputs, file.stem)
     return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
@@ -164,8 +168,15 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
         )
         found = check(merged, file, known, definition="job", images=images)
         problems += found
+        applied = None
+        if not found and "skill" in merged.data:
+            try:
+                applied = _skill(merged, file, images, known)
+            except SpecError as exc:
+                problems += exc.problems
+                continue
         if not found:
-            job = build_job(merged, file, expansion.name, images)
+            job = build_job(merged, file, expansion.name, images, applied)
             inputs = tuple(expansion.data.get("inputs", []))
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
@@ -290,11 +301,32 @@ def load_job(path: str | Path) -> Job:
     return next(iter(jobfile.targets.values())).job
 
 
-def build_job(source: Source, file: Path, name: str, images: Images | None = None) -> Job:
-    """The typed job for a checked ``source`` (its data already merged and expanded)."""
-    data = source.data
+def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -> Applied | None:
+    """What the job's ``skill:`` adds (None without one); its warnings go to stderr."""
+    if "skill" not in source.data:
+        return None
+    applied, problems = apply_skill(source, file, images, known, os.environ)
+    raise_if_any(problems)
+    assert applied is not None
+    for warning in applied.warnings:
+        print(warning, file=sys.stderr)
+    return applied
+
+
+def build_job(
+    source: Source,
+    file: Path,
+    name: str,
+    images: Images | None = None,
+    applied: Applied | None = None,
+) -> Job:
+    """The typed job for a checked ``source`` (its data already merged and expanded),
+    completed by its skill when ``applied`` holds what the skill adds."""
+    data = applied.data if applied is not None else source.data
     image = data["image"]
     versions_key = image["versions_key"] if isinstance(image, dict) else None
+    if applied is not None and applied.versions_key is not None:
+        versions_key = None
     env = data.get("env", {})
     docker = data.get("docker", {})
     brev = data.get("brev")
@@ -306,7 +338,7 @@ def build_job(source: Source, file: Path, name: str, images: Images | None = Non
         action=data["action"],
         platform=data.get("platform", "local"),
         image=(images or Images(file)).resolve(versions_key) if versions_key else image,
-        versions_key=versions_key,
+        versions_key=applied.versions_key if applied and applied.versions_key else versions_key,
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,
         gpus=gpus if isinstance(gpus, str) else tuple(gpus),
@@ -329,6 +361,8 @@ def build_job(source: Source, file: Path, name: str, images: Images | None = Non
         ),
         brev=BrevOptions(brev["instance"], brev.get("ephemeral", False)) if brev else None,
         slurm=_slurm_options(data.get("slurm", {})),
+        skill=data.get("skill"),
+        spec_inputs=applied.spec_inputs if applied is not None else (),
     )
 
 

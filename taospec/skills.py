@@ -310,6 +310,28 @@ def _choice(info: _Document, at: tuple[str, ...], choices: tuple[str, ...]) -> s
     return value
 
 
+def read_template(action: Action) -> dict[str, Any]:
+    """The action's template as a mapping (empty when the action has none)."""
+    import yaml
+
+    if action.template_path is None:
+        return {}
+    file = action.template_path
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SkillError(f"{file}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
+        raise SkillError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SkillError(f"{file}:1: a spec template must be a mapping")
+    return data
+
+
 class _Document:
     """A YAML file's data, with the line each value starts on."""
 

@@ -38,7 +38,8 @@ def unset_paths(value: Any, at: tuple[Any, ...] = ()) -> set[tuple[Any, ...]]:
 
 def test_a_train_job_names_the_skill_and_marks_what_to_fill(tmp_path: Path) -> None:
     text, job = written(tmp_path, "train")
-    schema = Path(init.__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+    schema = init.SCHEMA_FILE
+    assert schema.is_file()
     first = text.splitlines()[0]
     assert first == f"# yaml-language-server: $schema={os.path.relpath(schema, tmp_path)}"
     assert (tmp_path / first.split("=", 1)[1]).resolve() == schema.resolve()

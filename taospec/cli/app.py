@@ -96,6 +96,28 @@ def render(
     _exit(render_verb.run(file, targets, fmt=fmt, user=user, versions=versions))
 
 
+@cli.command("init")
+@click.argument("skill")
+@click.argument("action")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The job file to write (default: ./<skill>-<action>.yaml); never overwritten.",
+)
+def init_command(skill: str, action: str, output: Path | None) -> None:
+    """Write a job file for ACTION of the model SKILL, with only what to fill in left as ???.
+
+    SKILL is a name in $TAO_SKILL_BANK/skills/models/ or a path to a skill folder.
+    """
+    import os
+
+    from taospec.commands import init as init_verb
+
+    _exit(init_verb.run(skill, action, output, job_dir=Path.cwd(), environ=os.environ))
+
+
 @cli.command()
 def schema() -> None:
     """Print the job spec's JSON Schema."""

@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
-from taospec.skills import Action, KeyPath, Skill, SkillError, find_skill, load_skill
+from taospec.skills import Action, KeyPath, Skill, find_skill, load_skill, read_template
 from taospec.taoschema import MISSING, dotted
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+_PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
+SCHEMA_FILE = (
+    _PACKAGED if _PACKAGED.is_file() else _PACKAGED.parents[2] / "schemas" / "job.schema.json"
+)
+"""The schema the modeline points at: inside an installed package, else in the checkout."""
 
 
 def run(
@@ -86,28 +90,6 @@ def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str
 def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) -> list[str]:
     lines = list(_mapping_lines(_with_required(template, required), (), required, 2))
     return ["spec:", *lines] if lines else ["spec: {}"]
-
-
-def read_template(action: Action) -> dict[str, Any]:
-    """The action's template as a mapping (empty when the action has none)."""
-    import yaml
-
-    if action.template_path is None:
-        return {}
-    file = action.template_path
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SkillError(f"{file}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
-        raise SkillError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SkillError(f"{file}:1: a spec template must be a mapping")
-    return data
 
 
 def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:

@@ -7,6 +7,7 @@ plan that would carry a secret.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from taospec import identity
 from taospec.identity import Identity
@@ -59,5 +60,18 @@ def render(
         user_from_host=job.user == "host" and not user,
     )
     plan = platform.plan(context)
+    if job.spec_inputs:
+        plan = replace(plan, notes=(*plan.notes, *_input_notes(context)))
     lint_plan(plan)
     return plan
+
+
+def _input_notes(context: Context) -> tuple[str, ...]:
+    """Where each input the skill's spec names is on the host, and where the job reads it."""
+    return tuple(
+        f"input spec.{i.spec_key}: {context.expand(i.host_path)}, read-only at "
+        f"{context.expand(i.job_path)}"
+        if i.job_path != i.host_path
+        else f"input spec.{i.spec_key}: {context.expand(i.host_path)}"
+        for i in context.job.spec_inputs
+    )

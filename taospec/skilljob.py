@@ -1,0 +1,320 @@
+"""A job file that names a TAO model skill: what the skill adds to it, and what it checks.
+
+:func:`apply_skill` takes a job whose file passed the job schema and names ``skill:``,
+and returns the job's keys as the skill completes them:
+
+- ``network_arch``, ``image``, ``command`` and ``upload_excludes`` from the skill and
+  action where the job file leaves them out (the image through the versions key the skill
+  names, in the job's nearest versions.yaml, else the skill bank's, else the literal URI);
+- ``spec``: the action's template with the job's ``spec:`` deep-merged over it, the
+  skill's ``gpu_spec_key`` set from ``gpus:``, and ``results_dir`` (when the action writes
+  one and nobody set it) set to ``{results_dir}``; template text is taken literally;
+- ``mounts``: each declared input the spec sets to a host path, mounted read-only at
+  ``/inputs/<n>/<name>`` (in a container; a ``local`` job reads it where it is), its spec
+  value rewritten to that path; a ``mounts:`` entry whose source holds the path is used
+  instead.
+
+The merged spec is checked against the action's schema (:mod:`taospec.taoschema`):
+errors are problems at ``$.spec.<key>`` in the job file (at the ``skill:`` line when the
+template supplied the value), warnings are returned as sentences naming the skill.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from taospec import placeholders
+from taospec.diagnostics import JsonPath, Problem
+from taospec.job import SpecInput
+from taospec.rules import split_command
+from taospec.skills import (
+    Action,
+    KeyPath,
+    Skill,
+    SkillError,
+    find_skill,
+    load_skill,
+    parse_key,
+    read_template,
+)
+from taospec.taoschema import (
+    Finding,
+    check_spec,
+    gpu_count_problem,
+    inputs_in,
+    merge_spec,
+    unset_inputs,
+    user_paths,
+    with_gpu_count,
+)
+from taospec.versions import Images, image_in
+from taospec.yamlsrc import Source
+
+INPUTS_ROOT = "/inputs"
+"""Where inputs are mounted in a container: ``/inputs/<n>/<name>``."""
+PATH_TYPES = ("file", "folder")
+"""Input types that are paths (``local_glob`` and ``list`` are passed on as written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A job's keys completed by its skill, and what the check left as warnings."""
+
+    data: dict[str, Any]
+    versions_key: str | None
+    spec_inputs: tuple[SpecInput, ...]
+    warnings: tuple[str, ...]
+
+
+def apply_skill(
+    source: Source,
+    file: Path,
+    images: Images,
+    known: tuple[str, ...],
+    environ: Mapping[str, str],
+) -> tuple[Applied | None, list[Problem]]:
+    """The job in ``source`` (checked, naming ``skill:``) completed by its skill.
+
+    Returns None and the problems when the skill cannot be used or the merged spec fails
+    its check; ``known`` are the placeholders the job's values may use.
+    """
+    data = source.data
+    try:
+        skill = load_skill(find_skill(data["skill"], file.resolve().parent, environ))
+    except SkillError as exc:
+        return None, [source.problem(("skill",), str(exc))]
+    try:
+        action = skill.action(data["action"])
+    except SkillError as exc:
+        return None, [source.problem(("action",), str(exc))]
+    try:
+        template = read_template(action)
+        schema = read_schema(action)
+    except SkillError as exc:
+        return None, [source.problem(("skill",), str(exc))]
+
+    problems: list[Problem] = []
+    filled = dict(data)
+    filled.setdefault("network_arch", skill.network_arch)
+    filled.setdefault("upload_excludes", list(action.upload_excludes))
+    if "command" not in data:
+        filled["command"] = action.command
+        problems += _command_problems(source, action, known)
+    versions_key = None
+    if "image" not in data:
+        image, versions_key = _image(skill, action, images, file)
+        if image is None:
+            message = f"skill {skill.name} names no container_image for {action.name}; give image:"
+            problems.append(source.problem(("skill",), message))
+        filled["image"] = image
+
+    spec, spec_problems, warnings = _spec(source, skill, action, template, schema)
+    problems += spec_problems
+    if problems:
+        return None, problems
+    mounts, inputs, mount_problems = _inputs(source, file, action, spec)
+    if mount_problems:
+        return None, mount_problems
+    filled["spec"] = spec
+    filled["mounts"] = mounts
+    return Applied(filled, versions_key, inputs, tuple(warnings)), []
+
+
+def read_schema(action: Action) -> dict[str, Any]:
+    """The action's TAO schema (empty, checking nothing but ``???``, when it has none)."""
+    if action.schema_path is None:
+        return {}
+    try:
+        loaded = json.loads(action.schema_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SkillError(f"{action.schema_path}: cannot read the schema: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise SkillError(f"{action.schema_path}: a schema must be a JSON object")
+    return loaded
+
+
+def _command_problems(source: Source, action: Action, known: tuple[str, ...]) -> list[Problem]:
+    where = f"the skill's command for {action.name} ({action.command!r})"
+    try:
+        split_command(action.command)
+    except ValueError as exc:
+        return [source.problem(("skill",), f"{where} cannot be split into words: {exc}")]
+    return [
+        source.problem(("skill",), f"{where}: {message}")
+        for message in placeholders.unknown(action.command, known)
+    ]
+
+
+def _image(
+    skill: Skill, action: Action, images: Images, file: Path
+) -> tuple[str | None, str | None]:
+    """The image URI and the versions key it was found by (None when taken literally)."""
+    uri, key = (action.image_uri, action.versions_key)
+    if uri is None:
+        uri, key = skill.image_uri, skill.versions_key
+    if key is None:
+        return uri, None
+    try:
+        return images.resolve(key), key
+    except LookupError:
+        pass
+    try:
+        return image_in(skill.versions_file, key, file), key
+    except LookupError:
+        return uri, None
+
+
+# The spec
+
+
+def _spec(
+    source: Source,
+    skill: Skill,
+    action: Action,
+    template: dict[str, Any],
+    schema: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[Problem], list[str]]:
+    user_spec = source.data.get("spec") or {}
+    gpus = source.data.get("gpus", [])
+    count = len(gpus) if isinstance(gpus, list) and gpus else None
+    problems = []
+    mismatch = gpu_count_problem(skill, user_spec, count)
+    if mismatch is not None and skill.gpu_spec_key is not None:
+        at: JsonPath = ("spec", *parse_key(skill.gpu_spec_key))
+        problems.append(source.problem(at, mismatch))
+    user = with_gpu_count(skill, template, user_spec, count)
+    users = user_paths(template, user)
+    merged = merge_spec(template, user)
+    findings = check_spec(schema, merged, users, skill=skill.name)
+    findings += unset_inputs(merged, action, users)
+    warnings = []
+    for finding in findings:
+        if finding.severity == "error":
+            problems.append(_problem(source, finding, action))
+        else:
+            warnings.append(f"{source.file}: warning: {finding}")
+    literal = _literal_template(merged, (), users)
+    if ("results_dir",) not in users and _writes_results_dir(action, literal):
+        literal["results_dir"] = "{results_dir}"
+    return literal, problems, warnings
+
+
+def _problem(source: Source, finding: Finding, action: Action) -> Problem:
+    at: JsonPath = ("spec", *finding.path)
+    if finding.origin == "user":
+        return source.problem(at, finding.message, key=finding.kind == "unknown-key")
+    line, column = source.locate(("skill",))
+    message = finding.message
+    if action.template_path is not None:
+        message += f" (the value comes from {action.template_path})"
+    return Problem(line, column, at, message, source.file)
+
+
+def _writes_results_dir(action: Action, spec: Mapping[str, Any]) -> bool:
+    return any(o.spec_key == "results_dir" for o in action.outputs) and spec.get(
+        "results_dir", ""
+    ) in ("", None)
+
+
+def _literal_template(value: Any, at: KeyPath, users: frozenset[KeyPath]) -> Any:
+    """``value`` with the template's text made literal (braces doubled), the user's kept."""
+    if any(at[:n] in users for n in range(1, len(at) + 1)):
+        return copy.deepcopy(value)
+    if isinstance(value, str):
+        return value.replace("{", "{{").replace("}", "}}")
+    if isinstance(value, Mapping):
+        return {k: _literal_template(v, (*at, k), users) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal_template(v, (*at, i), users) for i, v in enumerate(value)]
+    return value
+
+
+# Inputs
+
+
+def _inputs(
+    source: Source, file: Path, action: Action, spec: dict[str, Any]
+) -> tuple[list[dict[str, Any]], tuple[SpecInput, ...], list[Problem]]:
+    """The job's mounts with each input added, the inputs, and what cannot be mounted.
+
+    ``spec`` is changed in place: each input's value becomes the path the job sees.
+    """
+    data = source.data
+    explicit: list[dict[str, Any]] = list(data.get("mounts", []))
+    container = data.get("platform", "local") != "local"
+    pyxis = (
+        data.get("platform") == "slurm"
+        and (data.get("slurm") or {}).get("container", "pyxis") == "pyxis"
+    )
+    folder = str(file.resolve().parent).replace("{", "{{").replace("}", "}}")
+    added: dict[str, str] = {}
+    mounts = list(explicit)
+    used = {str(m.get("target", "")).rstrip("/") for m in explicit}
+    found: list[SpecInput] = []
+    problems: list[Problem] = []
+    for declared, value in inputs_in(spec, action):
+        if declared.type not in PATH_TYPES or not isinstance(value, str) or not _is_path(value):
+            continue
+        host = _host_path(value, folder)
+        at: JsonPath = ("spec", *declared.path)
+        job_path = host
+        if container:
+            job_path = _covered(host, explicit) or added.get(host) or ""
+            if not job_path:
+                if pyxis and ("," in host or ":" in host):
+                    message = "pyxis's --container-mounts cannot carry a path with ',' or ':'"
+                    problems.append(source.problem(at, f"input {host!r}: {message}"))
+                    continue
+                job_path = _new_target(host, used)
+                used.add(job_path)
+                added[host] = job_path
+                mounts.append({"source": host, "target": job_path, "readonly": True})
+        _set(spec, declared.path, job_path)
+        found.append(SpecInput(declared.spec_key, host, job_path))
+    return mounts, tuple(found), problems
+
+
+def _is_path(value: str) -> bool:
+    return value not in ("", "???") and "://" not in value
+
+
+def _host_path(value: str, folder: str) -> str:
+    if value.startswith(("/", "{needs.")):
+        return posixpath.normpath(value) if value.startswith("/") else value
+    return posixpath.normpath(f"{folder}/{value}")
+
+
+def _covered(host: str, mounts: list[dict[str, Any]]) -> str | None:
+    """Where a ``mounts:`` entry holding ``host`` puts it in the container, if one does."""
+    for mount in mounts:
+        source = str(mount.get("source", ""))
+        base = source.rstrip("/") or "/"
+        target = str(mount.get("target", "")).rstrip("/")
+        if host == base:
+            return target or "/"
+        prefix = base if base.endswith("/") else base + "/"
+        if host.startswith(prefix):
+            return f"{target}/{host[len(prefix) :]}"
+    return None
+
+
+def _new_target(host: str, used: set[str]) -> str:
+    name = posixpath.basename(host.rstrip("/"))
+    n = next(i for i in itertools.count() if f"{INPUTS_ROOT}/{i}" not in used)
+    base = f"{INPUTS_ROOT}/{n}"
+    used.add(base)
+    return f"{base}/{name}" if name and "{" not in name and "}" not in name else base
+
+
+def _set(spec: Any, path: KeyPath, value: str) -> None:
+    node = spec
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value

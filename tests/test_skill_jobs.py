@@ -1,0 +1,422 @@
+"""Job files that name a model skill: defaults, the merged and checked spec, inputs, init.
+
+Every test uses the tiny skill under tests/skills (TAO_SKILL_BANK points there) and the
+real ``taospec`` command; the spec a job would read is taken from the plan's spec-file
+step (or, for hostile text, from a real local run) and parsed back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from taospec.loader import load_job
+from tests.conftest import Runner, write
+
+BANK = Path(__file__).resolve().parent / "skills"
+TEMPLATE = BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
+PINNED = "registry.invalid/pinned/tiny:1"
+
+
+@pytest.fixture
+def bank(taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """The command line (and this process) with TAO_SKILL_BANK at the test bank, and a
+    versions.yaml beside the jobs that pins the skill's image key."""
+    monkeypatch.setenv("TAO_SKILL_BANK", str(BANK))
+    taospec.env["TAO_SKILL_BANK"] = str(BANK)
+    write(tmp_path / "versions.yaml", f"images:\n  tao_toolkit:\n    pyt: {PINNED}\n")
+    (tmp_path / "data" / "images").mkdir(parents=True)
+    write(tmp_path / "data" / "train.json", "{}\n")
+    return taospec
+
+
+def job(tmp_path: Path, *lines: str, name: str = "job.yaml") -> Path:
+    head = ["version: 1", "skill: tao-train-tiny", f"results_root: {tmp_path / 'results'}"]
+    return write(tmp_path / name, "\n".join([*head, *lines]) + "\n")
+
+
+TRAIN = (
+    "action: train",
+    "platform: docker",
+    'user: "1000:1000"',
+    "gpus: [0, 1]",
+    "spec:",
+    "  dataset:",
+    "    train_data_sources:",
+    "      - image_dir: data/images",
+    "        json_file: data/train.json",
+    "    classes: [cat, dog]",
+    "  train: {num_epochs: 3}",
+)
+
+
+def plan(runner: Runner, file: Path) -> dict[str, Any]:
+    done = runner("render", file, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rendered: dict[str, Any] = json.loads(done.stdout)
+    return rendered
+
+
+def step(rendered: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in rendered["steps"] if s["name"] == name)
+    return found
+
+
+def spec_of(rendered: dict[str, Any]) -> Any:
+    return yaml.safe_load(step(rendered, "spec-file")["stdin_text"])
+
+
+def invalid(runner: Runner, file: Path) -> list[str]:
+    done = runner("validate", file)
+    assert done.returncode == 2, done.stdout + done.stderr
+    return [line for line in done.stderr.splitlines() if line.startswith(str(file))]
+
+
+def line_of(file: Path, text: str) -> int:
+    return next(i for i, line in enumerate(file.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_short_job_renders_the_whole_checked_spec(bank: Runner, tmp_path: Path) -> None:
+    file = job(tmp_path, *TRAIN)
+    assert len(file.read_text().splitlines()) < 15
+    rendered = plan(bank, file)
+    data = tmp_path.resolve() / "data"
+    assert spec_of(rendered) == {
+        "results_dir": "/results",
+        "model": {"backbone": "tiny_a", "depth": 2},
+        "dataset": {
+            "train_data_sources": [
+                {"image_dir": "/inputs/0/images", "json_file": "/inputs/1/train.json"}
+            ],
+            "val_data_sources": {"image_dir": ""},
+            "batch_size": 4,
+            "classes": ["cat", "dog"],
+        },
+        "train": {
+            "num_gpus": 2,
+            "num_epochs": 3,
+            "pretrained_model_path": "",
+            "checkpoint_interval": 0,
+            "loss": "focal",
+            "optim": {"lr": 0.001, "warmup_lr": "${train.optim.lr}"},
+        },
+        "labels": yaml.safe_load(TEMPLATE.read_text())["labels"],
+    }
+    assert rendered["record"]["image"] == PINNED
+    assert rendered["record"]["network_arch"] == "tiny_net"
+    assert rendered["record"]["upload_excludes"] == ["inputs/"]
+    launch = step(rendered, "launch")["argv"]
+    assert launch[-4:] == [PINNED, "tiny_net", "train", "-e", "/results/stage/spec.yaml"][-4:]
+    assert PINNED in launch
+    assert (
+        f"input spec.dataset.train_data_sources[0].image_dir: {data}/images, read-only at "
+        "/inputs/0/images" in rendered["notes"]
+    )
+    text = bank("render", file)
+    assert "warning: spec.train.checkpoint_interval: in tao-train-tiny's template" in text.stderr
+    assert "/inputs/0/images" in text.stdout
+    assert f"{data}/images:/inputs/0/images:ro" in text.stdout
+
+
+def test_the_job_file_overrides_what_the_skill_gives(bank: Runner, tmp_path: Path) -> None:
+    file = job(
+        tmp_path,
+        *TRAIN,
+        "network_arch: my_net",
+        "image: registry.invalid/mine:2",
+        "command: [tiny_net, train, -e, '{config_path}', --fast]",
+        "upload_excludes: []",
+    )
+    rendered = plan(bank, file)
+    assert rendered["record"]["image"] == "registry.invalid/mine:2"
+    assert rendered["record"]["network_arch"] == "my_net"
+    assert rendered["record"]["upload_excludes"] == []
+    assert step(rendered, "launch")["argv"][-5:] == [
+        "tiny_net", "train", "-e", "/results/stage/spec.yaml", "--fast",
+    ]  # fmt: skip
+
+
+def test_without_a_pin_beside_the_job_the_banks_versions_file_names_the_image(
+    bank: Runner, tmp_path: Path
+) -> None:
+    write(tmp_path / "versions.yaml", "images: {other: registry.invalid/other:1}\n")
+    rendered = plan(bank, job(tmp_path, *TRAIN))
+    assert rendered["record"]["image"] == "registry.invalid/tao/tao-toolkit:9.9.9-pyt"
+
+
+def test_a_misspelt_nested_key_fails_with_its_line_and_a_suggestion(
+    bank: Runner, tmp_path: Path
+) -> None:
+    file = job(tmp_path, *TRAIN[:-1], "  train:", "    optim:", "      lrr: 0.01")
+    line = line_of(file, "lrr:")
+    assert invalid(bank, file) == [
+        f"{file}:{line}:7: $.spec.train.optim.lrr: unknown key 'lrr'; did you mean 'lr'?"
+    ]
+
+
+def test_a_value_of_the_wrong_type_fails_at_its_line(bank: Runner, tmp_path: Path) -> None:
+    file = job(tmp_path, *TRAIN[:-1], "  train: {num_epochs: ten}")
+    line = line_of(file, "num_epochs: ten")
+    assert invalid(bank, file) == [
+        f"{file}:{line}:23: $.spec.train.num_epochs: 'ten' is not an integer"
+    ]
+
+
+def test_values_left_unset_are_errors_where_they_were_left(bank: Runner, tmp_path: Path) -> None:
+    file = job(tmp_path, *TRAIN[:-2], "  model:", "    backbone: ???")
+    skill_line = line_of(file, "skill:")
+    assert invalid(bank, file) == [
+        f"{file}:{skill_line}:8: $.spec.dataset.classes: not set yet (???): set "
+        f"spec.dataset.classes in the job file's spec (the value comes from {TEMPLATE})",
+        f"{file}:{line_of(file, 'backbone')}:15: $.spec.model.backbone: not set yet (???): set "
+        "spec.model.backbone in the job file's spec",
+    ]
+
+
+def test_a_required_input_left_out_is_an_error(bank: Runner, tmp_path: Path) -> None:
+    file = job(tmp_path, *[x for x in TRAIN if "json_file" not in x])
+    assert invalid(bank, file) == [
+        f"{file}:{line_of(file, '- image_dir')}:9: "
+        "$.spec.dataset.train_data_sources[0].json_file: "
+        "set spec.dataset.train_data_sources[0].json_file: the file that train reads"
+    ]
+    file = job(tmp_path, "action: evaluate", "spec: {evaluate: {checkpoint: m.pth}}", name="e.yaml")
+    found = invalid(bank, file)
+    assert (
+        f"{file}:2:8: $.spec.dataset.test_data_sources.image_dir: set "
+        "spec.dataset.test_data_sources.image_dir: the folder that evaluate reads (the value "
+        f"comes from {TEMPLATE.with_name('spec_template_evaluate.yaml')})"
+    ) in found
+
+
+def test_the_gpu_key_follows_gpus_and_a_different_value_is_refused(
+    bank: Runner, tmp_path: Path
+) -> None:
+    one = job(tmp_path, *[x.replace("[0, 1]", "[3]") for x in TRAIN], name="one.yaml")
+    assert spec_of(plan(bank, one))["train"]["num_gpus"] == 1
+    agree = job(tmp_path, *TRAIN[:-1], "  train: {num_gpus: 2}", name="agree.yaml")
+    assert spec_of(plan(bank, agree))["train"]["num_gpus"] == 2
+    clash = job(tmp_path, *TRAIN[:-1], "  train:", "    num_gpus: 4", name="clash.yaml")
+    assert invalid(bank, clash) == [
+        f"{clash}:{line_of(clash, 'num_gpus')}:15: $.spec.train.num_gpus: spec.train.num_gpus "
+        "is 4 but gpus: names 2 GPU(s); leave spec.train.num_gpus out (taospec sets it from "
+        "gpus:) or make the two agree"
+    ]
+
+
+def test_inputs_are_mounted_read_only_unless_a_mount_already_holds_them(
+    bank: Runner, tmp_path: Path
+) -> None:
+    data = tmp_path.resolve() / "data"
+    file = job(
+        tmp_path,
+        *TRAIN,
+        "mounts:",
+        f"  - {{source: {data}, target: /data, readonly: true}}",
+        "  - {source: /srv/unrelated, target: /inputs/0}",
+    )
+    rendered = plan(bank, file)
+    sources = spec_of(rendered)["dataset"]["train_data_sources"]
+    assert sources == [{"image_dir": "/data/images", "json_file": "/data/train.json"}]
+    launch = " ".join(step(rendered, "launch")["argv"])
+    assert launch.count(f"{data}:") == 1
+    assert "/inputs/1" not in launch
+    assert f"-v {data}:/data:ro" in launch
+
+    apart = job(
+        tmp_path,
+        *TRAIN[:-4],
+        "    - {image_dir: /srv/tiny/images, json_file: /srv/tiny/images}",
+        "    classes: [cat]",
+        "mounts: [{source: /srv/other, target: /inputs/0}]",
+        name="apart.yaml",
+    )
+    rendered = plan(bank, apart)
+    sources = spec_of(rendered)["dataset"]["train_data_sources"]
+    assert sources == [{"image_dir": "/inputs/1/images", "json_file": "/inputs/1/images"}]
+    launch = " ".join(step(rendered, "launch")["argv"])
+    assert launch.count("/srv/tiny/images:/inputs/1/images:ro") == 1
+    loaded = load_job(apart)
+    assert loaded.host_inputs() == ("/srv/tiny/images",)
+    assert [(i.spec_key, i.job_path) for i in loaded.spec_inputs] == [
+        ("dataset.train_data_sources[0].image_dir", "/inputs/1/images"),
+        ("dataset.train_data_sources[0].json_file", "/inputs/1/images"),
+    ]
+
+
+def test_an_action_without_a_template_takes_the_spec_as_written(
+    bank: Runner, tmp_path: Path
+) -> None:
+    bare = job(tmp_path, "action: export", "platform: docker", 'user: "1000:1000"', "gpus: [0]")
+    assert invalid(bank, bare) == [
+        f"{bare}:2:8: $.spec.export.checkpoint: set spec.export.checkpoint: the file that "
+        "export reads"
+    ]
+    file = job(
+        tmp_path,
+        "action: export",
+        "platform: docker",
+        'user: "1000:1000"',
+        "gpus: [0]",
+        "spec: {export: {checkpoint: data/train.json, onnx_file: '{results_dir}/m.onnx'}}",
+        name="export.yaml",
+    )
+    rendered = plan(bank, file)
+    assert spec_of(rendered) == {
+        "export": {"checkpoint": "/inputs/0/train.json", "onnx_file": "/results/m.onnx"}
+    }
+    assert rendered["record"]["image"] == "registry.invalid/tao/tao-toolkit:9.9.9-deploy"
+    assert step(rendered, "launch")["argv"][-4:] == [
+        "tiny_net", "export", "-e", "/results/stage/spec.yaml",
+    ]  # fmt: skip
+
+
+def test_hostile_keys_and_values_reach_the_spec_file_unchanged(
+    bank: Runner, tmp_path: Path
+) -> None:
+    canary = tmp_path / "pwned"
+    hostile = f'it\'s "quoted" $(touch {canary}) `touch {canary}`\nsecond line; {{{{x}}}}'
+    folder = tmp_path / 'in put\'s "dir" $(x)'
+    folder.mkdir()
+    user = {
+        "dataset": {
+            "train_data_sources": [{"image_dir": str(folder), "json_file": "data/train.json"}],
+            "classes": [hostile, "$(id)"],
+        },
+        "labels": {"a key with spaces": hostile, "$(touch /tmp/taospec-pwned)\nnext line": "ok"},
+    }
+    file = job(
+        tmp_path,
+        "action: train",
+        "platform: local",
+        "command: [cat, '{config_path}']",
+        f"spec: {json.dumps(user)}",
+    )
+    done = bank("run", file)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    written = yaml.safe_load((tmp_path / "results" / job_id / "taospec.log").read_text())
+    assert written["labels"] == {
+        **yaml.safe_load(TEMPLATE.read_text())["labels"],
+        "a key with spaces": hostile.replace("{{x}}", "{x}"),
+        "$(touch /tmp/taospec-pwned)\nnext line": "ok",
+    }
+    assert written["dataset"]["classes"] == [hostile.replace("{{x}}", "{x}"), "$(id)"]
+    assert written["dataset"]["train_data_sources"] == [
+        {
+            "image_dir": str(folder.resolve()),
+            "json_file": str(tmp_path.resolve() / "data/train.json"),
+        }
+    ]
+    assert written["train"]["optim"]["warmup_lr"] == "${train.optim.lr}"
+    assert not canary.exists()
+
+
+def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: Path) -> None:
+    made = bank("init", "tao-train-tiny", "train", "-o", "new.yaml")
+    assert made.returncode == 0, made.stderr
+    file = tmp_path / "new.yaml"
+    text = file.read_text()
+    found = invalid(bank, file)
+    assert [line.split(": ", 2)[1] for line in found] == [
+        "$.spec.dataset.train_data_sources[0].image_dir",
+        "$.spec.dataset.train_data_sources[0].json_file",
+        "$.spec.dataset.classes",
+    ]
+    assert all("not set yet (???)" in line for line in found)
+    filled = (
+        text.replace("image_dir: ???", "image_dir: data/images")
+        .replace("json_file: ???", "json_file: data/train.json")
+        .replace("classes: ???", "classes: [cat]")
+        .replace("gpus: [0]", 'gpus: [0]\nuser: "1000:1000"')
+    )
+    file.write_text(filled)
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    assert spec_of(plan(bank, file))["dataset"]["classes"] == ["cat"]
+    again = bank("init", "tao-train-tiny", "train", "-o", "new.yaml")
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
+
+
+def test_an_unknown_skill_or_action_is_refused_at_its_line(bank: Runner, tmp_path: Path) -> None:
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nskill: tao-train-tinny\naction: train\nresults_root: {tmp_path}\n",
+    )
+    assert invalid(bank, file) == [
+        f"{file}:2:8: $.skill: skill 'tao-train-tinny' is not in "
+        f"{BANK}/skills/models; did you mean 'tao-train-tiny'?"
+    ]
+    file.write_text(f"version: 1\nskill: tao-train-tiny\naction: trian\nresults_root: {tmp_path}\n")
+    assert invalid(bank, file) == [
+        f"{file}:3:9: $.action: skill tao-train-tiny has no action 'trian'; did you mean 'train'?"
+    ]
+
+
+def test_without_a_skill_the_image_and_command_are_still_required(
+    bank: Runner, tmp_path: Path
+) -> None:
+    file = write(tmp_path / "job.yaml", f"version: 1\naction: train\nresults_root: {tmp_path}\n")
+    found = invalid(bank, file)
+    assert len(found) == 1
+    assert "'network_arch', 'image', 'command'" in found[0]
+    assert os.environ["TAO_SKILL_BANK"] == str(BANK)
+
+
+def test_a_pipeline_names_the_skill_once_in_defaults(bank: Runner, tmp_path: Path) -> None:
+    file = write(
+        tmp_path / "pipe.yaml",
+        "\n".join(
+            [
+                "version: 1",
+                "defaults:",
+                "  skill: tao-train-tiny",
+                "  platform: docker",
+                '  user: "1000:1000"',
+                f"  results_root: {tmp_path / 'results'}",
+                "  gpus: [0]",
+                "jobs:",
+                "  train:",
+                "    action: train",
+                "    spec: {dataset: {train_data_sources: [{image_dir: /d/i, json_file: /d/j}],",
+                "                     classes: [a]}}",
+                "  evaluate:",
+                "    action: evaluate",
+                "    needs: [train]",
+                "    spec:",
+                "      evaluate: {checkpoint: '{needs.train.results_dir}/model.pth'}",
+                "      dataset: {test_data_sources: {image_dir: /d/test}}",
+                "      labels:",
+                "        'say \"hi\" ''there''': 1",
+                '        "$(touch /tmp/taospec-pwned)\\nnext line": x',
+            ]
+        )
+        + "\n",
+    )
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    rendered = bank("render", file, "evaluate", "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    plans = json.loads(rendered.stdout)
+    evaluate = plans[-1] if isinstance(plans, list) else plans
+    spec = spec_of(evaluate)
+    assert spec["evaluate"]["checkpoint"] == "/inputs/0/model.pth"
+    assert any(
+        note.startswith("input spec.evaluate.checkpoint: ")
+        and note.endswith("/model.pth, read-only at /inputs/0/model.pth")
+        and "{needs" not in note
+        for note in evaluate["notes"]
+    )
+    assert spec["dataset"]["test_data_sources"]["image_dir"] == "/inputs/1/test"
+    launch = step(evaluate, "launch")["argv"]
+    assert "/d/test:/inputs/1/test:ro" in launch
+    assert spec["labels"] == {
+        "say \"hi\" 'there'": 1,
+        "$(touch /tmp/taospec-pwned)\nnext line": "x",
+    }
