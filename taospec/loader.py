@@ -46,8 +46,18 @@ def load_jobfile(path: str | Path, images: Images | None = None) -> JobFile:
     versions.yaml, looked for when first needed).
     """
     file = Path(path)
-    display = str(path)
-    source = parse(read_text(file, display), display)
+    return load_jobfile_text(read_text(file, str(path)), str(path), images or Images(file))
+
+
+def load_jobfile_text(text: str, display: str, images: Images | None = None) -> JobFile:
+    """:func:`load_jobfile` for the ``text`` of the job file at path ``display``.
+
+    Nothing is read from disk but what ``images`` reads: a job file as it was
+    at a git revision is given with an :class:`Images` whose reader finds the
+    versions.yaml of that revision.
+    """
+    file = Path(display)
+    source = parse(text, display)
     images = images or Images(file)
     if "jobs" not in source.data:
         return _single(source, file, images)

@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("cli", {"taospec.__main__", "taospec.cli", "taospec.cli.app"}),
     ("commands", {"taospec.commands"}),
     ("loading and pipelines", {"taospec.loader", "taospec.pipeline", "taospec.fingerprint",
-                               "taospec.polling"}),
+                               "taospec.polling", "taospec.gitrev", "taospec.plandiff"}),
     ("executor and preflight", {"taospec.executor", "taospec.doctor"}),
     ("platforms", {"taospec.platforms", "taospec.remote", "taospec.gpupick", "taospec.notify",
                    "taospec.progress"}),

@@ -71,6 +71,28 @@ def render(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> N
 
 
 @cli.command()
+@click.argument("args", nargs=-1, required=True, metavar="[REV_A [REV_B]] FILE...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a unified diff per target; json: data for tools.",
+)
+def diff(args: tuple[str, ...], fmt: str) -> None:
+    """Show how FILEs' plans changed between two git revisions.
+
+    Default: HEAD against the work tree; one revision: it against the work
+    tree. A leading word is a revision when it is no file in the work tree.
+    Exit 0 when no plan changed, 1 when one did, 2 on invalid input.
+    """
+    from taospec.commands import diff as diff_verb
+
+    _exit(diff_verb.run(args, fmt=fmt))
+
+
+@cli.command()
 def schema() -> None:
     """Print the job spec's JSON Schema."""
     from taospec.schema import schema_text
