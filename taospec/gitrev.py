@@ -44,7 +44,7 @@ def toplevel(folder: Path, name: str) -> Path:
 
 def locate(file: str) -> GitFile:
     """The repository that holds ``file`` (which need not exist in the work tree)."""
-    folder = Path(os.path.abspath(file)).parent
+    folder = Path(os.path.normpath(Path.cwd() / file)).parent
     start = folder
     while not start.is_dir():
         start = start.parent

@@ -44,11 +44,19 @@ def cli() -> None:
     default=None,
     help="Check files in up to N processes at once (default: one per CPU for many files).",
 )
-def validate(files: tuple[str, ...], quiet: bool, jobs: int | None) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="text: file:line:col messages; json: one object per file; github: annotations.",
+)
+def validate(files: tuple[str, ...], quiet: bool, jobs: int | None, fmt: str) -> None:
     """Check job files against the schema and taospec's rules."""
     from taospec.commands import validate as validate_verb
 
-    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs))
+    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs, fmt=fmt))
 
 
 @cli.command()
@@ -151,6 +159,9 @@ STATES = click.Choice(states.STATES)
     is_flag=True,
     help="Submit even if a running job on the same host holds one of the GPUs.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="With -n: one JSON document of the decisions."
+)
 @USER_OPTION
 def run(
     file: str,
@@ -163,6 +174,7 @@ def run(
     detach: bool,
     follow: bool,
     allow_shared_gpus: bool,
+    as_json: bool,
     user: str | None,
 ) -> None:
     """Build FILE's TARGETS (default: all) and what they need, skipping what is up to date.
@@ -185,6 +197,7 @@ def run(
             follow=follow,
             user=user,
             allow_shared_gpus=allow_shared_gpus,
+            as_json=as_json,
         )
     )
 
@@ -236,17 +249,18 @@ def cancel(job_id: str) -> None:
 @cli.command()
 @click.argument("job_id")
 @click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
-def show(job_id: str, with_plan: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON (the record is JSON already).")
+def show(job_id: str, with_plan: bool, as_json: bool) -> None:
     """Print JOB_ID's record."""
     from taospec.commands import jobs
 
-    _exit(jobs.show(job_id, plan=with_plan))
+    _exit(jobs.show(job_id, plan=with_plan, as_json=as_json))
 
 
 @cli.command("ls")
 @click.option("--state", type=STATES, help="Only records in this state.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON record per line.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
     from taospec.commands import jobs

@@ -8,6 +8,7 @@ file, in the order given.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -16,7 +17,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from taospec.diagnostics import SpecError
+from taospec.commands import ciformat
+from taospec.diagnostics import Problem, SpecError
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.loader import load_jobfile
 
@@ -24,17 +26,25 @@ SHARE = 16
 """By default, a worker process is started for every this many files (up to one per CPU)."""
 
 
-def run(files: Sequence[str], *, quiet: bool = False, jobs: int | None = None) -> int:
+def run(
+    files: Sequence[str], *, quiet: bool = False, jobs: int | None = None, fmt: str = "text"
+) -> int:
     """Validate each file; exit 2 if any has a problem.
 
     ``jobs`` is how many processes may check files at once (default: one per
-    CPU when there are many files).
+    CPU when there are many files). ``fmt`` ``json`` prints one JSON object per
+    file, ``github`` one GitHub Actions annotation per problem (both on stdout).
     """
     failed = 0
-    for file, problem in zip(files, _problems(files, jobs), strict=True):
-        if problem is not None:
-            failed += 1
-            print(problem, file=sys.stderr)
+    for file, problems in zip(files, _problems(files, jobs), strict=True):
+        failed += bool(problems)
+        if fmt == "json":
+            print(json.dumps(ciformat.file_json(file, problems)))
+        elif fmt == "github":
+            for problem in problems:
+                print(ciformat.github(file, problem))
+        elif problems:
+            print(SpecError(problems), file=sys.stderr)
         elif not quiet:
             print(f"{file}: ok")
     if failed:
@@ -43,17 +53,17 @@ def run(files: Sequence[str], *, quiet: bool = False, jobs: int | None = None) -
     return EXIT_OK
 
 
-def check(file: str) -> str | None:
-    """``file``'s problems as text, or None when it is valid."""
+def check(file: str) -> tuple[Problem, ...]:
+    """``file``'s problems (none when it is valid)."""
     try:
         load_jobfile(file)
     except SpecError as exc:
-        return str(exc)
-    return None
+        return exc.problems
+    return ()
 
 
-def _problems(files: Sequence[str], jobs: int | None) -> Iterator[str | None]:
-    """Each file's problems (None when valid), in order."""
+def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem, ...]]:
+    """Each file's problems, in order."""
     if not files:
         return
     yield check(files[0])
