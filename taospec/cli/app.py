@@ -15,10 +15,36 @@ import sys
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from taospec import states
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
+
+
+def _complete_job_ids(
+    _ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Job ids in the ledger, newest first, for status, logs, cancel and show."""
+    from taospec.commands import completion
+
+    return [CompletionItem(i, help=h) for i, h in completion.job_ids(incomplete)]
+
+
+def _complete_targets(
+    ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The target names of the job file already on the command line."""
+    from taospec.commands import completion
+
+    file = ctx.params.get("file")
+    if not isinstance(file, str):
+        return []
+    return [CompletionItem(name) for name in completion.targets(file, incomplete)]
+
+
+JOB_ID_ARGUMENT = click.argument("job_id", shell_complete=_complete_job_ids)
+TARGETS_ARGUMENT = click.argument("targets", nargs=-1, shell_complete=_complete_targets)
 USER_OPTION = click.option(
     "--user", metavar="UID:GID", help="Run the job as this UID:GID instead of the spec's user."
 )
@@ -61,7 +87,7 @@ def validate(files: tuple[str, ...], quiet: bool, jobs: int | None, fmt: str) ->
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "--format",
     "fmt",
@@ -101,27 +127,34 @@ def diff(args: tuple[str, ...], fmt: str) -> None:
 
 
 @cli.command()
-def schema() -> None:
-    """Print the job spec's JSON Schema."""
-    from taospec.schema import schema_text
+@click.option("--path", "as_path", is_flag=True, help="Print the schema file's path instead.")
+def schema(as_path: bool) -> None:
+    """Print the job spec's JSON Schema (for editors: --path)."""
+    from taospec.schema import schema_path, schema_text
 
+    if as_path:
+        click.echo(str(schema_path()))
+        return
     click.echo(schema_text(), nl=False)
 
 
 @cli.command("lint")
-@click.argument("file", default="-")
-def lint_command(file: str) -> None:
-    """Check a command line or script (FILE, or - for stdin) for inline secrets."""
+@click.argument("files", nargs=-1)
+def lint_command(files: tuple[str, ...]) -> None:
+    """Check command lines or scripts (FILES, or - / none for stdin) for inline secrets."""
     from taospec.commands import lint as lint_verb
 
-    if file == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            text, name = Path(file).read_text(encoding="utf-8"), file
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"{file}: {exc}") from None
-    _exit(lint_verb.run(text, name))
+    code = 0
+    for file in files or ("-",):
+        if file == "-":
+            text, name = sys.stdin.read(), "<stdin>"
+        else:
+            try:
+                text, name = Path(file).read_text(encoding="utf-8"), file
+            except (OSError, UnicodeDecodeError) as exc:
+                raise click.BadParameter(f"{file}: {exc}") from None
+        code = max(code, lint_verb.run(text, name))
+    _exit(code)
 
 
 STATES = click.Choice(states.STATES)
@@ -129,7 +162,7 @@ STATES = click.Choice(states.STATES)
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "-n",
     "--dry-run",
@@ -204,7 +237,7 @@ def run(
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
 )
@@ -217,7 +250,7 @@ def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> No
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(job_id: str, as_json: bool) -> None:
     """Ask the backend for JOB_ID's state (records a first terminal state)."""
@@ -227,7 +260,7 @@ def status(job_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 def logs(job_id: str, tail: int | None, follow: bool) -> None:
@@ -238,7 +271,7 @@ def logs(job_id: str, tail: int | None, follow: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 def cancel(job_id: str) -> None:
     """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
     from taospec.commands import jobs
@@ -247,7 +280,7 @@ def cancel(job_id: str) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
 @click.option("--json", "as_json", is_flag=True, help="JSON (the record is JSON already).")
 def show(job_id: str, with_plan: bool, as_json: bool) -> None:
@@ -329,7 +362,7 @@ def record_open(
 
 
 @record.command("mark")
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--state", type=STATES, required=True)
 @click.option("--message", default="")
 @click.option(
@@ -364,7 +397,7 @@ def record_mark(
 
 
 @record.command("show")
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 def record_show(job_id: str) -> None:
     """Print JOB_ID's record as indented JSON (redacted)."""
     from taospec.commands import record as command
