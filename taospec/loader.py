@@ -59,12 +59,28 @@ def load_located(
     """:func:`load_jobfile`, with the source each target's values are located in."""
     piped = str(path) == STDIN
     display = "<stdin>" if piped else str(path)
-    source = parse(read_text(Path(path), display), display)
     file = Path("stdin") if piped else Path(path)
     if images is None and versions is not None:
         if not Path(versions).is_file():
             raise SpecError.single(str(versions), "no such versions file (given by --versions)")
         images = Images.with_versions_file(file, Path(versions))
+    return _load_text(read_text(Path(path), display), display, file, images)
+
+
+def load_jobfile_text(text: str, display: str, images: Images | None = None) -> JobFile:
+    """:func:`load_jobfile` for the ``text`` of the job file at path ``display``.
+
+    Nothing is read from disk but what ``images`` reads: a job file as it was
+    at a git revision is given with an :class:`Images` whose reader finds the
+    versions.yaml of that revision.
+    """
+    return _load_text(text, display, Path(display), images)[0]
+
+
+def _load_text(
+    text: str, display: str, file: Path, images: Images | None
+) -> tuple[JobFile, dict[str, Source]]:
+    source = parse(text, display)
     images = images or Images(file)
     if "jobs" not in source.data:
         return _single(source, file, images)

@@ -138,6 +138,10 @@ class Plan:
         """The same plan with the placeholder replaced by ``job_id`` everywhere."""
         return _substitute(self, lambda text: text.replace(JOB_ID, job_id))
 
+    def with_placeholder_id(self) -> Plan:
+        """The same plan with its job id replaced by the placeholder, to compare with a new one."""
+        return self if self.has_placeholder_id else _unsubstitute(self)
+
     def to_json(self) -> dict[str, Any]:
         """Plain data; the placeholder id appears as ``${JOB_ID}``."""
         shown = _substitute(self, lambda text: STAND_IN.sub(r"${\1}", text))

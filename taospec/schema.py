@@ -42,12 +42,17 @@ _TYPE_NAMES = {
 }
 
 
+def schema_path() -> Path:
+    """The schema's file: inside the installed package, else in the checkout."""
+    packaged = Path(str(resources.files("taospec") / "schemas" / SCHEMA_NAME))
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_NAME
+
+
 def schema_text() -> str:
     """The schema exactly as shipped: inside the installed package, else in the checkout."""
-    packaged = resources.files("taospec") / "schemas" / SCHEMA_NAME
-    if packaged.is_file():
-        return packaged.read_text("utf-8")
-    return (Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_NAME).read_text("utf-8")
+    return schema_path().read_text("utf-8")
 
 
 @cache

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from taospec.yamlsrc import parse_shared, read_text
 
 VERSIONS_FILE = "versions.yaml"
+
+VersionsReader = Callable[[], "tuple[str, str] | None"]
+"""Finds the versions.yaml a job file uses: its (display name, text), or None when there is none."""
 
 
 class Images:
@@ -19,10 +23,11 @@ class Images:
     target of a pipeline), so they also see the same bytes.
     """
 
-    def __init__(self, spec_file: Path) -> None:
+    def __init__(self, spec_file: Path, reader: VersionsReader | None = None) -> None:
         self.spec_file = spec_file
         self._found: dict[str, tuple[bool, str]] = {}
         self._versions: tuple[Path | None] | None = None
+        self._reader = reader
 
     @classmethod
     def with_versions_file(cls, spec_file: Path, versions_file: Path | None) -> Images:
@@ -35,10 +40,8 @@ class Images:
         """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
         found = self._found.get(key)
         if found is None:
-            if self._versions is None:
-                self._versions = (find_versions_file(self.spec_file),)
             try:
-                found = (True, image_in(self._versions[0], key, self.spec_file))
+                found = (True, self._image(key))
             except LookupError as exc:
                 found = (False, str(exc))
             self._found[key] = found
@@ -46,6 +49,16 @@ class Images:
         if not resolved:
             raise LookupError(text)
         return text
+
+    def _image(self, key: str) -> str:
+        if self._reader is not None:
+            versions = self._reader()
+            if versions is None:
+                raise LookupError(_no_versions(key, self.spec_file))
+            return image_in_text(versions[1], versions[0], key)
+        if self._versions is None:
+            self._versions = (find_versions_file(self.spec_file),)
+        return image_in(self._versions[0], key, self.spec_file)
 
 
 def find_versions_file(start: Path) -> Path | None:
@@ -74,17 +87,26 @@ def resolve_versions_key(key: str, spec_file: Path) -> str:
 def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
     """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
     if versions is None:
-        piped = not Path(spec_file).is_file()
-        raise LookupError(
-            f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
-            "directory, and there is none"
-            + (
-                "; a job file read from a pipe has no directory: name one with --versions FILE"
-                if piped
-                else ""
-            )
+        raise LookupError(_no_versions(key, spec_file))
+    return image_in_text(read_text(versions, str(versions)), str(versions), key)
+
+
+def _no_versions(key: str, spec_file: Path) -> str:
+    piped = not Path(spec_file).is_file()
+    return (
+        f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
+        "directory, and there is none"
+        + (
+            "; a job file read from a pipe has no directory: name one with --versions FILE"
+            if piped
+            else ""
         )
-    node: Any = parse_shared(read_text(versions, str(versions)), str(versions)).data
+    )
+
+
+def image_in_text(text: str, versions: str, key: str) -> str:
+    """The image URI that ``key`` names in ``text``, the versions file shown as ``versions``."""
+    node: Any = parse_shared(text, versions).data
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             raise LookupError(f"{versions} has no key {key!r}")

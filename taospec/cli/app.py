@@ -15,10 +15,36 @@ import sys
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from taospec import states
 
 FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
+
+
+def _complete_job_ids(
+    _ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Job ids in the ledger, newest first, for status, logs, cancel and show."""
+    from taospec.commands import completion
+
+    return [CompletionItem(i, help=h) for i, h in completion.job_ids(incomplete)]
+
+
+def _complete_targets(
+    ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The target names of the job file already on the command line."""
+    from taospec.commands import completion
+
+    file = ctx.params.get("file")
+    if not isinstance(file, str):
+        return []
+    return [CompletionItem(name) for name in completion.targets(file, incomplete)]
+
+
+JOB_ID_ARGUMENT = click.argument("job_id", shell_complete=_complete_job_ids)
+TARGETS_ARGUMENT = click.argument("targets", nargs=-1, shell_complete=_complete_targets)
 USER_OPTION = click.option(
     "--user", metavar="UID:GID", help="Run the job as this UID:GID instead of the spec's user."
 )
@@ -53,6 +79,14 @@ def cli() -> None:
     help="Check files in up to N processes at once (default: one per CPU for many files).",
 )
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="text: file:line:col messages; json: one object per file; github: annotations.",
+)
+@click.option(
     "--here",
     is_flag=True,
     help="Also make every check run makes on this machine: mount sources, env.pass "
@@ -64,6 +98,7 @@ def validate(
     files: tuple[str, ...],
     quiet: bool,
     jobs: int | None,
+    fmt: str,
     here: bool,
     versions: str | None,
     user: str | None,
@@ -71,12 +106,16 @@ def validate(
     """Check job files (- reads standard input) against the schema and taospec's rules."""
     from taospec.commands import validate as validate_verb
 
-    _exit(validate_verb.run(files, quiet=quiet, jobs=jobs, here=here, versions=versions, user=user))
+    _exit(
+        validate_verb.run(
+            files, quiet=quiet, jobs=jobs, fmt=fmt, here=here, versions=versions, user=user
+        )
+    )
 
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "--format",
     "fmt",
@@ -119,27 +158,56 @@ def init_command(skill: str, action: str, output: Path | None) -> None:
 
 
 @cli.command()
-def schema() -> None:
-    """Print the job spec's JSON Schema."""
-    from taospec.schema import schema_text
+@click.argument("args", nargs=-1, required=True, metavar="[REV_A [REV_B]] FILE...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a unified diff per target; json: data for tools.",
+)
+def diff(args: tuple[str, ...], fmt: str) -> None:
+    """Show how FILEs' plans changed between two git revisions.
 
+    Default: HEAD against the work tree; one revision: it against the work
+    tree. A leading word is a revision when it is no file in the work tree.
+    Exit 0 when no plan changed, 1 when one did, 2 on invalid input.
+    """
+    from taospec.commands import diff as diff_verb
+
+    _exit(diff_verb.run(args, fmt=fmt))
+
+
+@cli.command()
+@click.option("--path", "as_path", is_flag=True, help="Print the schema file's path instead.")
+def schema(as_path: bool) -> None:
+    """Print the job spec's JSON Schema (for editors: --path)."""
+    from taospec.schema import schema_path, schema_text
+
+    if as_path:
+        click.echo(str(schema_path()))
+        return
     click.echo(schema_text(), nl=False)
 
 
 @cli.command("lint")
-@click.argument("file", default="-")
-def lint_command(file: str) -> None:
-    """Check a command line or script (FILE, or - for stdin) for inline secrets."""
+@click.argument("files", nargs=-1)
+def lint_command(files: tuple[str, ...]) -> None:
+    """Check command lines or scripts (FILES, or - / none for stdin) for inline secrets."""
     from taospec.commands import lint as lint_verb
 
-    if file == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            text, name = Path(file).read_text(encoding="utf-8"), file
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"{file}: {exc}") from None
-    _exit(lint_verb.run(text, name))
+    code = 0
+    for file in files or ("-",):
+        if file == "-":
+            text, name = sys.stdin.read(), "<stdin>"
+        else:
+            try:
+                text, name = Path(file).read_text(encoding="utf-8"), file
+            except (OSError, UnicodeDecodeError) as exc:
+                raise click.BadParameter(f"{file}: {exc}") from None
+        code = max(code, lint_verb.run(text, name))
+    _exit(code)
 
 
 STATES = click.Choice(states.STATES)
@@ -147,7 +215,7 @@ STATES = click.Choice(states.STATES)
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "-n",
     "--dry-run",
@@ -177,6 +245,9 @@ STATES = click.Choice(states.STATES)
     is_flag=True,
     help="Submit even if a running job on the same host holds one of the GPUs.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="With -n: one JSON document of the decisions."
+)
 @USER_OPTION
 def run(
     file: str,
@@ -189,6 +260,7 @@ def run(
     detach: bool,
     follow: bool,
     allow_shared_gpus: bool,
+    as_json: bool,
     user: str | None,
 ) -> None:
     """Build FILE's TARGETS (default: all) and what they need, skipping what is up to date.
@@ -211,13 +283,14 @@ def run(
             follow=follow,
             user=user,
             allow_shared_gpus=allow_shared_gpus,
+            as_json=as_json,
         )
     )
 
 
 @cli.command()
 @click.argument("file")
-@click.argument("targets", nargs=-1)
+@TARGETS_ARGUMENT
 @click.option(
     "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
 )
@@ -230,7 +303,7 @@ def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> No
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(job_id: str, as_json: bool) -> None:
     """Ask the backend for JOB_ID's state (records a first terminal state)."""
@@ -240,7 +313,7 @@ def status(job_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 def logs(job_id: str, tail: int | None, follow: bool) -> None:
@@ -251,7 +324,7 @@ def logs(job_id: str, tail: int | None, follow: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 def cancel(job_id: str) -> None:
     """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
     from taospec.commands import jobs
@@ -260,19 +333,20 @@ def cancel(job_id: str) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--plan", "with_plan", is_flag=True, help="Print the commands the job ran.")
-def show(job_id: str, with_plan: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON (the record is JSON already).")
+def show(job_id: str, with_plan: bool, as_json: bool) -> None:
     """Print JOB_ID's record."""
     from taospec.commands import jobs
 
-    _exit(jobs.show(job_id, plan=with_plan))
+    _exit(jobs.show(job_id, plan=with_plan, as_json=as_json))
 
 
 @cli.command("ls")
 @click.option("--state", type=STATES, help="Only records in this state.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON record per line.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
     from taospec.commands import jobs
@@ -341,7 +415,7 @@ def record_open(
 
 
 @record.command("mark")
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 @click.option("--state", type=STATES, required=True)
 @click.option("--message", default="")
 @click.option(
@@ -376,7 +450,7 @@ def record_mark(
 
 
 @record.command("show")
-@click.argument("job_id")
+@JOB_ID_ARGUMENT
 def record_show(job_id: str) -> None:
     """Print JOB_ID's record as indented JSON (redacted)."""
     from taospec.commands import record as command

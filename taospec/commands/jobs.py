@@ -80,17 +80,20 @@ def cancel(job_id: str) -> int:
     return EXIT_OK
 
 
-def show(job_id: str, *, plan: bool = False) -> int:
-    """Print the job's record as JSON, or with ``plan`` the commands it ran."""
+def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
+    """Print the job's record as JSON, or with ``plan`` the commands it ran (``as_json``:
+    the stored plan as JSON)."""
     ledger, record = _ledger_for(job_id)
     if not plan:
-        print(json.dumps(record.to_json(), indent=2))
+        print(json.dumps({**record.to_json(), "state": record.state}, indent=2))
         return EXIT_OK
     stored = ledger.sidecar(job_id).get("plan")
     if not isinstance(stored, dict):
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK
-
+    if as_json:
+        print(redacted(json.dumps(stored, indent=2)))
+        return EXIT_OK
     print(plantext.text(plan_from_json(stored)), end="")
     return EXIT_OK
 
@@ -100,7 +103,7 @@ def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = Fals
     records = open_ledger().list(state=state, limit=limit)
     if as_json:
         for record in records:
-            print(json.dumps(record.to_json()))
+            print(json.dumps({**record.to_json(), "state": record.state}))
         return EXIT_OK
     rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
     rows += [

@@ -8,14 +8,21 @@ would run (exit 1) or all is up to date (exit 0).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
 
-from taospec import plantext, platforms, preflight
+from taospec import plandiff, plantext, platforms, preflight
 from taospec.commands import open_ledger, say
 from taospec.diagnostics import raise_if_any
-from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
+from taospec.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    InvalidInput,
+)
 from taospec.executor import check_environment, secret_values
 from taospec.ledger import Ledger
 from taospec.loader import load_located
@@ -39,8 +46,11 @@ def run(
     follow: bool = False,
     user: str | None = None,
     allow_shared_gpus: bool = False,
+    as_json: bool = False,
 ) -> int:
     """Decide, then (unless only asked) build. Exit 0 only when every run target completed."""
+    if as_json and not dry_run:
+        raise InvalidInput("run --json goes with -n (--dry-run): a build reports as it goes")
     jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
     # Before any record opens: a missing source would be created empty by dockerd.
@@ -51,8 +61,11 @@ def run(
     ledger = open_ledger(secret_values(tuple(passed)))
     forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
     decisions = decide(jobfile, names, ledger, force=forced, user=user, preview=dry_run)
+    if dry_run and as_json:
+        print(json.dumps(decisions_json(decisions, ledger), indent=2))
+        return EXIT_OK
     if dry_run or check:
-        _print_decisions(decisions, with_plans=dry_run)
+        _print_decisions(decisions, with_plans=dry_run, ledger=ledger)
         return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
     for decision in decisions:
         if decision.run:
@@ -103,7 +116,7 @@ def _to_stderr(text: str) -> None:
     sys.stderr.flush()
 
 
-def _print_decisions(decisions: list[Decision], *, with_plans: bool) -> None:
+def _print_decisions(decisions: list[Decision], *, with_plans: bool, ledger: Ledger) -> None:
     width = max(len(d.target.name) for d in decisions)
     for decision in decisions:
         verb = "run " if decision.run else "skip"
@@ -114,6 +127,31 @@ def _print_decisions(decisions: list[Decision], *, with_plans: bool) -> None:
         if decision.run and decision.plan is not None:
             print()
             print(plantext.text(decision.plan), end="")
+            changes = plandiff.since_last(decision.target, decision.plan, ledger)
+            if changes:
+                print(f"\n# what changed since the last run of {decision.target.name}:")
+                print(changes, end="")
+
+
+def decisions_json(decisions: list[Decision], ledger: Ledger) -> dict[str, object]:
+    """``run -n --json``: each target's decision, its plan, and how it changed since last run."""
+    return {
+        "decisions": [
+            {
+                "target": d.target.name,
+                "run": d.run,
+                "reason": d.reason,
+                "job_id": d.job_id,
+                "plan": None if d.plan is None else d.plan.to_json(),
+                "changes": (
+                    plandiff.since_last(d.target, d.plan, ledger)
+                    if d.run and d.plan is not None
+                    else ""
+                ),
+            }
+            for d in decisions
+        ]
+    }
 
 
 def _detach(build: Build) -> int:

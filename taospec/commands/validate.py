@@ -8,6 +8,7 @@ file, in the order given.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -17,7 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from taospec import preflight
-from taospec.diagnostics import SpecError, raise_if_any
+from taospec.commands import ciformat
+from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.loader import load_jobfile, load_located
 from taospec.yamlsrc import STDIN
@@ -31,6 +33,7 @@ def run(
     *,
     quiet: bool = False,
     jobs: int | None = None,
+    fmt: str = "text",
     here: bool = False,
     versions: str | None = None,
     user: str | None = None,
@@ -38,20 +41,29 @@ def run(
     """Validate each file; exit 2 if any has a problem.
 
     ``jobs`` is how many processes may check files at once (default: one per
-    CPU when there are many files). ``here`` adds every check ``run`` makes
-    on this machine (:mod:`taospec.preflight`); ``versions`` names the
-    versions.yaml; ``user`` is ``--user`` as render and run take it.
+    CPU when there are many files). ``fmt`` ``json`` prints one JSON object per
+    file, ``github`` one GitHub Actions annotation per problem (both on stdout).
+    ``here`` adds every check ``run`` makes on this machine
+    (:mod:`taospec.preflight`); ``versions`` names the versions.yaml; ``user`` is
+    ``--user`` as render and run take it.
     """
     if here or versions is not None or STDIN in files:
         # One at a time in this process: stdin is read once, and the checks ask this machine.
-        answers: Iterator[str | None] = (_check_here(f, here, versions, user) for f in files)
+        answers: Iterator[tuple[Problem, ...]] = (
+            _check_here(f, here, versions, user) for f in files
+        )
     else:
         answers = _problems(files, jobs)
     failed = 0
-    for file, problem in zip(files, answers, strict=True):
-        if problem is not None:
-            failed += 1
-            print(problem, file=sys.stderr)
+    for file, problems in zip(files, answers, strict=True):
+        failed += bool(problems)
+        if fmt == "json":
+            print(json.dumps(ciformat.file_json(file, problems)))
+        elif fmt == "github":
+            for problem in problems:
+                print(ciformat.github(file, problem))
+        elif problems:
+            print(SpecError(problems), file=sys.stderr)
         elif not quiet:
             print(f"{file}: ok")
     if failed:
@@ -60,16 +72,18 @@ def run(
     return EXIT_OK
 
 
-def check(file: str) -> str | None:
-    """``file``'s problems as text, or None when it is valid."""
+def check(file: str) -> tuple[Problem, ...]:
+    """``file``'s problems (none when it is valid)."""
     try:
         load_jobfile(file)
     except SpecError as exc:
-        return str(exc)
-    return None
+        return exc.problems
+    return ()
 
 
-def _check_here(file: str, here: bool, versions: str | None, user: str | None) -> str | None:
+def _check_here(
+    file: str, here: bool, versions: str | None, user: str | None
+) -> tuple[Problem, ...]:
     """``file``'s problems, with this machine's (warnings are printed, and do not fail)."""
     try:
         jobfile, sources = load_located(file, versions=versions)
@@ -79,12 +93,12 @@ def _check_here(file: str, here: bool, versions: str | None, user: str | None) -
                 print(warning, file=sys.stderr)
             raise_if_any(verdict.problems)
     except SpecError as exc:
-        return str(exc)
-    return None
+        return exc.problems
+    return ()
 
 
-def _problems(files: Sequence[str], jobs: int | None) -> Iterator[str | None]:
-    """Each file's problems (None when valid), in order."""
+def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem, ...]]:
+    """Each file's problems, in order."""
     if not files:
         return
     yield check(files[0])

@@ -1,0 +1,165 @@
+"""``taospec diff``: how a change to job files changes the commands they run.
+
+Each file's targets are rendered at two revisions (default: HEAD against the
+work tree; one revision: it against the work tree) and their plans compared
+as text, every job id shown as ``$JOB_ID``. A file at a revision is read with
+``git show REV:path``, and so is the versions.yaml it resolves against: a
+changed image pin shows as a changed image in every target that uses it.
+Exit 0 when no plan changed, 1 when one did, 2 when either side is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from taospec import gitrev, plandiff
+from taospec.diagnostics import SpecError
+from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
+from taospec.job import JobFile
+from taospec.loader import load_jobfile
+from taospec.plan import upstream_stand_in
+from taospec.platforms import render
+
+WORK_TREE = "work tree"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetDiff:
+    """One target compared: ``added``, ``removed``, ``changed`` or ``unchanged``."""
+
+    target: str
+    status: str
+    diff: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"target": self.target, "status": self.status, "diff": self.diff}
+
+
+def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The revisions (up to two) and the files among ``args``.
+
+    ``--`` ends the revisions; without it, a leading word is a revision when
+    it is not a file in the work tree and git knows it as a commit.
+    """
+    if "--" in args:
+        cut = list(args).index("--")
+        revs, files = list(args[:cut]), list(args[cut + 1 :])
+    else:
+        revs, files = [], list(args)
+        while files and len(revs) < 2 and len(files) > 1 and _is_revision(files[0]):
+            revs.append(files.pop(0))
+    if len(revs) > 2:
+        raise InvalidInput(f"diff takes at most two revisions, not {len(revs)}: {' '.join(revs)}")
+    if not files:
+        raise InvalidInput("diff: name at least one job file")
+    return revs, files
+
+
+def _is_revision(word: str) -> bool:
+    if os.path.lexists(word):
+        return False
+    try:
+        gitrev.commit(gitrev.toplevel(Path.cwd(), word), word)
+    except InvalidInput:
+        return False
+    return True
+
+
+def _plans(jobfile: JobFile | None) -> dict[str, str]:
+    """Each target's plan text, as ``render`` shows it."""
+    if jobfile is None:
+        return {}
+    out = {}
+    for name, target in jobfile.targets.items():
+        upstream = {need: upstream_stand_in(need) for need in target.needs}
+        out[name] = plandiff.text(render(target.job, upstream=upstream))
+    return out
+
+
+def _side(where: gitrev.GitFile, rev: str | None) -> dict[str, str]:
+    """The plans of ``where`` at ``rev`` (None: the work tree), naming the side in any error."""
+    label = f"at {rev}" if rev else f"in the {WORK_TREE}"
+    try:
+        if rev is None:
+            jobfile = load_jobfile(where.display) if os.path.lexists(where.display) else None
+        else:
+            jobfile = gitrev.load_at(where, rev)
+        return _plans(jobfile)
+    except SpecError as exc:
+        raise SideInvalid(where.display, label, str(exc)) from None
+    except TaospecError as exc:
+        raise SideInvalid(where.display, label, f"{where.display}: {exc}") from None
+
+
+class SideInvalid(InvalidInput):
+    """One side of a comparison cannot be rendered."""
+
+    def __init__(self, file: str, side: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"{file} is invalid {side}")
+
+
+def compare(old: dict[str, str], new: dict[str, str], names: tuple[str, str]) -> list[TargetDiff]:
+    """Every target of either side: new targets in their order, then removed ones."""
+    out = []
+    for target in [*new, *(t for t in old if t not in new)]:
+        before, after = old.get(target), new.get(target)
+        diff = plandiff.unified(
+            before or "", after or "", f"{names[0]}#{target}", f"{names[1]}#{target}"
+        )
+        if before is None:
+            status = "added"
+        elif after is None:
+            status = "removed"
+        else:
+            status = "changed" if diff else "unchanged"
+        out.append(TargetDiff(target, status, diff))
+    return out
+
+
+def run(args: Sequence[str], *, fmt: str = "text") -> int:
+    """Compare every file's plans at the two revisions; exit 1 when any changed."""
+    revs, files = split_args(args)
+    old_rev = revs[0] if revs else "HEAD"
+    new_rev = revs[1] if len(revs) > 1 else None
+    results: list[tuple[str, list[TargetDiff]]] = []
+    try:
+        for file in files:
+            where = gitrev.locate(file)
+            for rev in (old_rev, new_rev):
+                if rev is not None:
+                    gitrev.commit(where.top, rev)
+            names = (
+                f"{old_rev}:{where.path}",
+                f"{new_rev}:{where.path}" if new_rev else file,
+            )
+            old, new = _side(where, old_rev), _side(where, new_rev)
+            if not old and not new:
+                raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}")
+            results.append((file, compare(old, new, names)))
+    except SideInvalid as exc:
+        print(exc.detail, file=sys.stderr)
+        print(f"taospec diff: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    changed = any(t.status != "unchanged" for _, diffs in results for t in diffs)
+    if fmt == "json":
+        document = {
+            "old": old_rev,
+            "new": new_rev,
+            "changed": changed,
+            "files": [
+                {"file": file, "targets": [t.to_json() for t in diffs]} for file, diffs in results
+            ],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        for file, diffs in results:
+            for target in diffs:
+                print(f"{file}: {target.target}: {target.status}")
+                sys.stdout.write(target.diff)
+    return EXIT_JOB_FAILED if changed else EXIT_OK

@@ -1,0 +1,367 @@
+"""Reviewing job specs in git: diff, run -n's why, pre-commit hooks, CI formats, editors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.conftest import ROOT, Runner, write
+
+OUTPUT_SCHEMA = json.loads((Path(__file__).parent / "output.schema.json").read_text())
+
+
+def conforms(data: object, shape: str) -> None:
+    """``data`` has the documented shape ``shape`` (a $defs entry of output.schema.json)."""
+    schema = {**OUTPUT_SCHEMA, "$ref": f"#/$defs/{shape}"}
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+VERSIONS = """\
+images:
+  trainer: registry.example/tao/trainer:6.0.0
+"""
+
+PIPELINE = """\
+version: 1
+defaults:
+  network_arch: classification
+  platform: docker
+  user: "1000:1000"
+  image: {versions_key: images.trainer}
+  results_root: /tmp/taospec-review-results
+jobs:
+  train:
+    action: train
+    command: train -e {config_path} results_dir={results_dir}
+    spec:
+      optim: {lr: 0.0001}
+  evaluate:
+    action: evaluate
+    needs: [train]
+    command: evaluate model={needs.train.results_dir}/model.pth
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with a committed pipeline and its versions.yaml."""
+    path = tmp_path / "repo"
+    (path / "jobs").mkdir(parents=True)
+    git(path, "init", "-q")
+    write(path / "jobs" / "versions.yaml", VERSIONS)
+    write(path / "jobs" / "pipeline.yaml", PIPELINE)
+    commit(path, "first")
+    return path
+
+
+def in_repo(taospec: Runner, repo: Path) -> Runner:
+    return Runner(taospec.env, repo)
+
+
+# -- taospec diff -------------------------------------------------------------
+
+
+def test_diff_of_an_unchanged_work_tree_is_empty_and_exits_0(taospec: Runner, repo: Path):
+    done = in_repo(taospec, repo)("diff", "jobs/pipeline.yaml")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "jobs/pipeline.yaml: train: unchanged\njobs/pipeline.yaml: evaluate: unchanged\n"
+    )
+
+
+def test_diff_shows_a_changed_learning_rate_and_image_pin(taospec: Runner, repo: Path):
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0003"))
+    versions = repo / "jobs" / "versions.yaml"
+    versions.write_text(versions.read_text().replace("6.0.0", "6.1.0"))
+    done = in_repo(taospec, repo)("diff", "jobs/pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert "jobs/pipeline.yaml: train: changed\n" in out
+    assert "jobs/pipeline.yaml: evaluate: changed\n" in out
+    assert "--- HEAD:jobs/pipeline.yaml#train\n+++ jobs/pipeline.yaml#train\n" in out
+    assert "-  lr: 0.0001\n+  lr: 0.0003\n" in out
+    # the image pin changed in versions.yaml: both targets show the new image
+    assert out.count("+    registry.example/tao/trainer:6.1.0") == 2
+    assert "JOB_ID" in out
+    # the work tree was only read
+    assert "6.1.0" in versions.read_text()
+
+
+def test_diff_between_two_commits_reads_only_git(taospec: Runner, repo: Path):
+    first = git(repo, "rev-parse", "HEAD").strip()
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0005"))
+    second = commit(repo, "faster")
+    spec.write_text("this: [is not a job\n")  # the work tree is broken; git is not
+    done = in_repo(taospec, repo)("diff", first, second, "jobs/pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    assert f"--- {first}:jobs/pipeline.yaml#train\n+++ {second}:jobs/pipeline.yaml#train\n" in (
+        done.stdout
+    )
+    assert "+  lr: 0.0005\n" in done.stdout
+    assert "jobs/pipeline.yaml: evaluate: unchanged" in done.stdout
+    one_rev = in_repo(taospec, repo)("diff", "HEAD~1", "jobs/pipeline.yaml")
+    assert one_rev.returncode == 2
+    assert "jobs/pipeline.yaml:2:1: $: YAML syntax error" in one_rev.stderr
+    assert "jobs/pipeline.yaml is invalid in the work tree" in one_rev.stderr
+
+
+def test_diff_names_added_and_removed_targets(taospec: Runner, repo: Path):
+    spec = repo / "jobs" / "pipeline.yaml"
+    text = (
+        spec.read_text()
+        .replace("  evaluate:\n", "  export:\n")
+        .replace("action: evaluate", "action: export")
+    )
+    spec.write_text(text)
+    done = in_repo(taospec, repo)("diff", "--format", "json", "jobs/pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    conforms(data, "diff")
+    statuses = {t["target"]: t["status"] for t in data["files"][0]["targets"]}
+    assert statuses == {"train": "unchanged", "export": "added", "evaluate": "removed"}
+    assert data["old"] == "HEAD"
+    assert data["new"] is None
+    assert data["changed"] is True
+
+
+def test_diff_with_an_invalid_revision_says_which(taospec: Runner, repo: Path):
+    spec = repo / "jobs" / "pipeline.yaml"
+    good = spec.read_text()
+    spec.write_text(good.replace("action: train", "action: train\n    gpus: [zero]"))
+    commit(repo, "broken")
+    spec.write_text(good)
+    done = in_repo(taospec, repo)("diff", "jobs/pipeline.yaml")
+    assert done.returncode == 2
+    assert "jobs/pipeline.yaml:11:12: $.jobs.train.gpus[0]: 'zero' is not valid" in done.stderr
+    assert "jobs/pipeline.yaml is invalid at HEAD" in done.stderr
+    assert done.stdout == ""
+
+
+def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    write(outside / "versions.yaml", VERSIONS)
+    write(outside / "job.yaml", PIPELINE)
+    done = Runner(taospec.env, outside)("diff", "job.yaml")
+    assert done.returncode == 2
+    assert "not in a git repository" in done.stderr
+
+
+# -- run -n shows why ---------------------------------------------------------
+
+
+def local_job(tmp_path: Path, lr: str) -> Path:
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: local",
+        "image: busybox:1",
+        f"results_root: {tmp_path / 'results'}",
+        "command: sh -c 'cat {config_path} > {results_dir}/out.txt'",
+        f"spec: {{optim: {{lr: {lr}}}}}",
+    ]
+    return write(tmp_path / "job.yaml", "\n".join(lines) + "\n")
+
+
+def test_dry_run_shows_how_the_plan_changed_since_the_last_job(taospec: Runner, tmp_path: Path):
+    spec = local_job(tmp_path, "0.1")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert taospec("run", "-n", spec).stdout.startswith("skip")
+    local_job(tmp_path, "0.2")
+    dry = taospec("run", "-n", spec)
+    assert dry.returncode == 0, dry.stderr
+    assert "run   job  plan changed" in dry.stdout
+    assert "# what changed since the last run of job:" in dry.stdout
+    assert f"--- {job_id} (last run)\n+++ job (now)\n" in dry.stdout
+    assert "-  lr: 0.1\n+  lr: 0.2\n" in dry.stdout
+    # the old job's id is shown as $JOB_ID, so only the real change shows
+    assert job_id not in dry.stdout.split("(last run)")[1]
+
+    as_json = taospec("run", "-n", "--json", spec)
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    conforms(data, "run_dry")
+    decision = data["decisions"][0]
+    assert (decision["target"], decision["run"], decision["reason"]) == (
+        "job",
+        True,
+        "plan changed",
+    )
+    assert "+  lr: 0.2\n" in decision["changes"]
+    assert decision["plan"]["job_id"] is None
+
+    refused = taospec("run", "--json", spec)
+    assert refused.returncode == 2
+    assert "--json goes with -n" in refused.stderr
+
+    listed = taospec("ls", "--json")
+    lines = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in lines] == [job_id]
+    for line in lines:
+        conforms(line, "record")
+    assert lines[0]["state"] == "COMPLETE"
+    shown = taospec("show", "--json", job_id)
+    assert shown.returncode == 0, shown.stderr
+    conforms(json.loads(shown.stdout), "record")
+    plan = taospec("show", "--json", "--plan", job_id)
+    assert json.loads(plan.stdout)["job_id"] == job_id
+    conforms(json.loads(plan.stdout), "plan")
+
+
+# -- validate formats ----------------------------------------------------------
+
+
+def test_validate_formats_for_ci(taospec: Runner, repo: Path):
+    bad = write(repo / "jobs" / "bad.yaml", PIPELINE.replace("platform: docker", "platform: moon"))
+    run = in_repo(taospec, repo)
+    text = run("validate", "jobs/pipeline.yaml", "jobs/bad.yaml")
+    assert text.returncode == 2
+    assert "jobs/bad.yaml:4:13: $.defaults.platform:" in text.stderr
+
+    github = run("validate", "--format", "github", "jobs/pipeline.yaml", "jobs/bad.yaml")
+    assert github.returncode == 2
+    lines = github.stdout.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("::error file=jobs/bad.yaml,line=4,col=13::$.defaults.platform: ")
+
+    as_json = run("validate", "--format", "json", "jobs/pipeline.yaml", str(bad))
+    assert as_json.returncode == 2
+    files = [json.loads(line) for line in as_json.stdout.splitlines()]
+    for item in files:
+        conforms(item, "validate")
+    assert [(f["file"], f["valid"]) for f in files] == [
+        ("jobs/pipeline.yaml", True),
+        (str(bad), False),
+    ]
+    assert files[1]["problems"][0]["line"] == 4
+    assert files[1]["problems"][0]["path"] == "$.defaults.platform"
+
+
+# -- editors and shells ----------------------------------------------------------
+
+
+def test_schema_path_names_the_schema_file(taospec: Runner):
+    done = taospec("schema", "--path")
+    assert done.returncode == 0
+    path = Path(done.stdout.strip())
+    assert path.name == "job.schema.json"
+    assert path.read_text() == taospec("schema").stdout
+
+
+def complete(runner: Runner, shell: str, words: str) -> list[str]:
+    """What the real command answers a shell asking to complete ``words``."""
+    env = {
+        "_TAOSPEC_COMPLETE": f"{shell}_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split(" ")) - 1),
+    }
+    if shell == "fish":  # fish passes the word being completed itself
+        env["COMP_CWORD"] = words.rpartition(" ")[2]
+    done = runner(env=env)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_shell_completion_offers_job_ids_and_targets(taospec: Runner, repo: Path, tmp_path):
+    run = in_repo(taospec, repo)
+    assert complete(run, "bash", "taospec run jobs/pipeline.yaml ") == [
+        "plain,train",
+        "plain,evaluate",
+    ]
+    assert complete(run, "bash", "taospec render jobs/pipeline.yaml ev") == ["plain,evaluate"]
+    assert complete(run, "bash", "taospec graph missing.yaml ") == []
+    ids = []
+    for lr in ("0.1", "0.2"):
+        done = taospec("run", local_job(tmp_path, lr))
+        assert done.returncode == 0, done.stderr
+        ids.append(done.stdout.split()[0])
+    for verb in ("status", "logs", "cancel", "show"):
+        assert complete(taospec, "bash", f"taospec {verb} ") == [
+            f"plain,{ids[1]}",
+            f"plain,{ids[0]}",
+        ]
+    zsh = complete(taospec, "zsh", "taospec status hel")
+    assert zsh[:3] == ["plain", ids[1], "COMPLETE local"]
+    fish = complete(taospec, "fish", "taospec show ")
+    assert fish[0] == f"plain,{ids[1]}\tCOMPLETE local"
+    script = taospec(env={"_TAOSPEC_COMPLETE": "bash_source"})
+    assert "_TAOSPEC_COMPLETE=bash_complete" in script.stdout
+
+
+# -- pre-commit -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pre_commit_hook_validates_job_files_in_another_repository(tmp_path: Path):
+    pre_commit = Path(sys.executable).parent / "pre-commit"
+    assert pre_commit.exists(), "pip install -e '.[test]' installs pre-commit"
+    user = tmp_path / "user"
+    (user / "jobs").mkdir(parents=True)
+    git(user, "init", "-q")
+    write(user / "jobs" / "versions.yaml", VERSIONS)
+    write(user / "jobs" / "pipeline.yaml", PIPELINE)
+    write(user / "deploy.sh", "#!/bin/sh\ndocker login -p hunter2-secret-value nvcr.io\n")
+    commit(user, "jobs")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TAOSPEC_", "PRE_COMMIT"))},
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+    }
+
+    def hook(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(pre_commit), "try-repo", str(ROOT), name, "--all-files"],
+            cwd=user,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    passed = hook("taospec-validate")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "taospec validate" in passed.stdout
+    assert "Passed" in passed.stdout
+
+    write(user / "jobs" / "bad.yaml", PIPELINE.replace("platform: docker", "platform: moon"))
+    git(user, "add", "-A")
+    failed = hook("taospec-validate")
+    assert failed.returncode == 1
+    assert "Failed" in failed.stdout
+    assert "jobs/bad.yaml:4:13: $.defaults.platform:" in failed.stdout
+
+    linted = hook("taospec-lint")
+    assert linted.returncode == 1
+    assert "deploy.sh:" in linted.stdout
+    assert "hunter2-secret-value" not in linted.stdout
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
