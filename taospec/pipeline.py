@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from taospec import __version__, platforms
+from taospec import __version__, platforms, proc
 from taospec.errors import TaospecError
-from taospec.executor import check_gpus, submit, teardown
+from taospec.executor import cancel_job, check_gpus, gpu_lock, submit
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -379,8 +379,6 @@ class Build:
         plan = decision.plan
         if plan is None:  # it waited for an upstream: rendered now, with its real results
             plan = render(target.job, user=self.user, upstream=dirs)
-        if not self.allow_shared_gpus:
-            check_gpus(plan, self.ledger)
         sidecar: dict[str, object] = {
             "spec": target.job.file,
             "target": target_key(target),
@@ -391,19 +389,29 @@ class Build:
             image = decision.fingerprint.image if decision.fingerprint else None
             fingerprint = work.with_image(image)
             sidecar["fingerprint"] = fingerprint.digest
-            record = self._submit(target, plan, sidecar, board)
+            record = self._locked_submit(target, plan, sidecar, board)
         else:
             # The engine is asked for the image's id while the plan's steps run; an
             # image it lacks is pulled by the plan, so its id is known only afterwards.
             lookup = look_up_image(plan)
             try:
-                record = self._submit(target, plan, sidecar, board)
+                record = self._locked_submit(target, plan, sidecar, board)
             finally:
                 image = lookup.result()
             fingerprint = work.with_image(image or image_digest(plan, {}))
             self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
         Index(self.ledger).launched(target_key(target), record.id, fingerprint)
         return record, fingerprint
+
+    def _locked_submit(
+        self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
+    ) -> Record:
+        """The GPU check and the submit, in one critical section per machine."""
+        if self.allow_shared_gpus:
+            return self._submit(target, plan, sidecar, board)
+        with gpu_lock(plan, self.ledger):
+            check_gpus(plan, self.ledger)
+            return self._submit(target, plan, sidecar, board)
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
@@ -444,6 +452,7 @@ class Build:
 
     def _cancel_all(self, board: Board) -> None:
         """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
+        proc.hold_signals()
         self._stop.set()
         self._cancel_running(board)
         for thread in self._threads:
@@ -454,14 +463,8 @@ class Build:
         with self._lock:
             running = [(n, r) for n, r in self._running.items() if r is not None]
         for name, record in running:
-            current = self.ledger.get(record.id)
-            if current.terminal_state is None:
-                note = platforms.get(current.platform).cancel(
-                    current, self.ledger.sidecar(current.id)
-                )
-                marked = self.ledger.mark(current.id, CANCELED, message=f"interrupted; {note}")
-                teardown(marked, self.ledger, board.note)
-            self.results[name] = Outcome(name, CANCELED, self.ledger.get(record.id))
+            done = cancel_job(record, self.ledger, reason="interrupted", progress=board.note)
+            self.results[name] = Outcome(name, done.record.state, done.record)
 
 
 # -- what the person at the terminal sees -------------------------------------

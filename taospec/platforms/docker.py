@@ -7,6 +7,7 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from taospec.errors import CommandFailed
 from taospec.job import Job
 from taospec.ledger import Record
 from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
-from taospec.platforms.base import Launched, StepRunner
+from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
 
@@ -286,9 +287,16 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         extra_env=env,
         check=False,
     )
-    if listed.ok and listed.stdout.strip():
+    if not listed.ok:
+        return Status(UNKNOWN, f"docker ps -a failed: {listed.stderr.strip() or 'no answer'}")
+    if listed.stdout.strip():
         return Status(UNKNOWN, "docker: the container is listed but cannot be inspected")
-    return Status(UNKNOWN, f"docker: no container named {record.id} (docker ps -a shows none)")
+    return Status(
+        UNKNOWN,
+        f"docker: the container disappeared (no container named {record.id}; "
+        "docker ps -a shows none)",
+        gone=True,
+    )
 
 
 def _label_lookup(record: Record, env: tuple[tuple[str, str], ...]) -> str | None:
@@ -338,12 +346,53 @@ def logs(
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
-    """Remove the container (it is the job); a container already gone is fine."""
-    result = proc.run(
-        ["docker", "rm", "--force", record.id], extra_env=engine_env(sidecar), check=False
+    """Kill the container, then remove it (and any container labelled with the job id).
+
+    A container that had already exited is left as it is and :class:`EndedFirst`
+    carries its real outcome; one in ``created`` (a launch cut short) is removed.
+    """
+    env = engine_env(sidecar)
+    killed = proc.run(["docker", "kill", record.id], extra_env=env, check=False)
+    if not killed.ok and "is not running" in killed.stderr:
+        inspected = proc.run(
+            ["docker", "inspect", "--type", "container", "--format", INSPECT_FORMAT, record.id],
+            extra_env=env,
+            check=False,
+        )
+        if inspected.ok:
+            ended = interpret(inspected.stdout, lambda: log_tail(record, sidecar))
+            if ended.terminal:
+                raise EndedFirst(ended)
+    removed = _remove([record.id], env)
+    # A docker CLI killed while it created the container may leave the daemon to
+    # finish creating it a moment later: look for the job's label until it settles.
+    settle = 1.0 if record.backend_ref is None else 0.0
+    deadline = time.monotonic() + settle
+    while True:
+        labelled = _labelled(record.id, env)
+        if labelled:
+            removed = _remove(labelled, env) or removed
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(0.2)
+    return "container removed" if removed else "no container was left"
+
+
+def _labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> list[str]:
+    listed = proc.run(
+        ["docker", "ps", "-aq", "--filter", f"label=tao-job={job_id}"], extra_env=env, check=False
     )
+    return listed.stdout.split() if listed.ok else []
+
+
+def _remove(names: list[str], env: tuple[tuple[str, str], ...]) -> bool:
+    """``docker rm --force``; True when a container was removed (by us or a concurrent cancel)."""
+    result = proc.run(["docker", "rm", "--force", *names], extra_env=env, check=False)
     if result.ok:
-        return "container removed"
+        return True
+    if "already in progress" in result.stderr:
+        return True
     if "No such container" in result.stderr:
-        return "no container was left"
+        return False
     raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())
