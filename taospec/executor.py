@@ -133,8 +133,13 @@ def submit(
     environ: Mapping[str, str] | None = None,
     sidecar: Mapping[str, object] | None = None,
     progress: Progress = lambda _: None,
+    on_running: Callable[[Record], None] = lambda _: None,
 ) -> Submission:
-    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure."""
+    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
+
+    An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
+    the open cancels the job; from ``on_running(record)`` on, the caller owns it.
+    """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
     submitter = {"pid": os.getpid(), "host": socket.gethostname(), "start": _start_time()}
@@ -169,10 +174,11 @@ def submit(
             _mark_failed(ledger, record, failure)
             raise JobFailed(f"{record.id}: {failure}") from None
         marked = _mark_running(ledger, record, ref)
+        progress(f"{record.id}: RUNNING ({ref})")
+        on_running(marked)
     except KeyboardInterrupt:
         _interrupted(ledger, record)
         raise
-    progress(f"{record.id}: RUNNING ({ref})")
     return Submission(marked, real)
 
 

@@ -416,10 +416,13 @@ class Build:
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        record = submit(plan, self.ledger, sidecar=sidecar, progress=board.note).record
-        with self._lock:
-            self._running[target.name] = record
-        return record
+        def running(record: Record) -> None:
+            with self._lock:
+                self._running[target.name] = record
+
+        return submit(
+            plan, self.ledger, sidecar=sidecar, progress=board.note, on_running=running
+        ).record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
         module = platforms.get(record.platform)
@@ -458,6 +461,11 @@ class Build:
         for thread in self._threads:
             thread.join(timeout=120)
         self._cancel_running(board)
+
+    def cancel_launched(self) -> None:
+        """Interrupted outside :meth:`run` (a detached submit): cancel what was launched."""
+        proc.hold_signals()
+        self._cancel_running(self.board or Board(enabled=False))
 
     def _cancel_running(self, board: Board) -> None:
         with self._lock:

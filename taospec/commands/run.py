@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from taospec import plantext, platforms, proc
+from taospec import plantext, platforms
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK
-from taospec.executor import cancel_job, check_environment, secret_values
+from taospec.executor import check_environment, secret_values
 from taospec.ledger import Ledger
 from taospec.loader import load_jobfile
 from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
@@ -122,19 +122,15 @@ def _detach(build: Build) -> int:
                 "run without --detach"
             )
             return EXIT_INVALID
-    launched = []
     try:
         for decision in build.decisions:
             if decision.run:
                 record, _ = build.launch(decision, {})
-                launched.append(record)
                 print(record.id, flush=True)
             else:
                 say(f"{decision.target.name}: {decision.reason}")
     except KeyboardInterrupt:
-        proc.hold_signals()
-        for record in launched:
-            cancel_job(record, build.ledger, reason="interrupted", progress=say)
+        build.cancel_launched()
         raise
     return EXIT_OK
 
