@@ -375,3 +375,38 @@ def test_a_signal_to_the_process_group_at_any_moment_cancels_everything(
             assert labelled(job_id) == [], (delay, signum)
             time.sleep(0.5)
             assert labelled(job_id) == [], (delay, signum, "created after the cancel")
+
+
+# -- 6. prune: no container keeps a passed value after its job is done ------------
+
+
+def test_prune_removes_passed_values_and_logs_still_work(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    value = "pruned-" + os.urandom(6).hex()
+    spec = job_file(open_tmp, engine, "sh -c 'echo out-line; echo err-line >&2'")
+    write(spec, spec.read_text() + "env: {pass: [PRUNE_TOKEN]}\n")
+    env = {"PRUNE_TOKEN": value}
+    job_id = taospec("run", spec, env=env).stdout.split()[0]
+    config = docker("inspect", "--format", "{{json .Config.Env}}", job_id).stdout
+    assert f"PRUNE_TOKEN={value}" in config, "a container keeps the passed value"
+    running = taospec("run", "-d", spec, "-B", env=env).stdout.strip()
+    dry = taospec("prune", "--dry-run")
+    assert f"{job_id}: would copy" in dry.stdout
+    assert labelled(job_id)
+    assert taospec("prune", "--older-than", "1h").stdout == ""
+    assert labelled(job_id)
+    pruned = taospec("prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"{job_id}: output copied" in pruned.stdout
+    assert labelled(job_id) == []
+    assert labelled(running), "a running job's container is kept"
+    every = docker("ps", "-aq").stdout.split()
+    configs = docker("inspect", "--format", "{{json .Config.Env}}", *every).stdout
+    assert value not in configs.replace(
+        docker("inspect", "--format", "{{json .Config.Env}}", running).stdout, ""
+    )
+    logs = taospec("logs", job_id)
+    assert sorted(logs.stdout.splitlines()) == ["err-line", "out-line"]
+    assert taospec("logs", job_id, "--tail", "1").stdout.count("\n") == 1
+    assert (open_tmp / "results" / job_id / "taospec.log").stat().st_uid == 1000
