@@ -9,18 +9,26 @@ went wrong and what to do.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import shlex
+import signal
+import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from taospec import platforms, proc
-from taospec.diagnose import diagnose
-from taospec.errors import CommandFailed, InvalidInput, JobFailed
+from taospec.diagnose import INFRA, diagnose
+from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger, Record, WriteFailed
+from taospec.ledger.record import now
 from taospec.plan import FAILED, Plan, Step, plan_from_json
+from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
 Progress = Callable[[str], None]
@@ -77,6 +85,33 @@ def _gpu_host(facts: Mapping[str, object]) -> str:
     return str(facts.get("docker_host") or "")
 
 
+@contextlib.contextmanager
+def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[None]:
+    """One submit at a time per machine whose GPUs the plan claims: from the overlap check
+    through the RUNNING mark (``<state>/taospec/gpus-<host hash>.lock``, an exclusive flock)."""
+    if not plan.backend_value("gpus"):
+        yield
+        return
+    host = _gpu_host(dict(plan.backend)) or "this machine"
+    digest = hashlib.sha256(host.encode()).hexdigest()[:16]
+    with _flock(ledger.root / "taospec" / f"gpus-{digest}.lock"):
+        yield
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _overlap(a: str, b: str) -> bool:
     if "all" in (a, b):
         return True
@@ -98,10 +133,16 @@ def submit(
     environ: Mapping[str, str] | None = None,
     sidecar: Mapping[str, object] | None = None,
     progress: Progress = lambda _: None,
+    on_running: Callable[[Record], None] = lambda _: None,
 ) -> Submission:
-    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure."""
+    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
+
+    An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
+    the open cancels the job; from ``on_running(record)`` on, the caller owns it.
+    """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
+    submitter = {"pid": os.getpid(), "host": socket.gethostname(), "start": _start_time()}
     fields = plan.record
     record = ledger.open(
         platform=fields.platform,
@@ -111,23 +152,116 @@ def submit(
         storage_tier=fields.storage_tier,
         results_root=results_root,
         upload_excludes=fields.upload_excludes,
-        sidecar={**(sidecar or {}), **dict(plan.backend), "plan_digest": plan.digest()},
+        sidecar={
+            **(sidecar or {}),
+            **dict(plan.backend),
+            "plan_digest": plan.digest(),
+            SUBMITTER: submitter,
+        },
         sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
         message=f"opened by taospec for {plan.file} (target {plan.target})",
     )
     real = plan.with_job_id(record.id)
-    progress(f"{record.id}: opened record, results in {record.results_dir}")
     try:
-        ref = _run_steps(real, record, ledger, env, progress)
-    except CommandFailed as failure:
-        _mark_failed(ledger, record, failure)
-        raise JobFailed(f"{record.id}: {failure}") from None
+        _check_room(ledger, record)
+        progress(f"{record.id}: opened record, results in {record.results_dir}")
+        try:
+            ref = _run_steps(real, record, ledger, env, progress)
+        except CommandFailed as failure:
+            if _killed_by_signal(failure.returncode):
+                _interrupted(ledger, record)
+                raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
+            _mark_failed(ledger, record, failure)
+            raise JobFailed(f"{record.id}: {failure}") from None
+        marked = _mark_running(ledger, record, ref)
+        progress(f"{record.id}: RUNNING ({ref})")
+        on_running(marked)
     except KeyboardInterrupt:
-        _interrupted(real, ledger, record)
+        _interrupted(ledger, record)
         raise
-    marked = ledger.mark(record.id, RUNNING, message="launched", backend_ref=ref)
-    progress(f"{record.id}: RUNNING ({ref})")
     return Submission(marked, real)
+
+
+SUBMITTER = "submitter"
+"""Sidecar note: the pid, host and start time of the taospec process that opened the record."""
+CANCEL_NOTE = "cancel_requested"
+"""Sidecar note: when a cancel began (written before anything is stopped or removed)."""
+ROOM_RECORDS = 16
+"""Free space for this many more record-sized writes is required in the state folder
+before a launch, so that the RUNNING and terminal marks can be written after it."""
+ROOM_MIN_BYTES = 256 * 1024
+
+
+def _start_time() -> int | None:
+    try:
+        stat = Path(f"/proc/{os.getpid()}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def submitter_alive(note: object) -> bool | None:
+    """Whether the taospec process a :data:`SUBMITTER` note names still runs (None: unknown,
+    e.g. it ran on another host)."""
+    if not isinstance(note, dict) or note.get("host") != socket.gethostname():
+        return None
+    pid = note.get("pid")
+    if not isinstance(pid, int):
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return False
+    return note.get("start") is None or int(fields[19]) == note.get("start")
+
+
+def _check_room(ledger: Ledger, record: Record) -> None:
+    """Refuse to launch unless the marks after the launch can be written."""
+    try:
+        size = (ledger.jobs_dir / f"{record.id}.json").stat().st_size
+        space = os.statvfs(ledger.jobs_dir)
+    except OSError as exc:
+        raise WriteFailed(ledger.jobs_dir, exc) from None
+    free = space.f_bavail * space.f_frsize
+    needed = max(ROOM_MIN_BYTES, ROOM_RECORDS * 4 * size)
+    if free >= needed and (space.f_files == 0 or space.f_favail >= ROOM_RECORDS):
+        return
+    reason = (
+        f"only {free // 1024} KiB free in {ledger.jobs_dir} (at least {needed // 1024} KiB "
+        "needed to record the job's outcome); nothing was launched"
+    )
+    with contextlib.suppress(TaospecError):
+        ledger.mark(record.id, ERROR, message=reason, err_class=INFRA)
+    raise NoRoom(f"{record.id}: {reason}")
+
+
+class NoRoom(TaospecError):
+    """The state folder cannot take the writes a launched job needs (exit 3)."""
+
+
+def _mark_running(ledger: Ledger, record: Record, ref: str) -> Record:
+    try:
+        return ledger.mark(record.id, RUNNING, message="launched", backend_ref=ref)
+    except WriteFailed as exc:
+        raise LaunchedUnrecorded(
+            f"{record.id} was launched ({ref}) but {exc}; `taospec status {record.id}` "
+            "records it from the backend once the state folder can be written"
+        ) from None
+
+
+class LaunchedUnrecorded(TaospecError):
+    """The job runs, but its RUNNING mark could not be written (exit 3)."""
+
+
+_SIGNAL_CODES = {128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP}
+
+
+def _killed_by_signal(code: int) -> bool:
+    """A step's process that a signal (Ctrl-C, SIGTERM, SIGHUP to the group) ended."""
+    return code < 0 or code in _SIGNAL_CODES
 
 
 def _run_steps(
@@ -249,9 +383,55 @@ def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None
         failure.args = (f"{failure}\n  => {diagnosis}",)
 
 
-def _interrupted(plan: Plan, ledger: Ledger, record: Record) -> None:
-    """Ctrl-C during submit: remove whatever may have started, then record CANCELED."""
-    current = ledger.get(record.id)
-    note = platforms.get(plan.platform).cancel(current, ledger.sidecar(record.id))
-    ledger.mark(record.id, CANCELED, message=f"interrupted during submit; {note}")
-    teardown(current, ledger)
+def _interrupted(ledger: Ledger, record: Record) -> None:
+    """Interrupted during submit: remove whatever may have started, then record CANCELED."""
+    proc.hold_signals()
+    cancel_job(ledger.get(record.id), ledger, reason="interrupted during submit")
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What :func:`cancel_job` did: ``stopped`` is False when the job had already ended
+    (its record then holds its real outcome) or another cancel got there first."""
+
+    record: Record
+    note: str
+    stopped: bool
+
+
+def cancel_job(
+    record: Record,
+    ledger: Ledger,
+    *,
+    reason: str = "cancelled by the user",
+    progress: Progress = lambda _: None,
+) -> Cancelled:
+    """Cancel one job, one cancel at a time per job (an flock in the state folder).
+
+    The backend is asked first: a job that already ended is recorded with its real
+    outcome and left as it is. Otherwise the intent is written to the sidecar
+    before anything is stopped, so a cancel that cannot write stops nothing.
+    """
+    job_id = record.id
+    with _flock(ledger.root / "taospec" / "cancel" / f"{job_id}.lock"):
+        record = ledger.get(job_id)
+        if record.terminal_state is not None:
+            return Cancelled(record, "", False)
+        module = platforms.get(record.platform)
+        sidecar = ledger.sidecar(job_id)
+        try:
+            found = module.status(record, sidecar)
+            if found.terminal:
+                raise EndedFirst(found)
+            ledger.update_sidecar(job_id, **{CANCEL_NOTE: now()})
+            note = module.cancel(record, sidecar)
+        except EndedFirst as ended:
+            done = ended.status
+            record = ledger.mark(
+                job_id, done.state, message=done.message, source="poller", err_class=done.err_class
+            )
+            teardown(record, ledger, progress)
+            return Cancelled(record, done.message, False)
+        record = ledger.mark(job_id, CANCELED, message=f"{reason}; {note}")
+        teardown(record, ledger, progress)
+        return Cancelled(record, note, True)

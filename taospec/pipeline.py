@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from taospec import __version__, platforms
+from taospec import __version__, platforms, proc
 from taospec.errors import InvalidInput, TaospecError
-from taospec.executor import check_gpus, submit, teardown
+from taospec.executor import cancel_job, check_gpus, gpu_lock, submit
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -377,8 +377,6 @@ class Build:
         plan = decision.plan
         if plan is None:  # it waited for an upstream: rendered now, with its real results
             plan = render(target.job, user=self.user, upstream=dirs)
-        if not self.allow_shared_gpus:
-            check_gpus(plan, self.ledger)
         sidecar: dict[str, object] = {
             "spec": target.job.file,
             "target": target_key(target),
@@ -389,13 +387,13 @@ class Build:
             image = decision.fingerprint.image if decision.fingerprint else None
             fingerprint = work.with_image(image)
             sidecar["fingerprint"] = fingerprint.digest
-            record = self._submit(target, plan, sidecar, board)
+            record = self._locked_submit(target, plan, sidecar, board)
         else:
             # The engine is asked for the image's id while the plan's steps run; an
             # image it lacks is pulled by the plan, so its id is known only afterwards.
             lookup = look_up_image(plan)
             try:
-                record = self._submit(target, plan, sidecar, board)
+                record = self._locked_submit(target, plan, sidecar, board)
             finally:
                 image = lookup.result()
             fingerprint = work.with_image(image or image_digest(plan, {}))
@@ -403,13 +401,26 @@ class Build:
         Index(self.ledger).launched(target_key(target), record.id, fingerprint)
         return record, fingerprint
 
+    def _locked_submit(
+        self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
+    ) -> Record:
+        """The GPU check and the submit, in one critical section per machine."""
+        if self.allow_shared_gpus:
+            return self._submit(target, plan, sidecar, board)
+        with gpu_lock(plan, self.ledger):
+            check_gpus(plan, self.ledger)
+            return self._submit(target, plan, sidecar, board)
+
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        record = submit(plan, self.ledger, sidecar=sidecar, progress=board.note).record
-        with self._lock:
-            self._running[target.name] = record
-        return record
+        def running(record: Record) -> None:
+            with self._lock:
+                self._running[target.name] = record
+
+        return submit(
+            plan, self.ledger, sidecar=sidecar, progress=board.note, on_running=running
+        ).record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
         module = platforms.get(record.platform)
@@ -442,24 +453,24 @@ class Build:
 
     def _cancel_all(self, board: Board) -> None:
         """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
+        proc.hold_signals()
         self._stop.set()
         self._cancel_running(board)
         for thread in self._threads:
             thread.join(timeout=120)
         self._cancel_running(board)
 
+    def cancel_launched(self) -> None:
+        """Interrupted outside :meth:`run` (a detached submit): cancel what was launched."""
+        proc.hold_signals()
+        self._cancel_running(self.board or Board(enabled=False))
+
     def _cancel_running(self, board: Board) -> None:
         with self._lock:
             running = [(n, r) for n, r in self._running.items() if r is not None]
         for name, record in running:
-            current = self.ledger.get(record.id)
-            if current.terminal_state is None:
-                note = platforms.get(current.platform).cancel(
-                    current, self.ledger.sidecar(current.id)
-                )
-                marked = self.ledger.mark(current.id, CANCELED, message=f"interrupted; {note}")
-                teardown(marked, self.ledger, board.note)
-            self.results[name] = Outcome(name, CANCELED, self.ledger.get(record.id))
+            done = cancel_job(record, self.ledger, reason="interrupted", progress=board.note)
+            self.results[name] = Outcome(name, done.record.state, done.record)
 
 
 # -- what the person at the terminal sees -------------------------------------

@@ -9,26 +9,49 @@ finished job loads neither plans nor processes.
 
 from __future__ import annotations
 
+import os
+import time
+
 from taospec import platforms
-from taospec.executor import teardown
+from taospec.diagnose import INFRA
+from taospec.executor import CANCEL_NOTE, SUBMITTER, submitter_alive, teardown
 from taospec.ledger import Ledger, Record
-from taospec.states import RUNNING, Status
+from taospec.ledger.record import instant
+from taospec.states import CANCELED, ERROR, PENDING, RUNNING, Status
+
+LAUNCH_GRACE = float(os.environ.get("TAOSPEC_LAUNCH_GRACE", "120"))
+"""Seconds after its open before a record with no backend object, whose submitting
+taospec process is gone, is closed as ERROR (taospec was killed between open and launch)."""
 
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
-    """Ask the backend, heal a lost RUNNING mark, record a first terminal state."""
+    """Ask the backend, heal a lost mark, record a first terminal state.
+
+    A terminal record answers with its recorded state. A job whose backend
+    object is confirmed gone is closed: CANCELED when a cancel had begun,
+    else ERROR (ERR_INFRA) once it was launched, or once it is older than
+    :data:`LAUNCH_GRACE` with no live taospec process holding it.
+    """
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
     status: Status = module.status(record, sidecar)
-    if status.found_ref and record.backend_ref is None and record.terminal_state is None:
+    if record.terminal_state is not None:
+        if status.state != record.terminal_state:
+            last = record.transitions[-1].message if record.transitions else ""
+            status = Status(record.terminal_state, last, err_class=record.err_class)
+        return record, status
+    if status.found_ref and record.backend_ref is None:
+        state = PENDING if status.state == PENDING else RUNNING
         record = ledger.mark(
             record.id,
-            RUNNING,
-            message=f"healed: found {status.found_ref} after a lost RUNNING mark",
+            state,
+            message=f"healed: found {status.found_ref} ({status.message}) after a lost mark",
             source="poller",
             backend_ref=status.found_ref,
         )
-    if status.terminal and record.terminal_state is None:
+    if status.gone:
+        status = _closed(record, sidecar, status)
+    if status.terminal:
         record = ledger.mark(
             record.id,
             status.state,
@@ -38,3 +61,20 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         )
         teardown(record, ledger)
     return record, status
+
+
+def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Status:
+    """What a job whose backend object is gone ended as (unchanged while that is unclear)."""
+    if sidecar.get(CANCEL_NOTE):
+        return Status(CANCELED, f"a cancel began at {sidecar[CANCEL_NOTE]}; {status.message}")
+    launched = record.backend_ref is not None or record.state == RUNNING
+    if launched:
+        return Status(ERROR, status.message, err_class=INFRA)
+    age = time.time() - instant(record.submitted_at).timestamp()
+    if SUBMITTER in sidecar and age > LAUNCH_GRACE and submitter_alive(sidecar[SUBMITTER]) is False:
+        message = (
+            f"{status.message}; never launched: the taospec process that opened the record "
+            f"{int(age)} s ago is gone"
+        )
+        return Status(ERROR, message, err_class=INFRA)
+    return status

@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,3 +252,24 @@ def signal_group(pid: int, signum: signal.Signals) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a run: each cancels what it started (as Ctrl-C does)."""
+
+
+def catch_interrupts() -> None:
+    """Make SIGTERM and SIGHUP raise KeyboardInterrupt, as SIGINT does (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in INTERRUPTS:
+            signal.signal(signum, signal.default_int_handler)
+
+
+def hold_signals() -> None:
+    """Ignore further interrupts while what was started is being cancelled (main thread only).
+
+    Processes started afterwards inherit this, so a second Ctrl-C cannot cut a cleanup short.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for signum in INTERRUPTS:
+            signal.signal(signum, signal.SIG_IGN)

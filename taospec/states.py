@@ -17,7 +17,9 @@ class Status:
 
     ``message`` carries the native sub-state and exit code. ``found_ref`` is
     set when the poll discovered the launched object of a record that never
-    got its RUNNING mark (a crash between launch and mark).
+    got its RUNNING mark (a crash between launch and mark). ``gone`` is set
+    when the backend confirmed that no object of the job exists (a container
+    removed outside taospec, a process that left no exit code).
     """
 
     state: str
@@ -25,6 +27,7 @@ class Status:
     exit_code: int | None = None
     err_class: str | None = None
     found_ref: str | None = None
+    gone: bool = False
 
     @property
     def terminal(self) -> bool:

@@ -354,6 +354,20 @@ def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     _exit(jobs.ls(state=state, limit=limit, as_json=as_json))
 
 
+@cli.command()
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    help="Only jobs that ended at least this long ago (e.g. 30m, 12h, 7d).",
+)
+@click.option("-n", "--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+def prune(older_than: str | None, dry_run: bool) -> None:
+    """Remove finished jobs' containers (which hold env.pass values), keeping their logs."""
+    from taospec.commands import prune as prune_verb
+
+    _exit(prune_verb.run(older_than=older_than, dry_run=dry_run))
+
+
 @cli.group()
 def record() -> None:
     """The job-record ledger's verbs, flag for flag like the TAO recorder.

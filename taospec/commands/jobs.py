@@ -8,12 +8,11 @@ import os
 from taospec import plantext, platforms
 from taospec.commands import open_ledger, say
 from taospec.errors import EXIT_OK
-from taospec.executor import teardown
+from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
 from taospec.polling import poll
 from taospec.proc import redacted
-from taospec.states import CANCELED
 
 # Each verb imports what only it needs: ``ls`` reads the ledger and nothing else.
 
@@ -55,6 +54,8 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends."""
 
     ledger, record = _ledger_for(job_id)
+    if record.terminal_state is None:
+        record, _ = poll(record, ledger)  # heals a mark a failed write lost
     module = platforms.get(record.platform)
     module.logs(
         record,
@@ -67,16 +68,16 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
 
 
 def cancel(job_id: str) -> int:
-    """Stop the job and record CANCELED; a job that already ended is left as it is."""
+    """Stop the job and record CANCELED; a job that already ended is recorded as it ended."""
 
     ledger, record = _ledger_for(job_id)
-    if record.terminal_state is not None:
-        print(f"{job_id} already ended {record.terminal_state}; nothing to cancel")
-        return EXIT_OK
-    note = platforms.get(record.platform).cancel(record, ledger.sidecar(job_id))
-    record = ledger.mark(job_id, CANCELED, message=f"cancelled by the user; {note}")
-    teardown(record, ledger, say)
-    print(f"{job_id} {CANCELED} ({note})")
+    done = cancel_job(record, ledger, progress=say)
+    record = done.record
+    if done.stopped:
+        print(f"{job_id} {record.state} ({done.note})")
+    else:
+        detail = f" ({done.note})" if done.note else ""
+        print(redacted(f"{job_id} already ended {record.state}{detail}; nothing to cancel"))
     return EXIT_OK
 
 

@@ -165,12 +165,16 @@ def _detach(build: Build) -> int:
                 "run without --detach"
             )
             return EXIT_INVALID
-    for decision in build.decisions:
-        if decision.run:
-            record, _ = build.launch(decision, {})
-            print(record.id)
-        else:
-            say(f"{decision.target.name}: {decision.reason}")
+    try:
+        for decision in build.decisions:
+            if decision.run:
+                record, _ = build.launch(decision, {})
+                print(record.id, flush=True)
+            else:
+                say(f"{decision.target.name}: {decision.reason}")
+    except KeyboardInterrupt:
+        build.cancel_launched()
+        raise
     return EXIT_OK
 
 

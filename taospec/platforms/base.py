@@ -29,6 +29,17 @@ class Launched:
     facts: Mapping[str, object] = field(default_factory=dict)
 
 
+class EndedFirst(Exception):
+    """Raised by a platform's ``cancel`` when the job had already ended on its own.
+
+    Nothing was stopped or removed; ``status`` is the job's real outcome.
+    """
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
+
 class StepRunner(Protocol):
     """How a platform's launch runs a step: with the submit's environment and progress."""
 
@@ -85,5 +96,6 @@ class Platform(Protocol):
         ...
 
     def cancel(self, record: Record, sidecar: Mapping[str, object]) -> str:
-        """Stop the job; say what was done."""
+        """Stop the job; say what was done (docker and local raise :class:`EndedFirst`
+        instead when the job ended on its own before it could be stopped)."""
         ...

@@ -7,16 +7,19 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import CommandFailed
 from taospec.job import Job
-from taospec.ledger import Record
-from taospec.plan import CONTAINER_RESULTS, SPEC_FILE, Context, Plan, Step, record_fields
-from taospec.platforms.base import Launched, StepRunner
+from taospec.ledger import Record, write_atomic
+from taospec.plan import CONTAINER_RESULTS, LOG_FILE, SPEC_FILE, Context, Plan, Step, record_fields
+from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
 
@@ -286,9 +289,16 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         extra_env=env,
         check=False,
     )
-    if listed.ok and listed.stdout.strip():
+    if not listed.ok:
+        return Status(UNKNOWN, f"docker ps -a failed: {listed.stderr.strip() or 'no answer'}")
+    if listed.stdout.strip():
         return Status(UNKNOWN, "docker: the container is listed but cannot be inspected")
-    return Status(UNKNOWN, f"docker: no container named {record.id} (docker ps -a shows none)")
+    return Status(
+        UNKNOWN,
+        f"docker: the container disappeared (no container named {record.id}; "
+        "docker ps -a shows none)",
+        gone=True,
+    )
 
 
 def _label_lookup(record: Record, env: tuple[tuple[str, str], ...]) -> str | None:
@@ -328,22 +338,111 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
 ) -> int:
-    """Stream ``docker logs``; returns its exit code."""
+    """Stream ``docker logs``; returns its exit code. A pruned container's output is read
+    from the copy ``prune`` left in the results directory."""
+    kept = Path(record.results_dir, LOG_FILE)
+    env = engine_env(sidecar)
+    if not env and kept.is_file() and not _exists(record.id, env):
+        lines = kept.read_text(errors="replace").splitlines(keepends=True)
+        for line in lines[-tail:] if tail is not None else lines:
+            on_line(line)
+        return 0
     argv = ["docker", "logs"]
     if tail is not None:
         argv += ["--tail", str(tail)]
     if follow:
         argv.append("--follow")
-    return proc.stream([*argv, record.id], extra_env=engine_env(sidecar), on_line=on_line)
+    return proc.stream([*argv, record.id], extra_env=env, on_line=on_line)
+
+
+def _exists(name: str, env: tuple[tuple[str, str], ...]) -> bool:
+    found = proc.run(["docker", "inspect", "--type", "container", name], extra_env=env, check=False)
+    return found.ok
+
+
+def prune(record: Record, sidecar: Mapping[str, object], *, dry_run: bool) -> str | None:
+    """Copy a finished job's output to ``<results_dir>/taospec.log``, then remove its
+    container (and with it the passed variables' values in its configuration).
+
+    None when there is nothing to prune; otherwise what was (or would be) done. A
+    container that has not exited, or whose results directory is not on this
+    machine, is left as it is.
+    """
+    env = engine_env(sidecar)
+    inspected = proc.run(
+        ["docker", "inspect", "--type", "container", "--format", "{{.State.Status}}", record.id],
+        extra_env=env,
+        check=False,
+    )
+    if not inspected.ok:
+        return None
+    native = inspected.stdout.strip()
+    if native not in ("exited", "dead", "created"):
+        return f"kept: the container is {native}"
+    results = Path(record.results_dir)
+    if env or not results.is_dir():
+        return f"kept: the results directory {record.results_dir} is not on this machine"
+    if dry_run:
+        return f"would copy its output to {results / LOG_FILE} and remove the container"
+    out = proc.run(["docker", "logs", record.id], extra_env=env, check=False)
+    if not out.ok:
+        return f"kept: docker logs failed: {out.stderr.strip()}"
+    target = results / LOG_FILE
+    write_atomic(target, (out.stdout + out.stderr).encode(), mode=0o644)
+    owner = results.stat()
+    os.chown(target, owner.st_uid, owner.st_gid)
+    _remove([record.id], env)
+    return f"output copied to {target}; container removed"
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
-    """Remove the container (it is the job); a container already gone is fine."""
-    result = proc.run(
-        ["docker", "rm", "--force", record.id], extra_env=engine_env(sidecar), check=False
+    """Kill the container, then remove it (and any container labelled with the job id).
+
+    A container that had already exited is left as it is and :class:`EndedFirst`
+    carries its real outcome; one in ``created`` (a launch cut short) is removed.
+    """
+    env = engine_env(sidecar)
+    killed = proc.run(["docker", "kill", record.id], extra_env=env, check=False)
+    if not killed.ok and "is not running" in killed.stderr:
+        inspected = proc.run(
+            ["docker", "inspect", "--type", "container", "--format", INSPECT_FORMAT, record.id],
+            extra_env=env,
+            check=False,
+        )
+        if inspected.ok:
+            ended = interpret(inspected.stdout, lambda: log_tail(record, sidecar))
+            if ended.terminal:
+                raise EndedFirst(ended)
+    removed = _remove([record.id], env)
+    # A docker CLI killed while it created the container may leave the daemon to
+    # finish creating it a moment later: look for the job's label until it settles.
+    settle = 1.0 if record.backend_ref is None else 0.0
+    deadline = time.monotonic() + settle
+    while True:
+        labelled = _labelled(record.id, env)
+        if labelled:
+            removed = _remove(labelled, env) or removed
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(0.2)
+    return "container removed" if removed else "no container was left"
+
+
+def _labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> list[str]:
+    listed = proc.run(
+        ["docker", "ps", "-aq", "--filter", f"label=tao-job={job_id}"], extra_env=env, check=False
     )
+    return listed.stdout.split() if listed.ok else []
+
+
+def _remove(names: list[str], env: tuple[tuple[str, str], ...]) -> bool:
+    """``docker rm --force``; True when a container was removed (by us or a concurrent cancel)."""
+    result = proc.run(["docker", "rm", "--force", *names], extra_env=env, check=False)
     if result.ok:
-        return "container removed"
+        return True
+    if "already in progress" in result.stderr:
+        return True
     if "No such container" in result.stderr:
-        return "no container was left"
+        return False
     raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())

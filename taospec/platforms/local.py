@@ -23,7 +23,7 @@ from taospec.diagnose import PROGRAM, diagnose
 from taospec.errors import InvalidInput
 from taospec.ledger import Record
 from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
-from taospec.platforms.base import Launched, StepRunner
+from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
@@ -158,7 +158,12 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return Status(RUNNING, f"process {pid} is running", found_ref=found)
     code = _exit_code(record)
     if code is None:
-        return Status(UNKNOWN, "the process is gone and left no exit code", found_ref=found)
+        return Status(
+            UNKNOWN,
+            "the process disappeared (it is gone and left no exit code)",
+            found_ref=found,
+            gone=True,
+        )
     if code == 0:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
 
@@ -228,6 +233,9 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
 
     pid = _pid(record) or find_by_job_id(record.id)
     if pid is None or not _alive(pid, sidecar.get("start_time")):
+        ended = status(record, sidecar)
+        if ended.terminal:
+            raise EndedFirst(ended)
         return "no process was left"
     proc.signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + proc.GRACE_SECONDS

@@ -1,0 +1,44 @@
+"""``taospec prune``: remove the containers of finished jobs, keeping their output.
+
+A container keeps the values of the job's ``env.pass`` variables in its
+configuration for as long as it exists. Prune removes the containers of jobs
+that are terminal in the ledger and exited per docker, after copying their
+output to ``<results_dir>/taospec.log`` (so ``taospec logs`` still works).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from taospec.commands import open_ledger, say
+from taospec.errors import EXIT_OK, InvalidInput
+from taospec.ledger.record import instant
+from taospec.platforms import docker
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def seconds(text: str) -> float:
+    """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` (a bare number is seconds)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if match is None:
+        raise InvalidInput(f"--older-than {text!r}: give a number and a unit s, m, h, d or w")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
+    """Prune every finished docker job that ended at least ``older_than`` ago."""
+    limit = seconds(older_than) if older_than else 0.0
+    ledger = open_ledger()
+    now = time.time()
+    for record in ledger.list(limit=None):
+        if record.platform != docker.NAME or record.terminal_state is None:
+            continue
+        ended = instant(record.transitions[-1].ts).timestamp() if record.transitions else 0.0
+        if now - ended < limit:
+            continue
+        done = docker.prune(record, ledger.sidecar(record.id), dry_run=dry_run)
+        if done is not None:
+            (say if done.startswith("kept") else print)(f"{record.id}: {done}")
+    return EXIT_OK

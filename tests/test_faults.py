@@ -1,0 +1,412 @@
+"""Every outcome is recorded under faults, on the real engine and real filesystems.
+
+Faults are injected for real: a docker stand-in first on PATH that kills
+taospec at a chosen moment or fills the state folder, containers removed
+behind taospec's back, a read-only bind remount and a tiny tmpfs as the state
+folder, and signals to the whole process group at many delays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Runner, taospec_command, write
+
+pytestmark = pytest.mark.engine
+
+REAL_DOCKER = shutil.which("docker") or "/usr/bin/docker"
+
+
+def job_file(root: Path, image: str, command: str, name: str = "job.yaml", **extra: str) -> Path:
+    lines = [
+        "version: 1",
+        "network_arch: hello",
+        "action: greet",
+        "platform: docker",
+        f"image: {image}",
+        f"results_root: {root / 'results'}",
+        'user: "1000:1000"',
+        "docker: {shm_size: 64m}",
+        f"command: {json.dumps(command)}",
+        *(f"{key}: {value}" for key, value in extra.items()),
+    ]
+    return write(root / name, "\n".join(lines) + "\n")
+
+
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([REAL_DOCKER, *args], capture_output=True, text=True, check=False)
+
+
+def record(state_dir: Path, job_id: str) -> dict:
+    return json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
+
+
+def states(state_dir: Path, job_id: str) -> list[str]:
+    return [t["state"] for t in record(state_dir, job_id)["transitions"]]
+
+
+def labelled(job_id: str) -> list[str]:
+    return docker("ps", "-aq", "--filter", f"label=tao-job={job_id}").stdout.split()
+
+
+def job_ids(state_dir: Path) -> list[str]:
+    jobs = state_dir / "jobs"
+    return sorted(p.stem for p in jobs.glob("*.json")) if jobs.exists() else []
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def stand_in(folder: Path, on_run: str) -> dict[str, str]:
+    """A ``docker`` first on PATH: runs ``on_run`` (bash) for ``docker run``, else the real one.
+
+    ``on_run`` sees the arguments after ``run`` in "$@" with ``--gpus X`` removed
+    (the test engine has no GPU runtime) and $REAL naming the real docker.
+    """
+    script = f"""#!/bin/bash
+REAL={REAL_DOCKER}
+if [ "$1" != run ]; then exec "$REAL" "$@"; fi
+shift
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --gpus) shift 2; continue;;
+    --gpus=*) shift; continue;;
+  esac
+  args+=("$1"); shift
+done
+set -- "${{args[@]}}"
+{on_run}
+"""
+    path = write(folder / "bin" / "docker", script)
+    path.chmod(0o755)
+    return {"PATH": f"{folder / 'bin'}:{os.environ['PATH']}"}
+
+
+@pytest.fixture
+def cleanup(state_dir: Path):
+    """Remove every container the test's jobs made (by name and by label)."""
+    yield
+    for job_id in job_ids(state_dir):
+        leftovers = labelled(job_id)
+        if leftovers:
+            docker("rm", "-f", *leftovers)
+
+
+# -- 1. cancel asks the backend first ------------------------------------------
+
+
+@pytest.mark.parametrize(("code", "state"), [(0, "COMPLETE"), (3, "ERROR")])
+def test_cancel_of_a_job_that_ended_records_its_real_outcome_and_keeps_the_container(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    code: int,
+    state: str,
+) -> None:
+    spec = job_file(open_tmp, engine, f"sh -c 'echo said-{code}; exit {code}'")
+    job_id = taospec("run", "-d", spec).stdout.strip()
+    assert docker("wait", job_id).stdout.strip() == str(code)
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"{job_id} already ended {state}" in cancelled.stdout
+    rec = record(state_dir, job_id)
+    assert rec["terminal_state"] == state
+    assert "CANCELED" not in states(state_dir, job_id)
+    assert labelled(job_id), "the container of a finished job is kept"
+    assert taospec("logs", job_id).stdout == f"said-{code}\n"
+    if code:
+        assert json.loads(taospec("status", job_id, "--json").stdout)["state"] == "ERROR"
+
+
+def test_sixteen_concurrent_cancels_all_succeed_and_record_one_canceled(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sleep 300")
+    job_id = taospec("run", "-d", spec).stdout.strip()
+    with ThreadPoolExecutor(16) as pool:
+        done = list(pool.map(lambda _: taospec("cancel", job_id), range(16)))
+    assert [d.returncode for d in done] == [0] * 16, [d.stderr for d in done]
+    assert states(state_dir, job_id).count("CANCELED") == 1
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert labelled(job_id) == []
+    assert taospec("status", job_id).stdout.split()[1] == "CANCELED"
+
+
+def test_a_cancel_that_cannot_write_stops_nothing(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 3; echo done'")
+    job_id = taospec("run", "-d", spec).stdout.strip()
+    subprocess.run(["mount", "--bind", state_dir, state_dir], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", state_dir], check=True)
+        refused = taospec("cancel", job_id)
+    finally:
+        subprocess.run(["umount", state_dir], check=True)
+    assert refused.returncode == 3, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("taospec: cannot write")
+    assert docker("wait", job_id).stdout.strip() == "0", "the job was left to finish"
+    assert taospec("status", job_id).stdout.split()[1] == "COMPLETE"
+    assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
+
+
+# -- 2. status records what it learns ------------------------------------------------
+
+
+def test_a_container_left_in_created_is_pending_and_cancel_removes_it(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    env = stand_in(open_tmp, '"$REAL" create "${@:2}" >/dev/null; kill -9 $PPID; exit 1')
+    spec = job_file(open_tmp, engine, "sleep 300")
+    killed = taospec("run", "-d", spec, env=env)
+    assert killed.returncode == -9
+    (job_id,) = job_ids(state_dir)
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "created"
+    shown = taospec("status", job_id)
+    assert shown.stdout.split()[1] == "PENDING"
+    rec = record(state_dir, job_id)
+    assert states(state_dir, job_id) == ["PENDING", "PENDING"]
+    assert rec["backend_ref"]
+    assert "RUNNING" not in states(state_dir, job_id)
+    assert taospec("cancel", job_id).returncode == 0
+    assert labelled(job_id) == []
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_container_removed_outside_taospec_is_an_infra_error(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    job_id = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300")).stdout.strip()
+    docker("rm", "-f", job_id)
+    shown = taospec("status", job_id)
+    assert shown.stdout.split()[1] == "ERROR"
+    assert "the container disappeared" in shown.stdout
+    rec = record(state_dir, job_id)
+    assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_INFRA")
+
+
+def test_a_record_taospec_never_launched_is_closed_after_the_grace_period(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    env = stand_in(open_tmp, "kill -9 $PPID; exit 1")
+    assert taospec("run", "-d", job_file(open_tmp, engine, "sleep 300"), env=env).returncode == -9
+    (job_id,) = job_ids(state_dir)
+    early = taospec("status", job_id)
+    assert early.stdout.split()[1] == "UNKNOWN"
+    assert record(state_dir, job_id)["terminal_state"] is None
+    late = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+    assert late.stdout.split()[1] == "ERROR", late.stdout
+    rec = record(state_dir, job_id)
+    assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert "the container disappeared" in rec["transitions"][-1]["message"]
+
+
+def test_status_of_a_cancelled_job_says_canceled(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    job_id = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300")).stdout.strip()
+    assert taospec("cancel", job_id).returncode == 0
+    assert taospec("status", job_id).stdout.split()[1] == "CANCELED"
+    assert json.loads(taospec("status", job_id, "--json").stdout)["state"] == "CANCELED"
+
+
+# -- 3. no outcome depends on a write that can fail after the launch -------------
+
+
+@pytest.fixture
+def small_state(tmp_path: Path):
+    """A 1 MiB tmpfs as the state folder."""
+    path = tmp_path / "small"
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", path], check=True)
+    yield path
+    subprocess.run(["umount", "-l", path], check=False)
+
+
+def fill(folder: Path, leave: int = 0) -> None:
+    """Fill the filesystem of ``folder``, leaving about ``leave`` bytes free."""
+    space = os.statvfs(folder)
+    free = space.f_bavail * space.f_frsize
+    with open(folder / "filler", "wb") as out, contextlib.suppress(OSError):
+        out.write(b"\0" * max(0, free - leave))
+
+
+def test_no_launch_without_room_to_record_the_outcome(
+    engine: str, taospec: Runner, open_tmp: Path, small_state: Path
+) -> None:
+    fill(small_state, leave=64 * 1024)
+    refused = taospec(
+        "run",
+        "-d",
+        job_file(open_tmp, engine, "sleep 300"),
+        env={"TAO_STATE_DIR": str(small_state)},
+    )
+    assert refused.returncode == 3, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "nothing was launched" in refused.stderr
+    (job_id,) = job_ids(small_state)
+    assert labelled(job_id) == []
+    assert record(small_state, job_id)["terminal_state"] == "ERROR"
+
+
+def test_a_write_failing_after_the_launch_is_healed_by_status(
+    engine: str, taospec: Runner, open_tmp: Path, small_state: Path
+) -> None:
+    env = stand_in(
+        open_tmp,
+        f'"$REAL" run "$@"; code=$?; head -c 2000000 /dev/zero > {small_state}/filler; exit $code',
+    )
+    env["TAO_STATE_DIR"] = str(small_state)
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 2; echo finished'")
+    launched = taospec("run", "-d", spec, env=env)
+    (job_id,) = job_ids(small_state)
+    try:
+        assert launched.returncode == 3, launched.stderr
+        assert "Traceback" not in launched.stderr
+        assert launched.stderr.strip().count("\n") == 0, launched.stderr
+        assert f"{job_id} was launched" in launched.stderr
+        assert record(small_state, job_id)["terminal_state"] is None
+        failed = taospec("status", job_id, env={"TAO_STATE_DIR": str(small_state)})
+        assert failed.returncode == 3
+        assert "Traceback" not in failed.stderr
+        (small_state / "filler").unlink()
+        assert docker("wait", job_id).stdout.strip() == "0"
+        logs = taospec("logs", job_id, env={"TAO_STATE_DIR": str(small_state)})
+        assert logs.stdout == "finished\n"
+        healed = record(small_state, job_id)
+        assert [t["state"] for t in healed["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+        assert healed["backend_ref"]
+    finally:
+        docker("rm", "-f", job_id)
+
+
+# -- 4. the GPU check and the launch are one critical section -------------------
+
+
+def test_sixteen_concurrent_submits_of_gpu_0_launch_exactly_one(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    env = stand_in(open_tmp, 'exec "$REAL" run "$@"')
+    spec = job_file(open_tmp, engine, "sleep 300", gpus="[0]")
+    with ThreadPoolExecutor(16) as pool:
+        done = list(pool.map(lambda _: taospec("run", "-d", spec, env=env), range(16)))
+    winners = [d for d in done if d.returncode == 0]
+    assert len(winners) == 1, [d.stderr for d in done]
+    holder = winners[0].stdout.strip()
+    for loser in (d for d in done if d.returncode != 0):
+        assert loser.returncode == 2, loser.stderr
+        assert f"running job {holder}" in loser.stderr
+    running = [j for j in job_ids(state_dir) if labelled(j)]
+    assert running == [holder]
+
+
+def test_overlapping_pairs_never_both_launch(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    env = stand_in(open_tmp, 'exec "$REAL" run "$@"')
+    one = job_file(open_tmp, engine, "sleep 300", name="one.yaml", gpus="[0]")
+    two = job_file(open_tmp, engine, "sleep 300", name="two.yaml", gpus="[0, 1]")
+    for _ in range(4):
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda spec: taospec("run", "-d", spec, env=env), [one, two]))
+        codes = sorted(d.returncode for d in done)
+        assert codes == [0, 2], [d.stderr for d in done]
+        holder = next(d.stdout.strip() for d in done if d.returncode == 0)
+        assert f"running job {holder}" in next(d.stderr for d in done if d.returncode == 2)
+        assert taospec("cancel", holder).returncode == 0
+
+
+# -- 5. signals -----------------------------------------------------------------
+
+DELAYS = [0.05 + i * (2.0 - 0.05) / 19 for i in range(20)]
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["follow", "detach"])
+def test_a_signal_to_the_process_group_at_any_moment_cancels_everything(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup, detach: bool
+) -> None:
+    spec = job_file(open_tmp, engine, "sleep 300")
+    for index, delay in enumerate(DELAYS):
+        signum = SIGNALS[index % len(SIGNALS)]
+        before = set(job_ids(state_dir))
+        argv = [*taospec_command(), "run", *(["-d"] if detach else []), str(spec)]
+        child = subprocess.Popen(
+            argv,
+            env=taospec.env,
+            cwd=open_tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+        out, err = child.communicate(timeout=120)
+        started = set(job_ids(state_dir)) - before
+        # Python's own start-up (before taospec's code runs) may print its interrupt.
+        assert b"Traceback" not in err or not started, err.decode()
+        for job_id in started:
+            rec = record(state_dir, job_id)
+            finished = detach and child.returncode == 0
+            if finished:  # the submit was over: the job runs, and cancel ends it
+                assert taospec("cancel", job_id).returncode == 0
+                rec = record(state_dir, job_id)
+            assert rec["terminal_state"] == "CANCELED", (delay, signum, rec, err.decode())
+            assert labelled(job_id) == [], (delay, signum)
+            time.sleep(0.5)
+            assert labelled(job_id) == [], (delay, signum, "created after the cancel")
+
+
+# -- 6. prune: no container keeps a passed value after its job is done ------------
+
+
+def test_prune_removes_passed_values_and_logs_still_work(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    value = "pruned-" + os.urandom(6).hex()
+    spec = job_file(open_tmp, engine, "sh -c 'echo out-line; echo err-line >&2'")
+    write(spec, spec.read_text() + "env: {pass: [PRUNE_TOKEN]}\n")
+    env = {"PRUNE_TOKEN": value}
+    job_id = taospec("run", spec, env=env).stdout.split()[0]
+    config = docker("inspect", "--format", "{{json .Config.Env}}", job_id).stdout
+    assert f"PRUNE_TOKEN={value}" in config, "a container keeps the passed value"
+    running = taospec("run", "-d", spec, "-B", env=env).stdout.strip()
+    dry = taospec("prune", "--dry-run")
+    assert f"{job_id}: would copy" in dry.stdout
+    assert labelled(job_id)
+    assert taospec("prune", "--older-than", "1h").stdout == ""
+    assert labelled(job_id)
+    pruned = taospec("prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"{job_id}: output copied" in pruned.stdout
+    assert labelled(job_id) == []
+    assert labelled(running), "a running job's container is kept"
+    every = docker("ps", "-aq").stdout.split()
+    configs = docker("inspect", "--format", "{{json .Config.Env}}", *every).stdout
+    assert value not in configs.replace(
+        docker("inspect", "--format", "{{json .Config.Env}}", running).stdout, ""
+    )
+    logs = taospec("logs", job_id)
+    assert sorted(logs.stdout.splitlines()) == ["err-line", "out-line"]
+    assert taospec("logs", job_id, "--tail", "1").stdout.count("\n") == 1
+    assert (open_tmp / "results" / job_id / "taospec.log").stat().st_uid == 1000
