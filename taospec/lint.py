@@ -138,11 +138,13 @@ _HEADER = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])(?P<name>(?:proxy-)?authorization)(?P<q>[\"']?)[ \t]*[:=][ \t]*"
 )
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
-_AWS_SECRET = re.compile(
+_AWS_SECRET_VALUE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_SECRET_NAME = re.compile(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
-    r"(?P<sep>[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)"
-    r"(?P<value>(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    r"(?:[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)\Z"
 )
+_NAME_WINDOW = 128
+"""How far before a 40-character value its name is looked for."""
 _PEM = re.compile(
     r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----"
     r"(?:.*?-----END (?P=kind)-----|.*)",
@@ -826,9 +828,13 @@ def _header_hits(text: str) -> Iterator[_Hit]:
     """``Authorization: <credential>`` in any form: a header line, a quoted ``-H``, JSON.
 
     The value runs to the quote that closes it, or to the end of the line;
-    the scheme word (``Bearer``, ``Basic``...) is kept.
+    the scheme word (``Bearer``, ``Basic``...) is kept. A header inside a value
+    already taken is part of it (which keeps the scan linear).
     """
+    taken = 0
     for match in _HEADER.finditer(text):
+        if match.start() < taken:
+            continue
         start = match.end()
         if text[start : start + 1] in ("'", '"'):
             closing = _quote_end(text, start)
@@ -838,6 +844,7 @@ def _header_hits(text: str) -> Iterator[_Hit]:
             before = text[match.start() - 1 : match.start()] if match.start() else ""
             quote = before if before in ("'", '"') and not match["q"] else ""
             end = _quoted_or_line_end(text, start, quote)
+        taken = end
         scheme, credential = _split_scheme(text[start:end])
         if _has_break(text[match.start() : end]) and _raw_literal(credential):
             yield _Hit("auth-header", match["name"], start + len(scheme), end)
@@ -859,10 +866,11 @@ def _aws_secret_hits(text: str) -> Iterator[_Hit]:
     ``aws configure set aws_secret_access_key <key>``, ``--aws-secret-access-key
     <key>``, ``SecretAccessKey: <key>``; ``NAME=<key>`` is the assignment rule's.
     """
-    for match in _AWS_SECRET.finditer(text):
-        if is_secret_name(match["name"]):
-            start, end = match.span("value")
-            yield _Hit("aws-secret-key", match["name"], start, end)
+    for value in _AWS_SECRET_VALUE.finditer(text):
+        start, end = value.span()
+        before = _AWS_SECRET_NAME.search(text, max(0, start - _NAME_WINDOW), start)
+        if before is not None and is_secret_name(before["name"]):
+            yield _Hit("aws-secret-key", before["name"], start, end)
 
 
 def _pattern_hits(text: str) -> Iterator[_Hit]:
@@ -1043,18 +1051,30 @@ def _clip_to_quote(text: str, start: int, end: int, opening: int) -> int:
 
 
 def _free_assignment_hits(text: str) -> Iterator[_Hit]:
-    """``NAME=value`` anywhere in prose (after a space, ``,``, ``?``, ``&``...), value whole."""
+    """``NAME=value`` anywhere in prose (after a space, ``,``, ``?``, ``&``...), value whole.
+
+    A match inside a value already taken is part of that value: skipping it keeps
+    the scan linear on text such as ``a=a=a=...``.
+    """
+    taken = 0
     for match in _FREE_ASSIGNMENT.finditer(text):
+        if match.start() < taken or not is_secret_name(match["name"]):
+            continue
         end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
-        if is_secret_name(match["name"]) and _raw_literal(text[match.end() : end]):
+        taken = end
+        if _raw_literal(text[match.end() : end]):
             yield _Hit("inline-secret-assignment", match["name"], match.end(), end)
 
 
 def _free_flag_hits(text: str) -> Iterator[_Hit]:
     """``--token value`` or ``--token=value`` in prose: the whole next value, whatever it is."""
+    taken = 0
     for match in _FREE_FLAG.finditer(text):
+        if match.start() < taken or not _is_secret_flag(match["flag"]):
+            continue
         end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
-        if _is_secret_flag(match["flag"]) and _raw_literal(text[match.end() : end]):
+        taken = end
+        if _raw_literal(text[match.end() : end]):
             yield _Hit("secret-flag", match["flag"], match.end(), end)
 
 

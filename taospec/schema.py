@@ -21,14 +21,16 @@ from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from taospec import schemacheck
 from taospec.diagnostics import Problem, closest
 from taospec.yamlsrc import Source
+
+if TYPE_CHECKING:  # the library itself is imported where it is first used
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
 
 SCHEMA_NAME = "job.schema.json"
 _TYPE_NAMES = {

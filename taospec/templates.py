@@ -20,11 +20,12 @@ import shlex
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from taospec.plan import JOB_ID
+
+if TYPE_CHECKING:  # the library itself is imported where it is first used
+    import jinja2
 
 
 class Shell(str):

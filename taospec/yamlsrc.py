@@ -13,11 +13,13 @@ import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
+
+if TYPE_CHECKING:  # the library itself is imported where it is first used
+    import yaml
+
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
@@ -22,6 +23,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from taospec import lint
 from taospec.lint import MIN_SECRET_LENGTH, PLACEHOLDER, redact, redact_location
 from tests.conftest import Runner
 
@@ -296,3 +298,31 @@ def test_a_secret_from_the_environment_is_redacted_when_it_appears_alone(
     assert shown["transitions"][-1]["message"] == (
         "wandb refused the key <redacted>; check the account"
     )
+
+
+HUGE_FORMS = [
+    "a", "a=", "x=y&", "password=", "--token ", "--token=", "Authorization: ", "bearer ",
+    "password: ", "- name: A_TOKEN\n  value: x\n", '{"password": "', "'\"", "\\", "${", "$(",
+    "A" * 40 + " ", "-----BEGIN PRIVATE KEY-----\n", "a\n", "a ", "https://", "--a", "a-",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", HUGE_FORMS)
+def test_a_huge_repetitive_value_is_scanned_in_one_pass(form: str) -> None:
+    """A value of 64 KiB made of one form repeated (a job file may hold 1 MiB): every rule
+    reads it in linear time. A rule that rescans from each match hangs here for minutes; the
+    alarm turns that hang into a failure naming the form."""
+    text = form * (64 * 1024 // len(form))
+
+    def hung(signum: int, frame: object) -> None:
+        raise AssertionError(f"lint or redact of {form!r} x {len(text) // len(form)} hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        lint.lint_text(text)
+        once = lint.redact(text)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert lint.redact(once) == once
