@@ -100,26 +100,26 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     )
     if not follow:
         return EXIT_OK
-    ended = _ended(ledger, job_id)
+    ended, err_class = _ended(ledger, job_id)
     if ended is None or ended == COMPLETE:
         return EXIT_OK
-    say(f"{job_id} ended {ended}" + (f" ({record.err_class})" if record.err_class else ""))
+    say(f"{job_id} ended {ended}" + (f" ({err_class})" if err_class else ""))
     return EXIT_JOB_FAILED
 
 
-def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> str | None:
-    """The job's terminal state once its output has ended (the backend may need a moment to
-    say so); None when it never says."""
+def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> tuple[str | None, str | None]:
+    """The job's terminal state and error class once its output has ended (the backend may
+    need a moment to say so); (None, None) when it never says."""
     record = ledger.get(job_id)
     for attempt in range(attempts):
         record, found = poll(record, ledger)
         if record.terminal_state is not None:
-            return record.terminal_state
+            return record.terminal_state, record.err_class
         if found.terminal:
-            return found.state
+            return found.state, found.err_class
         if attempt + 1 < attempts:
             time.sleep(0.5)
-    return None
+    return None, None
 
 
 def cancel(job_id: str) -> int:
