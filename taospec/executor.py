@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import platforms, proc
-from taospec.diagnose import INFRA, diagnose
+from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
 from taospec.ledger import Ledger, Record, WriteFailed
@@ -375,12 +375,10 @@ def teardown(record: Record, ledger: Ledger, progress: Progress = lambda _: None
 
 
 def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None:
-    diagnosis = diagnose(failure.output)
-    message = str(failure) if diagnosis is None else f"{failure}\n{diagnosis}"
-    err_class = diagnosis.err_class if diagnosis else "ERR_PROGRAM"
-    ledger.mark(record.id, ERROR, message=message, err_class=err_class)
-    if diagnosis:
-        failure.args = (f"{failure}\n  => {diagnosis}",)
+    diagnosis = classify(failure.returncode, "", failure.output)
+    message = f"{failure}\n{diagnosis}"
+    ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
+    failure.args = (f"{failure}\n  => {diagnosis}",)
 
 
 def _interrupted(ledger: Ledger, record: Record) -> None:

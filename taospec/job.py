@@ -100,6 +100,7 @@ class Job:
     skill: str | None = None
     """The skill the job file names, as written."""
     spec_inputs: tuple[SpecInput, ...] = ()
+    notify: tuple[str, ...] = ()
 
     def host_inputs(self) -> tuple[str, ...]:
         """The host paths the job reads (its skill's inputs), each once, placeholders kept."""

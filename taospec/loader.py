@@ -379,7 +379,15 @@ def build_job(
         slurm=_slurm_options(data.get("slurm", {})),
         skill=data.get("skill"),
         spec_inputs=applied.spec_inputs if applied is not None else (),
+        notify=_notify(data.get("notify")),
     )
+
+
+def _notify(value: str | list[str] | None) -> tuple[str, ...]:
+    """``notify:`` as an argument list: a string runs under ``sh -c``, a list as given."""
+    if value is None:
+        return ()
+    return ("sh", "-c", value) if isinstance(value, str) else tuple(value)
 
 
 def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:

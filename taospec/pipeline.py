@@ -15,9 +15,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
+from datetime import datetime
 from pathlib import Path
 
-from taospec import __version__, platforms, proc
+from taospec import __version__, notify, platforms, proc, progress
 from taospec.errors import InvalidInput, TaospecError
 from taospec.executor import cancel_job, check_gpus, gpu_lock, submit
 from taospec.fingerprint import (
@@ -34,7 +35,8 @@ from taospec.ledger import Ledger, Record
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import render
 from taospec.polling import poll
-from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN
+from taospec.proc import redacted
+from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
@@ -235,6 +237,7 @@ class Build:
         self._running: dict[str, Record | None] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._notified: set[str] = set()
 
     def run(self) -> dict[str, Outcome]:
         """Build everything; on Ctrl-C cancel what runs, record it, and re-raise."""
@@ -435,21 +438,62 @@ class Build:
 
     def _follow(self, record: Record, name: str, board: Board) -> tuple[Record, str, str]:
         """Poll until the job ends; (record, state, message). A backend that keeps
-        answering UNKNOWN (the job vanished, or the engine is gone) ends the wait."""
+        answering UNKNOWN (the job vanished, or the engine is gone) ends the wait.
+        Without a live board, a progress line is printed every ``board.interval``."""
         delay = POLL_FIRST
         unknown = 0
+        ticker = progress.Ticker(board.interval)
         while not self._stop.is_set():
             record, status = poll(record, self.ledger)
             board.update(name, status.state, record.id)
             if record.terminal_state is not None:
+                self._notify(record, name, board)
                 return record, record.state, record.transitions[-1].message
             unknown = unknown + 1 if status.state == UNKNOWN else 0
             if unknown >= UNKNOWN_POLLS:
                 return record, UNKNOWN, status.message
-            self._stop.wait(delay)
+            if board.plain and ticker.due():
+                board.progress(self._progress_line(record, name, status))
+            self._stop.wait(max(0.05, min(delay, ticker.wait())))
             delay = min(delay * 2, POLL_MAX)
         record = self.ledger.get(record.id)
         return record, record.state, record.transitions[-1].message
+
+    def _progress_line(self, record: Record, name: str, status: Status) -> str:
+        """State, elapsed time, and epoch/KPIs from ``status.json`` when the results
+        directory is readable here, else the job's last output line (redacted)."""
+        found = progress.find(record.results_dir, record.action)
+        latest = progress.read(found) if found is not None else None
+        last = ""
+        if latest is None:
+            module = platforms.get(record.platform)
+            try:
+                last = redacted(module.log_tail(record, self.ledger.sidecar(record.id), 5))
+            except TaospecError:
+                last = ""
+        return progress.line(
+            f"{name} {record.id}", status.state, age(record), latest, last_output=last
+        )
+
+    def _notify(self, record: Record, name: str, board: Board) -> None:
+        """Run the target's ``notify:`` (else ``$TAOSPEC_NOTIFY``) once, for a job this run
+        saw end; a failing notifier is reported and changes nothing."""
+        with self._lock:
+            if not board.enabled or record.id in self._notified:
+                return
+            self._notified.add(record.id)
+        target = self.jobfile.targets.get(name)
+        try:
+            argv = (target.job.notify if target else ()) or notify.notifier()
+        except TaospecError as error:
+            board.say(f"{name}: {error}")
+            return
+        variables = notify.outcome(
+            record.id, record.state, record.err_class, age(record), record.results_dir
+        )
+        problem = notify.notify(argv, variables)
+        if problem:
+            board.say(f"{name}: {problem}")
 
     def _cancel_all(self, board: Board) -> None:
         """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
@@ -469,8 +513,11 @@ class Build:
         with self._lock:
             running = [(n, r) for n, r in self._running.items() if r is not None]
         for name, record in running:
+            before = self.ledger.get(record.id).terminal_state
             done = cancel_job(record, self.ledger, reason="interrupted", progress=board.note)
             self.results[name] = Outcome(name, done.record.state, done.record)
+            if before is None and done.record.terminal_state is not None:
+                self._notify(done.record, name, board)
 
 
 # -- what the person at the terminal sees -------------------------------------
@@ -493,9 +540,11 @@ class Board:
         live: bool = False,
         write: Callable[[str], None] = _nowhere,
         out: Callable[[str], None] = _nowhere,
+        interval: float = progress.DEFAULT_INTERVAL,
     ) -> None:
         self.enabled = enabled
         self.live = live
+        self.interval = interval
         self.write = write
         self.out = out
         self._rows: dict[str, tuple[str, str, float]] = {}
@@ -565,6 +614,36 @@ class Board:
     def output(self, line: str) -> None:
         """A line of a job's own output."""
         self._emit(line, job_output=True)
+
+    @property
+    def plain(self) -> bool:
+        """True when shown, but not as live lines: progress comes as printed lines."""
+        return self.enabled and not self.live
+
+    def progress(self, line: str) -> None:
+        """A running job's progress line (printed only without a live display)."""
+        if self.plain:
+            self._emit(line)
+
+    def say(self, text: str) -> None:
+        """A line everyone should see, live display or not."""
+        self._emit(text)
+
+
+def age(record: Record) -> float:
+    """Seconds from the job's submission to its last transition when it ended, else to now."""
+    start = _instant(record.submitted_at)
+    if start is None:
+        return 0.0
+    end = _instant(record.transitions[-1].ts) if record.terminal_state else None
+    return max(0.0, (end if end is not None else time.time()) - start)
+
+
+def _instant(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _elapsed(seconds: float) -> str:

@@ -143,14 +143,17 @@ def test_an_existing_container_with_the_jobs_name_is_never_replaced(
 def test_gpus_on_an_engine_without_the_gpu_runtime_give_the_documented_message(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
+    """The preflight refuses it before any record is opened, saying what to install."""
     spec = job_file(open_tmp, engine, "true", gpus="[0]")
     done = taospec("run", spec)
-    assert done.returncode == 1
-    assert "no GPU runtime on the Docker host" in done.stderr
+    assert done.returncode == 2
+    assert "preflight: NVIDIA runtime: not registered with the engine" in done.stderr
     assert "NVIDIA Container Toolkit" in done.stderr
-    job_id = json.loads((state_dir / "ledger.jsonl").read_text().splitlines()[0])["id"]
-    rec = record(state_dir, job_id)
-    assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert 'could not select device driver "" with capabilities: [[gpu]]' in done.stderr
+    assert (
+        not (state_dir / "ledger.jsonl").exists()
+        or not (state_dir / "ledger.jsonl").read_text().strip()
+    )
 
 
 def test_a_crash_between_launch_and_the_running_mark_is_healed_by_status(

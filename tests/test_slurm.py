@@ -601,7 +601,7 @@ def test_a_remote_command_gives_the_far_side_shell_the_argument_list() -> None:
         ("JobId=5 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0", ERROR, 3, "ERR_PROGRAM",
          "slurm: FAILED, exit code 3"),
         ("JobId=5 JobState=FAILED Reason=JobLaunchFailure ExitCode=0:15", ERROR, None,
-         "ERR_PROGRAM", "killed by signal 15"),
+         "ERR_INFRA", "killed by signal 15; the job was stopped from outside"),
         ("JobId=5 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15", ERROR, None, "ERR_PROGRAM",
          "time limit"),
         ("JobId=5 JobState=OUT_OF_MEMORY ExitCode=0:125", ERROR, None, "ERR_PROGRAM", "memory"),

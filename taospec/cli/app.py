@@ -265,8 +265,20 @@ def run(
 ) -> None:
     """Build FILE's TARGETS (default: all) and what they need, skipping what is up to date.
 
+    Docker targets are checked first (taospec doctor's cheap checks): a failed
+    check stops the run with exit 2 before any record is opened; too little
+    free space (results_root, docker's data root, /dev/shm) is only a warning
+    on stderr, so a small CI disk does not block a run.
+
+    On a terminal the running jobs are redrawn in place (not with TERM=dumb);
+    otherwise each running job gets one progress line every
+    $TAOSPEC_PROGRESS_INTERVAL seconds (default 60): state, elapsed time, and
+    epoch/KPIs from its status.json, or its last output line. A job's notify:
+    command runs once when it ends. Each target ends with one summary line.
+
     Exit 0 when every job that ran completed, 1 when one failed (or, with
-    --check, when something would run), 130 when interrupted.
+    --check, when something would run), 2 when a preflight check failed, 130
+    when interrupted.
     """
     from taospec.commands import run as run_verb
 
@@ -313,11 +325,38 @@ def status(job_id: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("file", required=False)
+@click.argument("targets", nargs=-1)
+def doctor(file: str | None, targets: tuple[str, ...]) -> None:
+    """Check that the host a job would run on is ready for it.
+
+    With FILE, each docker job's host (TARGETS: only those and what they need):
+    the docker engine and client, the NVIDIA runtime and the GPUs the job names
+    (not needed without gpus:), the login for an nvcr.io image, free space
+    under results_root and docker's data root, and /dev/shm for docker.shm_size,
+    on the engine docker.host names. Without FILE, the local docker engine.
+    Each failed check says what to do. Exit 0 when all pass, 1 when one fails.
+
+    taospec run makes the same checks (less the client and GPU queries) before
+    it opens any record, and refuses with exit 2 when one fails; free space
+    (results_root, the data root, /dev/shm) is only a warning there, so a small
+    CI disk does not block a run.
+    """
+    from taospec.commands import doctor as doctor_verb
+
+    _exit(doctor_verb.verb(file, targets))
+
+
+@cli.command()
 @JOB_ID_ARGUMENT
 @click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 def logs(job_id: str, tail: int | None, follow: bool) -> None:
-    """Print JOB_ID's output."""
+    """Print JOB_ID's output.
+
+    With -f, exit 0 when the job completed and 1 when it ended in ERROR or
+    CANCELED.
+    """
     from taospec.commands import jobs
 
     _exit(jobs.logs(job_id, tail=tail, follow=follow))

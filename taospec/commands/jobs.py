@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
-from taospec import plantext, platforms
+from taospec import plantext, platforms, progress
 from taospec.commands import open_ledger, say
-from taospec.errors import EXIT_OK
+from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
 from taospec.polling import poll
 from taospec.proc import redacted
+from taospec.states import COMPLETE, ERROR
 
 # Each verb imports what only it needs: ``ls`` reads the ledger and nothing else.
 
@@ -35,23 +37,55 @@ def status(job_id: str, *, as_json: bool = False) -> int:
     ledger, record = _ledger_for(job_id)
     record, found = poll(record, ledger)
     if as_json:
-        data = {
+        data: dict[str, object] = {
             "id": record.id,
             "state": found.state,
             "message": found.message,
             "exit_code": found.exit_code,
             "recorded_state": record.state,
+            "err_class": _err_class(record, found.state),
             "backend_ref": record.backend_ref,
             "platform": record.platform,
         }
+        latest = _progress(record)
+        if latest is not None:
+            data["progress"] = _progress_json(latest)
         print(redacted(json.dumps(data)))
     else:
-        print(redacted(f"{record.id} {found.state} {found.message}"))
+        err_class = _err_class(record, found.state)
+        state = f"{found.state} {err_class}" if err_class else found.state
+        print(redacted(f"{record.id} {state} {found.message}"))
+        latest = _progress(record)
+        if latest is not None and progress.describe(latest):
+            print(f"  progress: {progress.describe(latest)}")
     return EXIT_OK
 
 
+def _err_class(record: Record, state: str) -> str | None:
+    """The recorded class of a failure, shown only with ERROR."""
+    return record.err_class if state == ERROR else None
+
+
+def _progress(record: Record) -> progress.Progress | None:
+    """The job's ``status.json``, merged, when its results directory is readable here."""
+    found = progress.find(record.results_dir, record.action)
+    return progress.read(found) if found is not None else None
+
+
+def _progress_json(latest: progress.Progress) -> dict[str, object]:
+    return {
+        "status": latest.status,
+        "epoch": latest.epoch,
+        "max_epoch": latest.max_epoch,
+        "kpi": dict(latest.kpi),
+        "phase": latest.phase,
+        "message": latest.message,
+    }
+
+
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
-    """Print the job's output (redacted); with ``follow``, until the job ends."""
+    """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
+    when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
 
     ledger, record = _ledger_for(job_id)
     if record.terminal_state is None:
@@ -64,7 +98,28 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
     )
-    return EXIT_OK
+    if not follow:
+        return EXIT_OK
+    ended, err_class = _ended(ledger, job_id)
+    if ended is None or ended == COMPLETE:
+        return EXIT_OK
+    say(f"{job_id} ended {ended}" + (f" ({err_class})" if err_class else ""))
+    return EXIT_JOB_FAILED
+
+
+def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> tuple[str | None, str | None]:
+    """The job's terminal state and error class once its output has ended (the backend may
+    need a moment to say so); (None, None) when it never says."""
+    record = ledger.get(job_id)
+    for attempt in range(attempts):
+        record, found = poll(record, ledger)
+        if record.terminal_state is not None:
+            return record.terminal_state, record.err_class
+        if found.terminal:
+            return found.state, found.err_class
+        if attempt + 1 < attempts:
+            time.sleep(0.5)
+    return None, None
 
 
 def cancel(job_id: str) -> int:
@@ -86,7 +141,11 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
     the stored plan as JSON)."""
     ledger, record = _ledger_for(job_id)
     if not plan:
-        print(json.dumps({**record.to_json(), "state": record.state}, indent=2))
+        data = {**record.to_json(), "state": record.state}
+        latest = _progress(record)
+        if latest is not None:
+            data["progress"] = _progress_json(latest)
+        print(json.dumps(data, indent=2))
         return EXIT_OK
     stored = ledger.sidecar(job_id).get("plan")
     if not isinstance(stored, dict):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from taospec import plandiff, plantext, platforms, preflight
+from taospec import doctor, plandiff, plantext, platforms, preflight, progress
+from taospec.commands import doctor as doctor_verb
 from taospec.commands import open_ledger, say
 from taospec.diagnostics import raise_if_any
 from taospec.errors import (
@@ -24,11 +25,12 @@ from taospec.errors import (
     InvalidInput,
 )
 from taospec.executor import check_environment, secret_values
+from taospec.job import Job
 from taospec.ledger import Ledger
 from taospec.loader import load_located
-from taospec.pipeline import Board, Build, Decision, Outcome, decide, summary
+from taospec.pipeline import Board, Build, Decision, Outcome, age, decide, summary
 from taospec.proc import redacted
-from taospec.states import COMPLETE
+from taospec.states import CANCELED, COMPLETE
 
 TAIL_LINES = 20
 
@@ -70,6 +72,10 @@ def run(
     for decision in decisions:
         if decision.run:
             check_environment(decision.target.job, os.environ)
+    interval = progress.interval(os.environ)
+    stopped = _preflight([d.target.job for d in decisions if d.run])
+    if stopped:
+        return stopped
     if detach:
         return _detach(
             Build(
@@ -86,7 +92,9 @@ def run(
             say(f"{decision.target.name}: {decision.reason}")
     if not any(decision.run for decision in decisions):
         return EXIT_OK
-    board = Board(enabled=True, live=sys.stderr.isatty(), write=_to_stderr, out=_to_stdout)
+    board = Board(
+        enabled=True, live=live_board(), write=_to_stderr, out=_to_stdout, interval=interval
+    )
     build = Build(
         jobfile,
         decisions,
@@ -104,6 +112,32 @@ def run(
         _report(decisions, build.results, ledger, show_summary=jobfile.pipeline)
         return EXIT_INTERRUPTED
     return _report(decisions, results, ledger, show_summary=jobfile.pipeline)
+
+
+def live_board(environ: Mapping[str, str] = os.environ) -> bool:
+    """Redrawn lines only on a terminal that can move its cursor (not ``TERM=dumb``); the
+    board draws no colour, so ``NO_COLOR`` holds either way."""
+    return sys.stderr.isatty() and environ.get("TERM", "") != "dumb"
+
+
+def _preflight(jobs: list[Job]) -> int:
+    """The cheap checks for each docker job's host, before any record is opened: exit 2 with
+    the advice of a failed check; too little free space is only a warning."""
+    for job in doctor_verb.unique_docker_jobs(jobs):
+        refusals = []
+        for check in doctor.failed(doctor_verb.job_checks(job, full=False)):
+            if doctor_verb.is_space_check(check):
+                say(f"warning: {job.name}: {check.name}: {check.detail}; {check.advice}")
+            else:
+                refusals.append(check)
+        for check in refusals:
+            say(f"{job.file}: {job.name}: preflight: {check.name}: {check.detail}")
+            if check.advice:
+                say(f"  {check.advice}")
+        if refusals:
+            say("nothing was run (taospec doctor FILE shows every check)")
+            return EXIT_INVALID
+    return EXIT_OK
 
 
 def _to_stdout(text: str) -> None:
@@ -195,9 +229,31 @@ def _report(
     if show_summary:
         for line in summary(decisions, results):
             say(line)
+    for decision in decisions:
+        outcome = results.get(decision.target.name)
+        if outcome is not None:
+            say(ending(outcome))
     if failed:
         return EXIT_JOB_FAILED
     return EXIT_INVALID if refused else EXIT_OK
+
+
+def ending(outcome: Outcome) -> str:
+    """One line for a finished target: state, duration, results; for a failure, why and
+    where to read more."""
+    record = outcome.record
+    if record is None:
+        return f"{outcome.name}: {outcome.state}" + (
+            f"  {outcome.message}" if outcome.message else ""
+        )
+    state = f"{outcome.state} {record.err_class}" if record.err_class else outcome.state
+    line = (
+        f"{outcome.name}: {state} in {progress.elapsed(age(record))}  results {record.results_dir}"
+    )
+    if outcome.state in (COMPLETE, CANCELED):
+        return line
+    why = record.transitions[-1].message.replace("\n", " ").strip()
+    return f"{line}  {why}; taospec logs {record.id}"
 
 
 def _explain(outcome: Outcome, ledger: Ledger) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from taospec import identity
+from taospec import identity, lint, proc
+from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
 from taospec.plan import JOB_ID, Context, Plan, lint_plan
@@ -63,6 +64,10 @@ def render(
     if job.spec_inputs:
         plan = replace(plan, notes=(*plan.notes, *_input_notes(context)))
     lint_plan(plan)
+    if job.notify:
+        _lint_notify(job)
+        note = f"notify: when the job ends, taospec run runs {proc.shown(job.notify)} here"
+        plan = replace(plan, notes=(*plan.notes, note))
     return plan
 
 
@@ -75,3 +80,14 @@ def _input_notes(context: Context) -> tuple[str, ...]:
         else f"input spec.{i.spec_key}: {context.expand(i.host_path)}"
         for i in context.job.spec_inputs
     )
+
+
+def _lint_notify(job: Job) -> None:
+    """Refuse a ``notify:`` command that carries a secret, as a step's command would be."""
+    findings = lint.lint_argv(job.notify)
+    if findings:
+        listed = "\n".join(f"  notify: {finding}" for finding in findings)
+        raise InvalidInput(
+            f"{job.file}: the notify command would carry inline secrets; read them from the "
+            f"environment in the command instead:\n{listed}"
+        )

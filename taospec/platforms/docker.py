@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import identity, proc, remote, templates
-from taospec.diagnose import PROGRAM, diagnose
+from taospec.diagnose import classify, diagnose
 from taospec.errors import CommandFailed
 from taospec.job import Job
 from taospec.ledger import Record, write_atomic
@@ -271,11 +271,8 @@ def _failed(code: int, oom: bool, tail: str, found: str | None) -> Status:
     message = f"docker: exited with code {code}"
     if oom:
         message += " (killed by the kernel's out-of-memory killer)"
-    diagnosis = diagnose(tail)
-    if diagnosis:
-        message += f"; {diagnosis}"
-    err_class = diagnosis.err_class if diagnosis else PROGRAM
-    return Status(ERROR, message, code, err_class, found)
+    diagnosis = classify(code, message, tail)
+    return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
 
 def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.Result) -> Status:

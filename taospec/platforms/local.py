@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from taospec import proc, templates
-from taospec.diagnose import PROGRAM, diagnose
+from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.ledger import Record
 from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
@@ -167,9 +167,9 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     if code == 0:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
 
-    diagnosis = diagnose(_tail_text(record, 50))
-    message = f"process exited with code {code}" + (f"; {diagnosis}" if diagnosis else "")
-    return Status(ERROR, message, code, diagnosis.err_class if diagnosis else PROGRAM, found)
+    message = f"process exited with code {code}"
+    diagnosis = classify(code, message, _tail_text(record, 50))
+    return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
 
 def _exit_code(record: Record) -> int | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import proc, remote, templates
-from taospec.diagnose import INFRA, PROGRAM, diagnose
+from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.ledger import Record
 from taospec.plan import (
@@ -422,10 +422,8 @@ def to_status(native: Native, tail: Callable[[], str] = lambda: "") -> Status:
         return Status(state, message, code)
     if native.state in _INFRA_STATES:
         return Status(ERROR, message, code, INFRA)
-    diagnosis = diagnose(tail()) if native.state == "FAILED" else None
-    if diagnosis:
-        return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class)
-    return Status(ERROR, message, code, PROGRAM)
+    diagnosis = classify(code, message, tail() if native.state == "FAILED" else "")
+    return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class)
 
 
 def _login(sidecar: Mapping[str, object]) -> str | None:

@@ -1,0 +1,238 @@
+"""The long-run pieces wired into the verbs, for real: progress lines when stderr is not a
+terminal, classified failures in status and show, ``logs -f`` exit codes, ``notify:``,
+and ``doctor`` (with ``run``'s preflight) on this machine's docker engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tests.conftest import Runner, write
+from tests.test_local_jobs import job_file
+
+# One status.json line per second: epoch 1..4 with a falling loss, then a normal end.
+TRAINER = """\
+import json, sys, time
+for epoch in range(1, 5):
+    with open(sys.argv[1] + "/status.json", "a") as out:
+        loss = 0.9 - epoch / 10
+        event = {"status": "RUNNING", "epoch": epoch, "max_epoch": 4, "kpi": {"loss": loss}}
+        out.write(json.dumps(event) + "\\n")
+    time.sleep(1)
+"""
+PROGRESS_LINE = re.compile(r"^\S+ \S+  RUNNING  \d+s  epoch [1-4]/4  loss=0\.[5-8]$", re.M)
+
+
+def test_piped_run_prints_a_progress_line_per_interval_and_a_summary(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    trainer = write(tmp_path / "trainer.py", TRAINER)
+    spec = job_file(tmp_path, f"python3 {trainer} {{results_dir}}")
+    done = taospec("run", spec, env={"TAOSPEC_PROGRESS_INTERVAL": "1"})
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    lines = PROGRESS_LINE.findall(done.stderr)
+    assert len(lines) >= 2, done.stderr
+    assert all(line.startswith(f"job {job_id}  RUNNING") for line in lines)
+    assert "\x1b[" not in done.stderr  # no cursor movement when not a terminal
+    results = tmp_path / "results" / job_id
+    assert "job: COMPLETE in " in done.stderr
+    assert f"results {results}" in done.stderr
+    status = taospec("status", job_id)
+    assert status.stdout.splitlines()[1] == "  progress: epoch 4/4  loss=0.5"
+    shown = json.loads(taospec("show", job_id).stdout)
+    assert shown["progress"]["epoch"] == 4
+    assert shown["progress"]["kpi"] == {"loss": 0.5}
+
+
+def test_without_status_json_the_progress_line_is_the_last_output_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    spec = job_file(tmp_path, "sh -c 'for i in 1 2 3; do echo step-$i of 3; sleep 1; done'")
+    done = taospec("run", spec, env={"TAOSPEC_PROGRESS_INTERVAL": "1"})
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^job \S+  RUNNING  \d+s  step-[1-3] of 3$", done.stderr, re.M), done.stderr
+
+
+def test_a_bad_progress_interval_refuses_the_run_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = job_file(tmp_path, "true")
+    done = taospec("run", spec, env={"TAOSPEC_PROGRESS_INTERVAL": "soon"})
+    assert done.returncode == 2
+    assert "TAOSPEC_PROGRESS_INTERVAL='soon'" in done.stderr
+    assert not list((state_dir / "jobs").glob("*.json")) if (state_dir / "jobs").exists() else True
+
+
+def test_a_failure_is_classified_in_run_status_and_show(taospec: Runner, tmp_path: Path) -> None:
+    spec = job_file(
+        tmp_path,
+        "python3 -c 'raise ValueError(\"bad label map\")'",
+    )
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id, state = done.stdout.split()
+    assert state == "ERROR"
+    summary = [line for line in done.stderr.splitlines() if line.startswith("job: ERROR ERR_")]
+    assert len(summary) == 1, done.stderr
+    assert "ERR_PROGRAM" in summary[0]
+    assert "the program raised ValueError: bad label map" in summary[0]
+    assert summary[0].endswith(f"taospec logs {job_id}")
+    assert taospec("status", job_id).stdout.split()[1:3] == ["ERROR", "ERR_PROGRAM"]
+    assert json.loads(taospec("status", job_id, "--json").stdout)["err_class"] == "ERR_PROGRAM"
+    shown = json.loads(taospec("show", job_id).stdout)
+    assert (shown["terminal_state"], shown["err_class"]) == ("ERROR", "ERR_PROGRAM")
+
+
+def test_a_job_killed_from_outside_is_infrastructure(taospec: Runner, tmp_path: Path) -> None:
+    spec = job_file(tmp_path, "sh -c 'kill -TERM $$'")
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id = done.stdout.split()[0]
+    assert taospec("status", job_id).stdout.split()[1:3] == ["ERROR", "ERR_INFRA"]
+
+
+def test_logs_follow_exits_0_for_complete_and_1_for_error(taospec: Runner, tmp_path: Path) -> None:
+    good = job_file(tmp_path, "sh -c 'sleep 1; echo fine'")
+    job_id = taospec("run", "--detach", good).stdout.strip()
+    followed = taospec("logs", "-f", job_id)
+    assert (followed.returncode, followed.stdout) == (0, "fine\n"), followed.stderr
+
+    bad = job_file(tmp_path, "sh -c 'sleep 1; echo broken; exit 4'")
+    job_id = taospec("run", "--detach", bad).stdout.strip()
+    followed = taospec("logs", "-f", job_id)
+    assert (followed.returncode, followed.stdout) == (1, "broken\n")
+    assert f"{job_id} ended ERROR (ERR_PROGRAM)" in followed.stderr
+    assert taospec("logs", job_id).returncode == 0  # without -f, reading is success
+
+
+def test_logs_follow_exits_1_for_a_canceled_job(taospec: Runner, tmp_path: Path) -> None:
+    spec = job_file(tmp_path, "sh -c 'echo started; exec sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    assert taospec("cancel", job_id).returncode == 0
+    followed = taospec("logs", "-f", job_id)
+    assert followed.returncode == 1
+    assert f"{job_id} ended CANCELED" in followed.stderr
+
+
+def test_notify_runs_once_with_the_outcome_in_its_environment(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    seen = tmp_path / "notified.env"
+    spec = job_file(
+        tmp_path,
+        "sh -c 'exit 5'",
+        notify=json.dumps(f"env | grep ^TAOSPEC_ | sort >> {seen}; echo --- >> {seen}"),
+    )
+    rendered = taospec("render", spec)
+    assert "# Note: notify: when the job ends, taospec run runs sh -c" in rendered.stdout
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    job_id = done.stdout.split()[0]
+    text = seen.read_text()
+    assert text.count("---") == 1
+    variables = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert variables["TAOSPEC_JOB_ID"] == job_id
+    assert variables["TAOSPEC_STATE"] == "ERROR"
+    assert variables["TAOSPEC_ERR_CLASS"] == "ERR_PROGRAM"
+    assert variables["TAOSPEC_RESULTS_DIR"] == str(tmp_path / "results" / job_id)
+    assert variables["TAOSPEC_DURATION"].isdigit()
+
+
+def test_a_failing_notifier_is_reported_and_changes_nothing(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    spec = job_file(tmp_path, "true", notify='["sh", "-c", "echo no pager >&2; exit 9"]')
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == "COMPLETE"
+    assert "failed (exit 9)" in done.stderr
+    assert "no pager" in done.stderr
+
+
+def test_a_notifier_carrying_a_secret_is_refused(taospec: Runner, tmp_path: Path) -> None:
+    spec = job_file(tmp_path, "true", notify='["curl", "--password", "hunter2", "https://x"]')
+    done = taospec("run", spec)
+    assert done.returncode == 2
+    assert "notify: line 1: --password" in done.stderr
+    assert "hunter2" not in done.stderr
+
+
+def test_notify_is_allowed_under_pipeline_defaults(taospec: Runner, tmp_path: Path) -> None:
+    seen = tmp_path / "states"
+    spec = write(
+        tmp_path / "pipe.yaml",
+        f"""version: 1
+defaults:
+  network_arch: hello
+  action: greet
+  platform: local
+  image: busybox:1
+  results_root: {tmp_path / "results"}
+  notify: 'echo "$TAOSPEC_STATE" >> {seen}'
+jobs:
+  first:
+    command: "true"
+  second:
+    needs: [first]
+    command: "true"
+""",
+    )
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text() == "COMPLETE\nCOMPLETE\n"
+
+
+def test_doctor_without_a_file_checks_the_local_engine(taospec: Runner) -> None:
+    done = taospec("doctor")
+    assert done.returncode == 0, done.stdout
+    assert re.search(r"^ok    docker engine: version \d+\.\d+", done.stdout, re.M)
+    assert "ok    NVIDIA runtime: not needed" in done.stdout
+
+
+def test_doctor_and_run_refuse_gpus_on_an_engine_without_the_nvidia_runtime(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = write(
+        tmp_path / "gpu.yaml",
+        f"""version: 1
+network_arch: hello
+action: greet
+platform: docker
+image: busybox:1
+gpus: [0]
+user: "1000:1000"
+results_root: {tmp_path / "results"}
+command: "true"
+""",
+    )
+    doctor = taospec("doctor", spec)
+    assert doctor.returncode == 1
+    assert "FAIL  NVIDIA runtime: not registered with the engine" in doctor.stdout
+    assert "nvidia-ctk runtime configure" in doctor.stdout
+    done = taospec("run", spec)
+    assert done.returncode == 2
+    assert "preflight: NVIDIA runtime: not registered" in done.stderr
+    assert not (state_dir / "jobs").exists() or not list((state_dir / "jobs").iterdir())
+    assert not (tmp_path / "results").exists()
+
+
+def test_doctor_passes_a_docker_job_without_gpus(taospec: Runner, tmp_path: Path) -> None:
+    spec = write(
+        tmp_path / "cpu.yaml",
+        f"""version: 1
+network_arch: hello
+action: greet
+platform: docker
+image: busybox:1
+user: "1000:1000"
+results_root: {tmp_path / "results"}
+command: "true"
+""",
+    )
+    done = taospec("doctor", spec)
+    assert done.returncode == 0, done.stdout
+    assert "ok    GPUs: not needed" in done.stdout
+    assert "ok    NGC login: not needed" in done.stdout
