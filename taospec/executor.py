@@ -142,7 +142,11 @@ def submit(
     """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
-    submitter = {"pid": os.getpid(), "host": socket.gethostname(), "start": _start_time()}
+    submitter = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "start": proc.start_time(os.getpid()),
+    }
     fields = plan.record
     record = ledger.open(
         platform=fields.platform,
@@ -192,14 +196,6 @@ before a launch, so that the RUNNING and terminal marks can be written after it.
 ROOM_MIN_BYTES = 256 * 1024
 
 
-def _start_time() -> int | None:
-    try:
-        stat = Path(f"/proc/{os.getpid()}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 def submitter_alive(note: object) -> bool | None:
     """Whether the taospec process a :data:`SUBMITTER` note names still runs (None: unknown,
     e.g. it ran on another host)."""
@@ -208,14 +204,7 @@ def submitter_alive(note: object) -> bool | None:
     pid = note.get("pid")
     if not isinstance(pid, int):
         return None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return False
-    return note.get("start") is None or int(fields[19]) == note.get("start")
+    return proc.alive(pid, note.get("start"))
 
 
 def _check_room(ledger: Ledger, record: Record) -> None:

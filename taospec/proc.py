@@ -10,6 +10,7 @@ moment to stop on its own, then terminate it, then kill it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -273,3 +274,40 @@ def hold_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in INTERRUPTS:
             signal.signal(signum, signal.SIG_IGN)
+
+
+# -- processes taospec started earlier, by pid ------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (None: no such process)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None when it is gone).
+
+    A pid with its start time names one process for good: a pid reused later
+    has another start time.
+    """
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def alive(pid: int, started: object = None) -> bool:
+    """Whether process ``pid`` (started at ``started``, when given) runs and is no zombie.
+
+    A zombie child of this process is reaped on the way.
+    """
+    fields = _stat_fields(pid)
+    if fields is None:
+        return False
+    if fields[0] in ("Z", "X"):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return started is None or int(fields[19]) == started

@@ -11,7 +11,6 @@ finished job reads /proc and the exit file without loading plans or processes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -97,34 +96,7 @@ def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     The process's start time is kept, so a later pid reuse is never taken for the job.
     """
     pid = runner.spawn(step)
-    return Launched(f"pid:{pid}", {"start_time": start_time(pid)})
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (None when it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[19])
-
-
-def _alive(pid: int, started: object) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        _reap(pid)
-        return False
-    return started is None or int(fields[19]) == started
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+    return Launched(f"pid:{pid}", {"start_time": proc.start_time(pid)})
 
 
 def _pid(record: Record) -> int | None:
@@ -154,7 +126,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     if pid is None:
         pid = find_by_job_id(record.id)
         found = f"pid:{pid}" if pid is not None else None
-    if pid is not None and _alive(pid, sidecar.get("start_time") if found is None else None):
+    if pid is not None and proc.alive(pid, sidecar.get("start_time") if found is None else None):
         return Status(RUNNING, f"process {pid} is running", found_ref=found)
     code = _exit_code(record)
     if code is None:
@@ -232,7 +204,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     """End the job's whole process group: TERM, then KILL after a grace period."""
 
     pid = _pid(record) or find_by_job_id(record.id)
-    if pid is None or not _alive(pid, sidecar.get("start_time")):
+    if pid is None or not proc.alive(pid, sidecar.get("start_time")):
         ended = status(record, sidecar)
         if ended.terminal:
             raise EndedFirst(ended)
@@ -240,7 +212,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     proc.signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + proc.GRACE_SECONDS
     while time.monotonic() < deadline:
-        if not _alive(pid, None):
+        if not proc.alive(pid, None):
             return f"process group {pid} ended"
         time.sleep(0.05)
     proc.signal_group(pid, signal.SIGKILL)
