@@ -81,7 +81,7 @@ def stand_in(folder: Path, on_run: str) -> dict[str, str]:
     script = f"""#!/bin/bash
 REAL={REAL_DOCKER}
 if [ "$1" = info ]; then
-  "$REAL" "$@" | sed 's/{{"io.containerd.runc.v2"/{{"nvidia":{{"path":"nvidia"}},&/'
+  "$REAL" "$@" | sed 's/\t{{/\t{{"nvidia":{{"path":"nvidia"}},/'
   exit "${{PIPESTATUS[0]}}"
 fi
 if [ "$1" != run ]; then exec "$REAL" "$@"; fi
