@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +45,7 @@ _TYPE_NAMES = {
 
 def schema_path() -> Path:
     """The schema's file: inside the installed package, else in the checkout."""
-    packaged = Path(str(resources.files("taospec") / "schemas" / SCHEMA_NAME))
+    packaged = Path(__file__).resolve().parent / "schemas" / SCHEMA_NAME
     if packaged.is_file():
         return packaged
     return Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_NAME

@@ -8,7 +8,6 @@ taospec error, a usage error, Ctrl-C, a bug) into an exit code.
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 
 import click
@@ -55,6 +54,8 @@ def run_guarded(call: Callable[[], object]) -> int:
     except BrokenPipeError:
         return 0
     except Exception:
+        import traceback  # only a bug pays for it (about 5 ms of every start otherwise)
+
         _say("taospec: internal error (a bug; please report it with this output):")
         _say(traceback.format_exc())
         return EXIT_INTERNAL

@@ -6,7 +6,7 @@ file that cannot be read completes nothing.
 
 from __future__ import annotations
 
-from taospec.commands import open_ledger
+from taospec.commands.session import open_ledger
 from taospec.errors import TaospecError
 from taospec.loader import load_jobfile
 

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from taospec.commands import open_ledger
+from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_OK
 from taospec.loader import load_jobfile
 from taospec.pipeline import Decision, decide

@@ -7,7 +7,7 @@ import os
 import time
 
 from taospec import plantext, platforms, progress
-from taospec.commands import open_ledger, say
+from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 
-from taospec.commands import open_ledger, say
+from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.ledger.record import instant
 from taospec.platforms import docker

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from taospec.commands import open_ledger
+from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.ledger import LedgerCorrupt, Mark
 from taospec.ledger.record import require_text

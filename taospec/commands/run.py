@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from taospec import doctor, plandiff, plantext, platforms, preflight, progress
 from taospec.commands import doctor as doctor_verb
-from taospec.commands import open_ledger, say
+from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import raise_if_any
 from taospec.errors import (
     EXIT_INTERRUPTED,
