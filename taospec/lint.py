@@ -1182,9 +1182,11 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
     """
     words = [_Word(text, index, index) for index, text in enumerate(argv)]
     hits: list[_Hit] = list(_command_hits(words, 0, free_text=False))
-    for text in argv:
-        hits.extend(_pattern_hits(text))
-        hits.extend(_block_hits(text))
+    # The pattern rules read each element; one scan of them all, a line each, does it
+    # at once (a finding names its rule and subject, never its place).
+    elements = "\n".join(argv)
+    hits.extend(_pattern_hits(elements))
+    hits.extend(_block_hits(elements))
     return _findings((1, hit) for hit in hits)
 
 

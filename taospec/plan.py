@@ -266,9 +266,18 @@ def dump_yaml(data: Any) -> str:
     it, escapes when not (PyYAML writes some line breaks, such as NEL, raw)."""
     import yaml
 
-    text: str = yaml.safe_dump(data, sort_keys=True, allow_unicode=True, width=2**16)
-    if yaml.safe_load(text) != data:
-        text = yaml.safe_dump(data, sort_keys=True, allow_unicode=False, width=2**16)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def dump(readable: bool) -> str:
+        text: str = yaml.dump(
+            data, Dumper=dumper, sort_keys=True, allow_unicode=readable, width=2**16
+        )
+        return text
+
+    text = dump(readable=True)
+    if yaml.load(text, Loader=loader) != data:  # noqa: S506 - a safe loader
+        text = dump(readable=False)
     return text
 
 
