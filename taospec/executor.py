@@ -134,11 +134,13 @@ def submit(
     sidecar: Mapping[str, object] | None = None,
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
+    retry_of: str | None = None,
 ) -> Submission:
     """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
+    ``retry_of`` names the job this one retries (the record's ``retry_of``).
     """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
@@ -156,6 +158,7 @@ def submit(
         storage_tier=fields.storage_tier,
         results_root=results_root,
         upload_excludes=fields.upload_excludes,
+        retry_of=retry_of,
         sidecar={
             **(sidecar or {}),
             **dict(plan.backend),

@@ -115,7 +115,9 @@ class Plan:
     on a remote machine, so the launcher's environment need not hold them.
     ``secrets`` names launcher variables whose values must never be written
     anywhere. ``teardown`` steps run once after the job has ended, however it
-    ended (e.g. delete an instance).
+    ended (e.g. delete an instance). ``reactions`` say how ``taospec run``
+    reacts when the job ends (``notify:``, ``retry:``); they are shown with the
+    notes but are not what runs, so they stay out of :meth:`digest`.
     """
 
     file: str
@@ -128,6 +130,7 @@ class Plan:
     backend: tuple[tuple[str, str], ...] = ()
     secrets: tuple[str, ...] = ()
     teardown: tuple[Step, ...] = ()
+    reactions: tuple[str, ...] = ()
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -153,6 +156,7 @@ class Plan:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self if self.has_placeholder_id else _unsubstitute(self)
         data = _fields_data(abstract)
+        del data["reactions"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -339,4 +343,5 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         backend=tuple(tuple(pair) for pair in data["backend"]),
         secrets=tuple(data["secrets"]),
         teardown=tuple(step(s) for s in data.get("teardown", [])),
+        reactions=tuple(data.get("reactions", [])),
     )
