@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shlex
 import signal
@@ -60,22 +61,129 @@ def check_environment(job: Job, environ: Mapping[str, str]) -> None:
 
 
 def check_gpus(plan: Plan, ledger: Ledger) -> None:
-    """Refuse GPU ids that a RUNNING job on the same docker host already holds."""
+    """Refuse GPU ids that a RUNNING job on the same docker host already holds: one of this
+    ledger, or (docker) any running container of the engine that holds GPUs."""
     wanted = plan.backend_value("gpus")
     if not wanted:
         return
     host = _gpu_host(dict(plan.backend))
-    for record in ledger.list(state=RUNNING):
-        side = ledger.sidecar(record.id)
-        held = str(side.get("gpus") or "")
-        if not held or _gpu_host(side) != host:
-            continue
+    where = host or "the local engine"
+    for job_id, held in ledger_gpus(ledger, host).items():
         if _overlap(wanted, held):
             raise InvalidInput(
-                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {record.id} on "
-                f"{host or 'the local engine'}; pick free ids, wait for it, or pass "
-                "--allow-shared-gpus"
+                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {job_id} on "
+                f"{where}; pick free ids, wait for it, or pass --allow-shared-gpus"
             )
+    if plan.platform != "docker":
+        return
+    for container in engine_gpus(plan.backend_value("docker_host")):
+        if _overlap(wanted, container.gpus):
+            raise InvalidInput(
+                f"{plan.file}: GPUs {wanted} overlap GPUs {container.gpus} of running "
+                f"container {container.name} ({container.whose()}) on {where}; pick free "
+                "ids, wait for it, or pass --allow-shared-gpus"
+            )
+
+
+def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:
+    """GPU ids (``0,1`` or ``all``) each RUNNING job of this ledger holds on ``host``."""
+    held = {}
+    for record in ledger.list(state=RUNNING):
+        side = ledger.sidecar(record.id)
+        gpus = str(side.get("gpus") or "")
+        if gpus and _gpu_host(side) == host:
+            held[record.id] = gpus
+    return held
+
+
+OWNER_LABEL = "tao-owner"
+"""The label naming who submitted a taospec container (``tao-job`` names its job)."""
+JOB_LABEL = "tao-job"
+ENGINE_FORMAT = (
+    "{{json .HostConfig.DeviceRequests}}\t{{json .Config.Labels}}\t{{json .Config.User}}\t{{.Name}}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """A running container of the engine that holds GPUs (``gpus``: ``0,1`` or ``all``)."""
+
+    name: str
+    gpus: str
+    job: str | None
+    owner: str | None
+    user: str
+
+    def whose(self) -> str:
+        """Who it belongs to, as well as the engine can say."""
+        parts = [f"job {self.job}"] if self.job else []
+        if self.owner:
+            parts.append(f"owner {self.owner}")
+        else:
+            parts.append(f"user {self.user or 'root'}, no {OWNER_LABEL} label")
+        return ", ".join(parts)
+
+
+def engine_gpus(docker_host: str | None) -> list[Container]:
+    """The engine's running containers that hold GPUs: any with a GPU device request,
+    taospec's (label ``tao-job``) from any ledger included."""
+    env = (("DOCKER_HOST", docker_host),) if docker_host else ()
+    listed = proc.run(["docker", "ps", "-q", "--no-trunc"], extra_env=env, check=False)
+    if not listed.ok:
+        raise InvalidInput(
+            f"cannot list the running containers of {docker_host or 'the local engine'} to "
+            f"check their GPUs: {listed.output() or 'docker ps failed'}; pass "
+            "--allow-shared-gpus to skip the check"
+        )
+    return inspect_gpus(listed.stdout.split(), env)
+
+
+def inspect_gpus(ids: list[str], env: tuple[tuple[str, str], ...] = ()) -> list[Container]:
+    """Of the containers ``ids``, those that hold GPUs, with what their labels say."""
+    if not ids:
+        return []
+    argv = ["docker", "inspect", "--type", "container", "--format", ENGINE_FORMAT, *ids]
+    inspected = proc.run(argv, extra_env=env, check=False)
+    # A container that ended between the two calls is missing from the answer: it holds nothing.
+    return [c for c in map(_container, inspected.stdout.splitlines()) if c is not None]
+
+
+def _container(line: str) -> Container | None:
+    requests_text, labels_text, user_text, name = [*line.split("\t"), "", "", ""][:4]
+    try:
+        requests = json.loads(requests_text) or []
+        labels = json.loads(labels_text) or {}
+        user = json.loads(user_text) or ""
+    except ValueError:
+        return None
+    gpus = _requested_gpus(requests)
+    if not gpus:
+        return None
+    return Container(
+        name.lstrip("/"), gpus, labels.get(JOB_LABEL), labels.get(OWNER_LABEL), str(user)
+    )
+
+
+def _requested_gpus(requests: list[dict[str, object]]) -> str:
+    """The GPU ids device requests claim: ``all`` for a count of -1, the first N for N."""
+    ids: list[str] = []
+    for request in requests:
+        if not isinstance(request, dict) or not _gpu_request(request):
+            continue
+        named = request.get("DeviceIDs") or []
+        count = request.get("Count") or 0
+        if isinstance(count, int) and count < 0:
+            return "all"
+        ids += [str(i) for i in named] if isinstance(named, list) else []
+        ids += [str(i) for i in range(count)] if isinstance(count, int) else []
+    return ",".join(dict.fromkeys(ids))
+
+
+def _gpu_request(request: dict[str, object]) -> bool:
+    capabilities = request.get("Capabilities")
+    groups = capabilities if isinstance(capabilities, list) else []
+    flat = [c for group in groups if isinstance(group, list) for c in group]
+    return request.get("Driver") in ("nvidia", "") or "gpu" in flat
 
 
 def _gpu_host(facts: Mapping[str, object]) -> str:

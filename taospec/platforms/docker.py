@@ -55,6 +55,7 @@ def values(context: Context) -> dict[str, object]:
     job = context.job
     return {
         "job_id": context.job_id,
+        "owner": context.launcher.name,
         "image": job.image,
         "registry": registry(job.image),
         "gpus": gpu_flag(job.gpus),
