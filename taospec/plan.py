@@ -34,6 +34,19 @@ def stand_in(name: str) -> str:
     return f"\x00{name}\x00"
 
 
+GPU_IDS = "GPU_IDS"
+"""The stand-in for the GPU ids ``gpus: {free: N}`` picks at submit."""
+
+
+def gpu_ids_note(count: int) -> str:
+    """What a plan that picks its GPUs at submit says about them."""
+    return (
+        f"gpus: the {count} GPU id{'s' if count > 1 else ''} are chosen at submit (shown as "
+        f"$GPU_IDS until then): the free GPUs using the least memory (nvidia-smi on the host "
+        "that runs the job), none a running job holds"
+    )
+
+
 def upstream_stand_in(target: str) -> str:
     """Stands for the results directory of ``target``, which will run first."""
     return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
@@ -140,6 +153,10 @@ class Plan:
     def with_job_id(self, job_id: str) -> Plan:
         """The same plan with the placeholder replaced by ``job_id`` everywhere."""
         return _substitute(self, lambda text: text.replace(JOB_ID, job_id))
+
+    def with_value(self, name: str, value: str) -> Plan:
+        """The same plan with the stand-in ``$name`` replaced by ``value`` everywhere."""
+        return _substitute(self, lambda text: text.replace(stand_in(name), value))
 
     def with_placeholder_id(self) -> Plan:
         """The same plan with its job id replaced by the placeholder, to compare with a new one."""
