@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import platforms, proc
+from taospec import gpupick, platforms, proc, remote
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
 from taospec.ledger import Ledger, Record, WriteFailed
 from taospec.ledger.record import now
-from taospec.plan import FAILED, Plan, Step, plan_from_json
+from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
 from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
@@ -83,6 +83,59 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
                 f"container {container.name} ({container.whose()}) on {where}; pick free "
                 "ids, wait for it, or pass --allow-shared-gpus"
             )
+
+
+@contextlib.contextmanager
+def claimed_gpus(
+    plan: Plan, ledger: Ledger, *, allow_shared: bool = False
+) -> Iterator[tuple[Plan, dict[str, object]]]:
+    """The GPU critical section of a submit (:func:`gpu_lock`): the plan with the GPUs of
+    ``gpus: {free: N}`` picked (:func:`choose_gpus`), checked for overlap unless
+    ``allow_shared``, and the sidecar notes that say which were chosen."""
+    with gpu_lock(plan, ledger):
+        plan, notes = choose_gpus(plan, ledger)
+        if not allow_shared:
+            check_gpus(plan, ledger)
+        yield plan, notes
+
+
+def choose_gpus(plan: Plan, ledger: Ledger) -> tuple[Plan, dict[str, object]]:
+    """For a plan whose GPUs are picked at submit (``$GPU_IDS``): the N GPUs of its host
+    that no running job holds (this ledger's, and on docker the engine's containers),
+    using the least memory by ``nvidia-smi`` there; the plan with them filled in."""
+    count = plan.backend_value("gpus_free")
+    if not count or stand_in(GPU_IDS) not in (plan.backend_value("gpus") or ""):
+        return plan, {}
+    host = _gpu_host(dict(plan.backend))
+    holders = [(f"running job {job_id}", ids) for job_id, ids in ledger_gpus(ledger, host).items()]
+    if plan.platform == "docker":
+        holders += [
+            (f"container {c.name} ({c.whose()})", c.gpus)
+            for c in engine_gpus(plan.backend_value("docker_host"))
+        ]
+    gpus = gpupick.query(_nvidia_smi_prefix(plan))
+    held: dict[str, str] = {}
+    for holder, ids in holders:
+        for gpu in [g.index for g in gpus] if ids == "all" else ids.split(","):
+            held.setdefault(gpu, holder)
+    try:
+        chosen = ",".join(gpupick.pick(gpus, int(count), held))
+    except gpupick.NoFreeGpus as short:
+        raise gpupick.NoFreeGpus(f"{plan.file}: gpus: {{free: {count}}}: {short}") from None
+    return plan.with_value(GPU_IDS, chosen), {"gpus_chosen": chosen}
+
+
+def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
+    """How to run ``nvidia-smi`` on the host that runs the job: here, or through ssh."""
+    host = plan.backend_value("docker_host")
+    if not host:
+        return ()
+    if host.startswith("ssh://"):
+        return remote.ssh_argv(host)
+    raise InvalidInput(
+        f"{plan.file}: gpus: {{free: N}} reads GPU occupancy with nvidia-smi on the host, "
+        f"which taospec cannot reach through {host}; use an ssh:// docker.host or name the ids"
+    )
 
 
 def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:

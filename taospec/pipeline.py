@@ -20,7 +20,7 @@ from pathlib import Path
 
 from taospec import __version__, notify, platforms, proc, progress
 from taospec.errors import InvalidInput, TaospecError
-from taospec.executor import cancel_job, check_gpus, gpu_lock, submit
+from taospec.executor import cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -452,12 +452,12 @@ class Build:
     def _locked_submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        """The GPU check and the submit, in one critical section per machine."""
-        if self.allow_shared_gpus:
-            return self._submit(target, plan, sidecar, board)
-        with gpu_lock(plan, self.ledger):
-            check_gpus(plan, self.ledger)
-            return self._submit(target, plan, sidecar, board)
+        """The GPU pick and check and the submit, in one critical section per machine."""
+        shared = self.allow_shared_gpus
+        with claimed_gpus(plan, self.ledger, allow_shared=shared) as (claimed, notes):
+            if notes:
+                board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
+            return self._submit(target, claimed, {**sidecar, **notes}, board)
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from taospec.diagnose import INFRA
 from taospec.errors import InvalidInput
-from taospec.executor import Progress, Submission, check_gpus, gpu_lock, submit
+from taospec.executor import Progress, Submission, claimed_gpus, submit
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
@@ -92,22 +92,15 @@ def resubmit(
     plan = plan_from_json(stored).with_placeholder_id()
     carried = {key: side[key] for key in CARRIED if key in side}
 
-    def go() -> Submission:
-        return submit(
-            plan,
+    with claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus) as (claimed, notes):
+        done = submit(
+            claimed,
             ledger,
-            sidecar=carried,
+            sidecar={**carried, **notes},
             progress=progress,
             on_running=on_running,
             retry_of=record.id,
         )
-
-    if allow_shared_gpus:
-        done = go()
-    else:
-        with gpu_lock(plan, ledger):
-            check_gpus(plan, ledger)
-            done = go()
     target, fingerprint = carried.get("target"), carried.get("fingerprint")
     if isinstance(target, str) and isinstance(fingerprint, str):
         Index(ledger).retried(target, done.record.id, fingerprint)

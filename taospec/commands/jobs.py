@@ -145,6 +145,9 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         latest = _progress(record)
         if latest is not None:
             data["progress"] = _progress_json(latest)
+        chosen = ledger.sidecar(job_id).get("gpus_chosen")
+        if chosen:
+            data["gpus_chosen"] = chosen
         chain = retrying.chain(ledger, record)
         if len(chain) > 1:
             data["retried_by"] = [r.id for r in retrying.retried_by(ledger, record.id)]
