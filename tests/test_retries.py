@@ -157,3 +157,35 @@ def test_the_dry_run_shows_the_retry_policy(taospec: Runner, tmp_path: Path) -> 
     refused = taospec("validate", bad)
     assert refused.returncode == 2
     assert "retry.max" in refused.stderr or "$.retry.max" in refused.stderr
+
+
+def test_a_pipeline_default_retry_and_the_target_done_on_its_last_retry(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    flaky = FLAKY.format(mark=tmp_path / "mark")
+    spec = write(
+        tmp_path / "pipeline.yaml",
+        f"""\
+version: 1
+defaults:
+  network_arch: hello
+  action: greet
+  platform: local
+  image: busybox:1
+  results_root: {tmp_path / "results"}
+  retry: {{max: 1}}
+jobs:
+  prep:
+    command: {json.dumps(flaky)}
+  train:
+    needs: [prep]
+    command: "sh -c 'cat {{needs.prep.results_dir}}/taospec.log'"
+""",
+    )
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    (prep_id, prep_state), (train_id, train_state) = map(str.split, done.stdout.splitlines())
+    assert (prep_state, train_state) == ("COMPLETE", "COMPLETE")
+    assert record(state_dir, prep_id)["retry_of"]
+    log = (tmp_path / "results" / train_id / "taospec.log").read_text()
+    assert log == "second-run\n"
