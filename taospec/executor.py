@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shlex
 import signal
@@ -21,13 +22,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import platforms, proc
+from taospec import gpupick, platforms, proc, remote
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
 from taospec.ledger import Ledger, Record, WriteFailed
 from taospec.ledger.record import now
-from taospec.plan import FAILED, Plan, Step, plan_from_json
+from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
 from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
@@ -60,22 +61,182 @@ def check_environment(job: Job, environ: Mapping[str, str]) -> None:
 
 
 def check_gpus(plan: Plan, ledger: Ledger) -> None:
-    """Refuse GPU ids that a RUNNING job on the same docker host already holds."""
+    """Refuse GPU ids that a RUNNING job on the same docker host already holds: one of this
+    ledger, or (docker) any running container of the engine that holds GPUs."""
     wanted = plan.backend_value("gpus")
     if not wanted:
         return
     host = _gpu_host(dict(plan.backend))
-    for record in ledger.list(state=RUNNING):
-        side = ledger.sidecar(record.id)
-        held = str(side.get("gpus") or "")
-        if not held or _gpu_host(side) != host:
-            continue
+    where = host or "the local engine"
+    for job_id, held in ledger_gpus(ledger, host).items():
         if _overlap(wanted, held):
             raise InvalidInput(
-                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {record.id} on "
-                f"{host or 'the local engine'}; pick free ids, wait for it, or pass "
-                "--allow-shared-gpus"
+                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {job_id} on "
+                f"{where}; pick free ids, wait for it, or pass --allow-shared-gpus"
             )
+    if plan.platform != "docker":
+        return
+    for container in engine_gpus(plan.backend_value("docker_host")):
+        if _overlap(wanted, container.gpus):
+            raise InvalidInput(
+                f"{plan.file}: GPUs {wanted} overlap GPUs {container.gpus} of running "
+                f"container {container.name} ({container.whose()}) on {where}; pick free "
+                "ids, wait for it, or pass --allow-shared-gpus"
+            )
+
+
+@contextlib.contextmanager
+def claimed_gpus(
+    plan: Plan, ledger: Ledger, *, allow_shared: bool = False
+) -> Iterator[tuple[Plan, dict[str, object]]]:
+    """The GPU critical section of a submit (:func:`gpu_lock`): the plan with the GPUs of
+    ``gpus: {free: N}`` picked (:func:`choose_gpus`), checked for overlap unless
+    ``allow_shared``, and the sidecar notes that say which were chosen."""
+    with gpu_lock(plan, ledger):
+        plan, notes = choose_gpus(plan, ledger)
+        if not allow_shared:
+            check_gpus(plan, ledger)
+        yield plan, notes
+
+
+def choose_gpus(plan: Plan, ledger: Ledger) -> tuple[Plan, dict[str, object]]:
+    """For a plan whose GPUs are picked at submit (``$GPU_IDS``): the N GPUs of its host
+    that no running job holds (this ledger's, and on docker the engine's containers),
+    using the least memory by ``nvidia-smi`` there; the plan with them filled in."""
+    count = plan.backend_value("gpus_free")
+    if not count or stand_in(GPU_IDS) not in (plan.backend_value("gpus") or ""):
+        return plan, {}
+    host = _gpu_host(dict(plan.backend))
+    holders = [(f"running job {job_id}", ids) for job_id, ids in ledger_gpus(ledger, host).items()]
+    if plan.platform == "docker":
+        holders += [
+            (f"container {c.name} ({c.whose()})", c.gpus)
+            for c in engine_gpus(plan.backend_value("docker_host"))
+        ]
+    gpus = gpupick.query(_nvidia_smi_prefix(plan))
+    held: dict[str, str] = {}
+    for holder, ids in holders:
+        for gpu in [g.index for g in gpus] if ids == "all" else ids.split(","):
+            held.setdefault(gpu, holder)
+    try:
+        chosen = ",".join(gpupick.pick(gpus, int(count), held))
+    except gpupick.NoFreeGpus as short:
+        raise gpupick.NoFreeGpus(f"{plan.file}: gpus: {{free: {count}}}: {short}") from None
+    return plan.with_value(GPU_IDS, chosen), {"gpus_chosen": chosen}
+
+
+def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
+    """How to run ``nvidia-smi`` on the host that runs the job: here, or through ssh."""
+    host = plan.backend_value("docker_host")
+    if not host:
+        return ()
+    if host.startswith("ssh://"):
+        return remote.ssh_argv(host)
+    raise InvalidInput(
+        f"{plan.file}: gpus: {{free: N}} reads GPU occupancy with nvidia-smi on the host, "
+        f"which taospec cannot reach through {host}; use an ssh:// docker.host or name the ids"
+    )
+
+
+def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:
+    """GPU ids (``0,1`` or ``all``) each RUNNING job of this ledger holds on ``host``."""
+    held = {}
+    for record in ledger.list(state=RUNNING):
+        side = ledger.sidecar(record.id)
+        gpus = str(side.get("gpus") or "")
+        if gpus and _gpu_host(side) == host:
+            held[record.id] = gpus
+    return held
+
+
+OWNER_LABEL = "tao-owner"
+"""The label naming who submitted a taospec container (``tao-job`` names its job)."""
+JOB_LABEL = "tao-job"
+ENGINE_FORMAT = (
+    "{{json .HostConfig.DeviceRequests}}\t{{json .Config.Labels}}\t{{json .Config.User}}\t{{.Name}}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """A running container of the engine that holds GPUs (``gpus``: ``0,1`` or ``all``)."""
+
+    name: str
+    gpus: str
+    job: str | None
+    owner: str | None
+    user: str
+
+    def whose(self) -> str:
+        """Who it belongs to, as well as the engine can say."""
+        parts = [f"job {self.job}"] if self.job else []
+        if self.owner:
+            parts.append(f"owner {self.owner}")
+        else:
+            parts.append(f"user {self.user or 'root'}, no {OWNER_LABEL} label")
+        return ", ".join(parts)
+
+
+def engine_gpus(docker_host: str | None) -> list[Container]:
+    """The engine's running containers that hold GPUs: any with a GPU device request,
+    taospec's (label ``tao-job``) from any ledger included."""
+    env = (("DOCKER_HOST", docker_host),) if docker_host else ()
+    listed = proc.run(["docker", "ps", "-q", "--no-trunc"], extra_env=env, check=False)
+    if not listed.ok:
+        raise InvalidInput(
+            f"cannot list the running containers of {docker_host or 'the local engine'} to "
+            f"check their GPUs: {listed.output() or 'docker ps failed'}; pass "
+            "--allow-shared-gpus to skip the check"
+        )
+    return inspect_gpus(listed.stdout.split(), env)
+
+
+def inspect_gpus(ids: list[str], env: tuple[tuple[str, str], ...] = ()) -> list[Container]:
+    """Of the containers ``ids``, those that hold GPUs, with what their labels say."""
+    if not ids:
+        return []
+    argv = ["docker", "inspect", "--type", "container", "--format", ENGINE_FORMAT, *ids]
+    inspected = proc.run(argv, extra_env=env, check=False)
+    # A container that ended between the two calls is missing from the answer: it holds nothing.
+    return [c for c in map(_container, inspected.stdout.splitlines()) if c is not None]
+
+
+def _container(line: str) -> Container | None:
+    requests_text, labels_text, user_text, name = [*line.split("\t"), "", "", ""][:4]
+    try:
+        requests = json.loads(requests_text) or []
+        labels = json.loads(labels_text) or {}
+        user = json.loads(user_text) or ""
+    except ValueError:
+        return None
+    gpus = _requested_gpus(requests)
+    if not gpus:
+        return None
+    return Container(
+        name.lstrip("/"), gpus, labels.get(JOB_LABEL), labels.get(OWNER_LABEL), str(user)
+    )
+
+
+def _requested_gpus(requests: list[dict[str, object]]) -> str:
+    """The GPU ids device requests claim: ``all`` for a count of -1, the first N for N."""
+    ids: list[str] = []
+    for request in requests:
+        if not isinstance(request, dict) or not _gpu_request(request):
+            continue
+        named = request.get("DeviceIDs") or []
+        count = request.get("Count") or 0
+        if isinstance(count, int) and count < 0:
+            return "all"
+        ids += [str(i) for i in named] if isinstance(named, list) else []
+        ids += [str(i) for i in range(count)] if isinstance(count, int) else []
+    return ",".join(dict.fromkeys(ids))
+
+
+def _gpu_request(request: dict[str, object]) -> bool:
+    capabilities = request.get("Capabilities")
+    groups = capabilities if isinstance(capabilities, list) else []
+    flat = [c for group in groups if isinstance(group, list) for c in group]
+    return request.get("Driver") in ("nvidia", "") or "gpu" in flat
 
 
 def _gpu_host(facts: Mapping[str, object]) -> str:
@@ -134,11 +295,13 @@ def submit(
     sidecar: Mapping[str, object] | None = None,
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
+    retry_of: str | None = None,
 ) -> Submission:
     """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
+    ``retry_of`` names the job this one retries (the record's ``retry_of``).
     """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
@@ -156,6 +319,7 @@ def submit(
         storage_tier=fields.storage_tier,
         results_root=results_root,
         upload_excludes=fields.upload_excludes,
+        retry_of=retry_of,
         sidecar={
             **(sidecar or {}),
             **dict(plan.backend),

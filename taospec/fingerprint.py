@@ -240,12 +240,18 @@ class Index:
 
     def complete_job(self, fingerprint: Fingerprint) -> str | None:
         """A COMPLETE job with this fingerprint whose results still exist, if any."""
-        record = self.complete_record(fingerprint)
+        return self._complete_id(fingerprint.digest)
+
+    def _complete_id(self, digest: str) -> str | None:
+        record = self._complete_record(digest)
         return None if record is None else record.id
 
     def complete_record(self, fingerprint: Fingerprint) -> Record | None:
         """The record of :meth:`complete_job`'s job (read once), if there is one."""
-        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
+        return self._complete_record(fingerprint.digest)
+
+    def _complete_record(self, digest: str) -> Record | None:
+        job_id = self._read(self._fingerprint_path(digest)).get("job_id")
         if not isinstance(job_id, str):
             return None
         try:
@@ -274,6 +280,16 @@ class Index:
         )
         if self.complete_job(fingerprint) is None:
             write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})
+
+    def retried(self, key: str, job_id: str, digest: str) -> None:
+        """A retry of a launch whose fingerprint was ``digest``: it stands for the fingerprint
+        until a job completes it, and is the target's last launch when that one was too."""
+        stored = self.last_launch(key).get("fingerprint")
+        if isinstance(stored, dict) and Fingerprint(**stored).digest == digest:
+            self.launched(key, job_id, Fingerprint(**stored))
+            return
+        if self._complete_id(digest) is None:
+            write_json_atomic(self._fingerprint_path(digest), {"job_id": job_id})
 
     def completed(self, job_id: str, fingerprint: Fingerprint) -> None:
         """The newest COMPLETE job is the one a fingerprint stands for from now on."""

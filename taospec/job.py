@@ -101,6 +101,10 @@ class Job:
     """The skill the job file names, as written."""
     spec_inputs: tuple[SpecInput, ...] = ()
     notify: tuple[str, ...] = ()
+    retry_max: int = 0
+    """``retry: {max: N}``: retries ``taospec run`` submits for an ERR_INFRA failure."""
+    gpus_free: int = 0
+    """``gpus: {free: N}``: N GPU ids picked at submit by occupancy (``gpus`` is then ())."""
 
     def host_inputs(self) -> tuple[str, ...]:
         """The host paths the job reads (its skill's inputs), each once, placeholders kept."""

@@ -357,7 +357,7 @@ def build_job(
         versions_key=applied.versions_key if applied and applied.versions_key else versions_key,
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,
-        gpus=gpus if isinstance(gpus, str) else tuple(gpus),
+        gpus=gpus if isinstance(gpus, str) else () if isinstance(gpus, dict) else tuple(gpus),
         nodes=data.get("nodes", 1),
         storage_tier=data.get("storage_tier", "A"),
         results_root=data["results_root"],
@@ -380,6 +380,8 @@ def build_job(
         skill=data.get("skill"),
         spec_inputs=applied.spec_inputs if applied is not None else (),
         notify=_notify(data.get("notify")),
+        retry_max=data.get("retry", {}).get("max", 0),
+        gpus_free=gpus.get("free", 0) if isinstance(gpus, dict) else 0,
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from taospec import __version__, notify, platforms, proc, progress
 from taospec.errors import InvalidInput, TaospecError
-from taospec.executor import cancel_job, check_gpus, gpu_lock, submit
+from taospec.executor import cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -36,6 +36,7 @@ from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.proc import redacted
+from taospec.retrying import MAX_CHAIN, earlier, resubmit, retryable
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
@@ -362,12 +363,56 @@ class Build:
         target = decision.target
         record, fingerprint = self.launch(decision, upstream)
         board.update(target.name, "RUNNING", record.id)
-        if self.follow_logs:
-            self._stream_logs(record, target.name, board)
-        record, state, message = self._follow(record, target.name, board)
+        retries = 0
+        while True:
+            if self.follow_logs:
+                self._stream_logs(record, target.name, board)
+            record, state, message = self._follow(record, target.name, board)
+            if not self._retrying(target, record, retries, board):
+                break
+            retries += 1
+            record = resubmit(
+                self.ledger,
+                record,
+                allow_shared_gpus=self.allow_shared_gpus,
+                progress=board.note,
+                on_running=self._on_running(target),
+            ).record
+            board.update(target.name, "RUNNING", record.id)
+        if record.terminal_state is not None:
+            self._notify(record, target.name, board)
         if state == COMPLETE:
             Index(self.ledger).completed(record.id, fingerprint)
         return Outcome(target.name, state, record, message, fingerprint=fingerprint)
+
+    def _retrying(self, target: Target, record: Record, retries: int, board: Board) -> bool:
+        """Whether to retry a job that ended: an ERR_INFRA failure, with ``retry: {max}``
+        retries left and room in its chain; says so either way."""
+        wanted = target.job.retry_max
+        if self._stop.is_set() or not wanted or not retryable(record):
+            return False
+        if retries >= wanted:
+            board.say(
+                f"{target.name}: {record.id} ended ERROR ERR_INFRA; no retries left (max {wanted})"
+            )
+            return False
+        if len(earlier(self.ledger, record)) >= MAX_CHAIN:
+            board.say(
+                f"{target.name}: {record.id} ended ERROR ERR_INFRA; its chain already holds "
+                f"{MAX_CHAIN} retries"
+            )
+            return False
+        board.say(
+            f"{target.name}: {record.id} ended ERROR ERR_INFRA; retry {retries + 1} of {wanted}"
+        )
+        return True
+
+    def _on_running(self, target: Target) -> Callable[[Record], None]:
+        def running(record: Record) -> None:
+            with self._lock:
+                self._running[target.name] = record
+
+        return running
 
     def launch(
         self, decision: Decision, upstream: dict[str, Decision]
@@ -407,22 +452,22 @@ class Build:
     def _locked_submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        """The GPU check and the submit, in one critical section per machine."""
-        if self.allow_shared_gpus:
-            return self._submit(target, plan, sidecar, board)
-        with gpu_lock(plan, self.ledger):
-            check_gpus(plan, self.ledger)
-            return self._submit(target, plan, sidecar, board)
+        """The GPU pick and check and the submit, in one critical section per machine."""
+        shared = self.allow_shared_gpus
+        with claimed_gpus(plan, self.ledger, allow_shared=shared) as (claimed, notes):
+            if notes:
+                board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
+            return self._submit(target, claimed, {**sidecar, **notes}, board)
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        def running(record: Record) -> None:
-            with self._lock:
-                self._running[target.name] = record
-
         return submit(
-            plan, self.ledger, sidecar=sidecar, progress=board.note, on_running=running
+            plan,
+            self.ledger,
+            sidecar=sidecar,
+            progress=board.note,
+            on_running=self._on_running(target),
         ).record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
@@ -447,7 +492,6 @@ class Build:
             record, status = poll(record, self.ledger)
             board.update(name, status.state, record.id)
             if record.terminal_state is not None:
-                self._notify(record, name, board)
                 return record, record.state, record.transitions[-1].message
             unknown = unknown + 1 if status.state == UNKNOWN else 0
             if unknown >= UNKNOWN_POLLS:

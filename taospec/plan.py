@@ -34,6 +34,19 @@ def stand_in(name: str) -> str:
     return f"\x00{name}\x00"
 
 
+GPU_IDS = "GPU_IDS"
+"""The stand-in for the GPU ids ``gpus: {free: N}`` picks at submit."""
+
+
+def gpu_ids_note(count: int) -> str:
+    """What a plan that picks its GPUs at submit says about them."""
+    return (
+        f"gpus: the {count} GPU id{'s' if count > 1 else ''} are chosen at submit (shown as "
+        f"$GPU_IDS until then): the free GPUs using the least memory (nvidia-smi on the host "
+        "that runs the job), none a running job holds"
+    )
+
+
 def upstream_stand_in(target: str) -> str:
     """Stands for the results directory of ``target``, which will run first."""
     return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
@@ -115,7 +128,9 @@ class Plan:
     on a remote machine, so the launcher's environment need not hold them.
     ``secrets`` names launcher variables whose values must never be written
     anywhere. ``teardown`` steps run once after the job has ended, however it
-    ended (e.g. delete an instance).
+    ended (e.g. delete an instance). ``reactions`` say how ``taospec run``
+    reacts when the job ends (``notify:``, ``retry:``); they are shown with the
+    notes but are not what runs, so they stay out of :meth:`digest`.
     """
 
     file: str
@@ -128,6 +143,7 @@ class Plan:
     backend: tuple[tuple[str, str], ...] = ()
     secrets: tuple[str, ...] = ()
     teardown: tuple[Step, ...] = ()
+    reactions: tuple[str, ...] = ()
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -137,6 +153,10 @@ class Plan:
     def with_job_id(self, job_id: str) -> Plan:
         """The same plan with the placeholder replaced by ``job_id`` everywhere."""
         return _substitute(self, lambda text: text.replace(JOB_ID, job_id))
+
+    def with_value(self, name: str, value: str) -> Plan:
+        """The same plan with the stand-in ``$name`` replaced by ``value`` everywhere."""
+        return _substitute(self, lambda text: text.replace(stand_in(name), value))
 
     def with_placeholder_id(self) -> Plan:
         """The same plan with its job id replaced by the placeholder, to compare with a new one."""
@@ -153,6 +173,7 @@ class Plan:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self if self.has_placeholder_id else _unsubstitute(self)
         data = _fields_data(abstract)
+        del data["reactions"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -348,4 +369,5 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         backend=tuple(tuple(pair) for pair in data["backend"]),
         secrets=tuple(data["secrets"]),
         teardown=tuple(step(s) for s in data.get("teardown", [])),
+        reactions=tuple(data.get("reactions", [])),
     )

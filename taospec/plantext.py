@@ -174,7 +174,7 @@ def _notes(plan: Plan) -> Iterator[str]:
     if plan.has_placeholder_id:
         yield "# The job id is minted when the job is submitted; until then it shows as $JOB_ID."
     yield f"# Results: {comment(plan.record.results_dir)}"
-    for note in plan.notes:
+    for note in (*plan.notes, *plan.reactions):
         yield f"# Note: {comment(note)}"
 
 

@@ -300,8 +300,18 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         yield source.problem(
             ("gpus",), "a local process sees every GPU already; list ids to restrict it"
         )
+    if isinstance(data.get("gpus"), dict) and platform not in FREE_GPU_PLATFORMS:
+        yield source.problem(
+            ("gpus",),
+            f"gpus: {{free: N}} picks GPUs on docker and local hosts only; name the GPU ids "
+            f"for platform {platform}",
+        )
     if platform == "slurm":
         yield from _slurm_rules(source)
+
+
+FREE_GPU_PLATFORMS = ("docker", "local")
+"""Where ``gpus: {free: N}`` can read the host's GPU occupancy at submit."""
 
 
 SLURM_OWN_OPTIONS = {"--job-name": "-J", "--output": "-o", "--chdir": "-D", "--nodes": "-N",

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("commands", {"taospec.commands"}),
     ("loading and pipelines", {"taospec.loader", "taospec.pipeline", "taospec.fingerprint",
                                "taospec.polling", "taospec.preflight", "taospec.gitrev",
-                               "taospec.plandiff"}),
+                               "taospec.plandiff", "taospec.retrying"}),
     ("executor and preflight", {"taospec.executor", "taospec.doctor"}),
     ("platforms", {"taospec.platforms", "taospec.remote", "taospec.gpupick", "taospec.notify",
                    "taospec.progress"}),

@@ -57,6 +57,7 @@ def test_seed_canonical_launch_has_the_seeds_flags(monkeypatch) -> None:
         "docker", "run", "-d",
         "--name", "visual_changenet-train-0a1b2c",
         "--label", "tao-job=visual_changenet-train-0a1b2c",
+        "--label", "tao-owner=alice",
         "--gpus", "all",
         "--ipc=host",
         "--shm-size=8g",

@@ -382,6 +382,22 @@ def show(job_id: str, with_plan: bool, as_json: bool) -> None:
     _exit(jobs.show(job_id, plan=with_plan, as_json=as_json))
 
 
+@cli.command()
+@JOB_ID_ARGUMENT
+@click.option("--detach", is_flag=True, help="Print the new job's id and return.")
+@click.option(
+    "--allow-shared-gpus", is_flag=True, help="Skip the check for GPUs a running job holds."
+)
+def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
+    """Run JOB_ID's plan again as a new job whose record says retry_of: JOB_ID.
+
+    Refused (exit 2) for a job that has not ended or that COMPLETED; followed
+    until it ends (exit 0 when it completes, 1 when not)."""
+    from taospec.commands import retry as command
+
+    _exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus))
+
+
 @cli.command("ls")
 @click.option("--state", type=STATES, help="Only records in this state.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)

@@ -88,7 +88,7 @@ def job_checks(job: Job, *, full: bool) -> list[Check]:
     check = doctor.full_checks if full else doctor.cheap_checks
     return check(
         image=job.image,
-        gpus=job.gpus,
+        gpus="all" if job.gpus_free else job.gpus,
         results_root=job.results_root,
         shm_size=job.docker.shm_size,
         ipc=job.docker.ipc,

@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from taospec import plantext, platforms, progress
+from taospec import plantext, platforms, progress, retrying
 from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
@@ -145,7 +145,16 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         latest = _progress(record)
         if latest is not None:
             data["progress"] = _progress_json(latest)
+        chosen = ledger.sidecar(job_id).get("gpus_chosen")
+        if chosen:
+            data["gpus_chosen"] = chosen
+        chain = retrying.chain(ledger, record)
+        if len(chain) > 1:
+            data["retried_by"] = [r.id for r in retrying.retried_by(ledger, record.id)]
+            data["retry_chain"] = [r.id for r in chain]
         print(json.dumps(data, indent=2))
+        if len(chain) > 1:
+            _say_chain(ledger, record, chain)
         return EXIT_OK
     stored = ledger.sidecar(job_id).get("plan")
     if not isinstance(stored, dict):
@@ -156,6 +165,22 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         return EXIT_OK
     print(plantext.text(plan_from_json(stored)), end="")
     return EXIT_OK
+
+
+def _say_chain(ledger: Ledger, record: Record, chain: list[Record]) -> None:
+    """On stderr: what ``record`` retries and what retries it, then the chain, earliest first."""
+    links = [f"retry of {record.retry_of}"] if record.retry_of else []
+    later = retrying.retried_by(ledger, record.id)
+    if later:
+        links.append("retried by " + ", ".join(r.id for r in later))
+    say(f"{record.id}: {'; '.join(links)}")
+    say("retry chain, earliest first:")
+    width = max(len(r.id) for r in chain)
+    for job in chain:
+        mark = "*" if job.id == record.id else " "
+        state = f"{job.state} {job.err_class}" if job.err_class else job.state
+        via = f"  retry of {job.retry_of}" if job.retry_of else ""
+        say(f"{mark} {job.id:<{width}}  {state:<17}{via}".rstrip())
 
 
 def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = False) -> int:

@@ -67,7 +67,13 @@ def render(
     if job.notify:
         _lint_notify(job)
         note = f"notify: when the job ends, taospec run runs {proc.shown(job.notify)} here"
-        plan = replace(plan, notes=(*plan.notes, note))
+        plan = replace(plan, reactions=(*plan.reactions, note))
+    if job.retry_max:
+        note = (
+            f"retry: taospec run submits a retry (a new job) when the job ends ERROR "
+            f"ERR_INFRA, at most {job.retry_max} time{'s' if job.retry_max > 1 else ''}"
+        )
+        plan = replace(plan, reactions=(*plan.reactions, note))
     return plan
 
 

@@ -18,7 +18,18 @@ from taospec.diagnose import classify, diagnose
 from taospec.errors import CommandFailed
 from taospec.job import Job
 from taospec.ledger import Record, write_atomic
-from taospec.plan import CONTAINER_RESULTS, LOG_FILE, SPEC_FILE, Context, Plan, Step, record_fields
+from taospec.plan import (
+    CONTAINER_RESULTS,
+    GPU_IDS,
+    LOG_FILE,
+    SPEC_FILE,
+    Context,
+    Plan,
+    Step,
+    gpu_ids_note,
+    record_fields,
+    stand_in,
+)
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
@@ -33,8 +44,11 @@ def job_results(results_dir: str) -> str:
     return CONTAINER_RESULTS
 
 
-def gpu_flag(gpus: tuple[int | str, ...] | str) -> str:
-    """``--gpus`` value: ``all`` or ``"device=0,1"`` with the literal quotes docker's CSV needs."""
+def gpu_flag(gpus: tuple[int | str, ...] | str, free: int = 0) -> str:
+    """``--gpus`` value: ``all`` or ``"device=0,1"`` with the literal quotes docker's CSV needs
+    (``free``: the ids picked at submit, as the ``$GPU_IDS`` stand-in)."""
+    if free:
+        return '"device=' + stand_in(GPU_IDS) + '"'
     if gpus == "all":
         return "all"
     if not gpus:
@@ -55,9 +69,10 @@ def values(context: Context) -> dict[str, object]:
     job = context.job
     return {
         "job_id": context.job_id,
+        "owner": context.launcher.name,
         "image": job.image,
         "registry": registry(job.image),
-        "gpus": gpu_flag(job.gpus),
+        "gpus": gpu_flag(job.gpus, job.gpus_free),
         "ipc": job.docker.ipc,
         "shm_size": job.docker.shm_size,
         "user": context.identity,
@@ -187,17 +202,21 @@ def plan(context: Context) -> Plan:
         record=record_fields(context, NAME),
         steps=(*prepare, *engine_steps(context, env)),
         notes=_notes(context, host),
-        backend=_backend(host, gpu_flag(job.gpus).strip('"').removeprefix("device=")),
+        backend=_backend(
+            host, gpu_flag(job.gpus, job.gpus_free).strip('"').removeprefix("device="), job
+        ),
         secrets=job.env_pass,
     )
 
 
 def _notes(context: Context, host: str | None) -> tuple[str, ...]:
+    picked = (gpu_ids_note(context.job.gpus_free),) if context.job.gpus_free else ()
     if not host:
-        return ()
+        return picked
     notes = [
+        *picked,
         f"the containers run on {host}: mount sources and results_root are paths on that "
-        "host, not on this machine"
+        "host, not on this machine",
     ]
     if context.user_from_host:
         notes.append(
@@ -209,12 +228,14 @@ def _notes(context: Context, host: str | None) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _backend(host: str | None, gpus: str) -> tuple[tuple[str, str], ...]:
+def _backend(host: str | None, gpus: str, job: Job) -> tuple[tuple[str, str], ...]:
     facts = []
     if host:
         facts.append(("docker_host", host))
     if gpus:
         facts.append(("gpus", gpus))
+    if job.gpus_free:
+        facts.append(("gpus_free", str(job.gpus_free)))
     return tuple(facts)
 
 

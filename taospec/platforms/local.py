@@ -21,7 +21,16 @@ from taospec import proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.ledger import Record
-from taospec.plan import LOG_FILE, Context, Plan, Step, record_fields
+from taospec.plan import (
+    GPU_IDS,
+    LOG_FILE,
+    Context,
+    Plan,
+    Step,
+    gpu_ids_note,
+    record_fields,
+    stand_in,
+)
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
@@ -62,8 +71,9 @@ def plan(context: Context) -> Plan:
         },
     )
     env = [(JOB_ID_VARIABLE, context.job_id), *context.runtime_env()]
-    if isinstance(job.gpus, tuple) and job.gpus:
-        env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in job.gpus)))
+    gpus = stand_in(GPU_IDS) if job.gpus_free else ",".join(str(g) for g in job.gpus)
+    if gpus:
+        env.append(("CUDA_VISIBLE_DEVICES", gpus))
     env += context.env_set
     launch = Step(
         "launch",
@@ -82,7 +92,8 @@ def plan(context: Context) -> Plan:
         job_id=context.job_id,
         record=record_fields(context, NAME),
         steps=(*local_steps(context), launch),
-        backend=(("gpus", ",".join(str(g) for g in job.gpus)),) if job.gpus else (),
+        notes=(gpu_ids_note(job.gpus_free),) if job.gpus_free else (),
+        backend=_backend(gpus, job.gpus_free),
         secrets=job.env_pass,
     )
 
@@ -217,3 +228,11 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
         time.sleep(0.05)
     proc.signal_group(pid, signal.SIGKILL)
     return f"process group {pid} killed"
+
+
+def _backend(gpus: str, free: int) -> tuple[tuple[str, str], ...]:
+    """The GPU ids the process is given (the check for GPUs running jobs hold reads them)."""
+    facts = [("gpus", gpus)] if gpus else []
+    if free:
+        facts.append(("gpus_free", str(free)))
+    return tuple(facts)

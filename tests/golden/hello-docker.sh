@@ -35,6 +35,7 @@ docker image inspect taospec-test/busybox:1 >/dev/null 2>&1 || docker pull taosp
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --ipc=host \
     --shm-size=64m \
     --user 1000:1000 \

@@ -37,6 +37,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --ipc=host \
     --shm-size=8g \
     --user 1000:1000 \
@@ -102,6 +103,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=0,1"' \
     --ipc=host \
     --shm-size=8g \
@@ -169,6 +171,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=0,1"' \
     --ipc=host \
     --shm-size=8g \
@@ -231,6 +234,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=2"' \
     --ipc=host \
     --shm-size=8g \
@@ -293,6 +297,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=2"' \
     --ipc=host \
     --shm-size=8g \
@@ -356,6 +361,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=3"' \
     --ipc=host \
     --shm-size=8g \

@@ -71,6 +71,7 @@ attempt=1; until brev exec tao-a100 \
     'if docker container inspect '"$JOB_ID"' >/dev/null 2>&1; then echo TAOSPEC_LAUNCH=exists
 elif docker run -d --name '"$JOB_ID"' \
     --label tao-job='"$JOB_ID"' \
+    --label tao-owner=root \
     --gpus '"'"'"device=0,1"'"'"' \
     --ipc=host \
     --shm-size=8g \

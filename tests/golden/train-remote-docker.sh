@@ -54,6 +54,7 @@ backend_ref=$(DOCKER_HOST=ssh://ubuntu@gpu-box.example.com:2222 docker \
     -d \
     --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=2,3"' \
     --ipc=host \
     --shm-size=8g \

@@ -43,6 +43,7 @@ docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 ||
 # launch: start the container detached, named and labelled after the job id
 backend_ref=$(docker run -d --name "$JOB_ID" \
     --label tao-job="$JOB_ID" \
+    --label tao-owner=root \
     --gpus '"device=0,1"' \
     --ipc=host \
     --shm-size=8g \

@@ -1,0 +1,60 @@
+"""``taospec retry ID``: the plan job ID ran, again, as a new job whose record says
+``retry_of: ID``; the old record stays as it is.
+
+It is followed until it ends (``--detach``: only submitted, its id printed).
+A job that has not ended, one that COMPLETED, and a chain that already holds
+ten retries are refused (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from taospec import proc, retrying
+from taospec.commands.session import open_ledger, say
+from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
+from taospec.executor import cancel_job
+from taospec.ledger import Ledger, Record
+from taospec.polling import poll
+from taospec.states import COMPLETE
+
+POLL_FIRST, POLL_MAX = 0.2, 2.0
+
+
+def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False) -> int:
+    """Submit the retry, then (unless ``detach``) follow it: exit 0 when it completes."""
+    ledger = open_ledger()
+    record = ledger.get(job_id)
+    stored = ledger.sidecar(job_id).get("plan")
+    names = stored.get("secrets", []) if isinstance(stored, dict) else []
+    secrets = [str(n) for n in names]
+    if secrets:
+        ledger = open_ledger([os.environ[n] for n in secrets if os.environ.get(n)])
+    missing = [n for n in secrets if n not in os.environ]
+    if missing and record.platform != "brev":
+        raise InvalidInput(
+            f"{job_id} passes {', '.join(missing)} by name, but this environment does not set "
+            "it; export it before retrying (the value is never written down)"
+        )
+    done = retrying.resubmit(ledger, record, allow_shared_gpus=allow_shared_gpus, progress=say)
+    print(done.record.id, flush=True)
+    if detach:
+        return EXIT_OK
+    try:
+        ended = _follow(ledger, done.record)
+    except KeyboardInterrupt:
+        proc.hold_signals()
+        cancel_job(ledger.get(done.record.id), ledger, reason="interrupted")
+        return EXIT_INTERRUPTED
+    say(f"{ended.id}: {ended.state}" + (f" {ended.err_class}" if ended.err_class else ""))
+    return EXIT_OK if ended.state == COMPLETE else EXIT_JOB_FAILED
+
+
+def _follow(ledger: Ledger, record: Record) -> Record:
+    delay = POLL_FIRST
+    while record.terminal_state is None:
+        time.sleep(delay)
+        delay = min(delay * 2, POLL_MAX)
+        record, _ = poll(record, ledger)
+    return record

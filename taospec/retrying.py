@@ -1,0 +1,107 @@
+"""Retries: the same plan again as a new job whose record names the one it retries.
+
+A retry never rewrites history: the failed job keeps its record, and the new
+one carries ``retry_of``. :func:`chain` reads a job's whole chain back, earliest
+first. ``taospec retry ID`` and the automatic retries of ``retry: {max: N}``
+both go through :func:`resubmit`, which refuses a job that has not ended, one
+that completed, and a chain that already holds :data:`MAX_CHAIN` retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from taospec.diagnose import INFRA
+from taospec.errors import InvalidInput
+from taospec.executor import Progress, Submission, claimed_gpus, submit
+from taospec.fingerprint import Index
+from taospec.ledger import Ledger, Record
+from taospec.plan import plan_from_json
+from taospec.states import COMPLETE, ERROR
+
+MAX_CHAIN = 10
+"""Retries one chain holds at most, however they were asked for."""
+CARRIED = ("spec", "target", "taospec", "fingerprint")
+"""Sidecar notes a retry keeps from the job it retries (what it is a run of)."""
+
+
+def earlier(ledger: Ledger, record: Record) -> list[Record]:
+    """The jobs ``record`` retries, directly or not, earliest first."""
+    found: list[Record] = []
+    seen = {record.id}
+    current = record
+    while current.retry_of and current.retry_of not in seen:
+        seen.add(current.retry_of)
+        current = ledger.get(current.retry_of)
+        found.append(current)
+    return found[::-1]
+
+
+def retried_by(ledger: Ledger, job_id: str) -> list[Record]:
+    """The jobs that retry ``job_id`` directly, oldest first."""
+    return sorted((r for r in ledger.list() if r.retry_of == job_id), key=lambda r: r.submitted_at)
+
+
+def chain(ledger: Ledger, record: Record) -> list[Record]:
+    """Every job of ``record``'s chain, earliest first (later retries after each job)."""
+    out = [*earlier(ledger, record), record]
+    frontier = [record.id]
+    while frontier:
+        later = retried_by(ledger, frontier.pop(0))
+        out += [r for r in later if r.id not in {o.id for o in out}]
+        frontier += [r.id for r in later]
+    return out
+
+
+def retryable(record: Record) -> bool:
+    """An infrastructure failure: a retry may cure it (a program failure would repeat)."""
+    return record.state == ERROR and record.err_class == INFRA
+
+
+def check(ledger: Ledger, record: Record) -> None:
+    """Refuse to retry a job that has not ended, one that completed, or a full chain."""
+    if record.terminal_state is None:
+        raise InvalidInput(
+            f"{record.id} has not ended ({record.state}); wait for it, or cancel it first"
+        )
+    if record.state == COMPLETE:
+        raise InvalidInput(f"{record.id} COMPLETED; there is nothing to retry")
+    if len(earlier(ledger, record)) >= MAX_CHAIN:
+        raise InvalidInput(
+            f"{record.id} is already retry {MAX_CHAIN} of its chain; a chain holds at most "
+            f"{MAX_CHAIN} retries (taospec show {record.id} lists them)"
+        )
+    if not isinstance(ledger.sidecar(record.id).get("plan"), dict):
+        raise InvalidInput(f"{record.id} has no stored plan (it was not submitted by taospec)")
+
+
+def resubmit(
+    ledger: Ledger,
+    record: Record,
+    *,
+    allow_shared_gpus: bool = False,
+    progress: Progress = lambda _: None,
+    on_running: Callable[[Record], None] = lambda _: None,
+) -> Submission:
+    """Submit ``record``'s stored plan as a new job with ``retry_of``, checked by :func:`check`,
+    under the same GPU lock and overlap check as a first submit."""
+    check(ledger, record)
+    side = ledger.sidecar(record.id)
+    stored = side["plan"]
+    assert isinstance(stored, dict)
+    plan = plan_from_json(stored).with_placeholder_id()
+    carried = {key: side[key] for key in CARRIED if key in side}
+
+    with claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus) as (claimed, notes):
+        done = submit(
+            claimed,
+            ledger,
+            sidecar={**carried, **notes},
+            progress=progress,
+            on_running=on_running,
+            retry_of=record.id,
+        )
+    target, fingerprint = carried.get("target"), carried.get("fingerprint")
+    if isinstance(target, str) and isinstance(fingerprint, str):
+        Index(ledger).retried(target, done.record.id, fingerprint)
+    return done
