@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from taospec.ledger import Ledger
@@ -66,7 +66,7 @@ def protocol_mark(jobs: Path, job_id: str, message: str) -> None:
     with (jobs / f".{job_id}.json.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = json.loads(record.read_text())
-        stamp = datetime.now(UTC).isoformat()
+        stamp = datetime.now(timezone.utc).isoformat()
         data["transitions"].append(
             {"ts": stamp, "state": "RUNNING", "message": message, "source": "backend-hook"}
         )

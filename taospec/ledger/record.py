@@ -32,7 +32,9 @@ OPENED_MESSAGE = "record opened before launch"
 
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 PLATFORM_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|\+00:00)")
+_TS_RE = re.compile(
+    r"(?P<seconds>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?(?:Z|\+00:00)"
+)
 _MINT_PART_LENGTH = 64
 """Most characters of arch or action in a minted id, so its file name stays far below
 the 255 bytes a file name may have (the recorder does not cut them)."""
@@ -270,8 +272,17 @@ def _is_timestamp(value: str) -> bool:
 
 
 def instant(ts: str) -> datetime:
-    """A checked record timestamp as a time, for ordering (Python 3.10 reads no ``Z``)."""
-    return datetime.fromisoformat(ts[:-1] + "+00:00" if ts.endswith("Z") else ts)
+    """A checked record timestamp as a time, for ordering.
+
+    Python 3.10's ``fromisoformat`` reads no ``Z`` and only 3 or 6 fraction
+    digits, so the time is rebuilt with 6 (a 7th and later digits are below a
+    microsecond).
+    """
+    parts = _TS_RE.fullmatch(ts)
+    if parts is None:
+        raise ValueError(f"not a record timestamp: {ts!r}")
+    fraction = ((parts["fraction"] or "") + "000000")[:6]
+    return datetime.fromisoformat(f"{parts['seconds']}.{fraction}+00:00")
 
 
 # -- names ----------------------------------------------------------------------
