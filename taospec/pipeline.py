@@ -319,7 +319,8 @@ class Build:
     def _finished(self, outcome: Outcome, waiting: list[Decision], board: Board) -> None:
         self._running.pop(outcome.name, None)
         self.results[outcome.name] = outcome
-        board.finish(outcome)
+        # With one target, the run's closing line says it all; with several, each says so now.
+        board.finish(outcome, announce=sum(d.run for d in self.decisions) > 1)
 
     def _upstream(
         self, target: Target, upstream: dict[str, Decision]
@@ -643,9 +644,11 @@ class Board:
         if previous[0] != state and not self.live and not quiet:
             self._emit(f"{name}: {state} ({job_id})")
 
-    def finish(self, outcome: Outcome) -> None:
-        """A target ended."""
+    def finish(self, outcome: Outcome, *, announce: bool = True) -> None:
+        """A target ended: its live line goes, and (``announce``) a line says how it ended."""
         self._rows.pop(outcome.name, None)
+        if not announce:
+            return
         took = _elapsed(outcome.ended - outcome.started)
         detail = f" ({outcome.message})" if outcome.state != COMPLETE and outcome.message else ""
         self._emit(f"{outcome.name}: {outcome.state} in {took}{detail}")
