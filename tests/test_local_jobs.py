@@ -203,8 +203,9 @@ def test_ctrl_c_while_following_cancels_the_job(taospec: Runner, tmp_path, state
         lambda: (
             (state_dir / "jobs").exists()
             and any(
-                json.loads(p.read_text())["backend_ref"]
+                json.loads(text)["backend_ref"]
                 for p in (state_dir / "jobs").glob("*.json")
+                if (text := p.read_text())  # empty: reserved by open, not written yet
             )
         )
     )
