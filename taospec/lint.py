@@ -139,7 +139,7 @@ _HEADER = re.compile(
 )
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
 _AWS_SECRET = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     r"(?P<sep>[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)"
     r"(?P<value>(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
@@ -1144,7 +1144,7 @@ def lint_text(text: str) -> list[Finding]:
     physical line, every other finding the line where the value starts.
     """
     chunks = _logical_lines(text)
-    newlines = [index for index, char in enumerate(text) if char == "\n"]
+    newlines = [match.start() for match in re.finditer("\n", text)]
     located = [
         (chunk.line, hit) for chunk in chunks for hit in _shell_hits(chunk.text, 0, free_text=False)
     ]
