@@ -248,7 +248,7 @@ FORMS_FLAGGED = [
     ),
     (
         f"tool --aws-secret-access-key {AWS_KEY}",
-        {(FLAG, "--aws-secret-access-key"), (AWS, "aws-secret-access-key")},
+        {(FLAG, "--aws-secret-access-key")},
         AWS_KEY,
     ),
     (f"SecretAccessKey: {AWS_KEY}", {(AWS, "SecretAccessKey")}, AWS_KEY),
