@@ -869,7 +869,9 @@ def _aws_secret_hits(text: str) -> Iterator[_Hit]:
     for value in _AWS_SECRET_VALUE.finditer(text):
         start, end = value.span()
         before = _AWS_SECRET_NAME.search(text, max(0, start - _NAME_WINDOW), start)
-        if before is not None and is_secret_name(before["name"]):
+        if before is None or text[before.start() - 1 : before.start()] == "-":
+            continue  # a flag's value is the flag rule's to report
+        if is_secret_name(before["name"]):
             yield _Hit("aws-secret-key", before["name"], start, end)
 
 
@@ -1164,7 +1166,7 @@ def lint_text(text: str) -> list[Finding]:
     physical line, every other finding the line where the value starts.
     """
     chunks = _logical_lines(text)
-    newlines = [index for index, char in enumerate(text) if char == "\n"]
+    newlines = [match.start() for match in re.finditer("\n", text)]
     located = [
         (chunk.line, hit) for chunk in chunks for hit in _shell_hits(chunk.text, 0, free_text=False)
     ]

@@ -9,7 +9,9 @@ README.md's performance section must be the table in bench/results/latest.json.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -138,6 +140,11 @@ def test_a_profile_names_the_time_of_a_real_run(tmp_path: Path, hello: Path) -> 
     assert parts[0].startswith("total ")
     assert parts[0].endswith(" ms")
     assert parts[1].startswith("imports ")
+    named = re.fullmatch(r"imports \d+ ms \((.+)\)", parts[1])
+    assert named, where
+    libraries = [entry.rsplit(" ", 2)[0] for entry in named.group(1).split(", ")]
+    assert "taospec" not in libraries
+    assert all(importlib.util.find_spec(name) for name in libraries), libraries
     assert any(part.startswith("taospec: taospec.") for part in parts), where
     assert parts[-1].startswith("own time: ")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from taospec.lint import (
     looks_like_secret_value,
     redact,
 )
+from tests.conftest import Runner
 
 ASSIGN = "inline-secret-assignment"
 FLAG = "secret-flag"
@@ -245,7 +248,7 @@ FORMS_FLAGGED = [
     ),
     (
         f"tool --aws-secret-access-key {AWS_KEY}",
-        {(FLAG, "--aws-secret-access-key"), (AWS, "aws-secret-access-key")},
+        {(FLAG, "--aws-secret-access-key")},
         AWS_KEY,
     ),
     (f"SecretAccessKey: {AWS_KEY}", {(AWS, "SecretAccessKey")}, AWS_KEY),
@@ -770,3 +773,26 @@ FREE_TEXT = [
 def test_redact_free_text_takes_values_whole(text: str, expected: str) -> None:
     assert redact(text) == expected
     assert redact(expected) == expected
+
+
+def test_the_lint_command_reads_manifests_and_sbatch_scripts(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "spec:\n  containers:\n  - name: tao\n    env:\n    - name: MODEL\n      value: /m.pth\n"
+        f"    - name: NGC_API_KEY\n      value: {K8S_VALUE}\n"
+    )
+    script = tmp_path / "job.sbatch"
+    script.write_text(f"#!/bin/bash\nsbatch --export=ALL,HF_TOKEN={K8S_VALUE} train.sh\n")
+    for path, line, subject in [(manifest, 8, "NGC_API_KEY"), (script, 2, "HF_TOKEN")]:
+        done = taospec("lint", path)
+        assert done.returncode == 1
+        assert f"{path}:line {line}: " in done.stderr
+        assert subject in done.stderr
+        assert K8S_VALUE not in done.stderr + done.stdout
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(
+        "env:\n- name: NGC_API_KEY\n  valueFrom:\n    secretKeyRef: {name: ngc, key: k}\n"
+    )
+    assert taospec("lint", clean).returncode == 0

@@ -1,4 +1,4 @@
-"""``taospec lint``: find inline secrets in a command line or script."""
+"""``taospec lint``: find inline secrets in a command line, a script or a manifest."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def run(text: str, name: str) -> int:
         print(f"{name}:{finding}", file=sys.stderr)
     if findings:
         print(
-            f"{name}: {len(findings)} inline secret(s); pass secrets by name (-e NAME) "
-            "or through stdin (--password-stdin)",
+            f"{name}: {len(findings)} inline secret(s); pass secrets by name (-e NAME), "
+            "through stdin (--password-stdin) or, in a manifest, valueFrom.secretKeyRef",
             file=sys.stderr,
         )
         return EXIT_JOB_FAILED
