@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import KW_ONLY, asdict, dataclass, fields, replace
+from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Any
 
 from taospec import lint, placeholders
@@ -197,7 +197,16 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
 
 
 def _fields_data(plan: Plan) -> dict[str, Any]:
-    return asdict(plan)
+    """``dataclasses.asdict(plan)``, without its deep copies: every leaf is immutable."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return tuple(walk(v) for v in value)
+        if isinstance(value, Step | RecordFields):
+            return {f.name: walk(getattr(value, f.name)) for f in fields(value)}
+        return value
+
+    return {f.name: walk(getattr(plan, f.name)) for f in fields(plan)}
 
 
 def _unsubstitute(plan: Plan) -> Plan:

@@ -4,7 +4,11 @@ Every ``{{ value }}`` in a template is shell-quoted by ``finalize`` (see
 :func:`quote`) and every missing name is an error (``StrictUndefined``). A
 macro renders one command line; :func:`argv` splits it back with POSIX rules,
 which undo ``shlex.quote`` exactly, so the argument list holds each value
-untouched.
+untouched. The lines templates render use three forms only (bare words,
+single quotes, and double quotes with no backslash inside); :func:`argv`
+reads those with two regular expressions and hands anything else to
+``shlex.split``, which reads them the same but a character at a time (a test
+holds the two to the same answer for any text).
 
 Jinja is imported when a template is first needed. Each template is compiled
 once: within a process the environment keeps it, and across processes Jinja's
@@ -16,6 +20,7 @@ template is compiled afresh.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from functools import cache
@@ -95,6 +100,20 @@ def module(name: str, values: Mapping[str, Any]) -> Any:
     return environment().get_template(f"{name}.j2").make_module(dict(values))
 
 
+_WORD = re.compile(r"(?:[^ \t\r\n'\"\\]+|'[^']*'|\"[^\"\\]*\")+")
+"""One shell word made of bare text, single-quoted text and double-quoted text without ``\\``."""
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"\\]*)\"")
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    single = match.group(1)
+    return match.group(2) if single is None else single
+
+
 def argv(rendered: str) -> tuple[str, ...]:
-    """The argument list a rendered command line stands for."""
-    return tuple(shlex.split(str(rendered)))
+    """The argument list a rendered command line stands for (``shlex.split``'s answer)."""
+    text = str(rendered)
+    words = _WORD.findall(text)
+    if _WORD.sub("", text).strip(" \t\r\n"):  # a backslash or a lone quote
+        return tuple(shlex.split(text))
+    return tuple(_QUOTED.sub(_unquoted, word) for word in words)

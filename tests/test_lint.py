@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -796,3 +797,12 @@ def test_the_lint_command_reads_manifests_and_sbatch_scripts(
         "env:\n- name: NGC_API_KEY\n  valueFrom:\n    secretKeyRef: {name: ngc, key: k}\n"
     )
     assert taospec("lint", clean).returncode == 0
+
+
+def test_every_token_pattern_starts_with_a_listed_prefix() -> None:
+    # The lint skips the token patterns when none of these literals is in the text.
+    from taospec import lint
+
+    for subject, pattern in lint._TOKEN_PATTERNS:
+        body = re.sub(r"^\(\?<!\[[^\]]*\]\)", "", pattern.pattern)
+        assert body.startswith(lint.TOKEN_PREFIXES), (subject, body)

@@ -7,13 +7,15 @@ bash, must give exactly the plan's argument lists.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taospec import plantext
+from taospec import plantext, templates
 from taospec.identity import Identity
 from taospec.loader import load_job
 from taospec.plan import JOB_ID
@@ -118,3 +120,32 @@ def test_the_spec_file_reads_back_as_the_spec_for_any_text(text: str) -> None:
 def test_placeholder_id_splices_into_any_word(text: str) -> None:
     arg = text + JOB_ID + text
     assert bash_words(plantext.word(arg), {"JOB_ID": "my-id"}) == [text + "my-id" + text]
+
+
+SHELL_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(["'", '"', "\\", " ", "\t", "\n", "\r", "#", "$", "`", JOB_ID, "\u00a0"]),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=4),
+        hostile().map(shlex.quote),
+    ),
+    max_size=12,
+).map("".join)
+
+
+def split_or_error(split: Callable[[str], Sequence[str]], text: str) -> object:
+    try:
+        return tuple(split(text))
+    except ValueError as error:
+        return str(error)
+
+
+@settings(max_examples=800)
+@given(text=SHELL_TEXT)
+def test_template_lines_split_exactly_as_shlex_splits_them(text: str) -> None:
+    assert split_or_error(templates.argv, text) == split_or_error(shlex.split, text)
+
+
+@given(words=st.lists(hostile(), max_size=6))
+def test_quoted_words_split_back_to_themselves(words: list[str]) -> None:
+    line = " ".join(templates.quote(word) for word in words)
+    assert templates.argv(line) == tuple(words)
