@@ -59,6 +59,11 @@ class SpecError(InvalidInput):
         self.problems = tuple(sorted(problems, key=lambda p: (p.file, p.line, p.column, p.message)))
         super().__init__("\n".join(str(p) for p in self.problems))
 
+    def report(self) -> str:
+        """Every problem on its own line, then how many there were."""
+        count = len(self.problems)
+        return f"{self}\ntaospec: {count} problem{'s' if count > 1 else ''}; nothing was run"
+
     @classmethod
     def single(cls, file: str, message: str, line: int = 1, column: int = 1) -> SpecError:
         """An error about the whole file (syntax, size, encoding)."""

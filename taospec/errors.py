@@ -19,6 +19,10 @@ class TaospecError(Exception):
 
     exit_code = EXIT_INTERNAL
 
+    def report(self) -> str:
+        """What the command line prints for this failure."""
+        return f"taospec: {self}"
+
 
 class InvalidInput(TaospecError):
     """Bad input or usage: a spec, a flag, an id. Nothing was written."""

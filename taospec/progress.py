@@ -56,6 +56,24 @@ def find(results_dir: str | Path, action: str | None = None) -> Path | None:
     return max(found, key=lambda path: (path.stat().st_mtime, str(path)), default=None)
 
 
+def of_results(results_dir: str | Path, action: str | None = None) -> Progress | None:
+    """The merged ``status.json`` under a job's results directory, when it is readable here."""
+    found = find(results_dir, action)
+    return read(found) if found is not None else None
+
+
+def to_json(progress: Progress) -> dict[str, object]:
+    """``progress`` as the JSON ``status --json`` and ``show`` print."""
+    return {
+        "status": progress.status,
+        "epoch": progress.epoch,
+        "max_epoch": progress.max_epoch,
+        "kpi": dict(progress.kpi),
+        "phase": progress.phase,
+        "message": progress.message,
+    }
+
+
 def read(path: Path) -> Progress | None:
     """The merged events of ``path``; None when it holds none (yet) or cannot be read."""
     try:

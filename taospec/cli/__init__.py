@@ -14,7 +14,6 @@ import click
 
 from taospec import proc
 from taospec.cli.app import cli
-from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, TaospecError
 
 
@@ -33,13 +32,8 @@ def run_guarded(call: Callable[[], object]) -> int:
     """Run ``call``; map taospec errors, usage errors, Ctrl-C and bugs to exit codes."""
     try:
         result = call()
-    except SpecError as exc:
-        _say(str(exc))
-        count = len(exc.problems)
-        _say(f"taospec: {count} problem{'s' if count > 1 else ''}; nothing was run")
-        return exc.exit_code
     except TaospecError as exc:
-        _say(f"taospec: {exc}")
+        _say(exc.report())
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

@@ -404,9 +404,9 @@ def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
-    from taospec.commands import jobs
+    from taospec.commands import ls
 
-    _exit(jobs.ls(state=state, limit=limit, as_json=as_json))
+    _exit(ls.ls(state=state, limit=limit, as_json=as_json))
 
 
 @cli.command()

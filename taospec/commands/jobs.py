@@ -1,13 +1,12 @@
-"""The verbs on a submitted job: ``status``, ``logs``, ``cancel``, ``show`` and ``ls``."""
+"""The verbs on one submitted job: ``status``, ``logs``, ``cancel`` and ``show``."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from taospec import plantext, platforms, progress, retrying
-from taospec.commands.session import open_ledger, say
+from taospec.commands.session import ledger_for, say
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
@@ -16,25 +15,11 @@ from taospec.polling import poll
 from taospec.proc import redacted
 from taospec.states import COMPLETE, ERROR
 
-# Each verb imports what only it needs: ``ls`` reads the ledger and nothing else.
-
-
-def _ledger_for(job_id: str) -> tuple[Ledger, Record]:
-    """The ledger, redacting the values of the job's passed variables, and the record."""
-    ledger = open_ledger()
-    record = ledger.get(job_id)
-    plan = ledger.sidecar(job_id).get("plan")
-    names = plan.get("secrets", []) if isinstance(plan, dict) else []
-    values = [os.environ[n] for n in names if isinstance(n, str) and os.environ.get(n)]
-    if values:
-        ledger = open_ledger(values)
-    return ledger, record
-
 
 def status(job_id: str, *, as_json: bool = False) -> int:
     """Poll the backend and print the job's state; records a first terminal state."""
 
-    ledger, record = _ledger_for(job_id)
+    ledger, record = ledger_for(job_id)
     record, found = poll(record, ledger)
     if as_json:
         data: dict[str, object] = {
@@ -49,7 +34,7 @@ def status(job_id: str, *, as_json: bool = False) -> int:
         }
         latest = _progress(record)
         if latest is not None:
-            data["progress"] = _progress_json(latest)
+            data["progress"] = progress.to_json(latest)
         print(redacted(json.dumps(data)))
     else:
         err_class = _err_class(record, found.state)
@@ -67,27 +52,14 @@ def _err_class(record: Record, state: str) -> str | None:
 
 
 def _progress(record: Record) -> progress.Progress | None:
-    """The job's ``status.json``, merged, when its results directory is readable here."""
-    found = progress.find(record.results_dir, record.action)
-    return progress.read(found) if found is not None else None
-
-
-def _progress_json(latest: progress.Progress) -> dict[str, object]:
-    return {
-        "status": latest.status,
-        "epoch": latest.epoch,
-        "max_epoch": latest.max_epoch,
-        "kpi": dict(latest.kpi),
-        "phase": latest.phase,
-        "message": latest.message,
-    }
+    return progress.of_results(record.results_dir, record.action)
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
     when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
 
-    ledger, record = _ledger_for(job_id)
+    ledger, record = ledger_for(job_id)
     if record.terminal_state is None:
         record, _ = poll(record, ledger)  # heals a mark a failed write lost
     module = platforms.get(record.platform)
@@ -125,7 +97,7 @@ def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> tuple[str | None,
 def cancel(job_id: str) -> int:
     """Stop the job and record CANCELED; a job that already ended is recorded as it ended."""
 
-    ledger, record = _ledger_for(job_id)
+    ledger, record = ledger_for(job_id)
     done = cancel_job(record, ledger, progress=say)
     record = done.record
     if done.stopped:
@@ -139,12 +111,12 @@ def cancel(job_id: str) -> int:
 def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
     """Print the job's record as JSON, or with ``plan`` the commands it ran (``as_json``:
     the stored plan as JSON)."""
-    ledger, record = _ledger_for(job_id)
+    ledger, record = ledger_for(job_id)
     if not plan:
         data = {**record.to_json(), "state": record.state}
         latest = _progress(record)
         if latest is not None:
-            data["progress"] = _progress_json(latest)
+            data["progress"] = progress.to_json(latest)
         chosen = ledger.sidecar(job_id).get("gpus_chosen")
         if chosen:
             data["gpus_chosen"] = chosen
@@ -181,21 +153,3 @@ def _say_chain(ledger: Ledger, record: Record, chain: list[Record]) -> None:
         state = f"{job.state} {job.err_class}" if job.err_class else job.state
         via = f"  retry of {job.retry_of}" if job.retry_of else ""
         say(f"{mark} {job.id:<{width}}  {state:<17}{via}".rstrip())
-
-
-def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = False) -> int:
-    """The newest records (recorded states; ``status`` asks the backend)."""
-    records = open_ledger().list(state=state, limit=limit)
-    if as_json:
-        for record in records:
-            print(json.dumps({**record.to_json(), "state": record.state}))
-        return EXIT_OK
-    rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
-    rows += [
-        (r.id, r.state, r.platform, r.submitted_at[:19].replace("T", " "), r.results_dir)
-        for r in records
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
-    return EXIT_OK

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 
 from taospec import proc
-from taospec.ledger import Ledger
+from taospec.ledger import Ledger, Record
 from taospec.proc import redacted
 
 
@@ -23,3 +24,15 @@ def say(message: str) -> None:
     """A progress line for the person at the terminal (stderr, redacted)."""
 
     print(redacted(message), file=sys.stderr, flush=True)
+
+
+def ledger_for(job_id: str) -> tuple[Ledger, Record]:
+    """The ledger, redacting the values of the job's passed variables, and the job's record."""
+    ledger = open_ledger()
+    record = ledger.get(job_id)
+    plan = ledger.sidecar(job_id).get("plan")
+    names = plan.get("secrets", []) if isinstance(plan, dict) else []
+    values = [os.environ[n] for n in names if isinstance(n, str) and os.environ.get(n)]
+    if values:
+        ledger = open_ledger(values)
+    return ledger, record

@@ -10,9 +10,9 @@ the checked, typed view the rest of taospec reads.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
-import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -328,7 +328,7 @@ def mint_id(network_arch: str, action: str) -> str:
 
 def mint_suffix() -> str:
     """Six random hex digits."""
-    return uuid.uuid4().hex[:6]
+    return os.urandom(3).hex()
 
 
 def now() -> str:

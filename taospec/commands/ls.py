@@ -1,0 +1,26 @@
+"""``taospec ls``: the newest records, as recorded (it reads the ledger and nothing else)."""
+
+from __future__ import annotations
+
+import json
+
+from taospec.commands.session import open_ledger
+from taospec.errors import EXIT_OK
+
+
+def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = False) -> int:
+    """The newest records (recorded states; ``status`` asks the backend)."""
+    records = open_ledger().list(state=state, limit=limit)
+    if as_json:
+        for record in records:
+            print(json.dumps({**record.to_json(), "state": record.state}))
+        return EXIT_OK
+    rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
+    rows += [
+        (r.id, r.state, r.platform, r.submitted_at[:19].replace("T", " "), r.results_dir)
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+    return EXIT_OK
