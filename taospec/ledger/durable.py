@@ -64,14 +64,16 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600
     with _turn(target):
         temp = temp_path(target)
         try:
-            _write_file(temp, data, mode)
-            os.replace(temp, target)  # noqa: PTH105
+            try:
+                _write_file(temp, data, mode)
+                os.replace(temp, target)  # noqa: PTH105
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(temp)  # noqa: PTH108 - a temp file never renamed into place
+                raise
             fsync_folder(os.path.dirname(target))  # noqa: PTH120
         except OSError as exc:
             raise WriteFailed(target, exc) from None
-        finally:
-            with suppress(OSError):
-                os.unlink(temp)  # noqa: PTH108
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: object) -> None:
