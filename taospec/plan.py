@@ -172,9 +172,9 @@ class Plan:
     def digest(self) -> str:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self if self.has_placeholder_id else _unsubstitute(self)
-        data = _fields_data(abstract)
+        data = {f.name: getattr(abstract, f.name) for f in fields(abstract)}
         del data["reactions"]
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def backend_value(self, key: str) -> str | None:
@@ -194,6 +194,13 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
 
     result: Plan = walk(plan)
     return result
+
+
+def _fields_of(value: object) -> dict[str, Any]:
+    """A step's or record fields' fields, for ``json.dumps`` (which writes tuples as lists)."""
+    if isinstance(value, Step | RecordFields):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    raise TypeError(f"a plan holds no {type(value).__name__}")
 
 
 def _fields_data(plan: Plan) -> dict[str, Any]:
