@@ -81,6 +81,7 @@ _PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 _DEFAULT = re.compile(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NAME_BREAKS = re.compile(r"[_.-]+")
 
 # A distinctive prefix only needs to start a word; "sk-" must also not follow "_" or "-".
 _WORD_START = r"(?<![A-Za-z0-9])"
@@ -273,7 +274,7 @@ class _Chunk:
 
 def _name_parts(name: str) -> list[str]:
     """A name's word parts, split at ``_ - .`` and where a lowercase letter meets an uppercase."""
-    return [part for part in re.split(r"[_.-]+", _CAMEL.sub("_", name).upper()) if part]
+    return [part for part in _NAME_BREAKS.split(_CAMEL.sub("_", name).upper()) if part]
 
 
 def is_secret_name(name: str) -> bool:
@@ -743,11 +744,13 @@ def _script_hits(word: _Word, depth: int, free_text: bool) -> Iterator[_Hit]:
 def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterator[_Hit]:
     """Every shell-word rule over one simple command."""
     for index, word in enumerate(words):
-        yield from _assignment_hits(word)
-        yield from _export_hits(word)
-        yield from _flag_hits(words, index)
-        yield from _login_hits(words, index)
-        yield from _header_word_hits(word)
+        # Each word rule needs a leading dash (flags), "=" (assignments) or ":" (headers).
+        if word.text.startswith("-") or "=" in word.text or ":" in word.text:
+            yield from _assignment_hits(word)
+            yield from _export_hits(word)
+            yield from _flag_hits(words, index)
+            yield from _login_hits(words, index)
+            yield from _header_word_hits(word)
         if depth < _MAX_NESTING and _is_shell_script(words, index):
             yield from _script_hits(word, depth, free_text)
 
