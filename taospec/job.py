@@ -164,17 +164,6 @@ class JobFile:
             chosen += [m for m in matches if m not in chosen]
         return chosen
 
-    def dependents(self, name: str) -> list[str]:
-        """Every target that needs ``name``, directly or not."""
-        out: list[str] = []
-        for other in self.closure():
-            if other not in out and (
-                name in self.targets[other].needs
-                or any(n in out for n in self.targets[other].needs)
-            ):
-                out.append(other)
-        return out
-
 
 def _hint(name: str, jobfile: JobFile) -> str:
     guess = closest(name, jobfile.targets)

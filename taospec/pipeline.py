@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-from pathlib import Path
 
 from taospec import __version__, notify, platforms, proc, progress
 from taospec.errors import InvalidInput, TaospecError
@@ -715,8 +714,3 @@ def summary(decisions: list[Decision], results: dict[str, Outcome]) -> list[str]
         rows.append((name, outcome.state, job, took))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-
-
-def results_dir_of(outcome: Outcome) -> Path | None:
-    """Where a finished target's results are."""
-    return Path(outcome.record.results_dir) if outcome.record else None

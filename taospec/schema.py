@@ -17,7 +17,6 @@ that).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,19 +203,3 @@ def _hint(value: object, options: list[Any]) -> str:
 def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def iter_descriptions() -> Iterator[tuple[str, str]]:
-    """(JSON pointer, description) for every schema node; used by the schema tests."""
-    yield from _descriptions(schema(), "#")
-
-
-def _descriptions(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(node, dict):
-        if "description" in node:
-            yield pointer, node["description"]
-        for key, child in node.items():
-            yield from _descriptions(child, f"{pointer}/{key}")
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            yield from _descriptions(child, f"{pointer}/{index}")

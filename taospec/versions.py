@@ -37,7 +37,7 @@ class Images:
         return images
 
     def resolve(self, key: str) -> str:
-        """:func:`resolve_versions_key` for this file (raises its LookupError again)."""
+        """The image URI ``key`` names in this file (a failed lookup raises its error again)."""
         found = self._found.get(key)
         if found is None:
             try:
@@ -77,11 +77,6 @@ def find_versions_file(start: Path) -> Path | None:
         if found.is_file():
             return found
     return None
-
-
-def resolve_versions_key(key: str, spec_file: Path) -> str:
-    """The image URI that ``key`` names in the nearest versions.yaml."""
-    return image_in(find_versions_file(spec_file), key, spec_file)
 
 
 def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
