@@ -455,7 +455,8 @@ class Build:
     ) -> Record:
         """The GPU pick and check and the submit, in one critical section per machine."""
         shared = self.allow_shared_gpus
-        with claimed_gpus(plan, self.ledger, allow_shared=shared) as (claimed, notes):
+        claim = claimed_gpus(plan, self.ledger, allow_shared=shared, progress=board.note)
+        with claim as (claimed, notes):
             if notes:
                 board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
             return self._submit(target, claimed, {**sidecar, **notes}, board)

@@ -92,7 +92,8 @@ def resubmit(
     plan = plan_from_json(stored).with_placeholder_id()
     carried = {key: side[key] for key in CARRIED if key in side}
 
-    with claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus) as (claimed, notes):
+    claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)
+    with claim as (claimed, notes):
         done = submit(
             claimed,
             ledger,
