@@ -322,7 +322,8 @@ def submit(
     on_running: Callable[[Record], None] = lambda _: None,
     retry_of: str | None = None,
 ) -> Submission:
-    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
+    """Open the record, run the plan's steps, mark RUNNING. Raises :class:`SubmitFailed`
+    when a step fails (the record then says ERROR and why).
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
@@ -364,8 +365,8 @@ def submit(
             if _killed_by_signal(failure.returncode):
                 _interrupted(ledger, record)
                 raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
-            _mark_failed(ledger, record, failure)
-            raise JobFailed(f"{record.id}: {failure}") from None
+            failed = _mark_failed(ledger, record, failure)
+            raise SubmitFailed(f"{record.id}: {failure}", failed) from None
         marked = _mark_running(ledger, record, ref)
         progress(f"{record.id}: RUNNING ({ref})")
         on_running(marked)
@@ -552,11 +553,21 @@ def teardown(record: Record, ledger: Ledger, progress: Progress = lambda _: None
     ledger.update_sidecar(record.id, teardown_done=True)
 
 
-def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None:
+class SubmitFailed(JobFailed):
+    """A step of the submit failed: ``record`` is the job's record, marked ERROR with the
+    failure's class (an ``ERR_INFRA`` one may be submitted again as a retry)."""
+
+    def __init__(self, message: str, record: Record) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Record:
     diagnosis = classify(failure.returncode, "", failure.output)
     message = f"{failure}\n{diagnosis}"
-    ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
+    marked = ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
     failure.args = (f"{failure}\n  => {diagnosis}",)
+    return marked
 
 
 def _interrupted(ledger: Ledger, record: Record) -> None:

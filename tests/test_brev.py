@@ -347,6 +347,25 @@ def test_a_slow_instance_is_probed_until_it_answers(
     assert emulator.commands()[0]["command"] == "echo ok"
 
 
+def test_an_instance_not_ready_at_submit_is_err_infra_and_retried(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """Its sshd answers only after the first submit's probe gave up: ``retry:`` submits again."""
+    emulator.add("box", "--probes-before-ready", str(brev.PROBE_ATTEMPTS + 3))
+    spec = job_file(open_tmp, engine, "echo up", retry="{max: 1}")
+    quick = {"TAOSPEC_RETRY_INTERVAL": "0", "TAOSPEC_SUBMIT_BACKOFF": "0"}
+    done = run(taospec, emulator, "run", spec, **quick)
+    assert done.returncode == 0, done.stderr
+    last_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    first_id = record(state_dir, last_id)["retry_of"]
+    first = record(state_dir, first_id)
+    assert (first["terminal_state"], first["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert "the job's host did not answer over ssh" in first["transitions"][-1]["message"]
+    assert f"job: {first_id} ended ERROR ERR_INFRA while submitting; retry 1 of 1" in done.stderr
+    assert not any(first_id in c["command"] for c in emulator.commands())  # nothing ran for it
+
+
 def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     engine: str, emulator: Brev, open_tmp: Path, monkeypatch
 ) -> None:
