@@ -20,6 +20,13 @@
 #     so both `ssh taospec-test` and `ssh -p PORT root@127.0.0.1` use the key;
 #   - checks `ssh taospec-test` end to end.
 #
+# A GPU host for the `gpus: {free: N}` tests: the same sshd also listens on
+# 127.0.0.2 (Host taospec-gpu), where a session's PATH starts with
+# $STATE/ssh/gpu-host/bin, which holds a copy of tests/fakes/nvidia-smi, and
+# FAKE_NVIDIA_SMI_CSV (the occupancy it reports) is accepted from the client,
+# whose config sends it to that host only. Sessions on 127.0.0.1 are as before:
+# no nvidia-smi there.
+#
 # What it leaves running: one sshd (its pid in $STATE/ssh/sshd.pid). Stop it
 # with scripts/stop-test-services.sh.
 #
@@ -31,6 +38,8 @@
 set -euo pipefail
 
 readonly ALIAS="taospec-test"
+readonly GPU_ALIAS="taospec-gpu"
+readonly GPU_ADDRESS="127.0.0.2"
 readonly SSHD=/usr/sbin/sshd
 SCRIPT_NAME=ensure-sshd
 # shellcheck source=scripts/lib.sh
@@ -45,6 +54,9 @@ SSHD_CONFIG="$SSH_DIR/sshd_config"
 CLIENT_CONFIG="$SSH_DIR/config"
 PIDFILE="$SSH_DIR/sshd.pid"
 LOGFILE="$SSH_DIR/sshd.log"
+GPU_BIN="$SSH_DIR/gpu-host/bin"
+FAKE_SMI="$(dirname "$0")/../tests/fakes/nvidia-smi"
+SYSTEM_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 port_open() { (: <"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
@@ -82,6 +94,7 @@ write_sshd_config() {
   cat >"$tmp" <<EOF
 # Written by taospec scripts/ensure-sshd.sh; rewritten on every run.
 ListenAddress 127.0.0.1
+ListenAddress $GPU_ADDRESS
 Port $PORT
 HostKey "$HOST_KEY"
 PidFile "$PIDFILE"
@@ -104,8 +117,28 @@ MaxStartups 100:30:200
 MaxSessions 100
 LogLevel INFO
 Subsystem sftp internal-sftp
+
+# The GPU host (Host $GPU_ALIAS): a stand-in nvidia-smi first on PATH, and the
+# occupancy it reports taken from the client.
+Match LocalAddress $GPU_ADDRESS
+    SetEnv "PATH=$GPU_BIN:$SYSTEM_PATH"
+    AcceptEnv FAKE_NVIDIA_SMI_CSV
 EOF
   install_if_changed "$SSHD_CONFIG" "$tmp" 600
+}
+
+# Copies the nvidia-smi stand-in to the GPU host's bin directory.
+install_gpu_host() {
+  local tmp
+  if [[ ! -f "$FAKE_SMI" ]]; then
+    log "warning: no $FAKE_SMI; Host $GPU_ALIAS has no nvidia-smi"
+    return 0
+  fi
+  mkdir -p "$GPU_BIN"
+  chmod 755 "$SSH_DIR/gpu-host" "$GPU_BIN"
+  tmp="$(mktemp "$GPU_BIN/.nvidia-smi.XXXXXX")"
+  cat "$FAKE_SMI" >"$tmp"
+  install_if_changed "$GPU_BIN/nvidia-smi" "$tmp" 755 || true
 }
 
 write_client_files() {
@@ -116,7 +149,8 @@ write_client_files() {
 
   hostkey="$(cut -d' ' -f1,2 "$HOST_KEY.pub")"
   tmp="$(mktemp "$SSH_DIR/.known_hosts.XXXXXX")"
-  printf '[127.0.0.1]:%s %s\n[localhost]:%s %s\n' "$PORT" "$hostkey" "$PORT" "$hostkey" >"$tmp"
+  printf '[%s]:%s %s\n' 127.0.0.1 "$PORT" "$hostkey" localhost "$PORT" "$hostkey" \
+    "$GPU_ADDRESS" "$PORT" "$hostkey" >"$tmp"
   install_if_changed "$KNOWN_HOSTS" "$tmp" 600 || true
 
   tmp="$(mktemp "$SSH_DIR/.config.XXXXXX")"
@@ -129,8 +163,16 @@ Host $ALIAS
     Port $PORT
     User root
 
-# Same settings for ssh://root@127.0.0.1:$PORT, and only for that port.
-Match host 127.0.0.1,localhost exec "test %p = $PORT"
+# The GPU host: the same sshd on $GPU_ADDRESS, where nvidia-smi is the stand-in
+# and reports the FAKE_NVIDIA_SMI_CSV sent from here.
+Host $GPU_ALIAS
+    HostName $GPU_ADDRESS
+    Port $PORT
+    User root
+    SendEnv FAKE_NVIDIA_SMI_CSV
+
+# Same settings for ssh://root@127.0.0.1:$PORT (or $GPU_ADDRESS), and only for that port.
+Match host 127.0.0.1,localhost,$GPU_ADDRESS exec "test %p = $PORT"
     IdentityFile "$CLIENT_KEY"
     IdentitiesOnly yes
     StrictHostKeyChecking no
@@ -207,7 +249,8 @@ start_or_reload_sshd() {
 verify() {
   local out attempt
   for attempt in 1 2 3; do
-    if out="$(ssh "$ALIAS" 'command -v docker || true' </dev/null 2>&1)"; then
+    if out="$(ssh "$ALIAS" 'command -v docker || true' </dev/null 2>&1)" &&
+      out="$(ssh "$GPU_ALIAS" 'command -v docker || true' </dev/null 2>&1)"; then
       if [[ -z "$out" ]]; then
         log "warning: no docker on root's PATH over ssh; ssh:// DOCKER_HOST will not work"
       fi
@@ -215,7 +258,7 @@ verify() {
     fi
     sleep "$attempt"
   done
-  log "ssh $ALIAS failed: $out"
+  log "ssh $ALIAS or $GPU_ALIAS failed: $out"
   log_tail "$LOGFILE"
   die "cannot log in with ssh $ALIAS"
 }
@@ -245,6 +288,7 @@ main() {
   local changed=0
   if write_sshd_config; then changed=1; fi
   write_client_files
+  install_gpu_host
 
   # Privilege-separation directory that sshd insists on.
   mkdir -p /run/sshd

@@ -144,6 +144,24 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
         ),
     ),
     (
+        r"could not connect to instance|"
+        r'instance "[^"\n]*" is in state "(?:STARTING|STOPPING|DEPLOYING)"|'
+        r"ssh: connect to host \S+ port \d+: |kex_exchange_identification",
+        _infra(
+            "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
+            "it may still be starting, be stopping or be unreachable: check it (brev ls, or ssh "
+            "to it yourself), then submit again",
+        ),
+    ),
+    (
+        r"could not look up instance",
+        _program(
+            "the Brev instance does not exist",
+            "check brev.instance against brev ls; taospec does not create instances (brev "
+            "create does)",
+        ),
+    ),
+    (
         r"unauthorized: authentication required|unauthorized:|denied: requested access",
         _infra(
             "the registry refused the image",

@@ -29,6 +29,7 @@ from taospec.job import Job
 from taospec.ledger import Ledger, Record, WriteFailed
 from taospec.ledger.record import now
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
+from taospec.platforms import brev
 from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
@@ -87,22 +88,29 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
 
 @contextlib.contextmanager
 def claimed_gpus(
-    plan: Plan, ledger: Ledger, *, allow_shared: bool = False
+    plan: Plan,
+    ledger: Ledger,
+    *,
+    allow_shared: bool = False,
+    progress: Progress = lambda _: None,
 ) -> Iterator[tuple[Plan, dict[str, object]]]:
     """The GPU critical section of a submit (:func:`gpu_lock`): the plan with the GPUs of
     ``gpus: {free: N}`` picked (:func:`choose_gpus`), checked for overlap unless
     ``allow_shared``, and the sidecar notes that say which were chosen."""
     with gpu_lock(plan, ledger):
-        plan, notes = choose_gpus(plan, ledger)
+        plan, notes = choose_gpus(plan, ledger, progress)
         if not allow_shared:
             check_gpus(plan, ledger)
         yield plan, notes
 
 
-def choose_gpus(plan: Plan, ledger: Ledger) -> tuple[Plan, dict[str, object]]:
+def choose_gpus(
+    plan: Plan, ledger: Ledger, progress: Progress = lambda _: None
+) -> tuple[Plan, dict[str, object]]:
     """For a plan whose GPUs are picked at submit (``$GPU_IDS``): the N GPUs of its host
-    that no running job holds (this ledger's, and on docker the engine's containers),
-    using the least memory by ``nvidia-smi`` there; the plan with them filled in."""
+    that no running job holds (this ledger's on the same host or brev instance, and on
+    docker the engine's containers), using the least memory by ``nvidia-smi`` there; the
+    plan with them filled in."""
     count = plan.backend_value("gpus_free")
     if not count or stand_in(GPU_IDS) not in (plan.backend_value("gpus") or ""):
         return plan, {}
@@ -113,7 +121,7 @@ def choose_gpus(plan: Plan, ledger: Ledger) -> tuple[Plan, dict[str, object]]:
             (f"container {c.name} ({c.whose()})", c.gpus)
             for c in engine_gpus(plan.backend_value("docker_host"))
         ]
-    gpus = gpupick.query(_nvidia_smi_prefix(plan))
+    gpus = host_gpus(plan, progress)
     held: dict[str, str] = {}
     for holder, ids in holders:
         for gpu in [g.index for g in gpus] if ids == "all" else ids.split(","):
@@ -123,6 +131,23 @@ def choose_gpus(plan: Plan, ledger: Ledger) -> tuple[Plan, dict[str, object]]:
     except gpupick.NoFreeGpus as short:
         raise gpupick.NoFreeGpus(f"{plan.file}: gpus: {{free: {count}}}: {short}") from None
     return plan.with_value(GPU_IDS, chosen), {"gpus_chosen": chosen}
+
+
+def host_gpus(plan: Plan, progress: Progress = lambda _: None) -> tuple[gpupick.Gpu, ...]:
+    """The GPUs of the host that runs the plan's job, and their memory use: ``nvidia-smi``
+    here, over ssh, or on the job's brev instance through ``brev exec`` (tried until the
+    instance answers, as its probe is)."""
+    instance = plan.backend_value("instance")
+    if not instance:
+        return gpupick.query(_nvidia_smi_prefix(plan))
+    try:
+        answered = run_step(brev.gpu_query(instance), os.environ, progress)
+    except CommandFailed as failure:
+        raise InvalidInput(
+            f"{plan.file}: gpus: {{free: N}}: cannot read GPU occupancy on brev instance "
+            f"{instance}: {failure}"
+        ) from None
+    return gpupick.answer(answered.stdout)
 
 
 def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
@@ -297,7 +322,8 @@ def submit(
     on_running: Callable[[Record], None] = lambda _: None,
     retry_of: str | None = None,
 ) -> Submission:
-    """Open the record, run the plan's steps, mark RUNNING. Raises JobFailed on failure.
+    """Open the record, run the plan's steps, mark RUNNING. Raises :class:`SubmitFailed`
+    when a step fails (the record then says ERROR and why).
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
@@ -339,8 +365,8 @@ def submit(
             if _killed_by_signal(failure.returncode):
                 _interrupted(ledger, record)
                 raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
-            _mark_failed(ledger, record, failure)
-            raise JobFailed(f"{record.id}: {failure}") from None
+            failed = _mark_failed(ledger, record, failure)
+            raise SubmitFailed(f"{record.id}: {failure}", failed) from None
         marked = _mark_running(ledger, record, ref)
         progress(f"{record.id}: RUNNING ({ref})")
         on_running(marked)
@@ -527,11 +553,21 @@ def teardown(record: Record, ledger: Ledger, progress: Progress = lambda _: None
     ledger.update_sidecar(record.id, teardown_done=True)
 
 
-def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> None:
+class SubmitFailed(JobFailed):
+    """A step of the submit failed: ``record`` is the job's record, marked ERROR with the
+    failure's class (an ``ERR_INFRA`` one may be submitted again as a retry)."""
+
+    def __init__(self, message: str, record: Record) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Record:
     diagnosis = classify(failure.returncode, "", failure.output)
     message = f"{failure}\n{diagnosis}"
-    ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
+    marked = ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
     failure.args = (f"{failure}\n  => {diagnosis}",)
+    return marked
 
 
 def _interrupted(ledger: Ledger, record: Record) -> None:

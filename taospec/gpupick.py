@@ -85,12 +85,13 @@ def query(prefix: Sequence[str] = (), timeout: float = QUERY_TIMEOUT) -> tuple[G
             f"    {result.output() or 'no output'}\n"
             "  check that the NVIDIA driver is installed there (nvidia-smi -L)"
         )
-    return parse(_csv_lines(result.stdout))
+    return answer(result.stdout)
 
 
-def _csv_lines(stdout: str) -> str:
-    """The CSV rows only: ``brev exec`` prints the instance's name after piped output."""
-    return "\n".join(line for line in stdout.splitlines() if "," in line)
+def answer(stdout: str) -> tuple[Gpu, ...]:
+    """The GPUs in the query's output, read from its CSV rows only: ``brev exec`` prints
+    the instance's name after piped output, and a remote script may add a marker line."""
+    return parse("\n".join(line for line in stdout.splitlines() if "," in line))
 
 
 def pick(

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from taospec import __version__, notify, platforms, proc, progress
 from taospec.errors import InvalidInput, TaospecError
-from taospec.executor import cancel_job, claimed_gpus, submit
+from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -35,7 +35,7 @@ from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.proc import redacted
-from taospec.retrying import MAX_CHAIN, earlier, resubmit, retryable
+from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
@@ -208,7 +208,11 @@ class Outcome:
 
 
 class Build:
-    """Runs the out-of-date targets of one decision list."""
+    """Runs the out-of-date targets of one decision list.
+
+    ``submit_backoff`` is the wait in seconds before the first retry of a submit that
+    failed (see :func:`taospec.retrying.backoff`).
+    """
 
     def __init__(
         self,
@@ -222,6 +226,7 @@ class Build:
         allow_shared_gpus: bool = False,
         user: str | None = None,
         board: Board | None = None,
+        submit_backoff: float = BACKOFF_FIRST,
     ) -> None:
         self.jobfile = jobfile
         self.decisions = decisions
@@ -232,6 +237,7 @@ class Build:
         self.allow_shared_gpus = allow_shared_gpus
         self.user = user
         self.board = board
+        self.submit_backoff = submit_backoff
         self.results: dict[str, Outcome] = {}
         self._stop = threading.Event()
         self._running: dict[str, Record | None] = {}
@@ -363,7 +369,7 @@ class Build:
         target = decision.target
         record, fingerprint = self.launch(decision, upstream)
         board.update(target.name, "RUNNING", record.id)
-        retries = 0
+        retries = len(earlier(self.ledger, record))  # submits that failed and were retried
         while True:
             if self.follow_logs:
                 self._stream_logs(record, target.name, board)
@@ -385,26 +391,32 @@ class Build:
             Index(self.ledger).completed(record.id, fingerprint)
         return Outcome(target.name, state, record, message, fingerprint=fingerprint)
 
-    def _retrying(self, target: Target, record: Record, retries: int, board: Board) -> bool:
-        """Whether to retry a job that ended: an ERR_INFRA failure, with ``retry: {max}``
-        retries left and room in its chain; says so either way."""
+    def _retrying(
+        self,
+        target: Target,
+        record: Record,
+        retries: int,
+        board: Board,
+        *,
+        failed: str = "ended ERROR ERR_INFRA",
+        wait: float = 0.0,
+    ) -> bool:
+        """Whether to retry a job that ended (or whose submit ``failed``): an ERR_INFRA
+        failure, with ``retry: {max}`` retries left and room in its chain; says so either
+        way, with the ``wait`` before the retry."""
         wanted = target.job.retry_max
         if self._stop.is_set() or not wanted or not retryable(record):
             return False
         if retries >= wanted:
-            board.say(
-                f"{target.name}: {record.id} ended ERROR ERR_INFRA; no retries left (max {wanted})"
-            )
+            board.say(f"{target.name}: {record.id} {failed}; no retries left (max {wanted})")
             return False
         if len(earlier(self.ledger, record)) >= MAX_CHAIN:
             board.say(
-                f"{target.name}: {record.id} ended ERROR ERR_INFRA; its chain already holds "
-                f"{MAX_CHAIN} retries"
+                f"{target.name}: {record.id} {failed}; its chain already holds {MAX_CHAIN} retries"
             )
             return False
-        board.say(
-            f"{target.name}: {record.id} ended ERROR ERR_INFRA; retry {retries + 1} of {wanted}"
-        )
+        after = f" in {wait:g}s" if wait else ""
+        board.say(f"{target.name}: {record.id} {failed}; retry {retries + 1} of {wanted}{after}")
         return True
 
     def _on_running(self, target: Target) -> Callable[[Record], None]:
@@ -452,12 +464,40 @@ class Build:
     def _locked_submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
     ) -> Record:
-        """The GPU pick and check and the submit, in one critical section per machine."""
+        """The GPU pick and check and the submit, in one critical section per machine; a
+        submit that fails ERR_INFRA is retried (:meth:`_submit_again`) after the lock."""
         shared = self.allow_shared_gpus
-        with claimed_gpus(plan, self.ledger, allow_shared=shared) as (claimed, notes):
-            if notes:
-                board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
-            return self._submit(target, claimed, {**sidecar, **notes}, board)
+        claim = claimed_gpus(plan, self.ledger, allow_shared=shared, progress=board.note)
+        try:
+            with claim as (claimed, notes):
+                if notes:
+                    board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
+                return self._submit(target, claimed, {**sidecar, **notes}, board)
+        except SubmitFailed as failed:
+            return self._submit_again(target, failed, board)
+
+    def _submit_again(self, target: Target, failed: SubmitFailed, board: Board) -> Record:
+        """Retry a submit that failed ERR_INFRA as ``retry: {max}`` allows, each time after
+        :func:`taospec.retrying.backoff`; the last failure is raised when none is left."""
+        while True:
+            record = failed.record
+            retries = len(earlier(self.ledger, record))
+            wait = backoff(retries + 1, self.submit_backoff)
+            failed_how = "ended ERROR ERR_INFRA while submitting"
+            if not self._retrying(target, record, retries, board, failed=failed_how, wait=wait):
+                raise failed
+            if self._stop.wait(wait):
+                raise failed
+            try:
+                return resubmit(
+                    self.ledger,
+                    record,
+                    allow_shared_gpus=self.allow_shared_gpus,
+                    progress=board.note,
+                    on_running=self._on_running(target),
+                ).record
+            except SubmitFailed as again:
+                failed = again
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board

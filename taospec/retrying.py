@@ -4,12 +4,16 @@ A retry never rewrites history: the failed job keeps its record, and the new
 one carries ``retry_of``. :func:`chain` reads a job's whole chain back, earliest
 first. ``taospec retry ID`` and the automatic retries of ``retry: {max: N}``
 both go through :func:`resubmit`, which refuses a job that has not ended, one
-that completed, and a chain that already holds :data:`MAX_CHAIN` retries.
+that completed, and a chain that already holds :data:`MAX_CHAIN` retries. A
+submit that failed waits :func:`backoff` before its retry: whatever failed
+(an engine restarting, an instance booting) gets a moment to recover.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import os
+from collections.abc import Callable, Mapping
 
 from taospec.diagnose import INFRA
 from taospec.errors import InvalidInput
@@ -23,6 +27,35 @@ MAX_CHAIN = 10
 """Retries one chain holds at most, however they were asked for."""
 CARRIED = ("spec", "target", "taospec", "fingerprint")
 """Sidecar notes a retry keeps from the job it retries (what it is a run of)."""
+BACKOFF_ENV = "TAOSPEC_SUBMIT_BACKOFF"
+BACKOFF_FIRST = 5.0
+"""Seconds before the first retry of a failed submit; each further retry waits twice as long."""
+BACKOFF_MAX = 60.0
+"""The longest wait between two submits (unless the first wait is set longer)."""
+
+
+def backoff_first(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds before the first retry of a failed submit: ``$TAOSPEC_SUBMIT_BACKOFF``, else 5."""
+    raw = environ.get(BACKOFF_ENV, "").strip()
+    if not raw:
+        return BACKOFF_FIRST
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInput(
+            f"{BACKOFF_ENV}={raw!r}: give the seconds to wait before retrying a failed "
+            "submit, e.g. 5"
+        )
+    return seconds
+
+
+def backoff(retry: int, first: float = BACKOFF_FIRST) -> float:
+    """The wait before retry number ``retry`` (1, 2, ...) of a failed submit: ``first``,
+    doubled for each retry after the first, never more than :data:`BACKOFF_MAX` (or
+    ``first``, when that is longer)."""
+    return min(first * 2.0 ** (retry - 1), max(first, BACKOFF_MAX))
 
 
 def earlier(ledger: Ledger, record: Record) -> list[Record]:
@@ -92,7 +125,8 @@ def resubmit(
     plan = plan_from_json(stored).with_placeholder_id()
     carried = {key: side[key] for key in CARRIED if key in side}
 
-    with claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus) as (claimed, notes):
+    claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)
+    with claim as (claimed, notes):
         done = submit(
             claimed,
             ledger,

@@ -303,15 +303,17 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     if isinstance(data.get("gpus"), dict) and platform not in FREE_GPU_PLATFORMS:
         yield source.problem(
             ("gpus",),
-            f"gpus: {{free: N}} picks GPUs on docker and local hosts only; name the GPU ids "
-            f"for platform {platform}",
+            "gpus: {free: N} reads the GPUs of the host the job runs on, which a Slurm job "
+            "does not know before the scheduler places it (and Slurm itself picks which GPUs "
+            "of the node it gets); list N ids to ask for N GPUs per node",
         )
     if platform == "slurm":
         yield from _slurm_rules(source)
 
 
-FREE_GPU_PLATFORMS = ("docker", "local")
-"""Where ``gpus: {free: N}`` can read the host's GPU occupancy at submit."""
+FREE_GPU_PLATFORMS = ("docker", "local", "brev")
+"""Where ``gpus: {free: N}`` can read the host's GPU occupancy at submit (not Slurm: the
+host is chosen by the scheduler after the submit)."""
 
 
 SLURM_OWN_OPTIONS = {"--job-name": "-J", "--output": "-o", "--chdir": "-D", "--nodes": "-N",

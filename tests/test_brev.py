@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from taospec.executor import check_gpus, run_step
 from taospec.identity import Identity
 from taospec.ledger import Ledger
 from taospec.loader import load_job
-from taospec.plan import Plan
+from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
@@ -346,6 +347,25 @@ def test_a_slow_instance_is_probed_until_it_answers(
     assert emulator.commands()[0]["command"] == "echo ok"
 
 
+def test_an_instance_not_ready_at_submit_is_err_infra_and_retried(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """Its sshd answers only after the first submit's probe gave up: ``retry:`` submits again."""
+    emulator.add("box", "--probes-before-ready", str(brev.PROBE_ATTEMPTS + 3))
+    spec = job_file(open_tmp, engine, "echo up", retry="{max: 1}")
+    quick = {"TAOSPEC_RETRY_INTERVAL": "0", "TAOSPEC_SUBMIT_BACKOFF": "0"}
+    done = run(taospec, emulator, "run", spec, **quick)
+    assert done.returncode == 0, done.stderr
+    last_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    first_id = record(state_dir, last_id)["retry_of"]
+    first = record(state_dir, first_id)
+    assert (first["terminal_state"], first["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert "the job's host did not answer over ssh" in first["transitions"][-1]["message"]
+    assert f"job: {first_id} ended ERROR ERR_INFRA while submitting; retry 1 of 1" in done.stderr
+    assert not any(first_id in c["command"] for c in emulator.commands())  # nothing ran for it
+
+
 def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     engine: str, emulator: Brev, open_tmp: Path, monkeypatch
 ) -> None:
@@ -444,6 +464,127 @@ def test_a_missing_mount_source_on_the_instance_fails_before_launch(
     assert done.returncode == 1
     assert f"paths-check: mounts[0].source {gone} does not exist on instance box" in done.stderr
     assert not any("docker run" in c["command"] for c in emulator.commands())
+
+
+# -- gpus: {free: N} --------------------------------------------------------------
+
+# GPU 1 and 3 are nearly idle, 2 is in use a little, 0 a lot (by something outside taospec).
+FOUR_GPUS = "0, GPU-aaaa, 9000 MiB\n1, GPU-bbbb, 10 MiB\n2, GPU-cccc, 500 MiB\n3, GPU-dddd, 20 MiB"
+GPU_ENGINE = FAKES / "gpu-engine"
+
+
+def gpu_instance(emulator: Brev, name: str, logs: Path, *flags: str) -> Path:
+    """An instance whose ``nvidia-smi`` (the stand-in) reports :data:`FOUR_GPUS` and whose
+    docker is the stand-in of an engine with the NVIDIA runtime (``tests/fakes/gpu-engine``,
+    which starts the container without ``--gpus`` and logs the flag's value)."""
+    log = logs / f"{name}-gpus.log"
+    emulator.add(
+        name,
+        "--env",
+        f"FAKE_NVIDIA_SMI_CSV={FOUR_GPUS}",
+        "--env",
+        f"FAKE_DOCKER_REAL={shutil.which('docker')}",
+        "--env",
+        f"FAKE_DOCKER_GPUS_LOG={log}",
+        *flags,
+    )
+    return log
+
+
+def with_gpu_engine(emulator: Brev) -> dict[str, str]:
+    """PATH for taospec, which brev passes on to its instances: the GPU engine's docker first."""
+    return {"PATH": f"{GPU_ENGINE}{os.pathsep}{emulator.env['PATH']}"}
+
+
+def test_free_gpus_are_read_and_picked_on_the_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    log = gpu_instance(emulator, "gpu-box", tmp_path)
+    other_log = gpu_instance(emulator, "other-box", tmp_path)
+    env = with_gpu_engine(emulator)
+
+    def submit(name: str, instance: str, count: int):
+        spec = job_file(open_tmp / name, engine, "sleep 300", instance, gpus=f"{{free: {count}}}")
+        return run(taospec, emulator, "run", "--detach", spec, **env)
+
+    first = submit("first", "gpu-box", 2)
+    assert first.returncode == 0, first.stderr
+    first_id = first.stdout.strip()
+    assert log.read_text() == '"device=1,3"\n'  # the least used two, by the instance's answer
+    side = Ledger(state_dir).sidecar(first_id)
+    assert (side["gpus_chosen"], side["gpus"]) == ("1,3", "1,3")
+    assert json.loads(run(taospec, emulator, "show", first_id).stdout)["gpus_chosen"] == "1,3"
+    launch = side["plan"]["steps"][-1]["argv"]
+    assert launch[:3] == ["brev", "exec", "gpu-box"]
+    assert "--gpus '\"device=1,3\"'" in launch[3]  # where named ids would be
+    queries = [c for c in emulator.commands() if "nvidia-smi" in c["command"]]
+    assert [c["instance"] for c in queries] == ["gpu-box"]
+    query = "nvidia-smi --query-gpu=index,uuid,memory.used --format=csv,noheader"
+    assert query in queries[0]["command"]
+
+    # While the first job holds 1 and 3 on gpu-box, the next one there gets the two left;
+    # on another instance the same ids are free.
+    second = submit("second", "gpu-box", 2)
+    assert second.returncode == 0, second.stderr
+    assert log.read_text().splitlines()[-1] == '"device=0,2"'
+    elsewhere = submit("elsewhere", "other-box", 2)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert other_log.read_text() == '"device=1,3"\n'
+
+    # None is left on gpu-box: refused before any record, naming who holds what.
+    records = sorted((state_dir / "jobs").glob("*.json"))
+    refused = submit("third", "gpu-box", 1)
+    assert refused.returncode == 1
+    assert f"GPU 1 held by running job {first_id}" in refused.stderr
+    assert "need 1 free GPU(s), 0 of 4 free" in refused.stderr
+    assert sorted((state_dir / "jobs").glob("*.json")) == records
+    for job_id in emulator.job_ids:
+        assert run(taospec, emulator, "cancel", job_id).returncode == 0
+
+
+def test_the_gpu_query_waits_for_a_slow_instance_and_names_a_broken_driver(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    log = gpu_instance(emulator, "slow", tmp_path, "--probes-before-ready", "2")
+    spec = job_file(open_tmp / "slow", engine, "echo up", "slow", gpus="{free: 1}")
+    done = run(taospec, emulator, "run", spec, **with_gpu_engine(emulator))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == "COMPLETE"
+    assert f"gpu-query: not yet (2/{brev.PROBE_ATTEMPTS}), retrying" in done.stderr
+    assert "job: GPUs 1 chosen" in done.stderr
+    assert log.read_text() == '"device=1"\n'
+
+    emulator.add("no-driver")  # nvidia-smi there fails as on a host without the driver
+    spec = job_file(open_tmp / "broken", engine, "true", "no-driver", gpus="{free: 1}")
+    records = sorted((state_dir / "jobs").glob("*.json"))
+    refused = run(taospec, emulator, "run", spec, **with_gpu_engine(emulator))
+    assert refused.returncode == 2
+    assert "cannot read GPU occupancy on brev instance no-driver" in refused.stderr
+    assert "nvidia-smi failed on instance no-driver" in refused.stderr
+    assert "couldn't communicate with the NVIDIA driver" in refused.stderr
+    ran = [c for c in emulator.commands() if c["instance"] == "no-driver"]
+    assert len(ran) == 1  # a failure it reported is not run again, by brev or by taospec
+    assert sorted((state_dir / "jobs").glob("*.json")) == records  # refused before any record
+
+
+def test_the_dry_run_shows_the_ids_as_chosen_at_submit(
+    taospec: Runner, open_tmp: Path, emulator: Brev
+) -> None:
+    spec = job_file(open_tmp, "busybox:1", "true", "box", gpus="{free: 2}")
+    shown = run(taospec, emulator, "run", "-n", spec)
+    assert shown.returncode == 0, shown.stderr
+    assert "# Note: gpus: the 2 GPU ids are chosen at submit (shown as $GPU_IDS" in shown.stdout
+    assert '"device=\'"$GPU_IDS"\'"' in shown.stdout
+    assert emulator.commands() == []  # nothing asked at review time
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    assert plan.backend_value("gpus") == "\x00GPU_IDS\x00"
+    launch = plan.steps[-1]
+    real = plan.with_value(GPU_IDS, "1,3").with_job_id("hello-greet-a1b2c3")
+    words = bash_words(
+        plantext.argv_text(launch.argv), {"GPU_IDS": "1,3", "JOB_ID": "hello-greet-a1b2c3"}
+    )
+    assert words == list(real.steps[-1].argv)
+    assert "--gpus '\"device=1,3\"'" in words[3]
 
 
 # -- what a plan says -----------------------------------------------------------

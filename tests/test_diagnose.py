@@ -85,6 +85,28 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             "no Docker engine answers",
             INFRA,
         ),
+        (
+            'could not connect to instance "box": \nssh: connect to host box port 22: '
+            "Connection refused\nPlease check with: brev ls\n(no output line starting with 'ok' "
+            "after 120 attempts)",
+            "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
+            INFRA,
+        ),
+        (
+            'instance "box" is in state "STOPPING" — please check with: brev ls',
+            "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
+            INFRA,
+        ),
+        (
+            "ssh: connect to host gpu-7 port 22: Connection timed out",
+            "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
+            INFRA,
+        ),
+        (
+            'ssh connection failed and could not look up instance "bxo": exit status 255',
+            "the Brev instance does not exist",
+            PROGRAM,
+        ),
     ],
 )
 def test_known_failures_are_recognised(output: str, what: str, err_class: str) -> None:

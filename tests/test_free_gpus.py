@@ -73,12 +73,19 @@ def test_the_dry_run_says_the_ids_are_chosen_at_submit(taospec: Runner, tmp_path
     assert words == ["--gpus", '"device=1,3"']
 
 
-def test_free_gpus_are_only_for_docker_and_local(taospec: Runner, tmp_path: Path) -> None:
+def test_free_gpus_are_refused_on_slurm_only(taospec: Runner, tmp_path: Path) -> None:
     spec = job_file(tmp_path, "true", gpus="{free: 1}")
     spec.write_text(spec.read_text().replace("platform: local", "platform: slurm"))
     refused = taospec("validate", spec)
     assert refused.returncode == 2
-    assert "gpus: {free: N} picks GPUs on docker and local hosts only" in refused.stderr
+    assert (
+        "gpus: {free: N} reads the GPUs of the host the job runs on, which a Slurm job does not "
+        "know before the scheduler places it" in refused.stderr
+    )
+    brev = "platform: brev\nbrev: {instance: box}\nuser: '1000:1000'"
+    spec.write_text(spec.read_text().replace("platform: slurm", brev))
+    allowed = taospec("validate", spec)
+    assert allowed.returncode == 0, allowed.stderr
 
 
 @pytest.mark.engine

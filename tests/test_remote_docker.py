@@ -8,6 +8,8 @@ taospec's ``ssh`` steps check and create the job's paths on that host. The
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,19 +33,25 @@ from tests.test_quoting import JOB_IDS, hostile
 pytestmark = pytest.mark.engine
 
 HOST = "ssh://root@taospec-test"
+GPU_HOST = "ssh://root@taospec-gpu"
+"""The same sshd on 127.0.0.2, where nvidia-smi is the stand-in (scripts/ensure-sshd.sh)."""
 ROOT_LAUNCHER = Identity(0, 0, (), "root")
+GPU_ENGINE = ROOT / "tests" / "fakes" / "gpu-engine"
+# GPU 1 and 3 are nearly idle, 2 is in use a little, 0 a lot (by something outside taospec).
+FOUR_GPUS = "0, GPU-aaaa, 9000 MiB\n1, GPU-bbbb, 10 MiB\n2, GPU-cccc, 500 MiB\n3, GPU-dddd, 20 MiB"
 
 
-def ssh_answers() -> bool:
-    argv = ["ssh", "-o", "BatchMode=yes", "taospec-test", "true"]
+def ssh_answers(alias: str = "taospec-test") -> bool:
+    argv = ["ssh", "-o", "BatchMode=yes", alias, "true"]
     done = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
     return done.returncode == 0
 
 
 @pytest.fixture(scope="session")
 def sshd(engine: str) -> str:
-    """The loopback sshd answering as Host taospec-test (started by scripts/ensure-sshd.sh)."""
-    if not ssh_answers():
+    """The loopback sshd answering as Host taospec-test and Host taospec-gpu (started by
+    scripts/ensure-sshd.sh)."""
+    if not (ssh_answers() and ssh_answers("taospec-gpu")):
         started = subprocess.run(
             [str(ROOT / "scripts" / "ensure-sshd.sh")],
             capture_output=True,
@@ -52,6 +60,7 @@ def sshd(engine: str) -> str:
             check=False,
         )
         assert ssh_answers(), f"no loopback sshd: {started.stderr.strip()[-2000:]}"
+        assert ssh_answers("taospec-gpu"), f"no GPU host: {started.stderr.strip()[-2000:]}"
     ports = subprocess.run(
         ["ssh", "-G", "taospec-test"], capture_output=True, text=True, check=True
     ).stdout.split("\n")
@@ -165,6 +174,59 @@ def test_a_results_root_missing_on_the_host_is_refused(
     assert done.returncode == 1
     assert f"results_root {open_tmp / 'nowhere'} does not exist on {HOST}" in done.stderr
     assert not (open_tmp / "nowhere").exists()
+
+
+def test_free_gpus_are_read_with_nvidia_smi_on_the_ssh_host(
+    sshd: str,
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    tmp_path: Path,
+    job_ids: list[str],
+) -> None:
+    gpus_log = tmp_path / "gpus.log"
+    env = {
+        # The GPU engine's docker (it starts containers without --gpus and logs the flag);
+        # no nvidia-smi on this side: it runs on the GPU host, which ssh sends the CSV to.
+        "PATH": f"{GPU_ENGINE}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_DOCKER_REAL": str(shutil.which("docker")),
+        "FAKE_DOCKER_GPUS_LOG": str(gpus_log),
+        "FAKE_NVIDIA_SMI_CSV": FOUR_GPUS,
+    }
+    assert shutil.which("nvidia-smi", path=env["PATH"]) is None
+
+    def submit(name: str, count: int, host: str = GPU_HOST) -> subprocess.CompletedProcess[str]:
+        (open_tmp / name).mkdir()
+        spec = job_file(open_tmp / name, engine, "sleep 300", host, gpus=f"{{free: {count}}}")
+        return taospec("run", "--detach", spec, env=env)
+
+    first_id = started(submit("first", 2), job_ids)
+    assert gpus_log.read_text() == '"device=1,3"\n'
+    side = Ledger(state_dir).sidecar(first_id)
+    assert (side["gpus_chosen"], side["docker_host"]) == ("1,3", GPU_HOST)
+    assert json.loads(taospec("show", first_id).stdout)["gpus_chosen"] == "1,3"
+    assert '"device=1,3"' in side["plan"]["steps"][-1]["argv"]
+
+    # The GPUs a running job of the ledger holds on that host are left out.
+    second_id = started(submit("second", 2), job_ids)
+    assert gpus_log.read_text().splitlines()[-1] == '"device=0,2"'
+    records = sorted((state_dir / "jobs").glob("*.json"))
+    refused = submit("third", 1)
+    assert refused.returncode == 1
+    assert f"GPU 3 held by running job {first_id}" in refused.stderr
+    assert f"GPU 0 held by running job {second_id}" in refused.stderr
+    assert sorted((state_dir / "jobs").glob("*.json")) == records
+
+    # The query runs on the job's host: the one without nvidia-smi says so.
+    elsewhere = submit("elsewhere", 1, HOST)
+    assert elsewhere.returncode == 2
+    assert "cannot read GPU occupancy (exit 127): ssh -o BatchMode=yes -- root@taospec-test" in (
+        elsewhere.stderr
+    )
+    assert "nvidia-smi: command not found" in elsewhere.stderr
+    for job_id in (first_id, second_id):
+        assert taospec("cancel", job_id).returncode == 0
 
 
 def test_ssh_destinations_are_parsed_and_never_read_as_options() -> None:

@@ -2,19 +2,29 @@
 failures only, the chain cap, ``show``'s chain, and the plan digest untouched by reactions.
 
 Local jobs for real. A job stopped by SIGTERM from outside is ERR_INFRA; a marker file
-makes its second run succeed."""
+makes its second run succeed. A submit that fails ERR_INFRA is a real full filesystem (a
+small tmpfs; the tests run as root), one that fails ERR_PROGRAM a real ``docker run`` of a
+command the image lacks."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from taospec.errors import InvalidInput
 from taospec.ledger import Ledger
 from taospec.loader import load_job
 from taospec.platforms import render
-from taospec.retrying import MAX_CHAIN
+from taospec.retrying import MAX_CHAIN, backoff, backoff_first
 from taospec.states import ERROR
-from tests.conftest import Runner, write
+from tests.conftest import Runner, taospec_command, write
+from tests.test_docker_jobs import docker
+from tests.test_docker_jobs import job_file as docker_job_file
 from tests.test_local_jobs import job_file, record
 
 # First run: leave a marker and stop itself with SIGTERM, as a host shutdown would.
@@ -150,8 +160,8 @@ def test_the_dry_run_shows_the_retry_policy(taospec: Runner, tmp_path: Path) -> 
     spec = job_file(tmp_path, "true", retry="{max: 3}")
     shown = taospec("run", "-n", spec)
     assert (
-        "# Note: retry: taospec run submits a retry (a new job) when the job ends ERROR "
-        "ERR_INFRA, at most 3 times" in shown.stdout
+        "# Note: retry: taospec run submits a retry (a new job) when the job, or its submit, "
+        "ends ERROR ERR_INFRA, at most 3 times" in shown.stdout
     )
     bad = write(tmp_path / "bad.yaml", spec.read_text().replace("max: 3", "max: 11"))
     refused = taospec("validate", bad)
@@ -189,3 +199,183 @@ jobs:
     assert record(state_dir, prep_id)["retry_of"]
     log = (tmp_path / "results" / train_id / "taospec.log").read_text()
     assert log == "second-run\n"
+
+
+# -- a submit that fails -------------------------------------------------------------
+
+
+@pytest.fixture
+def full_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs filled to the last byte by ``filler``; unmounted afterwards."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    try:
+        filled = subprocess.run(
+            ["dd", "if=/dev/zero", f"of={mount / 'filler'}", "bs=64k"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert "No space left on device" in filled.stderr
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def results_on(spec: Path, root: Path) -> Path:
+    """``spec`` with its results_root moved under ``root``."""
+    lines = [
+        f"results_root: {root / 'results'}" if line.startswith("results_root:") else line
+        for line in spec.read_text().splitlines()
+    ]
+    return write(spec, "\n".join(lines) + "\n")
+
+
+def chain_of(state_dir: Path, last_id: str) -> list[dict]:
+    """The records of ``last_id``'s chain, earliest first."""
+    chain = [record(state_dir, last_id)]
+    while chain[0].get("retry_of"):
+        chain.insert(0, record(state_dir, chain[0]["retry_of"]))
+    return chain
+
+
+def test_a_submit_that_fails_err_infra_is_retried_up_to_max(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
+) -> None:
+    spec = results_on(
+        job_file(tmp_path, "cat {config_path}", retry="{max: 2}", spec="{a: b}"), full_fs
+    )
+    done = taospec("run", spec, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    ids = sorted(p.stem for p in (state_dir / "jobs").glob("*.json"))
+    assert len(ids) == 3  # the job and its two retries, each with its own record
+    (last,) = [i for i in ids if not any(record(state_dir, j).get("retry_of") == i for j in ids)]
+    chain = chain_of(state_dir, last)
+    assert sorted(r["id"] for r in chain) == ids
+    for job in chain:
+        assert (job["terminal_state"], job["err_class"]) == ("ERROR", "ERR_INFRA")
+        assert "No space left on device" in job["transitions"][-1]["message"]
+        assert "a filesystem is full" in job["transitions"][-1]["message"]
+        assert job["backend_ref"] is None  # nothing was launched
+    first, second, third = (r["id"] for r in chain)
+    assert f"job: {first} ended ERROR ERR_INFRA while submitting; retry 1 of 2\n" in done.stderr
+    assert f"job: {second} ended ERROR ERR_INFRA while submitting; retry 2 of 2\n" in done.stderr
+    assert (
+        f"job: {third} ended ERROR ERR_INFRA while submitting; no retries left (max 2)"
+        in done.stderr
+    )
+    shown = taospec("show", first)
+    assert json.loads(shown.stdout)["retry_chain"] == [first, second, third]
+
+
+def test_without_retry_a_failed_submit_is_not_submitted_again(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
+) -> None:
+    spec = results_on(job_file(tmp_path, "cat {config_path}", spec="{a: b}"), full_fs)
+    done = taospec("run", spec, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    (only,) = (state_dir / "jobs").glob("*.json")
+    assert record(state_dir, only.stem)["err_class"] == "ERR_INFRA"
+    assert "while submitting" not in done.stderr
+
+
+def test_a_detached_run_retries_a_failed_submit_too(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
+) -> None:
+    spec = results_on(job_file(tmp_path, "true", retry="{max: 1}", spec="{a: b}"), full_fs)
+    done = taospec("run", "--detach", spec, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    ids = [p.stem for p in _records(state_dir)]
+    assert len(ids) == 2
+    retry = next(record(state_dir, i) for i in ids if record(state_dir, i).get("retry_of"))
+    assert retry["retry_of"] in ids
+    assert f"{retry['id']}: command failed" in done.stderr  # the last failure is the one shown
+
+
+@pytest.mark.engine
+def test_a_docker_submit_that_failed_err_infra_succeeds_on_its_retry(
+    engine: str,
+    taospec: Runner,
+    tmp_path: Path,
+    state_dir: Path,
+    full_fs: Path,
+    containers_removed: None,
+) -> None:
+    """The filesystem is full at the first submit and has room again during the wait."""
+    spec = docker_job_file(tmp_path, engine, "cat {config_path}", retry="{max: 3}", spec="{a: b}")
+    results_on(spec, full_fs)
+    env = {**taospec.env, "TAOSPEC_SUBMIT_BACKOFF": "2"}
+    running = subprocess.Popen(
+        [*taospec_command(), "run", str(spec)],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(json.loads(p.read_text())["terminal_state"] for p in _records(state_dir)):
+            assert running.poll() is None, running.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (full_fs / "filler").unlink()  # room again, as when a cleanup frees the disk
+        out, err = running.communicate(timeout=120)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 0, err
+    last_id, state = out.split()[:2]
+    assert state == "COMPLETE"
+    chain = chain_of(state_dir, last_id)
+    assert len(chain) == 2
+    failed = chain[0]
+    assert (failed["terminal_state"], failed["err_class"]) == ("ERROR", "ERR_INFRA")
+    said = f"job: {failed['id']} ended ERROR ERR_INFRA while submitting; retry 1 of 3 in 2s"
+    assert said in err
+    assert (full_fs / "results" / last_id / "stage" / "spec.yaml").read_text() == "a: b\n"
+    assert taospec("logs", last_id).stdout == "a: b\n"  # the retry ran the job
+
+
+@pytest.fixture
+def containers_removed(state_dir: Path) -> Iterator[None]:
+    """The containers of the test's jobs are removed after it."""
+    yield
+    ids = [p.stem for p in _records(state_dir)]
+    if ids:
+        docker("rm", "-f", *ids)
+
+
+def _records(state_dir: Path) -> list[Path]:
+    """The records written so far (one reserved by open and not written yet is empty)."""
+    jobs = state_dir / "jobs"
+    found = jobs.glob("*.json") if jobs.exists() else []
+    return sorted(p for p in found if not p.name.startswith(".") and p.stat().st_size)
+
+
+@pytest.mark.engine
+def test_a_docker_submit_that_failed_err_program_is_not_retried(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, containers_removed: None
+) -> None:
+    spec = docker_job_file(tmp_path, engine, "no-such-command-here", retry="{max: 3}")
+    done = taospec("run", spec, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    (job_id,) = [p.stem for p in _records(state_dir)]
+    job = record(state_dir, job_id)
+    assert (job["terminal_state"], job["err_class"]) == ("ERROR", "ERR_PROGRAM")
+    assert "executable file not found" in job["transitions"][-1]["message"]
+    assert "while submitting" not in done.stderr
+
+
+def test_the_wait_between_submits_doubles_and_is_bounded() -> None:
+    assert [backoff(n) for n in range(1, 8)] == [5, 10, 20, 40, 60, 60, 60]
+    assert [backoff(n, 0.5) for n in (1, 2, 3)] == [0.5, 1, 2]
+    assert backoff(3, 0) == 0
+    assert backoff(2, 90) == 90  # a first wait set longer than the bound stays
+    assert backoff_first({}) == 5
+    assert backoff_first({"TAOSPEC_SUBMIT_BACKOFF": "0.25"}) == 0.25
+    for bad in ("-1", "soon", "nan", "inf"):
+        with pytest.raises(InvalidInput, match="TAOSPEC_SUBMIT_BACKOFF"):
+            backoff_first({"TAOSPEC_SUBMIT_BACKOFF": bad})

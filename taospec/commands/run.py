@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from taospec import doctor, plandiff, plantext, platforms, preflight, progress
+from taospec import doctor, plandiff, plantext, platforms, preflight, progress, retrying
 from taospec.commands import doctor as doctor_verb
 from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import raise_if_any
@@ -73,6 +73,7 @@ def run(
         if decision.run:
             check_environment(decision.target.job, os.environ)
     interval = progress.interval(os.environ)
+    backoff = retrying.backoff_first(os.environ)
     stopped = _preflight([d.target.job for d in decisions if d.run])
     if stopped:
         return stopped
@@ -85,6 +86,7 @@ def run(
                 allow_shared_gpus=allow_shared_gpus,
                 user=user,
                 board=Board(enabled=False),
+                submit_backoff=backoff,
             )
         )
     for decision in decisions:
@@ -105,6 +107,7 @@ def run(
         allow_shared_gpus=allow_shared_gpus,
         user=user,
         board=board,
+        submit_backoff=backoff,
     )
     try:
         results = build.run()

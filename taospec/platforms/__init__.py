@@ -70,8 +70,8 @@ def render(
         plan = replace(plan, reactions=(*plan.reactions, note))
     if job.retry_max:
         note = (
-            f"retry: taospec run submits a retry (a new job) when the job ends ERROR "
-            f"ERR_INFRA, at most {job.retry_max} time{'s' if job.retry_max > 1 else ''}"
+            f"retry: taospec run submits a retry (a new job) when the job, or its submit, ends "
+            f"ERROR ERR_INFRA, at most {job.retry_max} time{'s' if job.retry_max > 1 else ''}"
         )
         plan = replace(plan, reactions=(*plan.reactions, note))
     return plan

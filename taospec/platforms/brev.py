@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from taospec import identity, proc, remote, templates
+from taospec import gpupick, identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
 from taospec.ledger import Record
-from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, record_fields
+from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, gpu_ids_note, record_fields
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner
 from taospec.states import UNKNOWN, Status
@@ -110,10 +110,32 @@ def _backend(context: Context, brev: BrevOptions) -> tuple[tuple[str, str], ...]
         ("ephemeral", str(brev.ephemeral).lower()),
         ("env_source", "instance"),
     ]
-    gpus = docker.gpu_flag(context.job.gpus).strip('"').removeprefix("device=")
+    job = context.job
+    gpus = docker.gpu_flag(job.gpus, job.gpus_free).strip('"').removeprefix("device=")
     if gpus:
         facts.append(("gpus", gpus))
+    if job.gpus_free:
+        facts.append(("gpus_free", str(job.gpus_free)))
     return tuple(facts)
+
+
+def gpu_query(instance: str) -> Step:
+    """``nvidia-smi``'s occupancy query on the instance, for ``gpus: {free: N}`` at submit.
+
+    It says ``TAOSPEC_GPUS=read`` after the CSV rows, or why it failed, because brev
+    returns no exit code; until the instance answers, it is tried as often as the probe.
+    """
+    failure = (
+        f"nvidia-smi failed on instance {instance}: check that its NVIDIA driver is "
+        "installed (nvidia-smi -L there)"
+    )
+    text = remote.script(
+        f"if {remote.command(gpupick.QUERY)}",
+        f"then {remote.marker('GPUS', 'read')}",
+        f"else {remote.fail(failure)}; fi",
+    )
+    why = f"read the GPUs' memory use on instance {instance} to pick the free ones"
+    return _remote_step("gpu-query", instance, text, "GPUS", why, attempts=PROBE_ATTEMPTS)
 
 
 def _delete(instance: str) -> Step:
@@ -207,6 +229,8 @@ def _notes(context: Context, brev: BrevOptions) -> tuple[str, ...]:
         f"the job runs as {context.identity.spec}; the account brev exec uses on the instance "
         "must be that user or root to create the results tree",
     ]
+    if job.gpus_free:
+        notes.insert(0, gpu_ids_note(job.gpus_free))
     if job.env_pass:
         notes.append(
             f"{', '.join(job.env_pass)} are read from the instance's environment; their values "
