@@ -462,8 +462,17 @@ def _run_steps(
 
 
 def _not_needed(step: Step) -> bool:
-    """True when the step's ``unless`` command says it has nothing to do."""
-    return bool(step.unless) and proc.run(step.unless, extra_env=step.env, check=False).ok
+    """True when the step's ``unless`` command says it has nothing to do.
+
+    A check that a signal ended (Ctrl-C, SIGTERM or SIGHUP to the process group) gave no
+    answer: it fails as the interrupt it is, never as "needed".
+    """
+    if not step.unless:
+        return False
+    checked = proc.run(step.unless, extra_env=step.env, check=False)
+    if _killed_by_signal(checked.returncode):
+        raise CommandFailed(proc.shown(step.unless), checked.returncode, checked.output())
+    return checked.ok
 
 
 class _Runner:

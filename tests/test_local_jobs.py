@@ -214,3 +214,32 @@ def test_ctrl_c_while_following_cancels_the_job(taospec: Runner, tmp_path, state
     assert follower.returncode == 130, err
     job_id = out.split()[0]
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_step_check_ended_by_a_signal_cancels_the_submit_instead_of_running_the_step(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # A SIGHUP to the process group can end an `unless` check (docker image inspect) before
+    # taospec itself is interrupted; the step it guards (docker pull) must not run then.
+    from dataclasses import replace
+
+    from taospec.errors import JobFailed
+    from taospec.executor import submit
+    from taospec.ledger import Ledger
+    from taospec.loader import load_job
+    from taospec.platforms import render
+
+    plan = render(load_job(job_file(tmp_path, "true")))
+    marker = tmp_path / "the-step-ran"
+    guarded = replace(
+        plan.steps[0],
+        argv=("touch", str(marker)),
+        unless=("sh", "-c", "kill -HUP $$"),
+    )
+    plan = replace(plan, steps=(guarded, *plan.steps[1:]))
+    ledger = Ledger(state_dir)
+    with pytest.raises(JobFailed, match="interrupted; recorded CANCELED"):
+        submit(plan, ledger)
+    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert not marker.exists()
