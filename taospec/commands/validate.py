@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from taospec import preflight
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
@@ -88,6 +87,10 @@ def _check_here(
     try:
         jobfile, sources = load_located(file, versions=versions)
         if here:
+            # Only --here renders plans: the platforms and templates load for it alone, so a
+            # schema check of many files does not pay for them.
+            from taospec import preflight
+
             verdict = preflight.here(jobfile, sources, user=user)
             for warning in verdict.warnings:
                 print(warning, file=sys.stderr)
