@@ -40,10 +40,10 @@ GPU_IDS = "GPU_IDS"
 
 def gpu_ids_note(count: int) -> str:
     """What a plan that picks its GPUs at submit says about them."""
+    which = f"the {count} GPU ids are" if count > 1 else "the GPU id is"
     return (
-        f"gpus: the {count} GPU id{'s' if count > 1 else ''} are chosen at submit (shown as "
-        f"$GPU_IDS until then): the free GPUs using the least memory (nvidia-smi on the host "
-        "that runs the job), none a running job holds"
+        f"gpus: {which} chosen at submit (shown as $GPU_IDS until then): the free GPUs using "
+        "the least memory (nvidia-smi on the host that runs the job), none a running job holds"
     )
 
 

@@ -123,3 +123,10 @@ def test_a_docker_job_skips_gpus_other_users_containers_hold(
     finally:
         ids = [p.stem for p in (state_dir / "jobs").glob("*.json")]
         docker("rm", "-f", name, *ids)
+
+
+def test_the_note_says_one_gpu_or_how_many() -> None:
+    from taospec.plan import gpu_ids_note
+
+    assert gpu_ids_note(1).startswith("gpus: the GPU id is chosen at submit")
+    assert gpu_ids_note(3).startswith("gpus: the 3 GPU ids are chosen at submit")
