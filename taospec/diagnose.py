@@ -177,6 +177,15 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
         ),
     ),
     (
+        r'Get "https?://[^"\s]+/v2/[^"\s]*": (?:dial tcp|proxyconnect)|'
+        r"dial tcp: lookup \S+(?: on \S+)?: (?:no such host|server misbehaving)",
+        _infra(
+            "the registry could not be reached",
+            "the Docker host has no route or DNS to the registry; check its network and proxy "
+            "(docker pull the image there), or load the image on that host (docker load)",
+        ),
+    ),
+    (
         r"toomanyrequests|TLS handshake timeout|failed to register layer|"
         r"error pulling image|failed to resolve reference|"
         r"net/http: request canceled",

@@ -38,6 +38,18 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             "the image cannot be found",
             INFRA,
         ),
+        (
+            'Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: '
+            "lookup registry-1.docker.io on 10.255.255.53:53: no such host",
+            "the registry could not be reached",
+            INFRA,
+        ),
+        (
+            'Error response from daemon: Get "https://nvcr.io/v2/": dial tcp 10.0.0.7:443: '
+            "connect: no route to host",
+            "the registry could not be reached",
+            INFRA,
+        ),
         ("OSError: [Errno 28] No space left on device", "a filesystem is full", INFRA),
         (
             "ERROR: Unexpected bus error encountered in worker. Bus error (core dumped)",
