@@ -261,10 +261,7 @@ def ending(outcome: Outcome) -> str:
 
 def _explain(outcome: Outcome, ledger: Ledger) -> None:
     record = outcome.record
-    if record is None:
-        say(f"{outcome.name}: {outcome.state}: {outcome.message}")
-        return
-    if outcome.state == "CANCELED":
+    if record is None or outcome.state == "CANCELED":  # the closing line says all there is
         return
     tail = platforms.get(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
