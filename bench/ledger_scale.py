@@ -1,8 +1,8 @@
 """The ledger at 200,000 jobs (status, ls, ls's memory) and durable transitions.
 
 The ledgers are made by ``bench/ledger_gen.py``: one real run of a local job,
-copied (local-platform jobs, so ``status`` asks /proc and an exit file, not an
-engine). ``ls --limit 50`` is measured on a 2,000-job ledger too: its peak
+copied. The job ``status`` asks about has finished, so it answers from its record
+and sidecar. ``ls --limit 50`` is measured on a 2,000-job ledger too: its peak
 memory must not grow with the ledger. The ledgers live on tmpfs (/dev/shm)
 when there is one: 600,000 files take seconds to write and delete there and
 minutes on a disk; every read is served from memory on either. Durable

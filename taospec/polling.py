@@ -59,6 +59,8 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
             source="poller",
             err_class=status.err_class,
         )
+        # What only the backend knew, kept for `status` once the backend object is gone.
+        ledger.update_sidecar(record.id, exit_code=status.exit_code)
         teardown(record, ledger)
     return record, status
 

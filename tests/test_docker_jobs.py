@@ -102,6 +102,32 @@ def test_exit_3_is_an_error_with_the_code_and_the_log_tail(
     assert (status["state"], status["exit_code"]) == ("ERROR", 3)
 
 
+def test_a_finished_jobs_status_is_its_record_and_needs_no_engine(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'exit 3'")
+    job_id, _ = taospec("run", spec).stdout.split()
+    no_engine = {"DOCKER_HOST": f"unix://{open_tmp}/no-engine.sock"}
+    done = taospec("status", job_id, "--json", env=no_engine)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert (status["state"], status["exit_code"], status["err_class"]) == (
+        "ERROR",
+        3,
+        "ERR_PROGRAM",
+    )
+    assert "exited with code 3" in status["message"]
+    # A job recorded before exit codes were noted in the sidecar: its engine is asked.
+    sidecar = state_dir / "jobs" / f"{job_id}.taospec"
+    data = json.loads(sidecar.read_text())
+    del data["exit_code"]
+    sidecar.write_text(json.dumps(data))
+    asked = json.loads(taospec("status", job_id, "--json").stdout)
+    assert (asked["state"], asked["exit_code"]) == ("ERROR", 3)
+    unanswered = json.loads(taospec("status", job_id, "--json", env=no_engine).stdout)
+    assert (unanswered["state"], unanswered["exit_code"]) == ("ERROR", None)
+
+
 def test_detach_status_logs_and_cancel_from_other_processes(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

@@ -318,10 +318,11 @@ def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> No
 @JOB_ID_ARGUMENT
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(job_id: str, as_json: bool) -> None:
-    """Ask the backend for JOB_ID's state (records a first terminal state)."""
-    from taospec.commands import jobs
+    """JOB_ID's state: from its backend while it runs (recording a first terminal state),
+    from its record once it has ended."""
+    from taospec.commands import status as status_verb
 
-    _exit(jobs.status(job_id, as_json=as_json))
+    _exit(status_verb.status(job_id, as_json=as_json))
 
 
 @cli.command()

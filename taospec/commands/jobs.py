@@ -1,4 +1,4 @@
-"""The verbs on one submitted job: ``status``, ``logs``, ``cancel`` and ``show``."""
+"""The verbs on one submitted job: ``logs``, ``cancel`` and ``show``."""
 
 from __future__ import annotations
 
@@ -13,42 +13,7 @@ from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
 from taospec.polling import poll
 from taospec.proc import redacted
-from taospec.states import COMPLETE, ERROR
-
-
-def status(job_id: str, *, as_json: bool = False) -> int:
-    """Poll the backend and print the job's state; records a first terminal state."""
-
-    ledger, record = ledger_for(job_id)
-    record, found = poll(record, ledger)
-    if as_json:
-        data: dict[str, object] = {
-            "id": record.id,
-            "state": found.state,
-            "message": found.message,
-            "exit_code": found.exit_code,
-            "recorded_state": record.state,
-            "err_class": _err_class(record, found.state),
-            "backend_ref": record.backend_ref,
-            "platform": record.platform,
-        }
-        latest = _progress(record)
-        if latest is not None:
-            data["progress"] = progress.to_json(latest)
-        print(redacted(json.dumps(data)))
-    else:
-        err_class = _err_class(record, found.state)
-        state = f"{found.state} {err_class}" if err_class else found.state
-        print(redacted(f"{record.id} {state} {found.message}"))
-        latest = _progress(record)
-        if latest is not None and progress.describe(latest):
-            print(f"  progress: {progress.describe(latest)}")
-    return EXIT_OK
-
-
-def _err_class(record: Record, state: str) -> str | None:
-    """The recorded class of a failure, shown only with ERROR."""
-    return record.err_class if state == ERROR else None
+from taospec.states import COMPLETE
 
 
 def _progress(record: Record) -> progress.Progress | None:
@@ -59,7 +24,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
     when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
 
-    ledger, record = ledger_for(job_id)
+    ledger, record, _ = ledger_for(job_id)
     if record.terminal_state is None:
         record, _ = poll(record, ledger)  # heals a mark a failed write lost
     module = platforms.get(record.platform)
@@ -97,7 +62,7 @@ def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> tuple[str | None,
 def cancel(job_id: str) -> int:
     """Stop the job and record CANCELED; a job that already ended is recorded as it ended."""
 
-    ledger, record = ledger_for(job_id)
+    ledger, record, _ = ledger_for(job_id)
     done = cancel_job(record, ledger, progress=say)
     record = done.record
     if done.stopped:
@@ -111,13 +76,13 @@ def cancel(job_id: str) -> int:
 def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
     """Print the job's record as JSON, or with ``plan`` the commands it ran (``as_json``:
     the stored plan as JSON)."""
-    ledger, record = ledger_for(job_id)
+    ledger, record, sidecar = ledger_for(job_id)
     if not plan:
         data = {**record.to_json(), "state": record.state}
         latest = _progress(record)
         if latest is not None:
             data["progress"] = progress.to_json(latest)
-        chosen = ledger.sidecar(job_id).get("gpus_chosen")
+        chosen = sidecar.get("gpus_chosen")
         if chosen:
             data["gpus_chosen"] = chosen
         chain = retrying.chain(ledger, record)
@@ -128,7 +93,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         if len(chain) > 1:
             _say_chain(ledger, record, chain)
         return EXIT_OK
-    stored = ledger.sidecar(job_id).get("plan")
+    stored = sidecar.get("plan")
     if not isinstance(stored, dict):
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK

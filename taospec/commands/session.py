@@ -26,13 +26,15 @@ def say(message: str) -> None:
     print(redacted(message), file=sys.stderr, flush=True)
 
 
-def ledger_for(job_id: str) -> tuple[Ledger, Record]:
-    """The ledger, redacting the values of the job's passed variables, and the job's record."""
+def ledger_for(job_id: str) -> tuple[Ledger, Record, dict[str, object]]:
+    """The ledger, redacting the values of the job's passed variables; the job's record and
+    its sidecar as they are now."""
     ledger = open_ledger()
     record = ledger.get(job_id)
-    plan = ledger.sidecar(job_id).get("plan")
+    sidecar = ledger.sidecar(job_id)
+    plan = sidecar.get("plan")
     names = plan.get("secrets", []) if isinstance(plan, dict) else []
     values = [os.environ[n] for n in names if isinstance(n, str) and os.environ.get(n)]
     if values:
         ledger = open_ledger(values)
-    return ledger, record
+    return ledger, record, sidecar
