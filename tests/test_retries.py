@@ -278,6 +278,7 @@ def test_without_retry_a_failed_submit_is_not_submitted_again(
     (only,) = (state_dir / "jobs").glob("*.json")
     assert record(state_dir, only.stem)["err_class"] == "ERR_INFRA"
     assert "while submitting" not in done.stderr
+    assert done.stderr.count("a filesystem is full") == 1  # the closing line, once
 
 
 def test_a_detached_run_retries_a_failed_submit_too(
