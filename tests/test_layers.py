@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                          "taospec.placeholders", "taospec.skills", "taospec.taoschema",
                          "taospec.skilljob"}),
     ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint",
-                              "taospec.states", "taospec.errors", "taospec.diagnose",
+                              "taospec.states", "taospec.errors", "taospec.diagnose", "taospec.durable",
                               "taospec"}),
 ]  # fmt: skip
 

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from taospec.ledger import Ledger, Record, durable
+from taospec import durable
+from taospec.ledger import Ledger, Record
 from tests.ledgers import open_job
 
 

@@ -1,14 +1,14 @@
 """The TAO job-record ledger, written the way NVIDIA's TAO recorder writes it.
 
-:mod:`~taospec.ledger.record` is the record's shape, :mod:`~taospec.ledger.durable`
-the one durable-write helper, :mod:`~taospec.ledger.journal` the journal,
+:mod:`~taospec.ledger.record` is the record's shape (written through
+:mod:`taospec.durable`, the one durable-write helper), :mod:`~taospec.ledger.journal` the journal,
 :mod:`~taospec.ledger.listing` what makes ``ls`` fast, and
 :mod:`~taospec.ledger.store` the :class:`Ledger` that ties them together.
 """
 
 from __future__ import annotations
 
-from taospec.ledger.durable import WriteFailed, write_atomic, write_json_atomic
+from taospec.durable import WriteFailed, write_atomic, write_json_atomic
 from taospec.ledger.record import (
     ERR_CLASSES,
     SOURCES,

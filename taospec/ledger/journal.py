@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from taospec.ledger.durable import WriteFailed, fsync_folder
+from taospec.durable import WriteFailed, fsync_folder
 from taospec.ledger.record import ID_RE
 
 NAME = "ledger.jsonl"

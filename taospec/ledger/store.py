@@ -18,7 +18,7 @@ Guarantees, shared with the recorder so either may write the same record:
   ``jobs/.<id>.json.lock`` from the read to the rename; nothing else decides
   who may write a record.
 * Every write is temp file, fsync, rename, folder fsync
-  (:mod:`taospec.ledger.durable`), and every string written passes the secret
+  (:mod:`taospec.durable`), and every string written passes the secret
   redaction for its field's type: ``results_dir``, ``image`` and ``backend_ref``
   through :func:`taospec.lint.redact_location`, every other string through
   :func:`taospec.lint.redact`.
@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taospec import lint
+from taospec import durable, lint
 from taospec.errors import InvalidInput
-from taospec.ledger import durable, journal, listing
+from taospec.ledger import journal, listing
 from taospec.ledger.record import (
     ERR_CLASSES,
     OPENED_MESSAGE,

@@ -6,31 +6,41 @@ plan that would carry a secret.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 from taospec import identity, lint, proc
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
 from taospec.plan import JOB_ID, Context, Plan, lint_plan
-from taospec.platforms import brev, docker, local, slurm
 from taospec.platforms.base import Platform
 
-PLATFORMS: Mapping[str, Platform] = {
-    "docker": docker,
-    "brev": brev,
-    "slurm": slurm,
-    "local": local,
-}
+NAMES = ("docker", "brev", "slurm", "local")
+"""The platforms a job file may name; each is the module ``taospec.platforms.<name>``."""
+
+if TYPE_CHECKING:  # mypy holds every platform module to the protocol here
+    from taospec.platforms import brev, docker, local, slurm
+
+    _CHECKED: Mapping[str, Platform] = {
+        "docker": docker,
+        "brev": brev,
+        "slurm": slurm,
+        "local": local,
+    }
 
 
 def get(name: str) -> Platform:
-    """The platform called ``name`` (a job file's ``platform:``)."""
-    try:
-        return PLATFORMS[name]
-    except KeyError:
-        raise ValueError(f"unknown platform {name!r}") from None
+    """The platform called ``name`` (a job file's ``platform:``).
+
+    Only that platform's module is imported: rendering a Docker job never loads
+    what Slurm or Brev need.
+    """
+    if name not in NAMES:
+        raise ValueError(f"unknown platform {name!r}")
+    return cast(Platform, importlib.import_module(f"taospec.platforms.{name}"))
 
 
 def render(

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from taospec import proc
-from taospec.ledger import Record
 from taospec.plan import Context, Plan, Step
 from taospec.states import Status
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
 
 Write = Callable[[str], None]
 """Where a verb hands what it reads (the job's output)."""

@@ -22,16 +22,19 @@ that what a reviewer reads is what runs). The spec names the UID:GID (or
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from taospec import gpupick, identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
-from taospec.ledger import Record
 from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, gpu_ids_note, record_fields
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner
 from taospec.states import UNKNOWN, Status
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
 
 NAME = "brev"
 PROBE_ATTEMPTS = 120

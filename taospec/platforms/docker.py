@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import classify, diagnose
+from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
-from taospec.ledger import Record, write_atomic
 from taospec.plan import (
     CONTAINER_RESULTS,
     GPU_IDS,
@@ -33,6 +34,9 @@ from taospec.plan import (
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
 
 NAME = "docker"
 NGC_REGISTRY = "nvcr.io"

@@ -16,11 +16,11 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from taospec import proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
-from taospec.ledger import Record
 from taospec.plan import (
     GPU_IDS,
     LOG_FILE,
@@ -34,6 +34,9 @@ from taospec.plan import (
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import local_steps, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
 
 NAME = "local"
 EXIT_FILE = "taospec.exit"

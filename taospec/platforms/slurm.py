@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from taospec import proc, remote, templates
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.ledger import Record
 from taospec.plan import (
     CONTAINER_RESULTS,
     JOB_ID,
@@ -40,6 +40,9 @@ from taospec.platforms.base import Launched, StepRunner
 from taospec.platforms.common import local_steps
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
 
 NAME = "slurm"
 SCRIPT_FILE = "taospec.sbatch"
