@@ -8,7 +8,6 @@ user sees them all at once, sorted by position, in the form editors jump to:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ JsonPath = tuple[str | int, ...]
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice ``word`` was most likely meant to be, for a "did you mean" hint."""
+    import difflib  # only a mistake pays for it
 
     guess = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return guess[0] if guess else None

@@ -17,10 +17,9 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
@@ -35,9 +34,11 @@ from taospec.job import (
     matching,
 )
 from taospec.rules import check, split_command
-from taospec.skilljob import Applied, apply_skill
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
+
+if TYPE_CHECKING:
+    from taospec.skilljob import Applied
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
@@ -222,6 +223,8 @@ def matrix_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and "e" in repr(value):
+        from decimal import Decimal  # only such a float pays for the module
+
         return format(Decimal(repr(value)), "f")
     return str(value)
 
@@ -321,6 +324,8 @@ def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -
     """What the job's ``skill:`` adds (None without one); its warnings go to stderr."""
     if "skill" not in source.data:
         return None
+    from taospec.skilljob import apply_skill  # the skill bank's code, for jobs that name one
+
     applied, problems = apply_skill(source, file, images, known, os.environ)
     raise_if_any(problems)
     assert applied is not None
