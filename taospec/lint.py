@@ -44,10 +44,17 @@ import itertools
 import os
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 PLACEHOLDER = "<redacted>"
+
+
+def _lazy(source: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A pattern compiled when a rule first needs it: most text reaches few rules."""
+    return functools.cache(lambda: re.compile(source, flags))
+
+
 """What :func:`redact` writes in place of a secret value."""
 
 MIN_SECRET_LENGTH = 4
@@ -58,7 +65,7 @@ _LAST_KEYWORDS = frozenset({"PASS"})  # DB_PASS and pass=, but not PASS_THROUGH
 _KEYWORD_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("NGC", "KEY")})
 _LOCATION_PARTS = frozenset({"FILE", "PATH", "DIR"})
 _AUTH_HEADERS = frozenset({"AUTHORIZATION", "PROXY-AUTHORIZATION"})
-_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|bot|apikey)[ \t]+")
+_AUTH_SCHEME = _lazy(r"(?i)(?:bearer|basic|token|digest|bot|apikey)[ \t]+")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash"})
 _MAX_NESTING = 3
 _MAX_PASSES = 8
@@ -67,37 +74,37 @@ _WORD_BREAKS = frozenset(" \t\r\n|&;()")
 _OPERATORS = frozenset("|&;()\n")
 _COMMENT_STARTS = frozenset(" \t\r\n;&|()")
 _PLAIN = re.compile(r"[^ \t\r\n|&;()\\'\"$`]+")
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = _lazy(
     r"(?P<prefix>--?[A-Za-z][A-Za-z0-9-]*=|-e(?=[A-Za-z_]))?"
     r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)",
     re.DOTALL,
 )
 _EXPORT = "--export="
-_EXPORT_ITEM = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)", re.DOTALL)
-_HEADER_WORD = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9-]*)[ \t]*:[ \t]+(?P<value>.*)", re.DOTALL)
-_LONG_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
-_SHELL_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
-_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
-_DEFAULT = re.compile(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
-_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NAME_BREAKS = re.compile(r"[_.-]+")
+_EXPORT_ITEM = _lazy(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)", re.DOTALL)
+_HEADER_WORD = _lazy(r"(?P<name>[A-Za-z][A-Za-z0-9-]*)[ \t]*:[ \t]+(?P<value>.*)", re.DOTALL)
+_LONG_OPTION = _lazy(r"--[A-Za-z][A-Za-z0-9-]*")
+_SHELL_C_OPTION = _lazy(r"-[A-Za-z]*c[A-Za-z]*")
+_PARAMETER = _lazy(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
+_DEFAULT = _lazy(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
+_UNESCAPE = _lazy(r"\\(.)", re.DOTALL)
+_CAMEL = _lazy(r"(?<=[a-z0-9])(?=[A-Z])")
+_NAME_BREAKS = _lazy(r"[_.-]+")
 
 # A distinctive prefix only needs to start a word; "sk-" must also not follow "_" or "-".
 _WORD_START = r"(?<![A-Za-z0-9])"
 _STANDS_ALONE = r"(?<![A-Za-z0-9_-])"
-_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("nvapi- token", re.compile(_WORD_START + r"nvapi-[A-Za-z0-9_-]{16,}")),
-    ("github_pat_ token", re.compile(_WORD_START + r"github_pat_[A-Za-z0-9_]{16,}")),
-    ("ghp_ token", re.compile(_WORD_START + r"ghp_[A-Za-z0-9]{16,}")),
+_TOKEN_PATTERNS: tuple[tuple[str, Callable[[], re.Pattern[str]]], ...] = (
+    ("nvapi- token", _lazy(_WORD_START + r"nvapi-[A-Za-z0-9_-]{16,}")),
+    ("github_pat_ token", _lazy(_WORD_START + r"github_pat_[A-Za-z0-9_]{16,}")),
+    ("ghp_ token", _lazy(_WORD_START + r"ghp_[A-Za-z0-9]{16,}")),
     # Real Hugging Face tokens mix cases; an all-lowercase hf_ word is an identifier.
-    ("hf_ token", re.compile(_WORD_START + r"hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{16,}")),
-    ("AKIA key", re.compile(r"(?<![A-Za-z0-9])AKIA[A-Z0-9]{16}(?![A-Za-z0-9])")),
-    ("xox?- token", re.compile(_WORD_START + r"xox[a-z]-[A-Za-z0-9-]{10,}")),
+    ("hf_ token", _lazy(_WORD_START + r"hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{16,}")),
+    ("AKIA key", _lazy(r"(?<![A-Za-z0-9])AKIA[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    ("xox?- token", _lazy(_WORD_START + r"xox[a-z]-[A-Za-z0-9-]{10,}")),
     # sk- keys carry a long random run with a digit; host names like sk-east-node-01 do not.
     (
         "sk- token",
-        re.compile(
+        _lazy(
             _STANDS_ALONE
             + r"sk-(?=[A-Za-z0-9_-]*?[A-Za-z0-9]{16})(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{16,}"
         ),
@@ -105,76 +112,74 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # A JSON Web Token: base64url JSON header and payload (both start '{"'), then a signature.
     (
         "JWT",
-        re.compile(
-            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*=*"
-        ),
+        _lazy(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*=*"),
     ),
 )
 TOKEN_PREFIXES = ("nvapi-", "github_pat_", "ghp_", "hf_", "AKIA", "xox", "sk-", "eyJ")
 """The literal each token pattern starts with, right after its look-behind (a test holds this)."""
-_TOKEN_PREFIX = re.compile("|".join(map(re.escape, TOKEN_PREFIXES)))
-_URL_USERINFO = re.compile(
+_TOKEN_PREFIX = _lazy("|".join(map(re.escape, TOKEN_PREFIXES)))
+_URL_USERINFO = _lazy(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#@:'\"]+:"
     r"(?P<password>[^\s/?#@'\"]*)@"
 )
-_URL_TOKEN = re.compile(
+_URL_TOKEN = _lazy(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://"
     r"(?P<token>(?=[A-Za-z_-]*[0-9])(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,})@"
 )
 _SIGNED_PARAMS = {
     name.lower(): name for name in ("X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
 }
-_SIGNED_URL = re.compile(
+_SIGNED_URL = _lazy(
     r"(?<![A-Za-z0-9-])(?P<param>X-Amz-(?:Signature|Credential|Security-Token))="
     r"(?P<value>[^&\s'\"#\\]+)",
     re.IGNORECASE,
 )
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
-_JSON_PAIR = re.compile(
+_JSON_PAIR = _lazy(
     r"(?P<q>[\"'])(?P<key>[A-Za-z0-9_.-]{1,64})(?P=q)\s*:\s*(?P<value>" + _QUOTED + ")"
 )
-_ARRAY_FLAG = re.compile(
+_ARRAY_FLAG = _lazy(
     r"(?P<q>[\"'])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)"
     r"(?:(?P=q)\s*,\s*(?P<value>" + _QUOTED + r"|[^\s,\]\"'][^,\]\n]*)"
     r"|=(?P<joined>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q))"
 )
-_HEADER = re.compile(
+_HEADER = _lazy(
     r"(?i)(?<![A-Za-z0-9_-])(?P<name>(?:proxy-)?authorization)(?P<q>[\"']?)[ \t]*[:=][ \t]*"
 )
-_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
-_AWS_SECRET_VALUE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-_AWS_SECRET_NAME = re.compile(
+_BEARER = _lazy(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
+_AWS_SECRET_VALUE = _lazy(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_SECRET_NAME = _lazy(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     r"(?:[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)\Z"
 )
 _NAME_WINDOW = 128
 """How far before a 40-character value its name is looked for."""
-_PEM = re.compile(
+_PEM = _lazy(
     r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----"
     r"(?:.*?-----END (?P=kind)-----|.*)",
     re.DOTALL,
 )
-_BLOCK_ARG = re.compile(
+_BLOCK_ARG = _lazy(
     r"^(?P<indent>[ \t]*)-[ \t]+(?P<q>[\"']?)(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?P=q)[ \t]*\r?\n"
     r"(?P=indent)-[ \t]+(?P<value>[^\n]*?)\r?$",
     re.MULTILINE,
 )
-_KEY_LINE = re.compile(
+_KEY_LINE = _lazy(
     r"(?P<lead>[ \t]*(?P<dash>-[ \t]+)?)(?P<q>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)"
     r"[ \t]*:(?:[ \t]+|(?=[ \t]*\r?$))"
 )
-_FLOW_MAPPING = re.compile(r"\{[^{}]*\}")
-_FLOW_KEY = re.compile(r"(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<key>name|valueFrom|value)(?P=q)\s*:")
+_FLOW_MAPPING = _lazy(r"\{[^{}]*\}")
+_FLOW_KEY = _lazy(r"(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<key>name|valueFrom|value)(?P=q)\s*:")
 # Free-text rules: where a secret-named value starts in prose.
-_FREE_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_-]*)=")
-_FREE_FLAG = re.compile(r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?:=|[ \t]+)")
-_FREE_KEY = re.compile(
+_FREE_ASSIGNMENT = _lazy(r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_-]*)=")
+_FREE_FLAG = _lazy(r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?:=|[ \t]+)")
+_FREE_KEY = _lazy(
     r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     r"(?:[ \t]*:[ \t]+|[ \t]*:(?=[ \t]*\r?$)|[ \t]+=[ \t]*|=[ \t]+)"
 )
 _AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
-_BLOCK_INDICATOR = re.compile(r"[|>][0-9+-]*[ \t]*(?:#.*)?$")
-_PLACEHOLDER_REFERENCE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
+_BLOCK_INDICATOR = _lazy(r"[|>][0-9+-]*[ \t]*(?:#.*)?$")
+_PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 _INERT = re.compile(r"[A-Za-z0-9_./:,+%~-]*")  # text redact need not scan fully: _is_inert
 _INERT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:,+%~-")
 
@@ -274,7 +279,7 @@ class _Chunk:
 
 def _name_parts(name: str) -> list[str]:
     """A name's word parts, split at ``_ - .`` and where a lowercase letter meets an uppercase."""
-    return [part for part in _NAME_BREAKS.split(_CAMEL.sub("_", name).upper()) if part]
+    return [part for part in _NAME_BREAKS().split(_CAMEL().sub("_", name).upper()) if part]
 
 
 def is_secret_name(name: str) -> bool:
@@ -303,7 +308,7 @@ def _is_secret_flag(flag: str) -> bool:
     ``--aws-secret-access-key`` do; ``--password-stdin``, ``--token-file``
     and ``--token-limit`` do not.
     """
-    if _LONG_OPTION.fullmatch(flag) is None:
+    if _LONG_OPTION().fullmatch(flag) is None:
         return False
     parts = _name_parts(flag[2:])
     if not parts:
@@ -366,7 +371,7 @@ def _expansion(value: str, index: int, depth: int) -> tuple[int, bool]:
         end = _closing(value, index + 1)
         inner = value[index + 2 : end - 1] if value[end - 1 : end] == "}" else value[index + 2 :]
         return end, _default_carries_literal(inner, depth)
-    match = _PARAMETER.match(value, index + 1)
+    match = _PARAMETER().match(value, index + 1)
     if match is not None:
         return match.end(), False
     return index + 1, True
@@ -374,7 +379,7 @@ def _expansion(value: str, index: int, depth: int) -> tuple[int, bool]:
 
 def _default_carries_literal(inner: str, depth: int) -> bool:
     """Judge ``${NAME:-default}`` (and ``-``, ``=``, ``:=``, ``+``, ``:+``) by its default."""
-    match = _DEFAULT.fullmatch(inner)
+    match = _DEFAULT().fullmatch(inner)
     if match is None:
         return False
     default = match["default"]
@@ -424,7 +429,7 @@ def _protect(text: str) -> str:
 
 def _unprotect(text: str) -> str:
     """Undo :func:`_protect`: the characters a nested shell would read."""
-    return _UNESCAPE.sub(r"\1", text)
+    return _UNESCAPE().sub(r"\1", text)
 
 
 def _closing(text: str, index: int) -> int:
@@ -630,7 +635,7 @@ def _assignment_hits(word: _Word) -> Iterator[_Hit]:
     The value is judged by :func:`_carries_literal`, so ``NAME=$VAR``,
     ``NAME=${VAR}`` and ``NAME=`` pass while ``NAME=${VAR:-literal}`` does not.
     """
-    match = _ASSIGNMENT.fullmatch(word.text)
+    match = _ASSIGNMENT().fullmatch(word.text)
     if match is None or word.text.startswith(_EXPORT) or not is_secret_name(match["name"]):
         return
     if _carries_literal(match["value"]):
@@ -650,7 +655,7 @@ def _export_hits(word: _Word) -> Iterator[_Hit]:
         return
     items = word.text[len(_EXPORT) :].split(",")
     for index, item in enumerate(items):
-        match = _EXPORT_ITEM.fullmatch(item)
+        match = _EXPORT_ITEM().fullmatch(item)
         if match is None or not is_secret_name(match["name"]):
             continue
         if _carries_literal(match["value"]):
@@ -705,13 +710,13 @@ def _login_hits(words: Sequence[_Word], index: int) -> Iterator[_Hit]:
 
 def _split_scheme(value: str) -> tuple[str, str]:
     """An authorization value's scheme word with its space (``Bearer ``), and the rest."""
-    match = _AUTH_SCHEME.match(value)
+    match = _AUTH_SCHEME().match(value)
     return ("", value) if match is None else (match.group(), value[match.end() :])
 
 
 def _header_word_hits(word: _Word) -> Iterator[_Hit]:
     """A word such as ``'Authorization: Bearer x'`` or ``'X-Api-Key: x'`` (curl ``-H``)."""
-    match = _HEADER_WORD.fullmatch(word.text)
+    match = _HEADER_WORD().fullmatch(word.text)
     if match is None or not _is_auth_header(match["name"]):
         return
     scheme, credential = _split_scheme(match["value"])
@@ -722,7 +727,7 @@ def _header_word_hits(word: _Word) -> Iterator[_Hit]:
 
 def _is_shell_script(words: Sequence[_Word], index: int) -> bool:
     """Whether the word at ``index`` is the script of ``sh -c``, ``bash -lc`` and the like."""
-    if index < 2 or _SHELL_C_OPTION.fullmatch(words[index - 1].text) is None:
+    if index < 2 or _SHELL_C_OPTION().fullmatch(words[index - 1].text) is None:
         return False
     return any(word.text.rsplit("/", 1)[-1] in _SHELLS for word in words[: index - 1])
 
@@ -762,35 +767,52 @@ def _shell_hits(chunk: str, depth: int, free_text: bool) -> Iterator[_Hit]:
 
 
 # -- pattern rules ----------------------------------------------------------------
+#
+# Each rule first looks for a literal that every one of its matches contains, so that
+# text without it costs a substring search, not a regular expression.
+
+
+def _may_hold(text: str, lowered: str) -> bool:
+    """Whether ``text`` may hold ``lowered`` in any case, as a ``(?i)`` pattern reads it.
+
+    ASCII text is simply lowered; other text may hold characters that such a pattern
+    takes for ASCII letters (the Kelvin sign for ``k``), so it is always scanned.
+    """
+    return not text.isascii() or lowered in text.lower()
 
 
 def _token_hits(text: str) -> Iterator[_Hit]:
     """Well-known token prefixes and JWTs anywhere: secrets whatever their name."""
-    if _TOKEN_PREFIX.search(text) is None:  # one scan for a literal instead of eight
+    if _TOKEN_PREFIX().search(text) is None:  # one scan for a literal instead of eight
         return
     for subject, pattern in _TOKEN_PATTERNS:
-        for match in pattern.finditer(text):
+        for match in pattern().finditer(text):
             yield _Hit("token-prefix", subject, match.start(), match.end())
 
 
 def _url_hits(text: str) -> Iterator[_Hit]:
     """``scheme://user:password@host`` with a literal password, and ``scheme://TOKEN@host``."""
-    for match in _URL_USERINFO.finditer(text):
+    if "://" not in text or "@" not in text:
+        return
+    for match in _URL_USERINFO().finditer(text):
         if _carries_literal(match["password"]):
             start, end = match.span("password")
             yield _Hit("url-userinfo", "URL password", start, end)
-    for match in _URL_TOKEN.finditer(text):
-        if not any(pattern.fullmatch(match["token"]) for _, pattern in _TOKEN_PATTERNS):
+    for match in _URL_TOKEN().finditer(text):
+        if not any(pattern().fullmatch(match["token"]) for _, pattern in _TOKEN_PATTERNS):
             start, end = match.span("token")
             yield _Hit("url-userinfo", "URL token", start, end)
 
 
 def _signed_url_hits(text: str) -> Iterator[_Hit]:
     """A pre-signed URL's ``X-Amz-Signature``/``-Credential``/``-Security-Token`` value."""
-    for match in _SIGNED_URL.finditer(text):
+    if "=" not in text or not _may_hold(text, "x-amz-"):
+        return
+    for match in _SIGNED_URL().finditer(text):
         if _carries_literal(match["value"]):
             start, end = match.span("value")
-            subject = _SIGNED_PARAMS[match["param"].lower()]
+            # (?i) also reads "ſ" (long s) as "s": such a name is reported as written
+            subject = _SIGNED_PARAMS.get(match["param"].lower(), match["param"])
             yield _Hit("signed-url", subject, start, end)
 
 
@@ -803,7 +825,9 @@ def _format_hits(text: str) -> Iterator[_Hit]:
 
 def _json_hits(text: str) -> Iterator[_Hit]:
     """A quoted secret-named key with a quoted value: ``"password": "x"``, ``'token': 'x'``."""
-    for match in _JSON_PAIR.finditer(text):
+    if ":" not in text or ('"' not in text and "'" not in text):
+        return
+    for match in _JSON_PAIR().finditer(text):
         if is_secret_name(match["key"]) and _scalar_literal(match["value"]):
             start, end = match.span("value")
             yield _Hit("json-credential", match["key"], start + 1, end - 1)
@@ -811,7 +835,9 @@ def _json_hits(text: str) -> Iterator[_Hit]:
 
 def _array_flag_hits(text: str) -> Iterator[_Hit]:
     """A secret flag in an array: ``args: ["--token", "x"]`` or ``["--token=x"]``."""
-    for match in _ARRAY_FLAG.finditer(text):
+    if "--" not in text:
+        return
+    for match in _ARRAY_FLAG().finditer(text):
         if not _is_secret_flag(match["flag"]):
             continue
         group = "value" if match["value"] is not None else "joined"
@@ -839,8 +865,10 @@ def _header_hits(text: str) -> Iterator[_Hit]:
     the scheme word (``Bearer``, ``Basic``...) is kept. A header inside a value
     already taken is part of it (which keeps the scan linear).
     """
+    if not _may_hold(text, "authorization"):
+        return
     taken = 0
-    for match in _HEADER.finditer(text):
+    for match in _HEADER().finditer(text):
         if match.start() < taken:
             continue
         start = match.end()
@@ -860,7 +888,9 @@ def _header_hits(text: str) -> Iterator[_Hit]:
 
 def _bearer_hits(text: str) -> Iterator[_Hit]:
     """``bearer <token>`` anywhere: a run with a digit, or of 20 characters or more."""
-    for match in _BEARER.finditer(text):
+    if not _may_hold(text, "bearer"):
+        return
+    for match in _BEARER().finditer(text):
         value = match["value"]
         looks_random = len(value) >= 20 or any(char.isdigit() for char in value)
         if looks_random and len(value) >= 8 and _raw_literal(value):
@@ -874,9 +904,11 @@ def _aws_secret_hits(text: str) -> Iterator[_Hit]:
     ``aws configure set aws_secret_access_key <key>``, ``--aws-secret-access-key
     <key>``, ``SecretAccessKey: <key>``; ``NAME=<key>`` is the assignment rule's.
     """
-    for value in _AWS_SECRET_VALUE.finditer(text):
+    if len(text) < 41:  # a name, then the 40 characters
+        return
+    for value in _AWS_SECRET_VALUE().finditer(text):
         start, end = value.span()
-        before = _AWS_SECRET_NAME.search(text, max(0, start - _NAME_WINDOW), start)
+        before = _AWS_SECRET_NAME().search(text, max(0, start - _NAME_WINDOW), start)
         if before is None or text[before.start() - 1 : before.start()] == "-":
             continue  # a flag's value is the flag rule's to report
         if is_secret_name(before["name"]):
@@ -898,7 +930,9 @@ def _pattern_hits(text: str) -> Iterator[_Hit]:
 
 def _pem_hits(text: str) -> Iterator[_Hit]:
     """A PEM private key block, markers included (to the end of text when it has no END)."""
-    for match in _PEM.finditer(text):
+    if "-----BEGIN " not in text:
+        return
+    for match in _PEM().finditer(text):
         yield _Hit("private-key", match["kind"], match.start(), match.end())
 
 
@@ -932,7 +966,7 @@ def _key_lines(text: str) -> Iterator[_KeyLine]:
     position = 0
     while position <= len(text):
         end = _line_end(text, position)
-        match = _KEY_LINE.match(text, position, end)
+        match = _KEY_LINE().match(text, position, end)
         following = end + 1
         if match is not None:
             column = len(match["lead"])
@@ -960,13 +994,15 @@ def _env_entry_hits(text: str, entry: Sequence[_KeyLine]) -> Iterator[_Hit]:
 def _block_scalar_literal(raw: str) -> bool:
     """Whether a block YAML value (``|`` or ``>`` block scalars included) is a literal."""
     first, _, rest = raw.partition("\n")
-    if _BLOCK_INDICATOR.match(first.strip()):
+    if _BLOCK_INDICATOR().match(first.strip()):
         return bool(rest.strip())
     return _scalar_literal(raw)
 
 
 def _manifest_hits(text: str) -> Iterator[_Hit]:
     """Kubernetes env entries in block form: ``- name: X`` and ``value: ...`` in either order."""
+    if "name" not in text or "value" not in text or ":" not in text:
+        return
     entry: list[_KeyLine] = []
     for line in _key_lines(text):
         if line.item or (entry and line.column < entry[0].column):
@@ -991,9 +1027,11 @@ def _flow_value_end(body: str, start: int, limit: int) -> int:
 
 def _flow_hits(text: str) -> Iterator[_Hit]:
     """Env entries in flow or JSON form: ``{name: X, value: y}``, keys in either order."""
-    for mapping in _FLOW_MAPPING.finditer(text):
+    if "{" not in text or "name" not in text or "value" not in text:
+        return
+    for mapping in _FLOW_MAPPING().finditer(text):
         body = mapping.group()
-        keys = list(_FLOW_KEY.finditer(body))
+        keys = list(_FLOW_KEY().finditer(body))
         fields: dict[str, tuple[int, int]] = {}
         consumed = 0
         for index, key in enumerate(keys):
@@ -1016,7 +1054,9 @@ def _flow_hits(text: str) -> Iterator[_Hit]:
 
 def _block_arg_hits(text: str) -> Iterator[_Hit]:
     """A secret flag as one block-sequence item and its value as the next (``- --token``)."""
-    for match in _BLOCK_ARG.finditer(text):
+    if "--" not in text or "\n" not in text:
+        return
+    for match in _BLOCK_ARG().finditer(text):
         value = match["value"].strip()
         literal = not value.startswith("--") and _scalar_literal(value)
         if literal and _is_secret_flag(match["flag"]):
@@ -1066,8 +1106,10 @@ def _free_assignment_hits(text: str) -> Iterator[_Hit]:
     A match inside a value already taken is part of that value: skipping it keeps
     the scan linear on text such as ``a=a=a=...``.
     """
+    if "=" not in text:
+        return
     taken = 0
-    for match in _FREE_ASSIGNMENT.finditer(text):
+    for match in _FREE_ASSIGNMENT().finditer(text):
         if match.start() < taken or not is_secret_name(match["name"]):
             continue
         end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
@@ -1078,8 +1120,10 @@ def _free_assignment_hits(text: str) -> Iterator[_Hit]:
 
 def _free_flag_hits(text: str) -> Iterator[_Hit]:
     """``--token value`` or ``--token=value`` in prose: the whole next value, whatever it is."""
+    if "--" not in text:
+        return
     taken = 0
-    for match in _FREE_FLAG.finditer(text):
+    for match in _FREE_FLAG().finditer(text):
         if match.start() < taken or not _is_secret_flag(match["flag"]):
             continue
         end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
@@ -1109,7 +1153,9 @@ def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
 
 def _free_key_hits(text: str) -> Iterator[_Hit]:
     """``password: value`` (YAML) and ``password = value`` (INI) in prose, value whole."""
-    for match in _FREE_KEY.finditer(text):
+    if ":" not in text and "=" not in text:
+        return
+    for match in _FREE_KEY().finditer(text):
         if not is_secret_name(match["name"]):
             continue
         line_start = text.rfind("\n", 0, match.start()) + 1
@@ -1209,7 +1255,7 @@ def find_secret_literals(value: str) -> list[Finding]:
     references, so ``results_dir={results_dir}`` and ``--token {matrix.t}``
     pass. Lines are counted within the value.
     """
-    return lint_text(_PLACEHOLDER_REFERENCE.sub("${TAOSPEC_PLACEHOLDER}", value))
+    return lint_text(_PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value))
 
 
 # -- redact -------------------------------------------------------------------------
