@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import gpupick, platforms, proc, remote
+from taospec import gpupick, interrupts, lint, platforms, proc, remote
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
@@ -537,8 +537,8 @@ class StepFailed(CommandFailed):
 
     def __init__(self, step: Step, reasons: list[str], result: proc.Result) -> None:
         super().__init__(proc.shown(step.argv), result.returncode, result.output())
-        message = f"{step.name}: " + "; ".join(proc.redacted(r) for r in reasons)
-        errors = proc.redacted(result.stderr.strip())
+        message = f"{step.name}: " + "; ".join(lint.redacted(r) for r in reasons)
+        errors = lint.redacted(result.stderr.strip())
         if errors:
             message += "\n" + "\n".join("    " + line for line in errors.splitlines())
         self.args = (message,)
@@ -581,7 +581,7 @@ def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Reco
 
 def _interrupted(ledger: Ledger, record: Record) -> None:
     """Interrupted during submit: remove whatever may have started, then record CANCELED."""
-    proc.hold_signals()
+    interrupts.hold()
     cancel_job(ledger.get(record.id), ledger, reason="interrupted during submit")
 
 

@@ -45,7 +45,8 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 PLACEHOLDER = "<redacted>"
 
@@ -240,8 +241,7 @@ class Finding:
         return f"line {self.line}: {template.format(s=self.subject)}"
 
 
-@dataclass(frozen=True, slots=True)
-class _Word:
+class _Word(NamedTuple):
     """A shell word: its text with quotes removed, and its span in the scanned string.
 
     In ``text`` a ``$``, a backtick or a backslash that the shell takes
@@ -254,9 +254,12 @@ class _Word:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Hit:
-    """One rule match: what to report, and which span :func:`redact` rewrites to what."""
+class _Hit(NamedTuple):
+    """One rule match: what to report, and which span :func:`redact` rewrites to what.
+
+    The scanner's records are named tuples: cheaper than dataclasses to define at
+    every start and to create, and a redaction creates many.
+    """
 
     rule: str
     subject: str
@@ -265,8 +268,7 @@ class _Hit:
     replacement: str = PLACEHOLDER
 
 
-@dataclass(frozen=True, slots=True)
-class _Chunk:
+class _Chunk(NamedTuple):
     """A logical line: its first physical line's number, its offset, and its text."""
 
     line: int
@@ -811,7 +813,7 @@ def _signed_url_hits(text: str) -> Iterator[_Hit]:
     for match in _SIGNED_URL().finditer(text):
         if _carries_literal(match["value"]):
             start, end = match.span("value")
-            # (?i) also reads "ſ" (long s) as "s": such a name is reported as written
+            # (?i) also reads the long s (U+017F) as s: such a name is reported as written
             subject = _SIGNED_PARAMS.get(match["param"].lower(), match["param"])
             yield _Hit("signed-url", subject, start, end)
 
@@ -936,8 +938,7 @@ def _pem_hits(text: str) -> Iterator[_Hit]:
         yield _Hit("private-key", match["kind"], match.start(), match.end())
 
 
-@dataclass(frozen=True, slots=True)
-class _KeyLine:
+class _KeyLine(NamedTuple):
     """A ``key: value`` line of a block mapping: the key's column and the value's span."""
 
     column: int
@@ -1182,7 +1183,7 @@ def _free_text_hits(text: str) -> Iterator[_Hit]:
 def _text_hits(text: str, free_text: bool, depth: int = 0) -> list[_Hit]:
     """Every hit in ``text``: the lint's rules, and the free-text rules when asked."""
     hits = [
-        replace(hit, start=hit.start + chunk.start, end=hit.end + chunk.start)
+        hit._replace(start=hit.start + chunk.start, end=hit.end + chunk.start)
         for chunk in _logical_lines(text)
         for hit in _shell_hits(chunk.text, depth, free_text)
     ]
@@ -1271,7 +1272,7 @@ def _apply(text: str, hits: Iterable[_Hit]) -> str:
     for hit in sorted(hits, key=lambda hit: (hit.start, -hit.end)):
         if merged and hit.start < merged[-1].end:
             if hit.end > merged[-1].end:
-                merged[-1] = replace(merged[-1], end=hit.end)
+                merged[-1] = merged[-1]._replace(end=hit.end)
         else:
             merged.append(hit)
     parts: list[str] = []
@@ -1379,6 +1380,22 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
         and not any(True for _ in _token_hits(text))
         and not any(value in text for value in secrets)
     )
+
+
+_registered: list[str] = []
+
+
+def register(values: Iterable[str]) -> None:
+    """Values this process must never print, log or raise (a job's passed variables)."""
+    _registered.extend(value for value in values if value)
+
+
+def redacted(text: str) -> str:
+    """``text`` redacted, with every value :func:`register` was given removed too.
+
+    What taospec prints, logs or raises about a job passes through here.
+    """
+    return redact(text, _registered)
 
 
 def redact(text: str, secret_values: Iterable[str] = ()) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from taospec import __version__, notify, platforms, proc, progress
+from taospec import __version__, interrupts, notify, platforms, progress
 from taospec.errors import InvalidInput, TaospecError
 from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
@@ -31,10 +31,10 @@ from taospec.fingerprint import (
 )
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, Record
+from taospec.lint import redacted
 from taospec.plan import Plan, upstream_stand_in
 from taospec.platforms import render
 from taospec.polling import poll
-from taospec.proc import redacted
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
@@ -581,7 +581,7 @@ class Build:
 
     def _cancel_all(self, board: Board) -> None:
         """Stop following, cancel every launched job, wait for the workers, cancel late ones."""
-        proc.hold_signals()
+        interrupts.hold()
         self._stop.set()
         self._cancel_running(board)
         for thread in self._threads:
@@ -590,7 +590,7 @@ class Build:
 
     def cancel_launched(self) -> None:
         """Interrupted outside :meth:`run` (a detached submit): cancel what was launched."""
-        proc.hold_signals()
+        interrupts.hold()
         self._cancel_running(self.board or Board(enabled=False))
 
     def _cancel_running(self, board: Board) -> None:

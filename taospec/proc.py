@@ -16,28 +16,15 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.lint import redact
+from taospec.lint import redacted
 
 GRACE_SECONDS = 5.0
 VERBOSE = os.environ.get("TAOSPEC_VERBOSE", "") not in ("", "0")
-_secrets: list[str] = []
-
-
-def add_secrets(values: Iterable[str]) -> None:
-    """Values that must never appear in what this module logs or raises."""
-    _secrets.extend(v for v in values if v)
-
-
-def redacted(text: str) -> str:
-    """``text`` with inline secrets and every registered secret value removed."""
-
-    return redact(text, _secrets)
 
 
 def shown(argv: Sequence[str]) -> str:
@@ -253,27 +240,6 @@ def signal_group(pid: int, signum: signal.Signals) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""The signals that stop a run: each cancels what it started (as Ctrl-C does)."""
-
-
-def catch_interrupts() -> None:
-    """Make SIGTERM and SIGHUP raise KeyboardInterrupt, as SIGINT does (main thread only)."""
-    if threading.current_thread() is threading.main_thread():
-        for signum in INTERRUPTS:
-            signal.signal(signum, signal.default_int_handler)
-
-
-def hold_signals() -> None:
-    """Ignore further interrupts while what was started is being cancelled (main thread only).
-
-    Processes started afterwards inherit this, so a second Ctrl-C cannot cut a cleanup short.
-    """
-    if threading.current_thread() is threading.main_thread():
-        for signum in INTERRUPTS:
-            signal.signal(signum, signal.SIG_IGN)
 
 
 # -- processes taospec started earlier, by pid ------------------------------------

@@ -30,8 +30,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                          "taospec.placeholders", "taospec.skills", "taospec.taoschema",
                          "taospec.skilljob"}),
     ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint",
-                              "taospec.states", "taospec.errors", "taospec.diagnose", "taospec.durable",
-                              "taospec"}),
+                              "taospec.states", "taospec.errors", "taospec.diagnose",
+                              "taospec.durable", "taospec.interrupts", "taospec"}),
 ]  # fmt: skip
 
 

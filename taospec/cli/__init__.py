@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from taospec import proc
+from taospec import interrupts
 from taospec.cli.app import cli
 from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, TaospecError
 
@@ -20,7 +20,7 @@ from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, Taospe
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the command line and return its exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
-    proc.catch_interrupts()  # SIGTERM and SIGHUP cancel what runs, as Ctrl-C does
+    interrupts.catch()  # SIGTERM and SIGHUP cancel what runs, as Ctrl-C does
     return run_guarded(lambda: cli.main(args=words, prog_name="taospec", standalone_mode=False))
 
 

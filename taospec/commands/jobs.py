@@ -10,9 +10,9 @@ from taospec.commands.session import ledger_for, say
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
+from taospec.lint import redacted
 from taospec.plan import plan_from_json
 from taospec.polling import poll
-from taospec.proc import redacted
 from taospec.states import COMPLETE
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from taospec import proc, retrying
+from taospec import interrupts, retrying
 from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
 from taospec.executor import cancel_job
@@ -44,7 +44,7 @@ def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False)
     try:
         ended = _follow(ledger, done.record)
     except KeyboardInterrupt:
-        proc.hold_signals()
+        interrupts.hold()
         cancel_job(ledger.get(done.record.id), ledger, reason="interrupted")
         return EXIT_INTERRUPTED
     say(f"{ended.id}: {ended.state}" + (f" {ended.err_class}" if ended.err_class else ""))

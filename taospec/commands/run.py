@@ -27,9 +27,9 @@ from taospec.errors import (
 from taospec.executor import check_environment, secret_values
 from taospec.job import Job
 from taospec.ledger import Ledger
+from taospec.lint import redacted
 from taospec.loader import load_located
 from taospec.pipeline import Board, Build, Decision, Outcome, age, decide, summary
-from taospec.proc import redacted
 from taospec.states import CANCELED, COMPLETE
 
 TAIL_LINES = 20

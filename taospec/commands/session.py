@@ -6,9 +6,9 @@ import os
 import sys
 from collections.abc import Iterable
 
-from taospec import proc
+from taospec import lint
 from taospec.ledger import Ledger, Record
-from taospec.proc import redacted
+from taospec.lint import redacted
 
 
 def open_ledger(secrets: Iterable[str] = ()) -> Ledger:
@@ -16,7 +16,7 @@ def open_ledger(secrets: Iterable[str] = ()) -> Ledger:
 
     values = list(secrets)
     if values:
-        proc.add_secrets(values)
+        lint.register(values)
     return Ledger.from_env(secret_values=values)
 
 

@@ -16,7 +16,7 @@ from taospec import progress
 from taospec.commands.session import ledger_for
 from taospec.errors import EXIT_OK
 from taospec.ledger import Record
-from taospec.proc import redacted
+from taospec.lint import redacted
 from taospec.states import ERROR, Status
 
 
