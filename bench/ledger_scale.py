@@ -125,9 +125,9 @@ def transition_figures(ws: Workspace, times: int = 5) -> list[Figure]:
         Stats.of(floor),
         Target("ratio_min", 0.7),
         note=(
-            "through the public Ledger API; the floor, alternated with it, does only each "
-            "transition's file work: flock on .<id>.json.lock, temp file + fsync, rename, "
-            "folder fsync"
+            "through the public Ledger API; the floor, alternated with it, does only the "
+            "TAO recorder's file work: open reserves <id>.json with O_EXCL, mark holds flock "
+            "on .<id>.json.lock; each writes a temp file + fsync, renames, fsyncs the folder"
         ),
     )
     if figure.met is False:

@@ -1413,10 +1413,7 @@ def redact(text: str, secret_values: Iterable[str] = ()) -> str:
     Passes repeat until nothing changes, so ``redact(redact(x)) == redact(x)``.
     Outside the placeholders no given secret value survives. Never raises.
     """
-    secrets = _known_secrets(secret_values)
-    if _is_inert(text, secrets):
-        return text
-    return _redact_fully(text, secrets)
+    return Redactor(secret_values).text(text)
 
 
 def _redact_fully(text: str, secrets: Sequence[str]) -> str:
@@ -1438,10 +1435,34 @@ def redact_location(text: str, secret_values: Iterable[str] = ()) -> str:
     the given secret values and the environment's. A path segment such as
     ``/exp/token=v1/run`` is a name, not an assignment, and survives.
     """
-    current = _redact_values(text, _known_secrets(secret_values))
-    for _ in range(_MAX_PASSES):
-        following = _apply(current, list(_format_hits(current)))
-        if following == current:
-            break
-        current = following
-    return current
+    return Redactor(secret_values).location(text)
+
+
+class Redactor:
+    """:func:`redact` and :func:`redact_location` for one set of secret values.
+
+    The values worth looking for (the given ones and the environment's) are
+    worked out once, for a writer such as the ledger that redacts every field of
+    every record it writes.
+    """
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secret_values: Iterable[str] = ()) -> None:
+        self._secrets = _known_secrets(secret_values)
+
+    def text(self, text: str) -> str:
+        """:func:`redact` of ``text``."""
+        if _is_inert(text, self._secrets):
+            return text
+        return _redact_fully(text, self._secrets)
+
+    def location(self, text: str) -> str:
+        """:func:`redact_location` of ``text``."""
+        current = _redact_values(text, self._secrets)
+        for _ in range(_MAX_PASSES):
+            following = _apply(current, list(_format_hits(current)))
+            if following == current:
+                break
+            current = following
+        return current

@@ -125,8 +125,10 @@ def test_a_generated_ledger_is_copies_of_a_real_run(
 
 
 def test_the_floor_does_a_transitions_file_work(tmp_path: Path) -> None:
-    transitions.durable_write(tmp_path, "job-1.json", b"one")
-    transitions.durable_write(tmp_path, "job-1.json", b"two")
+    transitions.open_write(tmp_path, "job-1.json", b"one")
+    with pytest.raises(FileExistsError):  # the open reserves the name, as the recorder does
+        transitions.open_write(tmp_path, "job-1.json", b"again")
+    transitions.mark_write(tmp_path, "job-1.json", b"two")
     assert (tmp_path / "job-1.json").read_bytes() == b"two"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".job-1.json.lock", "job-1.json"]
     assert transitions.floor_rate(tmp_path / "floor", 3) > 0

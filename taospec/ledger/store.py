@@ -125,7 +125,9 @@ class Ledger:
         self.root = root
         self.jobs_dir = root / "jobs"
         self.journal_path = root / journal.NAME
-        self._secrets = tuple(value for value in secret_values if value)
+        self._redactor = lint.Redactor(value for value in secret_values if value)
+        self._text = self._redactor.text
+        self._location = self._redactor.location
         self._swept = False
 
     @classmethod
@@ -542,12 +544,6 @@ class Ledger:
             os.close(fd)
 
     # -- redaction --------------------------------------------------------
-
-    def _text(self, text: str) -> str:
-        return lint.redact(text, self._secrets)
-
-    def _location(self, text: str) -> str:
-        return lint.redact_location(text, self._secrets)
 
     def _redacted(self, data: Document) -> Document:
         redacted: Document = redact_document(data, self._text, self._location)
