@@ -740,12 +740,22 @@ def _script_hits(word: _Word, depth: int, free_text: bool) -> Iterator[_Hit]:
     Redaction rewrites the whole script word, re-quoted with :func:`shlex.quote`.
     """
     script = _unprotect(word.text)
-    inner = _text_hits(script, free_text, depth + 1)
+    inner = _script_text_hits(script, free_text, depth + 1)
     if not inner:
         return
     replacement = shlex.quote(_apply(script, inner))
     for hit in inner:
         yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
+
+
+@functools.lru_cache(maxsize=64)
+def _script_text_hits(script: str, free_text: bool, depth: int) -> tuple[_Hit, ...]:
+    """The hits inside one ``sh -c`` script, read once per process for each script.
+
+    A pipeline's plans repeat the same scripts (every local target's exit-code
+    wrapper), and a script's hits depend on its text alone.
+    """
+    return tuple(_text_hits(script, free_text, depth))
 
 
 def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterator[_Hit]:
