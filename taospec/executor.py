@@ -321,13 +321,18 @@ def submit(
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
     retry_of: str | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Submission:
     """Open the record, run the plan's steps, mark RUNNING. Raises :class:`SubmitFailed`
     when a step fails (the record then says ERROR and why).
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
-    ``retry_of`` names the job this one retries (the record's ``retry_of``).
+    A submit in a worker thread never sees the interrupt, which Python raises in
+    the main thread: ``stopping()`` says the run is being cancelled, and then no
+    further step starts and a step that fails (its process got the signal too)
+    is the interrupt, not the job's failure. ``retry_of`` names the job this one
+    retries (the record's ``retry_of``).
     """
     env = dict(os.environ if environ is None else environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
@@ -360,9 +365,9 @@ def submit(
         _check_room(ledger, record)
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
-            ref = _run_steps(real, record, ledger, env, progress)
-        except CommandFailed as failure:
-            if _killed_by_signal(failure.returncode):
+            ref = _run_steps(real, record, ledger, env, progress, stopping=stopping)
+        except (CommandFailed, _Stopped) as failure:
+            if isinstance(failure, _Stopped) or stopping() or _killed_by_signal(failure.returncode):
                 _interrupted(ledger, record)
                 raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
             failed = _mark_failed(ledger, record, failure)
@@ -443,8 +448,18 @@ def _killed_by_signal(code: int) -> bool:
     return code < 0 or code in _SIGNAL_CODES
 
 
+class _Stopped(Exception):
+    """The run is being cancelled: no further step of this submit starts."""
+
+
 def _run_steps(
-    plan: Plan, record: Record, ledger: Ledger, env: dict[str, str], progress: Progress
+    plan: Plan,
+    record: Record,
+    ledger: Ledger,
+    env: dict[str, str],
+    progress: Progress,
+    *,
+    stopping: Callable[[], bool],
 ) -> str:
     """Run the plan's steps; the last one launches the job through its platform."""
     *preparation, launch = plan.steps
@@ -452,8 +467,12 @@ def _run_steps(
         if _not_needed(step):
             progress(f"{record.id}: {step.name}: not needed")
             continue
+        if stopping():  # a check the signal ended may have said "needed"
+            raise _Stopped
         progress(f"{record.id}: {step.name}")
         run_step(step, env, progress)
+    if stopping():
+        raise _Stopped
     progress(f"{record.id}: {launch.name}")
     launched = platforms.get(plan.platform).launch(launch, plan, _Runner(env, progress))
     if launched.facts:

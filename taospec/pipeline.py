@@ -383,6 +383,7 @@ class Build:
                 allow_shared_gpus=self.allow_shared_gpus,
                 progress=board.note,
                 on_running=self._on_running(target),
+                stopping=self._stop.is_set,
             ).record
             board.update(target.name, "RUNNING", record.id)
         if record.terminal_state is not None:
@@ -495,6 +496,7 @@ class Build:
                     allow_shared_gpus=self.allow_shared_gpus,
                     progress=board.note,
                     on_running=self._on_running(target),
+                    stopping=self._stop.is_set,
                 ).record
             except SubmitFailed as again:
                 failed = again
@@ -508,6 +510,7 @@ class Build:
             sidecar=sidecar,
             progress=board.note,
             on_running=self._on_running(target),
+            stopping=self._stop.is_set,
         ).record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:

@@ -115,9 +115,11 @@ def resubmit(
     allow_shared_gpus: bool = False,
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Submission:
     """Submit ``record``'s stored plan as a new job with ``retry_of``, checked by :func:`check`,
-    under the same GPU lock and overlap check as a first submit."""
+    under the same GPU lock and overlap check as a first submit (``stopping``: as for
+    :func:`taospec.executor.submit`)."""
     check(ledger, record)
     side = ledger.sidecar(record.id)
     stored = side["plan"]
@@ -134,6 +136,7 @@ def resubmit(
             progress=progress,
             on_running=on_running,
             retry_of=record.id,
+            stopping=stopping,
         )
     target, fingerprint = carried.get("target"), carried.get("fingerprint")
     if isinstance(target, str) and isinstance(fingerprint, str):

@@ -243,3 +243,52 @@ def test_a_step_check_ended_by_a_signal_cancels_the_submit_instead_of_running_th
     (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
     assert not marker.exists()
+
+
+def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # A pipeline submits from worker threads, and Python raises the interrupt in the main
+    # thread only. A signal to the group can make a check answer "needed" (docker image
+    # inspect exits 1 when the signal cancels it); the guarded step (docker pull) must not
+    # start then, and the job is CANCELED, not an ERROR of its own.
+    import threading
+    from dataclasses import replace
+
+    from taospec.errors import JobFailed
+    from taospec.executor import submit
+    from taospec.ledger import Ledger
+    from taospec.loader import load_job
+    from taospec.platforms import render
+
+    cancelling = threading.Event()
+    plan = render(load_job(job_file(tmp_path, "true")))
+    marker = tmp_path / "the-step-ran"
+    answer = tmp_path / "the-check-answered"
+    guarded = replace(
+        plan.steps[0],
+        argv=("touch", str(marker)),
+        unless=("sh", "-c", f"touch {answer}; exit 1"),
+    )
+    plan = replace(plan, steps=(guarded, *plan.steps[1:]))
+    failures: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            submit(plan, Ledger(state_dir), stopping=cancelling.is_set, progress=progress)
+        except JobFailed as failure:
+            failures.append(failure)
+
+    def progress(line: str) -> None:
+        if line.endswith(": opened record, results in " + line.rsplit(" ", 1)[-1]):
+            cancelling.set()  # the main thread was interrupted while the check runs
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(timeout=60)
+    assert answer.exists()
+    assert not marker.exists()
+    assert len(failures) == 1
+    assert "recorded CANCELED" in str(failures[0])
+    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
