@@ -366,8 +366,11 @@ def submit(
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
             ref = _run_steps(real, record, ledger, env, progress, stopping=stopping)
-        except (CommandFailed, _Stopped) as failure:
-            if isinstance(failure, _Stopped) or stopping() or _killed_by_signal(failure.returncode):
+        except _Stopped:
+            _interrupted(ledger, record)
+            raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
+        except CommandFailed as failure:
+            if stopping() or _killed_by_signal(failure.returncode):
                 _interrupted(ledger, record)
                 raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
             failed = _mark_failed(ledger, record, failure)

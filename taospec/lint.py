@@ -49,14 +49,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 PLACEHOLDER = "<redacted>"
+"""What :func:`redact` writes in place of a secret value."""
 
 
 def _lazy(source: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
     """A pattern compiled when a rule first needs it: most text reaches few rules."""
     return functools.cache(lambda: re.compile(source, flags))
 
-
-"""What :func:`redact` writes in place of a secret value."""
 
 MIN_SECRET_LENGTH = 4
 """Known secret values shorter than this are too likely to be ordinary text."""

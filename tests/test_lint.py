@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from taospec import lint
 from taospec.lint import (
     PLACEHOLDER,
     Finding,
@@ -801,8 +802,6 @@ def test_the_lint_command_reads_manifests_and_sbatch_scripts(
 
 def test_every_token_pattern_starts_with_a_listed_prefix() -> None:
     # The lint skips the token patterns when none of these literals is in the text.
-    from taospec import lint
-
     for subject, pattern in lint._TOKEN_PATTERNS:
         body = re.sub(r"^\(\?<!\[[^\]]*\]\)", "", pattern().pattern)
         assert body.startswith(lint.TOKEN_PREFIXES), (subject, body)
@@ -813,11 +812,11 @@ def test_every_token_pattern_starts_with_a_listed_prefix() -> None:
 GATES = {
     "_URL_USERINFO": lambda text: "://" in text and "@" in text,
     "_URL_TOKEN": lambda text: "://" in text and "@" in text,
-    "_SIGNED_URL": lambda text: "=" in text and _may_hold(text, "x-amz-"),
+    "_SIGNED_URL": lambda text: "=" in text and lint._may_hold(text, "x-amz-"),
     "_JSON_PAIR": lambda text: ":" in text and ('"' in text or "'" in text),
     "_ARRAY_FLAG": lambda text: "--" in text,
-    "_HEADER": lambda text: _may_hold(text, "authorization"),
-    "_BEARER": lambda text: _may_hold(text, "bearer"),
+    "_HEADER": lambda text: lint._may_hold(text, "authorization"),
+    "_BEARER": lambda text: lint._may_hold(text, "bearer"),
     "_PEM": lambda text: "-----BEGIN " in text,
     "_BLOCK_ARG": lambda text: "--" in text and "\n" in text,
     "_FLOW_MAPPING": lambda text: "{" in text,
@@ -827,16 +826,8 @@ GATES = {
 }
 
 
-def _may_hold(text: str, lowered: str) -> bool:
-    from taospec import lint
-
-    return lint._may_hold(text, lowered)
-
-
 @pytest.mark.parametrize("name", sorted(GATES))
 def test_a_rule_s_gate_lets_every_match_through(name: str) -> None:
-    from taospec import lint
-
     pattern = getattr(lint, name)()
 
     @settings(max_examples=150, deadline=None)
@@ -859,7 +850,5 @@ def test_a_rule_s_gate_lets_every_match_through(name: str) -> None:
 def test_non_ascii_case_forms_are_redacted_like_ascii_ones(text: str) -> None:
     # (?i) patterns read some non-ASCII letters as ASCII ones, so such text is always
     # scanned; a parameter name with one is reported as written, never a crash.
-    from taospec import lint
-
-    assert PLACEHOLDER in lint.redact(text)
-    assert lint.lint_text(text)
+    assert PLACEHOLDER in redact(text)
+    assert lint_text(text)
