@@ -2,15 +2,15 @@
 
 The loader refuses what a job file should never contain (duplicate keys,
 files over 1 MiB, bytes that are not UTF-8, aliases that expand without
-bound) and keeps the node tree so that a JSON path can be turned back into
-the line and column a person should look at.
+bound, nesting deeper than :data:`MAX_DEPTH`) and keeps the node tree so
+that a JSON path can be turned back into the line and column a person
+should look at.
 
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # the library itself is imported where it is first used
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
+MAX_DEPTH = 64
+"""How many levels a job file may nest mappings and lists (its spec is the deepest part)."""
 
 
 class Source:
@@ -205,101 +207,126 @@ def _syntax_hint(reason: str) -> str:
 
 
 def _check_tree(root: yaml.Node, display: str) -> None:
-    """Refuse alias bombs, then duplicate keys, before anything is constructed."""
-    if _expanded_size(root, {}, set()) > MAX_NODES:
-        raise SpecError.single(
-            display,
-            f"expands to more than {MAX_NODES} values through aliases (or an alias refers "
-            "to itself); refusing to load it",
-        )
-    problems = list(_duplicate_keys(root, display))
-    problems += _non_text_keys(root, display)
+    """Refuse alias bombs, deep nesting, duplicate keys and keys that are not text.
+
+    One walk over the node tree, before anything is constructed: each node is
+    visited once however many aliases name it, so an alias bomb costs what its
+    text costs, and the walk never goes deeper than :data:`MAX_DEPTH` (every
+    later step, the schema check included, descends the data recursively).
+    """
+    walk = _Walk(display)
+    try:
+        walk.node(root, (), 0)
+    except _TooLarge as exc:
+        message, mark = exc.args
+        raise SpecError.single(display, message, mark.line + 1, mark.column + 1) from None
+    problems = walk.duplicates + sorted(walk.non_text)
     if problems:
         raise SpecError(problems)
-
-
-def _duplicate_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> Iterator[Problem]:
-    """Every key that appears twice in one mapping, at the second place it appears."""
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            yield from _duplicate_keys(item, display, (*path, index))
-    if not isinstance(node, yaml.MappingNode):
-        return
-    first: dict[str, int] = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            continue
-        name = key_node.value
-        if name in first:
-            mark = key_node.start_mark
-            message = (
-                f"duplicate key {name!r} (first defined on line {first[name]}); "
-                "a later value would silently win"
-            )
-            yield Problem(mark.line + 1, mark.column + 1, (*path, name), message, display)
-            continue
-        first[name] = key_node.start_mark.line + 1
-        yield from _duplicate_keys(value_node, display, (*path, name))
 
 
 TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
 
 
-def _non_text_keys(node: yaml.Node, display: str, path: JsonPath = ()) -> list[Problem]:
-    """Every mapping key that YAML reads as something other than text (1, ~, true, a date)."""
-    import yaml
-
-    found: list[Problem] = []
-    pending: list[tuple[yaml.Node, JsonPath]] = [(node, path)]
-    seen: set[int] = set()
-    while pending:
-        current, where = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, yaml.SequenceNode):
-            pending += [(item, (*where, i)) for i, item in enumerate(current.value)]
-        if not isinstance(current, yaml.MappingNode):
-            continue
-        for key_node, value_node in current.value:
-            text = key_node.value if isinstance(key_node, yaml.ScalarNode) else "..."
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in TEXT_KEY_TAGS:
-                mark = key_node.start_mark
-                message = (
-                    f"key {text!r} is not text to YAML (it reads as "
-                    f"{key_node.tag.rpartition(':')[2]}); keys must be text: quote it, "
-                    f"e.g. {chr(34)}{text}{chr(34)}:"
-                )
-                problem = Problem(mark.line + 1, mark.column + 1, (*where, text), message, display)
-                found.append(problem)
-            pending.append((value_node, (*where, str(text))))
-    return sorted(found)
+class _TooLarge(Exception):
+    """The document grows past a limit (a message, and the mark where it did)."""
 
 
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:
-    """Count the values ``node`` becomes once every alias is expanded."""
-    import yaml
+class _Walk:
+    """What :func:`_check_tree` learns on its one walk.
 
-    key = id(node)
-    if key in sizes:
-        return sizes[key]
-    if key in active:
-        return MAX_NODES + 1
-    active.add(key)
-    total = 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            total += _expanded_size(key_node, sizes, active)
-            total += _expanded_size(value_node, sizes, active)
-            if total > MAX_NODES:
-                break
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            total += _expanded_size(item, sizes, active)
-            if total > MAX_NODES:
-                break
-    active.discard(key)
-    sizes[key] = total
-    return total
+    ``sizes`` holds, for each node done, how many values it expands to and how
+    many levels it nests below itself; ``active`` the nodes being walked, so an
+    alias to one of them is a cycle.
+    """
+
+    __slots__ = ("active", "display", "duplicates", "non_text", "sizes")
+
+    def __init__(self, display: str) -> None:
+        self.display = display
+        self.sizes: dict[int, tuple[int, int]] = {}
+        self.active: set[int] = set()
+        self.duplicates: list[Problem] = []
+        self.non_text: list[Problem] = []
+
+    def node(self, node: yaml.Node, path: JsonPath, depth: int) -> int:
+        """Walk ``node`` at ``depth``; return how many values it expands to."""
+        import yaml
+
+        key = id(node)
+        known = self.sizes.get(key)
+        if known is not None:
+            self._check_depth(depth + known[1], node)
+            return known[0]
+        if key in self.active:
+            raise _TooLarge(_BOMB, node.start_mark)
+        self._check_depth(depth, node)
+        self.active.add(key)
+        total, height = 1, 0
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                name = self._key(key_node, path, first)
+                total += self.node(key_node, (*path, name), depth + 1)
+                total += self.node(value_node, (*path, name), depth + 1)
+                height = max(height, self._height(key_node), self._height(value_node))
+                if total > MAX_NODES:
+                    raise _TooLarge(_BOMB, node.start_mark)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                total += self.node(item, (*path, index), depth + 1)
+                height = max(height, self._height(item))
+                if total > MAX_NODES:
+                    raise _TooLarge(_BOMB, node.start_mark)
+        self.active.discard(key)
+        self.sizes[key] = (total, height)
+        return total
+
+    def _height(self, child: yaml.Node) -> int:
+        return self.sizes[id(child)][1] + 1
+
+    def _check_depth(self, depth: int, node: yaml.Node) -> None:
+        if depth > MAX_DEPTH:
+            raise _TooLarge(
+                f"nests mappings and lists more than {MAX_DEPTH} levels deep; no job file "
+                "needs that many, and taospec refuses to load it",
+                node.start_mark,
+            )
+
+    def _key(self, key_node: yaml.Node, path: JsonPath, first: dict[str, int]) -> str:
+        """The key's text for paths; a duplicate or a key that is not text is noted."""
+        import yaml
+
+        mark = key_node.start_mark
+        if not isinstance(key_node, yaml.ScalarNode):
+            self.non_text.append(self._not_text("...", key_node, path))
+            return "..."
+        name: str = key_node.value
+        if key_node.tag not in TEXT_KEY_TAGS:
+            self.non_text.append(self._not_text(name, key_node, path))
+        if name in first:
+            message = (
+                f"duplicate key {name!r} (first defined on line {first[name]}); "
+                "a later value would silently win"
+            )
+            self.duplicates.append(
+                Problem(mark.line + 1, mark.column + 1, (*path, name), message, self.display)
+            )
+        else:
+            first[name] = mark.line + 1
+        return name
+
+    def _not_text(self, text: str, key_node: yaml.Node, path: JsonPath) -> Problem:
+        mark = key_node.start_mark
+        message = (
+            f"key {text!r} is not text to YAML (it reads as "
+            f"{key_node.tag.rpartition(':')[2]}); keys must be text: quote it, "
+            f"e.g. {chr(34)}{text}{chr(34)}:"
+        )
+        return Problem(mark.line + 1, mark.column + 1, (*path, text), message, self.display)
+
+
+_BOMB = (
+    f"expands to more than {MAX_NODES} values through aliases (or an alias refers to "
+    "itself); refusing to load it"
+)

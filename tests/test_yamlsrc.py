@@ -20,6 +20,49 @@ def test_alias_bombs_are_refused_before_anything_is_built() -> None:
         yamlsrc.parse(bomb, "bomb.yaml")
 
 
+def _nested(levels: int, leaf: str = "v") -> str:
+    """A mapping ``levels`` deep under ``top``, one key a line."""
+    lines = [f"{'  ' * depth}k{depth}:" for depth in range(levels - 1)]
+    return "top:\n" + "".join(f"  {line}\n" for line in lines) + "  " * levels + leaf + "\n"
+
+
+def test_nesting_is_allowed_to_max_depth_and_refused_past_it_at_the_deep_node() -> None:
+    deepest = yamlsrc.parse(_nested(yamlsrc.MAX_DEPTH), "deep.yaml").data
+    for depth in range(yamlsrc.MAX_DEPTH - 1):
+        deepest = deepest["top" if depth == 0 else f"k{depth - 1}"]
+    assert deepest == {f"k{yamlsrc.MAX_DEPTH - 2}": "v"}
+    too_deep = _nested(yamlsrc.MAX_DEPTH, "[v]")
+    with pytest.raises(SpecError) as raised:
+        yamlsrc.parse(too_deep, "deep.yaml")
+    (problem,) = raised.value.problems
+    assert "more than 64 levels deep" in problem.message
+    assert (problem.line, problem.column) == (too_deep.count("\n"), 2 * yamlsrc.MAX_DEPTH + 2)
+
+
+def test_aliases_that_nest_deeper_than_the_text_are_refused() -> None:
+    # Each anchor holds the one before it: 70 lines of text, 70 levels once expanded.
+    chain = "a0: &a0 [x]\n" + "".join(f"a{n}: &a{n} [*a{n - 1}]\n" for n in range(1, 70))
+    with pytest.raises(SpecError, match="more than 64 levels deep"):
+        yamlsrc.parse(chain, "chain.yaml")
+    shallow = "a0: &a0 [x]\n" + "".join(f"a{n}: &a{n} [*a{n - 1}]\n" for n in range(1, 60))
+    value = yamlsrc.parse(shallow, "chain.yaml").data["a59"]
+    for _ in range(59):
+        (value,) = value
+    assert value == ["x"]
+
+
+def test_an_alias_to_itself_is_refused() -> None:
+    with pytest.raises(SpecError, match="an alias refers to itself"):
+        yamlsrc.parse("a: &a [x, *a]\n", "loop.yaml")
+
+
+def test_a_duplicate_under_an_anchor_is_reported_once_where_it_is_written() -> None:
+    text = "base: &base {k: 1, k: 2}\none: *base\ntwo: *base\n"
+    with pytest.raises(SpecError) as raised:
+        yamlsrc.parse(text, "dup.yaml")
+    assert [(p.line, p.column, p.path) for p in raised.value.problems] == [(1, 20, ("base", "k"))]
+
+
 def test_a_key_given_twice_is_refused_at_its_second_place() -> None:
     with pytest.raises(SpecError, match=r"dup.yaml:3:1: \$.a: duplicate key 'a'"):
         yamlsrc.parse("a: 1\nb: 2\na: 3\n", "dup.yaml")
