@@ -477,7 +477,7 @@ def _run_steps(
     if stopping():
         raise _Stopped
     progress(f"{record.id}: {launch.name}")
-    launched = platforms.get(plan.platform).launch(launch, plan, _Runner(env, progress))
+    launched = platforms.get(plan.platform).submit(launch, plan, _Runner(env, progress))
     if launched.facts:
         ledger.update_sidecar(record.id, **launched.facts)
     return launched.ref

@@ -2,7 +2,7 @@
 
 A platform is a module whose functions satisfy :class:`Platform`. It renders
 a job's steps (:meth:`Platform.plan`), starts the job with the plan's last
-step (:meth:`Platform.launch`), and answers the verbs for a launched job from
+step (:meth:`Platform.submit`), and answers the verbs for a launched job from
 its record and sidecar (``status``, ``logs``, ``log_tail``, ``cancel``).
 """
 
@@ -73,7 +73,7 @@ class Platform(Protocol):
         """The job's steps; the last one launches it."""
         ...
 
-    def launch(self, step: Step, plan: Plan, runner: StepRunner) -> Launched:
+    def submit(self, step: Step, plan: Plan, runner: StepRunner) -> Launched:
         """Run the launch step and return the backend's handle."""
         ...
 

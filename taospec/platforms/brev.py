@@ -260,7 +260,7 @@ def instance_of(record: Record, sidecar: Mapping[str, object]) -> str:
     raise InvalidInput(f"{record.id}: the record does not say which brev instance it ran on")
 
 
-def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Run the launch step; the handle is :func:`backend_ref` of its answer."""
     return Launched(backend_ref(runner.run(step), plan.job_id))
 

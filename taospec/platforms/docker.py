@@ -255,7 +255,7 @@ def engine_env(sidecar: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     return (("DOCKER_HOST", str(host)),) if host else ()
 
 
-def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Run the launch step; the handle is :func:`backend_ref` of its answer."""
     return Launched(backend_ref(runner.run(step), plan.job_id))
 

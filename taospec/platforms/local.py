@@ -104,7 +104,7 @@ def plan(context: Context) -> Plan:
 # -- the verbs -------------------------------------------------------------
 
 
-def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Start the job's process group detached; the handle is ``pid:<pid>``, as TAO records it.
 
     The process's start time is kept, so a later pid reuse is never taken for the job.

@@ -6,7 +6,7 @@ node: data and results live on a filesystem the cluster shares), checks the
 script with ``bash -n``, writes the variables ``env.pass`` names to a mode-600
 file that the script reads and deletes, and submits with ``sbatch
 --parsable``. The Slurm job is named after the record's id, so an answer lost
-on the way back is recovered by looking that name up (:func:`launch`).
+on the way back is recovered by looking that name up (:func:`submit`).
 
 Inside the allocation the command runs as ``slurm.container`` says: through
 Pyxis (``srun --container-image``), as a ``docker run --init`` container that
@@ -263,7 +263,7 @@ def backend_ref(result: proc.Result, job_id: str) -> str | None:
     return first if first.isdigit() else None
 
 
-def launch(step: Step, plan: Plan, runner: StepRunner) -> Launched:
+def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Submit; when sbatch's answer is lost, adopt the one job named after the record.
 
     Several jobs of that name stop the submission with their ids; none means
