@@ -305,7 +305,7 @@ def docker_config(
 def _login_in(config: Path) -> str:
     try:
         data = json.loads(config.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return ""
     if not isinstance(data, dict):
         return ""

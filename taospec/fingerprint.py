@@ -220,7 +220,7 @@ class Index:
     def _read(path: Path) -> dict[str, object]:
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 

@@ -60,6 +60,7 @@ def damaged(ledger: Ledger, good: str) -> dict[str, bytes]:
         "list-1.json": b"[1, 2, 3]\n",
         "cut-1.json": record[: len(record) // 2],
         "copy-1.json": record,  # the good record again, under another name
+        "deep-1.json": b"[" * 100_000 + b"]" * 100_000,  # too deep for Python's decoder
     }
     for name, data in files.items():
         (ledger.jobs_dir / name).write_bytes(data)
@@ -210,6 +211,17 @@ def test_an_open_that_cannot_journal_removes_its_record(ledger: Ledger) -> None:
     names = sorted(os.listdir(ledger.jobs_dir))
     assert len([n for n in names if n.endswith(".json")]) == 1
     assert [n for n in names if n.endswith((".taospec", ".tmp"))] == []
+
+
+def test_json_nested_too_deeply_is_damage_in_a_sidecar_and_the_journal(ledger: Ledger) -> None:
+    record = open_job(ledger, sidecar={"note": "kept"})
+    other = open_job(ledger)
+    with ledger.journal_path.open("ab") as journal:
+        journal.write(b"[" * 4000 + b"\n")
+    assert [r.id for r in ledger.list()] == [other.id, record.id]
+    (ledger.jobs_dir / f"{record.id}.taospec").write_bytes(b"[" * 100_000)
+    with pytest.raises(LedgerCorrupt, match="nests too deeply"):
+        ledger.sidecar(record.id)
 
 
 def test_a_damaged_record_is_refused_when_read_by_id(ledger: Ledger) -> None:

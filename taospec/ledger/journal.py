@@ -88,7 +88,7 @@ def parse_line(line: bytes) -> dict[str, object] | None:
         return None
     try:
         entry = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return entry if isinstance(entry, dict) else None
 

@@ -215,7 +215,7 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as stream:
             data = json.load(stream)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return {}

@@ -323,6 +323,8 @@ class Ledger:
             return {}
         except ValueError as exc:
             raise LedgerCorrupt(f"{path}: not valid JSON ({exc})") from exc
+        except RecursionError:
+            raise LedgerCorrupt(f"{path}: not a sidecar: its JSON nests too deeply") from None
         if not isinstance(data, dict):
             raise LedgerCorrupt(f"{path}: a sidecar must be a JSON object")
         return data
@@ -581,6 +583,9 @@ def _decode(raw: bytes, path: Path) -> object:
         return json.loads(raw)
     except ValueError as exc:
         raise LedgerCorrupt(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        # Python's decoder recurses once a level; no record or sidecar nests so deep.
+        raise LedgerCorrupt(f"{path}: not a record: its JSON nests too deeply") from None
 
 
 def _plain(value: object, where: str) -> object:
