@@ -112,6 +112,9 @@ def _problems(source: Source, error: ValidationError) -> list[Problem]:
     path = tuple(error.absolute_path)
     if error.validator == "additionalProperties":
         return _unknown_keys(source, error, path)
+    if "propertyNames" in error.absolute_schema_path and isinstance(error.instance, str):
+        # A key that is refused: point at the key itself, not at its mapping's first line.
+        return [source.problem((*path, error.instance), _sentence(error), key=True)]
     return [source.problem(path, _sentence(error) + _gpus_hint(path, error.instance))]
 
 

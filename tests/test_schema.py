@@ -83,3 +83,32 @@ def test_the_wheel_ships_the_schema(tmp_path: Path) -> None:
         names = archive.namelist()
     assert shipped == SCHEMA_FILE.read_text()
     assert "taospec/templates/docker.j2" in names
+
+
+def test_a_refused_key_is_reported_at_the_key_in_words(tmp_path: Path) -> None:
+    from taospec.diagnostics import SpecError
+    from taospec.loader import load_jobfile
+
+    job = tmp_path / "pipeline.yaml"
+    job.write_text(
+        "version: 1\n"
+        "defaults: {network_arch: a, action: b, platform: local, image: 'busybox:1',\n"
+        "           results_root: /r, command: 'echo {matrix.lr}'}\n"
+        "jobs:\n"
+        "  good: {}\n"
+        "  -bad: {}\n"
+        "  sweep:\n"
+        "    matrix: {lr: [1], 2x: [1]}\n"
+    )
+    try:
+        load_jobfile(str(job))
+    except SpecError as exc:
+        found = sorted((p.line, p.column, p.path, p.message) for p in exc.problems)
+    else:
+        raise AssertionError("a bad target name and matrix key were accepted")
+    assert found == [
+        (6, 3, ("jobs", "-bad"), "'-bad' is not valid here: expected a target name: ASCII "
+         "letters, digits, '.', '_' and '-', starting with a letter or digit"),
+        (8, 23, ("jobs", "sweep", "matrix", "2x"), "'2x' is not valid here: expected a matrix "
+         "key: a letter or underscore, then letters, digits and underscores"),
+    ]  # fmt: skip
