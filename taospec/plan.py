@@ -313,7 +313,8 @@ def dump_yaml(data: Any) -> str:
         return text
 
     text = dump(readable=True)
-    if yaml.load(text, Loader=loader) != data:  # noqa: S506 - a safe loader
+    # Text that came out all ASCII has no raw character for allow_unicode to have chosen.
+    if not text.isascii() and yaml.load(text, Loader=loader) != data:  # noqa: S506 - safe
         text = dump(readable=False)
     return text
 
