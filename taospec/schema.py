@@ -17,9 +17,10 @@ that).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from taospec import schemacheck
 from taospec.diagnostics import Problem, closest
@@ -74,9 +75,25 @@ def _focused(definition: str | None) -> dict[str, Any]:
 
 @cache
 def _validator(definition: str | None) -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(_focused(definition))
+    # The same reading of "pattern" as the compiled check (schemacheck.pattern_search).
+    checker = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {"pattern": _pattern}
+    )
+    return cast("Draft202012Validator", checker(_focused(definition)))
+
+
+def _pattern(
+    validator: Draft202012Validator, pattern: str, instance: Any, _schema: Any
+) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
+    if (
+        validator.is_type(instance, "string")
+        and schemacheck.pattern_search(pattern)(instance) is None
+    ):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 @cache
@@ -86,6 +103,14 @@ def _check(definition: str | None) -> schemacheck.Check | None:
         return schemacheck.compile_schema(_focused(definition))
     except schemacheck.Uncompilable:
         return None
+
+
+def is_image_ref(text: str) -> bool:
+    """Whether ``text`` is an image reference Docker accepts (the schema's ``image_ref``)."""
+    node = schema()["$defs"]["image_ref"]
+    return len(text) <= node["maxLength"] and bool(
+        schemacheck.pattern_search(node["pattern"])(text)
+    )
 
 
 def is_valid(data: Any, definition: str | None = None) -> bool:

@@ -180,10 +180,24 @@ def _const(wanted: Any) -> Check:
     return lambda value: equal(value, wanted)
 
 
+def pattern_search(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    """A JSON Schema ``pattern``'s search, with ``$`` read as ECMA-262 (JSON Schema's
+    dialect) reads it: the end of the text.
+
+    Python's ``$`` also matches just before a final newline, which let a value such
+    as ``"busybox:1\\n"`` (a YAML block scalar) pass ``^[a-z0-9:]+$``. The schema's
+    patterns use ``$`` only as their last character (tests/test_schema.py holds it).
+    """
+    backslashes = len(pattern[:-1]) - len(pattern[:-1].rstrip("\\"))
+    if pattern.endswith("$") and backslashes % 2 == 0:
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern).search
+
+
 def _string(schema: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
     if "pattern" in schema:
-        search = re.compile(schema["pattern"]).search
+        search = pattern_search(schema["pattern"])
         checks.append(lambda value: type(value) is not str or search(value) is not None)
     if "minLength" in schema:
         low = schema["minLength"]
