@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from taospec.schema import is_image_ref
 from taospec.yamlsrc import parse_shared, read_text
 
 VERSIONS_FILE = "versions.yaml"
@@ -108,4 +109,9 @@ def image_in_text(text: str, versions: str, key: str) -> str:
         node = node[part]
     if not isinstance(node, str) or not node:
         raise LookupError(f"{versions}: {key!r} is not an image reference")
+    if not is_image_ref(node):
+        raise LookupError(
+            f"{versions}: {key!r} is {node!r}, not an image reference Docker accepts "
+            "([registry[:port]/]repository[:tag][@digest], the repository in lowercase)"
+        )
     return node

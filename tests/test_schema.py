@@ -9,8 +9,9 @@ import zipfile
 from pathlib import Path
 
 import jsonschema
+import pytest
 
-from taospec import schema
+from taospec import schema, schemacheck
 from tests.conftest import ROOT, Runner
 
 SCHEMA_FILE = ROOT / "schemas" / "job.schema.json"
@@ -112,3 +113,87 @@ def test_a_refused_key_is_reported_at_the_key_in_words(tmp_path: Path) -> None:
         (8, 23, ("jobs", "sweep", "matrix", "2x"), "'2x' is not valid here: expected a matrix "
          "key: a letter or underscore, then letters, digits and underscores"),
     ]  # fmt: skip
+
+
+def _patterns(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        return own + [p for value in node.values() for p in _patterns(value)]
+    if isinstance(node, list):
+        return [p for value in node for p in _patterns(value)]
+    return []
+
+
+def test_patterns_end_the_text_only_at_their_end() -> None:
+    # schemacheck.pattern_search reads a final "$" as the end of the text (ECMA-262's
+    # reading); a "$" anywhere else would be read as Python reads it.
+    patterns = _patterns(schema.schema())
+    assert len(patterns) > 10
+    for pattern in patterns:
+        assert "$" not in pattern[:-1], pattern
+    search = schemacheck.pattern_search("^[a-z]+$")
+    assert search("abc")
+    assert not search("abc\n")
+    assert not search("abc\nd")
+    assert schemacheck.pattern_search(r"^a\$")("a$\n")  # an escaped "$" is a dollar sign
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("image", "taospec-test/busybox:1\n"), ("network_arch", "hello\n"), ("action", "greet\n")],
+)
+def test_a_value_with_a_final_newline_fails_its_pattern(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    from taospec.diagnostics import SpecError
+    from taospec.loader import load_jobfile
+
+    fields = {
+        "version": 1, "network_arch": "hello", "action": "greet", "platform": "docker",
+        "user": "1000:1000", "results_root": "/r", "command": "echo hi",
+        "image": "taospec-test/busybox:1",
+    }  # fmt: skip
+    fields[key] = value
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps(fields))  # JSON is YAML, and spells the newline plainly
+    with pytest.raises(SpecError) as raised:
+        load_jobfile(str(job))
+    assert [p.path for p in raised.value.problems] == [(key,)]
+    assert "is not valid here" in raised.value.problems[0].message
+
+
+IMAGE_REFS = [
+    # accepted: each names a repository no machine has, as the test tags and removes it
+    "taospec-probe/busybox:1", "nvcr.io/taospec-probe/tao-toolkit:6.0.0-pyt", "taospec-probe",
+    "localhost/taospec-probe", "localhost:5000/taospec-probe/b:1.0", "1.2.3.4:5000/taospec-probe",
+    "nvcr.io:8443/taospec-probe:1", "UPPER.io:5000/taospec-probe/y:TAG_1", "taospec_probe/x:1",
+    "taospec__probe/c:1", "taospec-probe--c:1", "taospec-probe:_1", "taospec-probe:" + "t" * 128,
+    # refused
+    "BusyBox:1", "nvcr.io/NVIDIA/tao:5", "Foo/bar:1", "a/B:1", "x:-bad", "x:.1", "x:" + "t" * 129,
+    "a//b:1", "a___b:1", "_a:1", "a_:1", "a:1:2", "a@b", "a-.io/x", "a.io:/x", "-a.io/x",
+    "busybox:1 ", "busy box",
+]  # fmt: skip
+DIGEST = "sha256:" + "a" * 64
+
+
+def _tag(image: str, ref: str) -> subprocess.CompletedProcess[str]:
+    argv = ["docker", "tag", image, ref]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def test_image_references_are_read_as_docker_reads_them(engine: str) -> None:
+    # docker tag parses its second argument with Docker's own reference grammar, offline.
+    for ref in IMAGE_REFS:
+        present = ["docker", "image", "inspect", ref]
+        assert subprocess.run(present, capture_output=True, check=False).returncode != 0, ref
+        tagged = _tag(engine, ref)
+        if tagged.returncode == 0:
+            subprocess.run(["docker", "rmi", ref], capture_output=True, check=True)
+        else:
+            assert "invalid reference format" in tagged.stderr, (ref, tagged.stderr)
+        assert schema.is_image_ref(ref) == (tagged.returncode == 0), ref
+    for ref in (f"busybox@{DIGEST}", f"nvcr.io/nvidia/tao:5@{DIGEST}"):
+        tagged = _tag(engine, ref)
+        assert "refusing to create a tag with a digest reference" in tagged.stderr, ref
+        assert schema.is_image_ref(ref), ref
+    assert not schema.is_image_ref("busybox@sha256:" + "a" * 31)  # too short a digest
