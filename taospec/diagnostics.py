@@ -47,6 +47,12 @@ class Problem:
     message: str
     file: str = ""
 
+    def __post_init__(self) -> None:
+        # A message may quote the value it refuses; whatever prints it, no secret goes out.
+        from taospec.lint import redacted  # only a mistake pays for it
+
+        object.__setattr__(self, "message", redacted(self.message))
+
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"
         return f"{where}: {format_path(self.path)}: {self.message}"

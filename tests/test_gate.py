@@ -174,6 +174,30 @@ def test_secret_literals_are_refused_where_they_are_written(
     assert len(lines) == 3
 
 
+@pytest.mark.parametrize("secret", SECRETS[-1:])
+def test_a_refused_value_is_never_echoed_with_its_secret(
+    taospec: Runner, tmp_path: Path, secret: str
+) -> None:
+    # Messages quote the value they refuse; a secret inside it is redacted in every output.
+    (tmp_path / "versions.yaml").write_text(f"images:\n  leaky: 'https://u:{secret}@h/x'\n")
+    in_image = job(tmp_path, name="image.yaml")
+    in_image.write_text(in_image.read_text().replace("busybox:1", f"'{secret}:-x'"))
+    pinned = job(tmp_path, name="pinned.yaml")
+    pinned.write_text(
+        pinned.read_text().replace("image: busybox:1", "image: {versions_key: images.leaky}")
+    )
+    for path in (in_image, pinned):
+        for argv in (("validate", path), ("render", path)):
+            result = taospec(*argv)
+            refused(result, "<redacted>")
+            assert secret not in result.stderr + result.stdout
+        for fmt in ("json", "github"):
+            result = taospec("validate", "--format", fmt, path)
+            assert result.returncode == 2
+            assert "<redacted>" in result.stdout
+            assert secret not in result.stderr + result.stdout
+
+
 def test_root_and_host_users_are_refused_with_what_to_write(
     taospec: Runner, tmp_path: Path
 ) -> None:

@@ -33,7 +33,9 @@ def run_guarded(call: Callable[[], object]) -> int:
     try:
         result = call()
     except TaospecError as exc:
-        _say(exc.report())
+        from taospec.lint import redacted  # only an error pays for it
+
+        _say(redacted(exc.report()))  # a message may quote what it refuses
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
