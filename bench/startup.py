@@ -18,6 +18,8 @@ from report import Figure, Target
 from workspace import ROOT, Workspace
 
 VALIDATE_FILES = 500
+RENDER_LIBRARIES = ("click", "yaml", "jinja2")
+"""What ``render`` of a job without ``skill:`` imports besides the standard library."""
 VARIANTS = (
     ("train.yaml", "num_epochs: 10", "num_epochs: {n}"),
     ("hello.yaml", "repeat: 1", "repeat: {n}"),
@@ -46,7 +48,9 @@ def render_figures(ws: Workspace, times: int = 21) -> list[Figure]:
         job.edit()
         return ws.taospec_run(args)
 
-    rendered, bare = alternate([render, ws.bare], times, warmup=2)
+    rendered, bare, floor = alternate(
+        [render, ws.bare, lambda: ws.libraries(*RENDER_LIBRARIES)], times, warmup=2
+    )
     speed = Figure(
         "render",
         "taospec render, edited jobs/train.yaml",
@@ -65,7 +69,16 @@ def render_figures(ws: Workspace, times: int = 21) -> list[Figure]:
         maxrss_mib(bare),
         Target("max", 40),
     )
-    return [profiled(ws, speed, args, job), profiled(ws, memory, args, job)]
+    libraries = Figure(
+        "render_libraries",
+        f"import {', '.join(RENDER_LIBRARIES)} (render's libraries alone)",
+        "ms",
+        seconds(floor).scaled(1000),
+        "python -c pass",
+        seconds(bare).scaled(1000),
+        note="no target: the part of render's ratio taospec cannot remove",
+    )
+    return [profiled(ws, speed, args, job), libraries, profiled(ws, memory, args, job)]
 
 
 def job_files(ws: Workspace, count: int = VALIDATE_FILES) -> list[EditedFile]:

@@ -59,6 +59,10 @@ class Workspace:
         """The reference for start-up costs: this interpreter doing nothing."""
         return run_once([self.python, "-c", "pass"], env=self.env())
 
+    def libraries(self, *modules: str) -> Run:
+        """This interpreter importing ``modules`` and nothing of taospec's: a command's floor."""
+        return run_once([self.python, "-c", f"import {', '.join(modules)}"], env=self.env())
+
     def taospec_run(
         self,
         args: Sequence[str],
