@@ -81,6 +81,30 @@ def show(top: Path, rev: str, path: str) -> str:
     return found.stdout
 
 
+def renamed_from(where: GitFile, old: str, new: str | None) -> str | None:
+    """The path ``where`` had at ``old``, when git sees it renamed by ``new`` (None: the work tree).
+
+    Git's own rename detection decides, as ``git diff --find-renames`` shows
+    it; a file moved without telling git (not added) has no old path.
+    """
+    found = _git(
+        where.top, "diff", "--find-renames", "--name-status", "-z", old, *filter(None, [new])
+    )
+    if not found.ok:
+        raise InvalidInput(f"git diff {old} failed: {found.output()}")
+    fields = found.stdout.split("\0")
+    index = 0
+    while index < len(fields) - 1:
+        status = fields[index]
+        if status.startswith("R"):  # R<score>, old path, new path
+            if fields[index + 2] == where.path:
+                return fields[index + 1]
+            index += 3
+        else:
+            index += 2
+    return None
+
+
 def versions_reader(where: GitFile, rev: str) -> tuple[str, str] | None:
     """The nearest versions.yaml of ``where`` at ``rev``: its display name and its text."""
     parent = PurePosixPath(where.path).parent

@@ -151,6 +151,55 @@ def test_diff_names_added_and_removed_targets(taospec: Runner, repo: Path):
     assert data["changed"] is True
 
 
+def test_diff_follows_a_file_git_sees_renamed(taospec: Runner, repo: Path):
+    git(repo, "mv", "jobs/pipeline.yaml", "jobs/classify.yaml")
+    spec = repo / "jobs" / "classify.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0002"))
+    git(repo, "add", "-A")
+    done = in_repo(taospec, repo)("diff", "jobs/classify.yaml")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(
+        "jobs/classify.yaml: renamed from jobs/pipeline.yaml at HEAD\n"
+        "jobs/classify.yaml: train: changed\n"
+        "--- HEAD:jobs/pipeline.yaml#train\n+++ jobs/classify.yaml#train\n"
+    )
+    assert "-  lr: 0.0001\n+  lr: 0.0002\n" in done.stdout
+    assert "jobs/classify.yaml: evaluate: unchanged\n" in done.stdout
+    first = git(repo, "rev-parse", "HEAD").strip()
+    second = commit(repo, "rename")
+    between = in_repo(taospec, repo)(
+        "diff", "--format", "json", first, second, "jobs/classify.yaml"
+    )
+    assert between.returncode == 1, between.stderr
+    data = json.loads(between.stdout)
+    conforms(data, "diff")
+    assert data["files"][0]["renamed_from"] == "jobs/pipeline.yaml"
+    statuses = {t["target"]: t["status"] for t in data["files"][0]["targets"]}
+    assert statuses == {"train": "changed", "evaluate": "unchanged"}
+    # a file git does not know was moved is new: every target is added
+    (repo / "jobs" / "classify.yaml").rename(repo / "jobs" / "untracked.yaml")
+    moved = in_repo(taospec, repo)("diff", "jobs/untracked.yaml")
+    assert moved.returncode == 1, moved.stderr
+    assert "renamed" not in moved.stdout
+    assert "jobs/untracked.yaml: train: added\n" in moved.stdout
+
+
+def test_diff_of_a_renamed_file_names_the_old_path_when_that_side_is_invalid(
+    taospec: Runner, repo: Path
+):
+    spec = repo / "jobs" / "pipeline.yaml"
+    good = spec.read_text()
+    spec.write_text(good.replace("action: train", "action: train\n    gpus: [zero]"))
+    commit(repo, "broken")
+    git(repo, "mv", "jobs/pipeline.yaml", "jobs/classify.yaml")
+    (repo / "jobs" / "classify.yaml").write_text(good)
+    git(repo, "add", "-A")
+    done = in_repo(taospec, repo)("diff", "jobs/classify.yaml")
+    assert done.returncode == 2
+    assert "jobs/classify.yaml is invalid at HEAD (as jobs/pipeline.yaml)" in done.stderr
+    assert done.stdout == ""
+
+
 def test_diff_with_an_invalid_revision_says_which(taospec: Runner, repo: Path):
     spec = repo / "jobs" / "pipeline.yaml"
     good = spec.read_text()

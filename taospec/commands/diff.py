@@ -4,7 +4,9 @@ Each file's targets are rendered at two revisions (default: HEAD against the
 work tree; one revision: it against the work tree) and their plans compared
 as text, every job id shown as ``$JOB_ID``. A file at a revision is read with
 ``git show REV:path``, and so is the versions.yaml it resolves against: a
-changed image pin shows as a changed image in every target that uses it.
+changed image pin shows as a changed image in every target that uses it. A
+file git sees renamed since the old revision is compared with its old path,
+read under its new name so that only a change of its commands shows.
 Exit 0 when no plan changed, 1 when one did, 2 when either side is invalid.
 """
 
@@ -81,9 +83,11 @@ def _plans(jobfile: JobFile | None) -> dict[str, str]:
     return out
 
 
-def _side(where: gitrev.GitFile, rev: str | None) -> dict[str, str]:
+def _side(where: gitrev.GitFile, rev: str | None, renamed: bool = False) -> dict[str, str]:
     """The plans of ``where`` at ``rev`` (None: the work tree), naming the side in any error."""
     label = f"at {rev}" if rev else f"in the {WORK_TREE}"
+    if renamed:
+        label += f" (as {where.path})"
     try:
         if rev is None:
             jobfile = load_jobfile(where.display) if os.path.lexists(where.display) else None
@@ -127,38 +131,51 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
     revs, files = split_args(args)
     old_rev = revs[0] if revs else "HEAD"
     new_rev = revs[1] if len(revs) > 1 else None
-    results: list[tuple[str, list[TargetDiff]]] = []
+    results: list[tuple[str, str | None, list[TargetDiff]]] = []
     try:
         for file in files:
             where = gitrev.locate(file)
             for rev in (old_rev, new_rev):
                 if rev is not None:
                     gitrev.commit(where.top, rev)
+            before = where
+            source = None
+            if where.path not in gitrev.existing(where.top, old_rev, [where.path]):
+                source = gitrev.renamed_from(where, old_rev, new_rev)
+                if source is not None:  # shown under its new name: only real changes show
+                    before = gitrev.GitFile(where.display, where.top, source)
             names = (
-                f"{old_rev}:{where.path}",
+                f"{old_rev}:{before.path}",
                 f"{new_rev}:{where.path}" if new_rev else file,
             )
-            old, new = _side(where, old_rev), _side(where, new_rev)
+            old, new = _side(before, old_rev, source is not None), _side(where, new_rev)
             if not old and not new:
                 raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}")
-            results.append((file, compare(old, new, names)))
+            results.append((file, source, compare(old, new, names)))
     except SideInvalid as exc:
         print(exc.detail, file=sys.stderr)
         print(f"taospec diff: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    changed = any(t.status != "unchanged" for _, diffs in results for t in diffs)
+    changed = any(t.status != "unchanged" for _, _, diffs in results for t in diffs)
     if fmt == "json":
         document = {
             "old": old_rev,
             "new": new_rev,
             "changed": changed,
             "files": [
-                {"file": file, "targets": [t.to_json() for t in diffs]} for file, diffs in results
+                {
+                    "file": file,
+                    **({"renamed_from": source} if source else {}),
+                    "targets": [t.to_json() for t in diffs],
+                }
+                for file, source, diffs in results
             ],
         }
         print(json.dumps(document, indent=2))
     else:
-        for file, diffs in results:
+        for file, source, diffs in results:
+            if source:
+                print(f"{file}: renamed from {source} at {old_rev}")
             for target in diffs:
                 print(f"{file}: {target.target}: {target.status}")
                 sys.stdout.write(target.diff)
