@@ -65,9 +65,11 @@ class Images:
 def find_versions_file(start: Path) -> Path | None:
     """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
 
-    A job file read from a pipe, a FIFO or a process substitution has no folder
-    of its own: nothing is searched (a stray versions.yaml above the current
-    directory must not pick its images); ``--versions FILE`` names one.
+    The search ends at the top of the git work tree that holds ``start`` (the
+    folder with ``.git``), where ``taospec diff`` ends it at a revision, so a
+    file outside the repository never picks a committed job's images. A job
+    file read from a pipe, a FIFO or a process substitution has no folder of
+    its own: nothing is searched; ``--versions FILE`` names one.
     """
     real = Path(os.path.realpath(start))
     if not real.is_file():
@@ -77,6 +79,8 @@ def find_versions_file(start: Path) -> Path | None:
         found = candidate / VERSIONS_FILE
         if found.is_file():
             return found
+        if os.path.lexists(candidate / ".git"):
+            return None
     return None
 
 

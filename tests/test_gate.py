@@ -286,6 +286,27 @@ def test_every_unknown_key_gpu_text_and_syntax_errors_are_explained(
         refused(taospec("validate", bad), "YAML syntax error", hint)
 
 
+def test_the_versions_file_search_ends_at_the_repository_top(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    text = (JOBS / "hello-docker.yaml").read_text()
+    (tmp_path / "versions.yaml").write_text("images:\n  test:\n    busybox: stray/busybox:1\n")
+    plain = write(tmp_path / "plain" / "jobs" / "hello.yaml", text)
+    shown = taospec("render", plain)  # no repository: the nearest file above is used
+    assert shown.returncode == 0, shown.stderr
+    assert "stray/busybox:1" in shown.stdout
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    inside = write(repo / "jobs" / "hello.yaml", text)
+    refused(taospec("validate", inside), "$.image.versions_key: image key 'images.test.busybox' "
+            "needs a versions.yaml")  # fmt: skip
+    (repo / "versions.yaml").write_text((JOBS / "versions.yaml").read_text())
+    pinned = taospec("render", inside)
+    assert pinned.returncode == 0, pinned.stderr
+    assert "taospec-test/busybox:1" in pinned.stdout
+    assert "stray" not in pinned.stdout
+
+
 def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> None:
     text = (JOBS / "hello-docker.yaml").read_text()
     versions = str(JOBS / "versions.yaml")
