@@ -139,6 +139,7 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
                         _at(source, where, f"{key}={value} is listed twice; each value runs once")
                     )
         total += count
+        problems += _matrix_in_scripts(source, base, matrix, _words(merge(defaults, own or {})))
         if count > MAX_TARGETS:
             problems.append(
                 _at(
@@ -235,10 +236,14 @@ def _expand(base: str, data: dict[str, Any]) -> Iterator[_Expansion]:
         yield _Expansion(base, base, data, ())
         return
     keys = list(matrix)
+    # a value is filled into each word of the command, never into the text it is split from
+    words = _words(data) if isinstance(data.get("command"), str) else None
     for combo in itertools.product(*(matrix[k] for k in keys)):
         values = tuple((k, matrix_value(v)) for k, v in zip(keys, combo, strict=True))
         name = f"{base}[{','.join(f'{k}={v}' for k, v in values)}]"
         filled = _fill(data, {f"matrix.{k}": v for k, v in values})
+        if words is not None and filled["command"] != data["command"]:
+            filled["command"] = _fill(words, {f"matrix.{k}": v for k, v in values})
         yield _Expansion(name, base, filled, values)
 
 
@@ -395,6 +400,32 @@ def _notify(value: str | list[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
     return ("sh", "-c", value) if isinstance(value, str) else tuple(value)
+
+
+def _matrix_in_scripts(
+    source: Source, base: str, matrix: Mapping[str, Any], words: list[str] | None
+) -> list[Problem]:
+    """Matrix values that a ``sh -c`` script of the command would read as shell syntax."""
+    problems = []
+    for key, values in matrix.items():
+        for index, value in enumerate(values if isinstance(values, list) else []):
+            name = f"matrix.{key}"
+            for sentence in placeholders.in_scripts(words or [], {name: matrix_value(value)}):
+                problems.append(_at(source, ("jobs", base, "matrix", key, index), sentence))
+    return problems
+
+
+def _words(data: Mapping[str, Any]) -> list[str] | None:
+    """The command's words with their placeholders, when it can be split (the rules say why not)."""
+    command = data.get("command")
+    if isinstance(command, list):
+        return [str(word) for word in command]
+    if not isinstance(command, str):
+        return None
+    try:
+        return list(split_command(command)) or None
+    except ValueError:
+        return None
 
 
 def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:

@@ -8,12 +8,17 @@ literally, so ``{"a": 1}`` needs no escaping unless it looks like a name.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from taospec.diagnostics import closest
 
 JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
 """Every job may use these; pipeline jobs also ``needs.<target>.results_dir``."""
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+_SCRIPT_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+_PLAIN = re.compile(r"[\w@%+=:,./-]*", re.ASCII)
+"""What ``shlex.quote`` leaves as it is: text every shell context reads as itself."""
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}")
 
@@ -67,3 +72,46 @@ def expand_known(text: str, values: Mapping[str, str]) -> str:
         return values[name] if name in values else match.group(0)
 
     return _TOKEN.sub(fill, text)
+
+
+def script_words(words: Sequence[str]) -> list[int]:
+    """Which of a command's words a shell runs as a script: the one after ``sh -c``.
+
+    ``-c`` may come in a cluster (``bash -lc``, ``sh -ec``); the shell may be
+    named by its path, and come after a wrapper such as ``env`` or ``timeout``.
+    """
+    found = []
+    shell = False
+    for index, word in enumerate(words[:-1]):
+        if shell and _SCRIPT_OPTION.fullmatch(word):
+            found.append(index + 1)
+            shell = False
+        elif word.rsplit("/", 1)[-1] in SHELLS:
+            shell = True
+    return found
+
+
+def in_scripts(
+    words: Sequence[str], values: Mapping[str, str], shown: Mapping[str, str] | None = None
+) -> list[str]:
+    """Sentences about each value in ``values`` a script word of ``words`` would read as syntax.
+
+    A placeholder in ``sh -c '...'`` is filled into the script's text, where a
+    quote, a space, ``$`` or a glob character of its value would be read by the
+    shell, not passed on. Only values that ``shlex.quote`` leaves as they are
+    can stand there; any other goes in as an argument, which no shell reads.
+    ``shown`` gives a value as a message should show it (default: as it is).
+    """
+    found = []
+    for index in script_words(words):
+        shell = next(w for w in reversed(words[:index]) if w.rsplit("/", 1)[-1] in SHELLS)
+        for name in dict.fromkeys(names(words[index])):
+            value = values.get(name)
+            if value is not None and _PLAIN.fullmatch(value) is None:
+                found.append(
+                    f"{{{name}}} is {(shown or values)[name]!r} and stands in the script `{shell} "
+                    f"{words[index - 1]}` runs, where the shell would read its characters as "
+                    f"syntax; pass it as an argument instead: {shell} -c '... \"$1\"' sh "
+                    f"{{{name}}}"
+                )
+    return found

@@ -261,7 +261,17 @@ class Context:
 
     @property
     def command(self) -> tuple[str, ...]:
-        """The job's command with placeholders filled."""
+        """The job's command with placeholders filled; refused where a script would misread one.
+
+        A stand-in (the job id, an upstream's results) counts as the id it
+        stands for, which is plain text.
+        """
+        values = self.values
+        filled = {name: STAND_IN.sub("id", value) for name, value in values.items()}
+        shown = {name: STAND_IN.sub(r"$\1", value) for name, value in values.items()}
+        misread = placeholders.in_scripts(self.job.command, filled, shown)
+        if misread:
+            raise InvalidInput(f"{self.job.file}: command: {'; '.join(misread)}")
         return tuple(self.expand(word) for word in self.job.command)
 
     @property

@@ -307,6 +307,50 @@ def test_the_versions_file_search_ends_at_the_repository_top(
     assert "stray" not in pinned.stdout
 
 
+SCRIPT_SWEEP = """\
+version: 1
+defaults:
+  network_arch: hello
+  platform: local
+  image: busybox:1
+  results_root: RESULTS
+jobs:
+  greet:
+    action: greet
+    matrix: {who: [plain-1.0, "it's", "$(id)"]}
+    command: sh -c 'echo {matrix.who} > {results_dir}/out'
+"""
+
+
+def test_a_value_a_shell_script_would_misread_is_refused_before_anything_runs(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    sweep = write(tmp_path / "sweep.yaml", SCRIPT_SWEEP.replace("RESULTS", str(tmp_path / "r")))
+    lines = refused(taospec("validate", sweep), "$.jobs.greet.matrix.who[1]: {matrix.who} is "
+                    "\"it's\" and stands in the script `sh -c` runs")  # fmt: skip
+    assert [line.split(": ")[1] for line in lines] == [
+        "$.jobs.greet.matrix.who[1]",
+        "$.jobs.greet.matrix.who[2]",
+    ]
+    assert "pass it as an argument instead: sh -c '... \"$1\"' sh {matrix.who}" in lines[0]
+    as_argument = "command: sh -c 'echo \"$1\" > {results_dir}/out' sh {matrix.who}"
+    ok = write(tmp_path / "ok.yaml", SCRIPT_SWEEP.replace("RESULTS", str(tmp_path / "r")).replace(
+        "command: sh -c 'echo {matrix.who} > {results_dir}/out'", as_argument))  # fmt: skip
+    assert taospec("validate", ok).returncode == 0
+    # a results directory the script would misread: refused at render, before any record
+    root = tmp_path / "it's here"
+    single = write(tmp_path / "one.yaml", "version: 1\nnetwork_arch: hello\naction: greet\n"
+                   f"image: busybox:1\nresults_root: \"{root}\"\n"
+                   "command: sh -c 'touch {results_dir}/out'\n")  # fmt: skip
+    state = tmp_path / "state"
+    for verb in ("render", "run"):
+        done = taospec(verb, single, env={"TAO_STATE_DIR": str(state)})
+        assert done.returncode == 2, (verb, done.stderr)
+        assert f'{{results_dir}} is "{root}/$JOB_ID" and stands in the script' in done.stderr
+    assert not root.exists()
+    assert not (state / "jobs").exists() or not any((state / "jobs").iterdir())
+
+
 def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> None:
     text = (JOBS / "hello-docker.yaml").read_text()
     versions = str(JOBS / "versions.yaml")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from taospec import plantext, templates
 from taospec.identity import Identity
-from taospec.loader import load_job
+from taospec.loader import load_job, load_jobfile
 from taospec.plan import JOB_ID
 from taospec.platforms import render
 from tests.conftest import bash_words
@@ -149,3 +149,38 @@ def test_template_lines_split_exactly_as_shlex_splits_them(text: str) -> None:
 def test_quoted_words_split_back_to_themselves(words: list[str]) -> None:
     line = " ".join(templates.quote(word) for word in words)
     assert templates.argv(line) == tuple(words)
+
+
+def sweep(tmp_path: Path, value: str, command: object) -> Path:
+    path = tmp_path / "sweep.yaml"
+    doc = {
+        "version": 1,
+        "defaults": {
+            "network_arch": "arch",
+            "platform": "local",
+            "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+            "results_root": "/results root/it's",
+            "user": "1000:1000",
+        },
+        "jobs": {"sweep": {"action": "act", "matrix": {"v": [value]}, "command": command}},
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=hostile(min_size=1, exclude="{}"), job_id=JOB_IDS)
+def test_a_matrix_value_fills_one_word_of_a_string_command(
+    tmp_path: Path, value: str, job_id: str
+) -> None:
+    command = "printf '%s\\n' {matrix.v} 'x {matrix.v} y' {results_dir}"
+    (target,) = load_jobfile(sweep(tmp_path, value, command)).targets.values()
+    words = ("printf", "%s\\n", value, f"x {value} y", "{results_dir}")
+    assert target.job.command == words
+    plan = render(target.job, launcher=LAUNCHER).with_job_id(job_id)
+    launch = next(step for step in plan.steps if step.name == "launch")
+    ran = bash_words(plantext.argv_text(launch.argv))
+    assert ran == list(launch.argv)
+    assert ran[-5:] == ["printf", "%s\\n", value, f"x {value} y", f"/results root/it's/{job_id}"]
