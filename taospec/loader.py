@@ -139,7 +139,9 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
                         _at(source, where, f"{key}={value} is listed twice; each value runs once")
                     )
         total += count
-        problems += _matrix_in_scripts(source, base, matrix, _words(merge(defaults, own or {})))
+        merged = merge(defaults, own or {})
+        problems += _matrix_in_scripts(source, base, matrix, _words(merged))
+        problems += _matrix_in_scripts(source, base, matrix, list(_notify(merged.get("notify"))))
         if count > MAX_TARGETS:
             problems.append(
                 _at(
@@ -405,7 +407,7 @@ def _notify(value: str | list[str] | None) -> tuple[str, ...]:
 def _matrix_in_scripts(
     source: Source, base: str, matrix: Mapping[str, Any], words: list[str] | None
 ) -> list[Problem]:
-    """Matrix values that a ``sh -c`` script of the command would read as shell syntax."""
+    """Matrix values that a ``sh -c`` script of ``words`` (a command) would read as syntax."""
     problems = []
     for key, values in matrix.items():
         for index, value in enumerate(values if isinstance(values, list) else []):

@@ -337,6 +337,8 @@ def test_a_value_a_shell_script_would_misread_is_refused_before_anything_runs(
     ok = write(tmp_path / "ok.yaml", SCRIPT_SWEEP.replace("RESULTS", str(tmp_path / "r")).replace(
         "command: sh -c 'echo {matrix.who} > {results_dir}/out'", as_argument))  # fmt: skip
     assert taospec("validate", ok).returncode == 0
+    notify = write(tmp_path / "notify.yaml", ok.read_text() + "    notify: echo {matrix.who}\n")
+    refused(taospec("validate", notify), "$.jobs.greet.matrix.who[2]: {matrix.who} is '$(id)'")
     # a results directory the script would misread: refused at render, before any record
     root = tmp_path / "it's here"
     single = write(tmp_path / "one.yaml", "version: 1\nnetwork_arch: hello\naction: greet\n"
