@@ -309,6 +309,19 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         )
     if platform == "slurm":
         yield from _slurm_rules(source)
+    container = (data.get("slurm") or {}).get("container", "pyxis") if platform == "slurm" else ""
+    root = data.get("results_root")
+    if (
+        isinstance(root, str)
+        and ":" in root
+        and (platform in ("docker", "brev") or container == "docker")
+    ):
+        yield source.problem(
+            ("results_root",),
+            "docker run -v separates source, target and options with ':', so the results "
+            "directory under a results_root holding ':' cannot be mounted at /results; "
+            "choose a path without ':'",
+        )
 
 
 FREE_GPU_PLATFORMS = ("docker", "local", "brev")
@@ -368,6 +381,13 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
 
 def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:
     """Pyxis separates mounts with ',' and their fields with ':'."""
+    root = source.data.get("results_root")
+    if isinstance(root, str) and ("," in root or ":" in root):
+        yield source.problem(
+            ("results_root",),
+            "pyxis's --container-mounts mounts the results directory at /results and cannot "
+            "carry a path with ',' or ':'",
+        )
     mounts = source.data.get("mounts")
     for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
         for key in ("source", "target"):

@@ -307,6 +307,35 @@ def test_the_versions_file_search_ends_at_the_repository_top(
     assert "stray" not in pinned.stdout
 
 
+@pytest.mark.parametrize(
+    ("platform", "root", "refusal"),
+    [
+        ("docker", "/data/run:1", "docker run -v separates source, target and options with ':'"),
+        ("brev", "/data/run:1", "docker run -v separates source, target and options with ':'"),
+        ("slurm", "/data/run,1", "pyxis's --container-mounts mounts the results directory"),
+        ("slurm", "/data/run:1", "pyxis's --container-mounts mounts the results directory"),
+        ("slurm-docker", "/data/run:1", "docker run -v separates"),
+    ],
+)
+def test_a_results_root_the_platform_cannot_mount_is_refused(
+    taospec: Runner, tmp_path: Path, platform: str, root: str, refusal: str
+) -> None:
+    name, _, container = platform.partition("-")
+    text = (
+        f"version: 1\nnetwork_arch: hello\naction: greet\nimage: busybox:1\n"
+        f'platform: {name}\nresults_root: "{root}"\ncommand: echo hi\n'
+    )
+    text += "brev: {instance: gpu-box}\n" if name == "brev" else ""
+    text += f"slurm: {{container: {container}}}\n" if container else ""
+    job = write(tmp_path / "job.yaml", text)
+    lines = refused(taospec("validate", job), "$.results_root: " + refusal)
+    assert lines[0].startswith(f"{job}:6:15: ")
+    if name != "slurm":  # a local process takes the same directory as it is
+        local = write(tmp_path / "local.yaml", text.replace(f"platform: {name}", "platform: local"))
+        done = taospec("validate", local)
+        assert done.returncode == 0, done.stderr
+
+
 SCRIPT_SWEEP = """\
 version: 1
 defaults:
