@@ -309,6 +309,7 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         )
     if platform == "slurm":
         yield from _slurm_rules(source)
+    yield from _docker_args_rules(source)
     container = (data.get("slurm") or {}).get("container", "pyxis") if platform == "slurm" else ""
     root = data.get("results_root")
     if (
@@ -322,6 +323,71 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
             "directory under a results_root holding ':' cannot be mounted at /results; "
             "choose a path without ':'",
         )
+
+
+DOCKER_OWN_OPTIONS = {
+    "--name": "taospec names the container after the job's id, which status, logs and cancel "
+    "find it by",
+    "--rm": "taospec keeps the stopped container, which holds the job's exit code and output, "
+    "until taospec prune",
+    "--user": "taospec sets the container's user from user:; set it there",
+    "-u": "taospec sets the container's user from user:; set it there",
+    "--gpus": "taospec passes gpus: as --gpus; list the GPUs there",
+    "--shm-size": "taospec passes docker.shm_size as --shm-size; set it there",
+}
+"""``docker run`` options taospec sets itself, with what to do instead."""
+
+_OWN_LABELS = ("tao-job=", "tao-owner=")
+_MOUNT_OPTIONS = ("-v", "--volume", "--mount")
+
+
+def _docker_args_rules(source: Source) -> Iterator[Problem]:
+    """``docker.extra_args`` may not take over what taospec's ``docker run`` sets.
+
+    Docker takes the last of a repeated option, so a second ``--name`` would
+    rename the container the record names, and a mount at /results would
+    shadow (or clash with) the job's results directory.
+    """
+    block = source.data.get("docker")
+    args = block.get("extra_args") if isinstance(block, dict) else None
+    if not isinstance(args, list):
+        return
+    words = [arg if isinstance(arg, str) else "" for arg in args]
+    for index, word in enumerate(words):
+        flag, _, attached = word.partition("=")
+        value = attached if attached or word.endswith("=") else ""
+        if not value and index + 1 < len(words) and flag in (*_MOUNT_OPTIONS, "--label", "-l"):
+            value = words[index + 1]
+        short = next((f for f in ("-u", "-v", "-l") if word.startswith(f) and len(word) > 2), "")
+        if short:
+            flag, value = short, word[2:]
+        where = ("docker", "extra_args", index)
+        if flag in DOCKER_OWN_OPTIONS:
+            yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+        elif flag in ("--label", "-l") and value.startswith(_OWN_LABELS):
+            label = value.partition("=")[0]
+            yield source.problem(
+                where, f"{label}: taospec labels the container with the job's id and owner"
+            )
+        elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
+            yield source.problem(
+                where,
+                f"{value} mounts at or under /results, where the job's results directory is "
+                "mounted; mount elsewhere, e.g. /data",
+            )
+
+
+def _mount_target(flag: str, value: str) -> str | None:
+    """The target of a ``-v`` or ``--mount`` value when it is at or under /results."""
+    if flag == "--mount":
+        fields = dict(item.partition("=")[::2] for item in value.split(","))
+        target = next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
+    else:
+        parts = value.split(":")
+        target = parts[1] if len(parts) > 1 else parts[0]
+    target = posixpath.normpath(target) if target.startswith("/") else ""
+    inside = target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/")
+    return target if inside else None
 
 
 FREE_GPU_PLATFORMS = ("docker", "local", "brev")

@@ -32,7 +32,7 @@ from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_quoting import JOB_IDS, hostile
+from tests.test_quoting import JOB_IDS, docker_args, hostile
 
 pytestmark = pytest.mark.engine
 
@@ -680,7 +680,7 @@ def brev_documents(draw: st.DrawFn) -> dict[str, object]:
             {"source": draw(absolute()), "target": "/more"},
         ],
         "env": {"pass": ["NGC_KEY"], "set": {"MODE": draw(text)}},
-        "docker": {"extra_args": draw(st.lists(text, max_size=3))},
+        "docker": {"extra_args": draw(docker_args(text))},
         "spec": {"train": {"note": draw(text)}},
     }
 

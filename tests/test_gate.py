@@ -8,6 +8,7 @@ the same messages, and nothing ever ends in a traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -334,6 +335,39 @@ def test_a_results_root_the_platform_cannot_mount_is_refused(
         local = write(tmp_path / "local.yaml", text.replace(f"platform: {name}", "platform: local"))
         done = taospec("validate", local)
         assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--name", "mine"], "--name: taospec names the container after the job's id"),
+        (["--name=mine"], "--name: taospec names the container"),
+        (["--rm"], "--rm: taospec keeps the stopped container"),
+        (["-u", "0"], "-u: taospec sets the container's user from user:"),
+        (["-u0"], "-u: taospec sets the container's user from user:"),
+        (["--gpus", "all"], "--gpus: taospec passes gpus: as --gpus"),
+        (["--shm-size=1g"], "--shm-size: taospec passes docker.shm_size"),
+        (["--label", "tao-job=other"], "tao-job: taospec labels the container"),
+        (["-ltao-owner=bob"], "tao-owner: taospec labels the container"),
+        (["-v", "/etc:/results"], "/etc:/results mounts at or under /results"),
+        (["--volume=/etc:/results/x:ro"], "/etc:/results/x:ro mounts at or under /results"),
+        (["--mount", "type=bind,source=/etc,target=/results"], "type=bind,source=/etc,target"),
+    ],
+)
+def test_extra_args_cannot_take_over_taospecs_docker_run(
+    taospec: Runner, tmp_path: Path, args: list[str], refusal: str
+) -> None:
+    text = (
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: docker\nimage: busybox:1\n"
+        'results_root: /data/results\nuser: "1000:1000"\ncommand: echo hi\ndocker:\n'
+        f"  extra_args: {json.dumps(['--init', *args])}\n"
+    )
+    refused(taospec("validate", write(tmp_path / "job.yaml", text)),
+            f"$.docker.extra_args[1]: {refusal}")  # fmt: skip
+    fine = ["--label", "team=cv", "-v", "/etc:/data:ro", "--ulimit", "memlock=-1"]
+    ok = text.replace(json.dumps(["--init", *args]), json.dumps(fine))
+    done = taospec("validate", write(tmp_path / "ok.yaml", ok))
+    assert done.returncode == 0, done.stderr
 
 
 SCRIPT_SWEEP = """\

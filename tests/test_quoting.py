@@ -20,6 +20,7 @@ from taospec.identity import Identity
 from taospec.loader import load_job, load_jobfile
 from taospec.plan import JOB_ID
 from taospec.platforms import render
+from taospec.rules import DOCKER_OWN_OPTIONS
 from tests.conftest import bash_words
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
@@ -34,6 +35,15 @@ def hostile(min_size: int = 0, exclude: str = "") -> st.SearchStrategy[str]:
     return st.lists(st.one_of(st.text(alphabet, max_size=6), pieces), min_size=min_size).map(
         "".join
     )
+
+
+TAKEN = (*DOCKER_OWN_OPTIONS, "-v", "-l", "--label", "--volume", "--mount")
+"""Words that would take over an option of taospec's own ``docker run`` (validate refuses them)."""
+
+
+def docker_args(text: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStrategy[list[str]]:
+    """``docker.extra_args`` of hostile words that take over none of taospec's options."""
+    return st.lists(text.filter(lambda word: not word.startswith(TAKEN)), max_size=max_size)
 
 
 def absolute(exclude: str = ":") -> st.SearchStrategy[str]:
@@ -60,7 +70,7 @@ def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
     if platform == "docker":
         source = draw(absolute(":{}"))
         doc["mounts"] = [{"source": source, "target": "/data", "readonly": draw(st.booleans())}]
-        doc["docker"] = {"extra_args": draw(st.lists(hostile(exclude=no_braces), max_size=3))}
+        doc["docker"] = {"extra_args": draw(docker_args(hostile(exclude=no_braces)))}
     return doc
 
 

@@ -28,7 +28,7 @@ from taospec.loader import load_job
 from taospec.platforms import render
 from tests.conftest import ROOT, Runner, bash_words, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_quoting import JOB_IDS, hostile
+from tests.test_quoting import JOB_IDS, docker_args, hostile
 
 pytestmark = pytest.mark.engine
 
@@ -255,7 +255,7 @@ def ssh_documents(draw: st.DrawFn) -> dict[str, object]:
         "network_arch": "arch",
         "action": "act",
         "platform": "docker",
-        "docker": {"host": HOST, "extra_args": draw(st.lists(text, max_size=2))},
+        "docker": {"host": HOST, "extra_args": draw(docker_args(text, max_size=2))},
         "image": "taospec-test/busybox:1",
         "command": draw(st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=3)),
         "results_root": draw(absolute()),
