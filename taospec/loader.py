@@ -202,8 +202,44 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
             sources[expansion.name] = merged
+    problems += _upstream_results_problems(source, targets)
     raise_if_any(unique(problems))
     return JobFile(str(file), targets, True), sources
+
+
+def _upstream_results_problems(source: Source, targets: Mapping[str, Target]) -> list[Problem]:
+    """``{needs.X.results_dir}`` where X's results directory cannot stand.
+
+    Its value is only known once X has run, but its shape is known now: X's
+    ``results_root``, then an id of plain characters. A mount source holding
+    ':' (or ',', for pyxis) cannot be mounted, and a ``sh -c`` script would
+    read any but plain text as syntax.
+    """
+    problems = []
+    for target in targets.values():
+        job = target.job
+        roots = {need: targets[need].job.results_root for need in target.needs if need in targets}
+        upstream = {f"needs.{need}.results_dir": f"{root}/id" for need, root in roots.items()}
+        shown = {f"needs.{need}.results_dir": f"{root}/<id>" for need, root in roots.items()}
+        pyxis = job.platform == "slurm" and job.slurm.container == "pyxis"
+        for index, mount in enumerate(job.mounts):
+            for name in placeholders.names(mount.source):
+                value = upstream.get(name, "")
+                if ":" in value or (pyxis and "," in value):
+                    where: JsonPath = ("jobs", target.base, "mounts", index, "source")
+                    problems.append(
+                        _at(
+                            source,
+                            where,
+                            f"{{{name}}} is a folder under {value.rsplit('/', 1)[0]!r}, "
+                            "whose ':' or ',' the container's mount option would split; give "
+                            f"target {name[len('needs.') : -len('.results_dir')]} a "
+                            "results_root without them",
+                        )
+                    )
+        for sentence in placeholders.in_scripts(job.command, upstream, shown):
+            problems.append(_at(source, ("jobs", target.base, "command"), sentence))
+    return problems
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

@@ -416,6 +416,40 @@ def test_a_value_a_shell_script_would_misread_is_refused_before_anything_runs(
     assert not (state / "jobs").exists() or not any((state / "jobs").iterdir())
 
 
+UPSTREAM = """\
+version: 1
+defaults: {network_arch: hello, image: "busybox:1", user: "1000:1000"}
+jobs:
+  up: {action: make, platform: local, results_root: "ROOT", command: "true"}
+  down:
+    action: use
+    platform: docker
+    needs: [up]
+    results_root: /data/results
+    mounts: [{source: "{needs.up.results_dir}", target: /in}]
+    command: COMMAND
+"""
+
+
+def test_an_upstream_results_directory_is_held_to_where_it_is_filled_in(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    def job(root: str, command: str) -> Path:
+        text = UPSTREAM.replace("ROOT", root).replace("COMMAND", command)
+        return write(tmp_path / "pipeline.yaml", text)
+
+    refused(taospec("validate", job("/data/a:b", "ls /in")),
+            "pipeline.yaml:10:23: $.jobs.down.mounts[0].source: {needs.up.results_dir} is a "
+            "folder under '/data/a:b'", "give target up a results_root without them")  # fmt: skip
+    script = "sh -c 'ls {needs.up.results_dir}'"
+    refused(taospec("validate", job("/data/a b", script)),
+            "pipeline.yaml:11:14: $.jobs.down.command: {needs.up.results_dir} is "
+            "'/data/a b/<id>' and stands in the script `sh -c` runs")  # fmt: skip
+    for fine in (job("/data/a b", "ls /in"), job("/data/ab", script)):
+        done = taospec("validate", fine)
+        assert done.returncode == 0, done.stderr
+
+
 def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> None:
     text = (JOBS / "hello-docker.yaml").read_text()
     versions = str(JOBS / "versions.yaml")
