@@ -124,6 +124,20 @@ def _patterns(node: object) -> list[str]:
     return []
 
 
+def _undescribed_patterns(node: object, path: str = "$") -> list[str]:
+    if isinstance(node, dict):
+        own = [path] if "pattern" in node and "description" not in node else []
+        return own + [p for k, v in node.items() for p in _undescribed_patterns(v, f"{path}/{k}")]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _undescribed_patterns(v, f"{path}/{i}")]
+    return []
+
+
+def test_every_pattern_says_in_words_what_it_accepts() -> None:
+    # a refused value is explained by the description beside its pattern, never the regex
+    assert _undescribed_patterns(schema.schema()) == []
+
+
 def test_patterns_end_the_text_only_at_their_end() -> None:
     # schemacheck.pattern_search reads a final "$" as the end of the text (ECMA-262's
     # reading); a "$" anywhere else would be read as Python reads it.
