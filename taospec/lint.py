@@ -22,13 +22,16 @@ Four families of rules feed one list of hits (a span, and what to write there):
 * block rules read several lines at once: PEM private keys, and Kubernetes
   env lists (``- name: NGC_KEY`` with an inline ``value:``, in block, flow
   and JSON form, block scalars included);
-* free-text rules, for :func:`redact` only, read prose such as a job-record
-  message, where a value is not a shell word: the whole value of a
-  secret-named ``NAME=value``, ``--flag value``, ``key: value`` or
-  ``key = value`` is taken (never split on ``& ? , ;``).
+* free-text rules, for :func:`redact` and :func:`find_secret_literals`, read
+  prose such as a job-record message, where a value is not a shell word: the
+  whole value of a secret-named ``NAME=value``, ``--flag value``,
+  ``key: value``, ``key:value`` or ``key = value`` is taken (never split on
+  ``& ? , ;``); they also take token shapes beyond the lint's reference list
+  (``gho_``, ``glpat-``, bare AWS keys, certificates, loosely spaced bearer tokens).
 
 :func:`lint_text` reports the first three families; :func:`redact` rewrites
-what all four find, so whatever the lint reports, redaction removes.
+what all four find, so whatever the lint or the job-value check reports,
+redaction removes.
 :func:`redact` also removes every value given to it and the value of each
 secret-named variable in this process's environment.
 
@@ -118,6 +121,13 @@ _TOKEN_PATTERNS: tuple[tuple[str, Callable[[], re.Pattern[str]]], ...] = (
 TOKEN_PREFIXES = ("nvapi-", "github_pat_", "ghp_", "hf_", "AKIA", "xox", "sk-", "eyJ")
 """The literal each token pattern starts with, right after its look-behind (a test holds this)."""
 _TOKEN_PREFIX = _lazy("|".join(map(re.escape, TOKEN_PREFIXES)))
+# Shapes beyond the reference list, for redaction and job values only: other GitHub and
+# GitLab tokens, Hugging Face tokens of any case, and a bare AWS secret access key.
+_EXTRA_TOKEN_PATTERNS = (
+    ("gh?_ token", "gh", _lazy(_WORD_START + r"gh[osur]_[A-Za-z0-9]{16,}")),
+    ("glpat- token", "glpat-", _lazy(_WORD_START + r"glpat-[A-Za-z0-9_-]{20,}")),
+    ("hf_ token", "hf_", _lazy(_WORD_START + r"hf_[A-Za-z0-9]{30,}")),
+)
 _URL_USERINFO = _lazy(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#@:'\"]+:"
     r"(?P<password>[^\s/?#@'\"]*)@"
@@ -152,12 +162,16 @@ _AWS_SECRET_NAME = _lazy(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     r"(?:[\"']?[ \t]*[:=]?[ \t]+[\"']?|[\"'][ \t]*[:=,]?[ \t]*[\"']?)\Z"
 )
+_LOOSE_BEARER = _lazy(r"(?i)\bbearer\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 _NAME_WINDOW = 128
 """How far before a 40-character value its name is looked for."""
 _PEM = _lazy(
     r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----"
     r"(?:.*?-----END (?P=kind)-----|.*)",
     re.DOTALL,
+)
+_CERTIFICATE = _lazy(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*CERTIFICATE)-----(?:.*?-----END (?P=kind)-----|.*)", re.DOTALL
 )
 _BLOCK_ARG = _lazy(
     r"^(?P<indent>[ \t]*)-[ \t]+(?P<q>[\"']?)(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?P=q)[ \t]*\r?\n"
@@ -175,7 +189,7 @@ _FREE_ASSIGNMENT = _lazy(r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_-]*
 _FREE_FLAG = _lazy(r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z][A-Za-z0-9-]*)(?:=|[ \t]+)")
 _FREE_KEY = _lazy(
     r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
-    r"(?:[ \t]*:[ \t]+|[ \t]*:(?=[ \t]*\r?$)|[ \t]+=[ \t]*|=[ \t]+)"
+    r"(?:[ \t]*:[ \t]+|[ \t]*:(?=[ \t]*\r?$)|[ \t]*:(?=\S)|[ \t]+=[ \t]*|=[ \t]+)"
 )
 _AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
 _BLOCK_INDICATOR = _lazy(r"[|>][0-9+-]*[ \t]*(?:#.*)?$")
@@ -214,6 +228,7 @@ _MESSAGES = {
         "{s} is given an inline AWS secret access key; pass it by name or use a profile"
     ),
     "private-key": "an inline {s} block appears; mount the key file or use a secret store",
+    "pem-block": "an inline {s} block appears; mount the file instead",
     "manifest-env-value": (
         "env entry {s} has an inline value; use valueFrom.secretKeyRef or $({s})"
     ),
@@ -939,12 +954,13 @@ def _pattern_hits(text: str) -> Iterator[_Hit]:
 # -- block rules ----------------------------------------------------------------
 
 
-def _pem_hits(text: str) -> Iterator[_Hit]:
+def _pem_hits(text: str, pattern: Callable[[], re.Pattern[str]] = _PEM) -> Iterator[_Hit]:
     """A PEM private key block, markers included (to the end of text when it has no END)."""
     if "-----BEGIN " not in text:
         return
-    for match in _PEM().finditer(text):
-        yield _Hit("private-key", match["kind"], match.start(), match.end())
+    rule = "private-key" if pattern is _PEM else "pem-block"
+    for match in pattern().finditer(text):
+        yield _Hit(rule, match["kind"], match.start(), match.end())
 
 
 class _KeyLine(NamedTuple):
@@ -1171,6 +1187,12 @@ def _free_key_hits(text: str) -> Iterator[_Hit]:
         line_start = text.rfind("\n", 0, match.start()) + 1
         line = text[line_start : match.start()]
         column = len(line) - len(line.lstrip(" \t"))
+        if text[match.end() - 1] == ":" and text[match.end() : match.end() + 1].strip():
+            # token:value, one field as NAME=value is
+            end = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
+            if _raw_literal(text[match.end() : end]):
+                yield _Hit("secret-key-value", match["name"], match.end(), end)
+            continue
         yaml_style = ":" in text[match.end("name") : match.end()]
         end = _key_value_end(text, match.end(), column, yaml_style)
         end = _clip_to_quote(text, match.end(), end, match.start())
@@ -1179,11 +1201,37 @@ def _free_key_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("secret-key-value", match["name"], match.end(), end)
 
 
+def _extra_token_hits(text: str) -> Iterator[_Hit]:
+    """Token shapes beyond the lint's reference list, and a bare AWS secret access key."""
+    for subject, literal, pattern in _EXTRA_TOKEN_PATTERNS:
+        if literal in text:
+            for match in pattern().finditer(text):
+                yield _Hit("token-prefix", subject, match.start(), match.end())
+    if len(text) < 40:
+        return
+    for match in _AWS_SECRET_VALUE().finditer(text):
+        value = match.group()  # mixed case, and a digit, "/" or "+"
+        if value.lower() != value != value.upper() and not value.isalpha():
+            yield _Hit("token-prefix", "AWS secret access key", match.start(), match.end())
+
+
+def _loose_bearer_hits(text: str) -> Iterator[_Hit]:
+    """``bearer`` and any whitespace, then eight or more token characters."""
+    if not _may_hold(text, "bearer"):
+        return
+    for match in _LOOSE_BEARER().finditer(text):
+        start, end = match.span("value")
+        yield _Hit("bearer-token", "bearer token", start, end)
+
+
 def _free_text_hits(text: str) -> Iterator[_Hit]:
     """Every free-text rule."""
     yield from _free_assignment_hits(text)
     yield from _free_flag_hits(text)
     yield from _free_key_hits(text)
+    yield from _extra_token_hits(text)
+    yield from _loose_bearer_hits(text)
+    yield from _pem_hits(text, _CERTIFICATE)
 
 
 # -- collecting hits --------------------------------------------------------------
@@ -1206,20 +1254,38 @@ def _text_hits(text: str, free_text: bool, depth: int = 0) -> list[_Hit]:
 # -- lint ---------------------------------------------------------------------------
 
 
-def _line_of(chunks: Sequence[_Chunk], newlines: Sequence[int], hit: _Hit, shell: bool) -> int:
-    """The line a hit is reported on: its logical line's first line, or its physical line."""
-    if shell:
-        starts = [chunk.start for chunk in chunks]
-        return chunks[bisect.bisect_right(starts, hit.start) - 1].line
-    return bisect.bisect_right(newlines, hit.start - 1) + 1
-
-
 def _findings(located: Iterable[tuple[int, _Hit]]) -> list[Finding]:
     """One finding per distinct (line, rule, subject), by line, in the order first seen."""
     seen: dict[tuple[int, str, str], None] = {}
     for line, hit in sorted(located, key=lambda pair: pair[0]):
         seen.setdefault((line, hit.rule, hit.subject), None)
     return [Finding(line, rule, subject) for line, rule, subject in seen]
+
+
+def _located(text: str, free_text: bool = False) -> list[tuple[int, _Hit]]:
+    """The lint's hits in ``text``, each with the line it is reported on.
+
+    A shell-word hit reports its logical line's first physical line, every other
+    hit the line where its value starts. With ``free_text`` the free-text rules
+    add what the lint's rules do not already cover, so a value is reported once.
+    """
+    located = [
+        (chunk.line, hit._replace(start=hit.start + chunk.start, end=hit.end + chunk.start))
+        for chunk in _logical_lines(text)
+        for hit in _shell_hits(chunk.text, 0, free_text=False)
+    ]
+    hits = [*_pattern_hits(text), *_block_hits(text)]
+    if free_text:
+        taken = itertools.chain((hit for _, hit in located), hits)
+        runs = _covered_runs([(hit.start, hit.end) for hit in taken])
+        starts = [start for start, _ in runs]
+        for hit in _free_text_hits(text):
+            index = bisect.bisect_left(starts, hit.end) - 1
+            if index < 0 or runs[index][1] <= hit.start:
+                hits.append(hit)
+    newlines = [match.start() for match in re.finditer("\n", text)]
+    located += [(bisect.bisect_right(newlines, hit.start - 1) + 1, hit) for hit in hits]
+    return located
 
 
 def lint_text(text: str) -> list[Finding]:
@@ -1229,14 +1295,7 @@ def lint_text(text: str) -> list[Finding]:
     joined first; a shell-word finding on a joined line reports its first
     physical line, every other finding the line where the value starts.
     """
-    chunks = _logical_lines(text)
-    newlines = [match.start() for match in re.finditer("\n", text)]
-    located = [
-        (chunk.line, hit) for chunk in chunks for hit in _shell_hits(chunk.text, 0, free_text=False)
-    ]
-    for hit in itertools.chain(_pattern_hits(text), _block_hits(text)):
-        located.append((_line_of(chunks, newlines, hit, shell=False), hit))
-    return _findings(located)
+    return _findings(_located(text))
 
 
 def lint_argv(argv: Sequence[str]) -> list[Finding]:
@@ -1263,9 +1322,11 @@ def find_secret_literals(value: str) -> list[Finding]:
     ``--password x``, token prefixes, JWTs, PEM blocks, bearer tokens, AWS
     secret keys...). taospec's own ``{name}`` placeholders count as
     references, so ``results_dir={results_dir}`` and ``--token {matrix.t}``
-    pass. Lines are counted within the value.
+    pass. The free-text rules apply too, so what :func:`redact` removes is refused
+    here. Lines are counted within the value.
     """
-    return lint_text(_PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value))
+    text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value)
+    return _findings(_located(text, free_text=True))
 
 
 # -- redact -------------------------------------------------------------------------
@@ -1384,9 +1445,12 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     A new rule must keep this true or narrow the characters;
     tests/test_redact_inert.py holds it against the full scan.
     """
+    plain_word_hits = itertools.chain(
+        _token_hits(text), _extra_token_hits(text), _free_key_hits(text)
+    )
     return (
         _INERT.fullmatch(text) is not None
-        and not any(True for _ in _token_hits(text))
+        and not any(True for _ in plain_word_hits)
         and not any(value in text for value in secrets)
     )
 
