@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -894,13 +893,7 @@ def test_a_value_is_reported_once_by_the_rule_that_names_it() -> None:
     assert pairs(find_secret_literals(value)) == {(FLAG, "--aws-secret-access-key")}
 
 
-@pytest.mark.parametrize(("subject", "literal", "pattern"), lint._EXTRA_TOKEN_PATTERNS)
-def test_an_extra_token_s_gate_lets_every_match_through(
-    subject: str, literal: str, pattern: Callable[[], re.Pattern[str]]
-) -> None:
-    @settings(max_examples=150, deadline=None)
-    @given(st.from_regex(pattern()))
-    def check(text: str) -> None:
-        assert literal in text, (subject, text)
-
-    check()
+def test_every_extra_token_pattern_starts_with_a_listed_prefix() -> None:
+    for subject, pattern in lint._EXTRA_TOKEN_PATTERNS:
+        body = re.sub(r"^\(\?<!\[[^\]]*\]\)", "", pattern().pattern)
+        assert body.startswith(lint._EXTRA_TOKEN_PREFIXES), (subject, body)
