@@ -187,7 +187,7 @@ def _is_secret_flag(flag: str) -> bool:
 def looks_like_secret_value(value: str) -> bool:
     """Whether a value is credential material whatever its name: a token, a JWT,
     a URL password or token, a signed URL, a PEM private key or a bearer token."""
-    return any(itertools.chain(_format_hits(value), _pem_hits(value), _bearer_hits(value)))
+    return any(_run((*_FORMAT_RULES, _pem_hits, _bearer_hits), value))
 
 
 _PARAMETER = _lazy(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
@@ -195,12 +195,8 @@ _DEFAULT = _lazy(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
 
 
 def _carries_literal(value: str, depth: int = 0) -> bool:
-    """Whether word text holds literal material rather than only references.
-
-    ``$VAR``, ``${VAR}``, ``$(...)`` and backticks carry nothing,
-    ``${VAR:-default}`` carries what its default carries, and the empty text
-    and the placeholder carry nothing; any other character is literal.
-    """
+    """Whether word text holds literal material, not only ``$VAR``, ``${VAR}``, ``$(...)``,
+    backticks or the placeholder (``${VAR:-default}`` carries what its default carries)."""
     if value in ("", PLACEHOLDER):
         return False
     if depth > 16:
@@ -217,25 +213,19 @@ def _carries_literal(value: str, depth: int = 0) -> bool:
         elif value[index + 1 : index + 2] == "{":
             end = _closing(value, index + 1)
             inner = value[index + 2 : end - 1] if value[end - 1] == "}" else value[index + 2 :]
-            if _default_carries_literal(inner, depth):
-                return True
+            match = _DEFAULT().fullmatch(inner)  # ${NAME:-default} and kin: judge the default
+            if match is not None:
+                default = match["default"]
+                if len(default) >= 2 and default[0] == default[-1] and default[0] in "'\"":
+                    default = _protect(default[1:-1]) if default[0] == "'" else default[1:-1]
+                if _carries_literal(default, depth + 1):
+                    return True
             index = end
         elif (parameter := _PARAMETER().match(value, index + 1)) is not None:
             index = parameter.end()
         else:
             return True
     return False
-
-
-def _default_carries_literal(inner: str, depth: int) -> bool:
-    """Judge ``${NAME:-default}`` (and ``-``, ``=``, ``:=``, ``+``, ``:+``) by its default."""
-    match = _DEFAULT().fullmatch(inner)
-    if match is None:
-        return False
-    default = match["default"]
-    if len(default) >= 2 and default[0] == default[-1] and default[0] in "'\"":
-        default = _protect(default[1:-1]) if default[0] == "'" else default[1:-1]
-    return _carries_literal(default, depth + 1)
 
 
 _INERT = re.compile(r"[A-Za-z0-9_./:,+%~-]*")
@@ -492,7 +482,7 @@ def _assignment_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     match = _ASSIGNMENT().fullmatch(word.text)
     if match is None or word.text.startswith(_EXPORT) or not is_secret_name(match["name"]):
         return None
-    if not _carries_literal(match["value"]):
+    if not _carries_literal(match["value"]):  # NAME=$VAR, NAME=${VAR} and NAME= pass
         return None
     kept = f"{match['prefix'] or ''}{match['name']}={PLACEHOLDER}"
     return _Hit("inline-secret-assignment", match["name"], word.start, word.end, kept)
@@ -504,10 +494,10 @@ def _export_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     if not word.text.startswith(_EXPORT):
         return None
     items = word.text[len(_EXPORT) :].split(",")
-    for count, item in enumerate(items):
+    for position, item in enumerate(items):
         match = _EXPORT_ITEM().fullmatch(item)
         if match and is_secret_name(match["name"]) and _carries_literal(match["value"]):
-            kept = _requote(_EXPORT + ",".join([*items[:count], match["name"] + "="]))
+            kept = _requote(_EXPORT + ",".join([*items[:position], match["name"] + "="]))
             return _Hit(
                 "inline-secret-assignment", match["name"], word.start, word.end, kept + PLACEHOLDER
             )
@@ -539,7 +529,7 @@ def _login_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     word = words[index]
     if not word.text.startswith("-p") or word.text.startswith("--"):
         return None
-    if not any(earlier.text == "login" for earlier in words[:index]):
+    if all(earlier.text != "login" for earlier in words[:index]):
         return None
     if word.text == "-p":
         return _value_after(words, index, "login-password-flag", "-p")
@@ -587,10 +577,7 @@ def _script_text_hits(script: str, free_text: bool, depth: int) -> tuple[_Hit, .
 
 
 def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterator[_Hit]:
-    """Every shell-word rule over one simple command, ``sh -c`` scripts included.
-
-    A script's hits are reported on its word, which redaction rewrites whole.
-    """
+    """Every shell-word rule over one simple command; a ``sh -c`` script's hits are its word's."""
     for index, word in enumerate(words):
         # Each word rule needs a leading dash (flags), "=" (assignments) or ":" (headers).
         if word.text.startswith("-") or "=" in word.text or ":" in word.text:
@@ -600,16 +587,9 @@ def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterat
         if depth < _MAX_NESTING and _is_shell_script(words, index):
             script = _unprotect(word.text)
             inner = _script_text_hits(script, free_text, depth + 1)
-            if inner:
-                replacement = shlex.quote(_apply(script, inner))
-                for hit in inner:
-                    yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
-
-
-def _shell_hits(chunk: str, depth: int, free_text: bool) -> Iterator[_Hit]:
-    """The shell-word rules over every simple command in one logical line."""
-    for words in _commands(chunk):
-        yield from _command_hits(words, depth, free_text)
+            replacement = shlex.quote(_apply(script, inner))
+            for hit in inner:
+                yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
 
 
 # -- pattern rules ----------------------------------------------------------------
@@ -619,11 +599,8 @@ def _shell_hits(chunk: str, depth: int, free_text: bool) -> Iterator[_Hit]:
 
 
 def _may_hold(text: str, lowered: str) -> bool:
-    """Whether ``text`` may hold ``lowered`` in any case, as a ``(?i)`` pattern reads it.
-
-    Non-ASCII text is always scanned: ``(?i)`` reads some of its letters as ASCII
-    ones (the Kelvin sign as ``k``).
-    """
+    """Whether ``text`` may hold ``lowered`` in any case as ``(?i)`` reads it (which takes
+    some non-ASCII letters for ASCII ones, the Kelvin sign for ``k``)."""
     return not text.isascii() or lowered in text.lower()
 
 
@@ -713,11 +690,13 @@ def _signed_url_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("signed-url", subject, *match.span("value"))
 
 
-def _format_hits(text: str) -> Iterator[_Hit]:
-    """The rules that judge a value by its form alone: safe on paths and URIs too."""
-    yield from _token_hits(text)
-    yield from _url_hits(text)
-    yield from _signed_url_hits(text)
+_FORMAT_RULES = (_token_hits, _url_hits, _signed_url_hits)
+"""The rules that judge a value by its form alone: safe on paths and URIs too."""
+
+
+def _run(rules: Iterable[Callable[[str], Iterator[_Hit]]], text: str) -> Iterator[_Hit]:
+    """The hits of each rule over ``text``, rule after rule."""
+    return itertools.chain.from_iterable(rule(text) for rule in rules)
 
 
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
@@ -833,16 +812,6 @@ def _aws_secret_hits(text: str) -> Iterator[_Hit]:
             continue
         if is_secret_name(before["name"]):
             yield _Hit("aws-secret-key", before["name"], *value.span())
-
-
-def _pattern_hits(text: str) -> Iterator[_Hit]:
-    """Every pattern rule over raw text."""
-    yield from _format_hits(text)
-    yield from _json_hits(text)
-    yield from _array_flag_hits(text)
-    yield from _header_hits(text)
-    yield from _bearer_hits(text)
-    yield from _aws_secret_hits(text)
 
 
 # -- block rules ----------------------------------------------------------------
@@ -1007,12 +976,11 @@ def _block_arg_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("secret-flag", match["flag"], *match.span("value"))
 
 
-def _block_hits(text: str) -> Iterator[_Hit]:
-    """Every rule that reads several lines at once."""
-    yield from _pem_hits(text)
-    yield from _manifest_hits(text)
-    yield from _flow_hits(text)
-    yield from _block_arg_hits(text)
+_RAW_RULES = (
+    *_FORMAT_RULES, _json_hits, _array_flag_hits, _header_hits, _bearer_hits, _aws_secret_hits,
+    _pem_hits, _manifest_hits, _flow_hits, _block_arg_hits,
+)  # fmt: skip
+"""The pattern and block rules: those that read raw text rather than shell words."""
 
 
 # -- free-text rules (redaction and job values) ----------------------------------
@@ -1027,11 +995,8 @@ _AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
 
 
 def _field_end(text: str, start: int) -> int:
-    """Where a free-text value starting at ``start`` ends: at whitespace outside quotes.
-
-    A quoted part is one unit (it may span lines); a quote that never closes
-    runs to the end of its line. ``& ? , ;`` never end a value.
-    """
+    """Where a free-text value ends: at whitespace outside quotes (never at ``& ? , ;``);
+    a quote that never closes runs to the end of its line."""
     index = start
     while index < len(text) and text[index] not in " \t\r\n":
         if text[index] in "'\"":
@@ -1054,11 +1019,8 @@ def _clip_to_quote(text: str, start: int, end: int, opening: int) -> int:
 def _field_hits(
     text: str, pattern: _Pattern, rule: str, secret: Callable[[str], bool]
 ) -> Iterator[_Hit]:
-    """``NAME=value`` or ``--flag value`` anywhere in prose, the value taken whole.
-
-    A match inside a value already taken is part of that value: skipping it keeps
-    the scan linear on text such as ``a=a=a=...``.
-    """
+    """``NAME=value`` or ``--flag value`` anywhere in prose, the value whole; a match inside
+    a value already taken is part of it (which keeps ``a=a=a=...`` linear)."""
     taken = 0
     for match in pattern().finditer(text):
         if match.start() < taken or not secret(match[1]):
@@ -1069,12 +1031,8 @@ def _field_hits(
 
 
 def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
-    """Where a YAML/INI value starting at ``start`` ends.
-
-    A quoted value ends at its closing quote when a space, the line's end, ``,``,
-    ``]`` or ``}`` follows. Anything else runs over the lines indented past
-    ``column``; a YAML value stops at a `` #`` comment.
-    """
+    """Where a YAML/INI value ends: at its closing quote, or a YAML `` #`` comment, or
+    after the lines indented past ``column``."""
     if text[start : start + 1] in ("'", '"'):
         closing = _quote_end(text, start)
         if closing > 0 and text[closing : closing + 1] in _AFTER_QUOTED:
@@ -1153,17 +1111,22 @@ def _free_text_hits(text: str) -> Iterator[_Hit]:
 # -- lint ---------------------------------------------------------------------------
 
 
+def _shell_located(text: str, depth: int, free_text: bool) -> list[tuple[int, _Hit]]:
+    """The shell-word hits of every logical line, each with that line's number."""
+    return [
+        (chunk.line, hit._replace(start=hit.start + chunk.start, end=hit.end + chunk.start))
+        for chunk in _logical_lines(text)
+        for words in _commands(chunk.text)
+        for hit in _command_hits(words, depth, free_text)
+    ]
+
+
 def _text_hits(text: str, free_text: bool, depth: int = 0) -> list[_Hit]:
     """Every hit in ``text``: the lint's rules, and the free-text rules when asked."""
-    hits = [
-        hit._replace(start=hit.start + chunk.start, end=hit.end + chunk.start)
-        for chunk in _logical_lines(text)
-        for hit in _shell_hits(chunk.text, depth, free_text)
-    ]
-    hits.extend(_pattern_hits(text))
-    hits.extend(_block_hits(text))
+    hits = [hit for _, hit in _shell_located(text, depth, free_text)]
+    hits += _run(_RAW_RULES, text)
     if free_text:
-        hits.extend(_free_text_hits(text))
+        hits += _free_text_hits(text)
     return hits
 
 
@@ -1176,18 +1139,10 @@ def _findings(located: Iterable[tuple[int, _Hit]]) -> list[Finding]:
 
 
 def _located(text: str, free_text: bool = False) -> list[tuple[int, _Hit]]:
-    """The lint's hits in ``text``, each with the line it is reported on.
-
-    A shell-word hit reports its logical line's first physical line, every other
-    hit the line where its value starts. With ``free_text`` the free-text rules
-    add what the lint's rules do not already cover, so a value is reported once.
-    """
-    located = [
-        (chunk.line, hit._replace(start=hit.start + chunk.start, end=hit.end + chunk.start))
-        for chunk in _logical_lines(text)
-        for hit in _shell_hits(chunk.text, 0, free_text=False)
-    ]
-    hits = [*_pattern_hits(text), *_block_hits(text)]
+    """The lint's hits in ``text``, each with its line; with ``free_text`` also the
+    free-text hits that no lint hit already covers, so a value is reported once."""
+    located = _shell_located(text, 0, free_text=False)
+    hits = list(_run(_RAW_RULES, text))
     if free_text:
         taken = itertools.chain((hit for _, hit in located), hits)
         runs = _covered_runs([(hit.start, hit.end) for hit in taken])
@@ -1218,9 +1173,7 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
     """
     words = [_Word(text, index, index) for index, text in enumerate(argv)]
     elements = "\n".join(argv)  # the pattern rules read every element in one scan
-    hits = itertools.chain(
-        _command_hits(words, 0, free_text=False), _pattern_hits(elements), _block_hits(elements)
-    )
+    hits = itertools.chain(_command_hits(words, 0, free_text=False), _run(_RAW_RULES, elements))
     return _findings((1, hit) for hit in hits)
 
 
@@ -1244,11 +1197,8 @@ _MAX_PASSES = 8
 
 
 def _apply(text: str, hits: Iterable[_Hit]) -> str:
-    """Rewrite each hit's span; overlapping spans merge under the earliest (then longest) hit.
-
-    A merged span is rewritten whole with that hit's replacement, so a value
-    two rules read differently never leaves a tail.
-    """
+    """Rewrite each hit's span; overlapping spans merge, whole, under the earliest (then
+    longest) hit's replacement, so a value two rules read differently leaves no tail."""
     merged: list[_Hit] = []
     for hit in sorted(hits, key=lambda hit: (hit.start, -hit.end)):
         if merged and hit.start < merged[-1].end:
@@ -1277,12 +1227,8 @@ def _covered_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _redact_values(text: str, secrets: Sequence[str]) -> str:
-    """Replace every occurrence of each known secret value, one placeholder per run.
-
-    Overlapping or adjacent occurrences make one run, so nothing is left between
-    them. An occurrence that would start or end inside an existing placeholder is
-    left alone, which keeps redaction idempotent.
-    """
+    """Replace each run of known values' occurrences by one placeholder; an occurrence
+    that would cut into a placeholder is left alone, which keeps redaction idempotent."""
     guarded = [match.span() for match in re.finditer(re.escape(PLACEHOLDER), text)]
     starts = [start for start, _ in guarded]
 
@@ -1336,12 +1282,10 @@ def _redact_fully(text: str, secrets: Sequence[str]) -> str:
 def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     """Whether redacting ``text`` cannot change it, known without the full scan.
 
-    Text of ASCII letters, digits and ``_ . / : , + % ~ -`` is one plain shell
-    word with no quote, ``$``, space, operator, ``=``, ``@`` or brace, so only
-    the rules that read such a word can find anything in it: token shapes
-    (JWTs and bare AWS keys included), ``token:value`` and known values. Ids,
-    paths, image names and times are such text, and a writer redacts many.
-    A new rule must keep this true; tests/test_redact_inert.py holds it.
+    Ids, paths, images and times are text of ASCII letters, digits and ``_ . / : ,
+    + % ~ -``: one plain word without quotes, spaces, ``=`` or ``@``, where only token
+    shapes, ``token:value`` and known values can be found. A new rule must keep
+    this true; tests/test_redact_inert.py holds it against the full scan.
     """
     plain_word_hits = itertools.chain(
         _token_hits(text),
@@ -1365,32 +1309,20 @@ def register(values: Iterable[str]) -> None:
 
 
 def redacted(text: str) -> str:
-    """``text`` redacted, with every value :func:`register` was given removed too.
-
-    What taospec prints, logs or raises about a job passes through here.
-    """
+    """``text`` redacted, values given to :func:`register` too (for all taospec prints)."""
     return redact(text, _registered)
 
 
 def redact(text: str, secret_values: Iterable[str] = ()) -> str:
-    """Return free text with secret material replaced by ``<redacted>``.
-
-    Replaced are the given values (at least :data:`MIN_SECRET_LENGTH` long),
-    the values of secret-named environment variables, and every value the
-    lint and free-text rules find, whole (``NAME=<redacted>``, ``--password
-    <redacted>``, ``Authorization: Bearer <redacted>``, ``user:<redacted>@host``,
-    PEM blocks, tokens...). ``redact(redact(x)) == redact(x)``; never raises.
-    """
+    """Free text with secret material replaced by ``<redacted>``: the given values (of
+    :data:`MIN_SECRET_LENGTH` or more), secret-named environment variables' values, and
+    whatever any rule finds, whole. ``redact(redact(x)) == redact(x)``; never raises."""
     return Redactor(secret_values).text(text)
 
 
 def redact_location(text: str, secret_values: Iterable[str] = ()) -> str:
-    """Redact a path or URI field (``results_dir``, ``image``, ``backend_ref``).
-
-    Only the format rules apply, as the TAO recorder does for such fields: URL
-    userinfo, signed-URL credentials, token prefixes and JWTs, and the known
-    values. A path segment such as ``/exp/token=v1/run`` survives.
-    """
+    """Redact a path or URI field (``results_dir``, ``image``...) by the format rules and
+    the known values only, as the TAO recorder does: ``/exp/token=v1/run`` survives."""
     return Redactor(secret_values).location(text)
 
 
@@ -1412,4 +1344,4 @@ class Redactor:
     def location(self, text: str) -> str:
         """:func:`redact_location` of ``text``."""
         current = _redact_values(text, self._secrets)
-        return _until_stable(current, lambda value: _apply(value, _format_hits(value)))
+        return _until_stable(current, lambda value: _apply(value, _run(_FORMAT_RULES, value)))
