@@ -1139,9 +1139,9 @@ def _findings(located: Iterable[tuple[int, _Hit]]) -> list[Finding]:
 
 
 def _located(text: str, free_text: bool = False) -> list[tuple[int, _Hit]]:
-    """The lint's hits in ``text``, each with its line; with ``free_text`` also the
-    free-text hits that no lint hit already covers, so a value is reported once."""
-    located = _shell_located(text, 0, free_text=False)
+    """The hits in ``text`` with their lines: what :func:`_text_hits` finds, except
+    free-text hits that overlap another hit (so a value is reported once)."""
+    located = _shell_located(text, 0, free_text)
     hits = list(_run(_RAW_RULES, text))
     if free_text:
         taken = itertools.chain((hit for _, hit in located), hits)
@@ -1183,9 +1183,9 @@ _PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 def find_secret_literals(value: str) -> list[Finding]:
     """The inline secrets in ONE literal value of a job file (``env.set``, ``command``, ``spec:``).
 
-    The lint's rules and the free-text rules apply, so what :func:`redact` removes
-    is refused here. taospec's ``{name}`` placeholders count as references
-    (``--token {matrix.t}`` passes). Lines are counted within the value.
+    Every rule :func:`redact` uses applies, so what it would remove is refused here.
+    taospec's ``{name}`` placeholders count as references (``--token {matrix.t}``
+    passes). Lines are counted within the value.
     """
     text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value)
     return _findings(_located(text, free_text=True))
