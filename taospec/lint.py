@@ -54,6 +54,11 @@ def _lazy(source: str, flags: int = 0) -> _Pattern:
     return functools.cache(lambda: re.compile(source, flags))
 
 
+def _run(rules: Iterable[Callable[[str], Iterator[_Hit]]], text: str) -> Iterator[_Hit]:
+    """The hits of each rule over ``text``, rule after rule."""
+    return itertools.chain.from_iterable(rule(text) for rule in rules)
+
+
 _MESSAGES = {
     "inline-secret-assignment": (
         "{s} is assigned an inline secret value; pass it by name (-e {s}) or through stdin"
@@ -694,11 +699,6 @@ _FORMAT_RULES = (_token_hits, _url_hits, _signed_url_hits)
 """The rules that judge a value by its form alone: safe on paths and URIs too."""
 
 
-def _run(rules: Iterable[Callable[[str], Iterator[_Hit]]], text: str) -> Iterator[_Hit]:
-    """The hits of each rule over ``text``, rule after rule."""
-    return itertools.chain.from_iterable(rule(text) for rule in rules)
-
-
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
 _JSON_PAIR = _lazy(
     r"(?P<q>[\"'])(?P<key>[A-Za-z0-9_.-]{1,64})(?P=q)\s*:\s*(?P<value>" + _QUOTED + ")"
@@ -825,11 +825,10 @@ _CERTIFICATE = _lazy(
 )
 
 
-def _pem_hits(text: str, pattern: _Pattern = _PEM) -> Iterator[_Hit]:
+def _pem_hits(text: str, pattern: _Pattern = _PEM, rule: str = "private-key") -> Iterator[_Hit]:
     """A PEM private key (or certificate) block, markers included (to the end without END)."""
     if "-----BEGIN " not in text:
         return
-    rule = "private-key" if pattern is _PEM else "pem-block"
     for match in pattern().finditer(text):
         yield _Hit(rule, match["kind"], match.start(), match.end())
 
@@ -1105,7 +1104,7 @@ def _free_text_hits(text: str) -> Iterator[_Hit]:
     yield from _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
     yield from _bare_aws_key_hits(text)
     yield from _loose_bearer_hits(text)
-    yield from _pem_hits(text, _CERTIFICATE)
+    yield from _pem_hits(text, _CERTIFICATE, "pem-block")
 
 
 # -- lint ---------------------------------------------------------------------------
