@@ -216,34 +216,9 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             seen[target] = index
 
 
-SECRET_PATTERNS = (
-    (re.compile(r"(?i)(?<![A-Za-z0-9])(pass|passwd|password|secret|token)\s*[=:]\s*[^\s{$'\"]{4,}"),
-     "a password or token written after its name"),
-    (re.compile(r"(?i)--(pass|password|passwd|token|secret)(=|\s+)[^\s{$-][^\s]{3,}"),
-     "a password given on the command line"),
-    (re.compile(r"(?<![A-Za-z0-9/+])(?=[^\s]*[A-Z])(?=[^\s]*[a-z])(?=[^\s]*[0-9/+])"
-                r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
-     "an AWS-style secret access key"),
-    (re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "a JWT"),
-    (re.compile(r"-----BEGIN [A-Z ]*(PRIVATE KEY|CERTIFICATE)-----"), "a PEM block"),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "a bearer token"),
-    (re.compile(r"(?<![A-Za-z0-9])(nvapi-|hf_|ghp_|gho_|github_pat_)[A-Za-z0-9_-]{16,}"),
-     "an inline API token"),
-)  # fmt: skip
-"""Literal credentials the lint does not (yet) name; each with what it is, never the value."""
-
-
 def secret_literals(value: str) -> list[str]:
-    """What in ``value`` looks like a literal credential (descriptions, never the secret).
-
-    Uses the lint's rules (and the patterns above for what they miss); one
-    place to switch to ``lint.find_secret_literals`` when it exists.
-    """
-    found = [f"{f.subject}: {f.rule.replace('-', ' ')}" for f in lint.lint_text(value)]
-    if lint.looks_like_secret_value(value) and not found:
-        found.append("a credential-shaped value")
-    found += [what for pattern, what in SECRET_PATTERNS if pattern.search(value)]
-    return found
+    """What in ``value`` looks like a literal credential (descriptions, never the secret)."""
+    return [f"{f.subject}: {f.rule.replace('-', ' ')}" for f in lint.find_secret_literals(value)]
 
 
 def _secret_rules(source: Source) -> Iterator[Problem]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taospec import lint
+from taospec import lint, rules
 from taospec.lint import (
     PLACEHOLDER,
     Finding,
@@ -852,3 +852,56 @@ def test_non_ascii_case_forms_are_redacted_like_ascii_ones(text: str) -> None:
     # scanned; a parameter name with one is reported as written, never a crash.
     assert PLACEHOLDER in redact(text)
     assert lint_text(text)
+
+
+# Shapes the job-value check refuses beyond the lint's reference list: redaction removes
+# each of them from free text too, while the lint of command lines keeps to that list.
+GHO = "gho_AbCdEfGhIj0123456789AbCdEfGhIj012345"
+BEYOND_THE_LIST = [  # (the value, the secret in it)
+    (GHO, GHO),
+    ("ghs_" + GHO[4:], "ghs_" + GHO[4:]),
+    ("ghu_" + GHO[4:], "ghu_" + GHO[4:]),
+    ("ghr_" + GHO[4:], "ghr_" + GHO[4:]),
+    ("glpat-AbCdEfGhIj0123456789", "glpat-AbCdEfGhIj0123456789"),
+    ("hf_" + "a" * 34, "hf_" + "a" * 34),
+    (AWS_KEY, AWS_KEY),
+    ("token:0000abcd", "0000abcd"),
+    ("password:hunter22", "hunter22"),
+    ("bearer\u00a0abcdefgh1", "abcdefgh1"),
+    ("Bearer\nabcdefghij", "abcdefghij"),
+    (f"-----BEGIN CERTIFICATE-----\n{PEM_BODY}\n-----END CERTIFICATE-----", PEM_BODY),
+]
+
+
+@pytest.mark.parametrize(("value", "secret"), BEYOND_THE_LIST)
+def test_a_value_the_job_check_refuses_is_redacted_from_free_text(value: str, secret: str) -> None:
+    assert find_secret_literals(value)
+    assert rules.secret_literals(value)
+    redacted = redact(f"job failed: {value} (exit 1)")
+    assert secret not in redacted
+    assert PLACEHOLDER in redacted
+    assert redact(redacted) == redacted
+
+
+@pytest.mark.parametrize(("value", "secret"), BEYOND_THE_LIST[:6])
+def test_command_lines_keep_to_the_reference_token_list(value: str, secret: str) -> None:
+    assert lint_text(f"echo {value}") == []
+
+
+def test_a_value_is_reported_once_by_the_rule_that_names_it() -> None:
+    value = f"tool --aws-secret-access-key {AWS_KEY}"
+    assert pairs(find_secret_literals(value)) == {(FLAG, "--aws-secret-access-key")}
+
+
+def test_every_extra_token_pattern_starts_with_a_listed_prefix() -> None:
+    for subject, pattern in lint._EXTRA_TOKEN_PATTERNS:
+        body = re.sub(r"^\(\?<!\[[^\]]*\]\)", "", pattern().pattern)
+        assert body.startswith(lint._EXTRA_TOKEN_PREFIXES), (subject, body)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.text(), SHELLISH))
+def test_what_the_job_check_passes_redaction_leaves_alone(text: str) -> None:
+    # One detector: whatever redact would rewrite, find_secret_literals reports.
+    if lint._PLACEHOLDER_REFERENCE().search(text) is None and not find_secret_literals(text):
+        assert redact(text) == text
