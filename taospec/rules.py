@@ -218,20 +218,48 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 
 def secret_literals(value: str) -> list[str]:
     """What in ``value`` looks like a literal credential (descriptions, never the secret)."""
-    return [f"{f.subject}: {f.rule.replace('-', ' ')}" for f in lint.find_secret_literals(value)]
+    return [_description(f) for f in lint.find_secret_literals(value)]
+
+
+def _description(finding: lint.Finding) -> str:
+    """``NGC_KEY, inline secret assignment``: what was found, in words redaction leaves alone."""
+    return f"{finding.subject}, {finding.rule.replace('-', ' ')}"
+
+
+ARGUMENT_LISTS = (("docker", "extra_args"), ("slurm", "extra_sbatch"))
+"""Lists of arguments a platform puts on its command line as they are."""
 
 
 def _secret_rules(source: Source) -> Iterator[Problem]:
-    """Credentials written into command or spec strings (they would be recorded and shown)."""
-    for key in ("command", "spec"):
+    """Credentials written into a job file's strings that a plan would carry.
+
+    The command, the spec, ``notify:`` and the platforms' extra arguments are
+    recorded and shown; the plan's own lint would refuse them at render, so
+    ``validate`` says so first, at their line.
+    """
+    message = (
+        "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
+        "by name under env.pass and refer to $NAME instead"
+    )
+    for key in ("command", "spec", "notify"):
         for where, text in _strings(source.data.get(key), (key,)):
             found = secret_literals(text)
             if found:
-                yield source.problem(
-                    where,
-                    f"holds what looks like a credential ({found[0]}); a job file is recorded "
-                    "and shown: pass it by name under env.pass and refer to $NAME instead",
-                )
+                yield source.problem(where, message.format(found[0]))
+    for block, key in ARGUMENT_LISTS:
+        options = source.data.get(block)
+        words = options.get(key) if isinstance(options, dict) else None
+        if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
+            continue
+        for index, word in enumerate(words):
+            found = secret_literals(word)
+            if found:
+                yield source.problem((block, key, index), message.format(found[0]))
+                break
+        else:  # a flag and its value in two items (--password, x)
+            pair = lint.lint_argv(words)
+            if pair:
+                yield source.problem((block, key), message.format(_description(pair[0])))
 
 
 ROOT_USER = re.compile(r"0:[0-9]+")
