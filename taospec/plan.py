@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Any
 
@@ -329,17 +329,36 @@ def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
     return value
 
 
-def record_fields(context: Context, platform: str) -> RecordFields:
-    """The job record's fields for this context."""
+def job_plan(
+    context: Context,
+    platform: str,
+    steps: Sequence[Step],
+    *,
+    notes: Sequence[str] = (),
+    backend: Sequence[tuple[str, str]] = (),
+    teardown: Sequence[Step] = (),
+) -> Plan:
+    """The plan of ``context``'s job on ``platform``: its steps, and the record's fields."""
     job = context.job
-    return RecordFields(
+    return Plan(
+        file=job.file,
+        target=job.name,
         platform=platform,
-        image=job.image,
-        network_arch=job.network_arch,
-        action=job.action,
-        storage_tier=job.storage_tier,
-        results_dir=context.results_dir,
-        upload_excludes=job.upload_excludes,
+        job_id=context.job_id,
+        record=RecordFields(
+            platform=platform,
+            image=job.image,
+            network_arch=job.network_arch,
+            action=job.action,
+            storage_tier=job.storage_tier,
+            results_dir=context.results_dir,
+            upload_excludes=job.upload_excludes,
+        ),
+        steps=tuple(steps),
+        notes=tuple(notes),
+        backend=tuple(backend),
+        secrets=job.env_pass,
+        teardown=tuple(teardown),
     )
 
 
