@@ -31,11 +31,6 @@ class Diagnosis:
     sentence: str
     advice: str
 
-    @property
-    def what(self) -> str:
-        """The sentence, under the name earlier callers use."""
-        return self.sentence
-
     def __str__(self) -> str:
         return f"{self.sentence}: {self.advice}"
 
