@@ -32,7 +32,7 @@ from taospec.fingerprint import (
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
-from taospec.plan import Plan, upstream_stand_in
+from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
@@ -103,8 +103,7 @@ def _decide_one(
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
-        stand_ins = {need: upstream_stand_in(need) for need in waiting}
-        upstream = {**_upstream_dirs(target, decided), **stand_ins}
+        upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
         plan = render(target.job, user=user, upstream=upstream) if preview else None
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
     plan = render(target.job, user=user, upstream=_upstream_dirs(target, decided))
@@ -377,14 +376,7 @@ class Build:
             if not self._retrying(target, record, retries, board):
                 break
             retries += 1
-            record = resubmit(
-                self.ledger,
-                record,
-                allow_shared_gpus=self.allow_shared_gpus,
-                progress=board.note,
-                on_running=self._on_running(target),
-                stopping=self._stop.is_set,
-            ).record
+            record = self._resubmit(target, record, board)
             board.update(target.name, "RUNNING", record.id)
         if record.terminal_state is not None:
             self._notify(record, target.name, board)
@@ -490,16 +482,19 @@ class Build:
             if self._stop.wait(wait):
                 raise failed
             try:
-                return resubmit(
-                    self.ledger,
-                    record,
-                    allow_shared_gpus=self.allow_shared_gpus,
-                    progress=board.note,
-                    on_running=self._on_running(target),
-                    stopping=self._stop.is_set,
-                ).record
+                return self._resubmit(target, record, board)
             except SubmitFailed as again:
                 failed = again
+
+    def _resubmit(self, target: Target, record: Record, board: Board) -> Record:
+        return resubmit(
+            self.ledger,
+            record,
+            allow_shared_gpus=self.allow_shared_gpus,
+            progress=board.note,
+            on_running=self._on_running(target),
+            stopping=self._stop.is_set,
+        ).record
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board

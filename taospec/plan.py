@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Any
 
@@ -47,9 +47,12 @@ def gpu_ids_note(count: int) -> str:
     )
 
 
-def upstream_stand_in(target: str) -> str:
-    """Stands for the results directory of ``target``, which will run first."""
-    return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
+def upstream_stand_ins(needs: Iterable[str]) -> dict[str, str]:
+    """Stand-ins for the results directories of the targets ``needs``, which will run first."""
+    return {
+        need: stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", need).strip("_").upper())
+        for need in needs
+    }
 
 
 CONTAINER_RESULTS = "/results"
