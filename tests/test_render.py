@@ -13,9 +13,10 @@ import pytest
 from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.loader import load_job, load_jobfile
+from taospec.loader import load_jobfile
 from taospec.plan import JOB_ID, upstream_stand_ins
 from taospec.platforms import render
+from tests.conftest import load_job
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"

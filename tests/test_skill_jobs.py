@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taospec.loader import load_job
-from tests.conftest import Runner, write
+from tests.conftest import Runner, load_job, write
 
 BANK = Path(__file__).resolve().parent / "skills"
 TEMPLATE = BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
