@@ -312,16 +312,6 @@ class Ledger:
             raise LedgerCorrupt(f"{path}: a sidecar must be a JSON object")
         return data
 
-    def sidecar_missing(self, job_id: str) -> bool:
-        """True when taospec wrote a sidecar for ``job_id`` at open and its file is gone."""
-        path = self._sidecar_path(check_job_id(job_id))
-        if path.exists():
-            return False
-        return any(
-            entry.get("event") == "open" and entry.get("sidecar") == "written"
-            for entry in self.journal(job_id)
-        )
-
     def update_sidecar(self, job_id: str, **fields: object) -> None:
         """Merge ``fields`` (redacted) into the sidecar under the record's lock."""
         check_job_id(job_id)
