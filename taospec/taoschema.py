@@ -38,8 +38,6 @@ MISSING = "???"
 
 Severity = Literal["error", "warning"]
 Origin = Literal["user", "template"]
-Schema = Mapping[str, Any]
-"""One node of a TAO schema."""
 Kind = Literal["unknown-key", "type", "unset", "input", "minimum", "maximum", "enum"]
 
 
