@@ -37,7 +37,6 @@ from its file.
 
 from __future__ import annotations
 
-import fcntl
 import heapq
 import itertools
 import json
@@ -45,7 +44,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -504,19 +503,9 @@ class Ledger:
             raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {job_id}")
         return record
 
-    @contextmanager
-    def _locked(self, job_id: str) -> Iterator[None]:
-        """Hold the exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
-        lock = self.jobs_dir / f".{job_id}.json.lock"
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise durable.WriteFailed(lock, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self, job_id: str) -> AbstractContextManager[None]:
+        """The exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
+        return durable.flocked(self.jobs_dir / f".{job_id}.json.lock", 0o644)
 
     # -- redaction --------------------------------------------------------
 
