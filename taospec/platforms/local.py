@@ -141,7 +141,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
 
     message = f"process exited with code {code}"
-    diagnosis = classify(code, message, _tail_text(record, 50))
+    diagnosis = classify(code, message, log_tail(record, sidecar))
     return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
 
@@ -153,8 +153,8 @@ def _exit_code(record: Record) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def _tail_text(record: Record, lines: int) -> str:
-
+def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+    """The last ``lines`` of the job's log file (read from its last 64 KiB)."""
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
             log.seek(0, os.SEEK_END)
@@ -163,11 +163,6 @@ def _tail_text(record: Record, lines: int) -> str:
     except OSError:
         return ""
     return "".join(data.splitlines(keepends=True)[-lines:])
-
-
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the job's log file."""
-    return _tail_text(record, lines)
 
 
 def logs(
