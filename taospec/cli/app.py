@@ -109,23 +109,11 @@ def cli() -> None:
 )
 @VERSIONS_OPTION
 @USER_OPTION
-def validate(
-    files: tuple[str, ...],
-    quiet: bool,
-    jobs: int | None,
-    fmt: str,
-    here: bool,
-    versions: str | None,
-    user: str | None,
-) -> None:
+def validate(files: tuple[str, ...], **options: Any) -> None:
     """Check job files (- reads standard input) against the schema and taospec's rules."""
     from taospec.commands import validate as validate_verb
 
-    sys.exit(
-        validate_verb.run(
-            files, quiet=quiet, jobs=jobs, fmt=fmt, here=here, versions=versions, user=user
-        )
-    )
+    sys.exit(validate_verb.run(files, **options))
 
 
 @cli.command()
