@@ -86,7 +86,6 @@ def host_checks(
 
 
 def failed(checks: Sequence[Check]) -> list[Check]:
-    """The checks that did not pass."""
     return [check for check in checks if not check.ok]
 
 

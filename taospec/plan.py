@@ -181,7 +181,6 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def backend_value(self, key: str) -> str | None:
-        """One of the facts in :attr:`backend`."""
         return dict(self.backend).get(key)
 
 
@@ -259,12 +258,10 @@ class Context:
         }
 
     def expand(self, text: str) -> str:
-        """``text`` with its placeholders filled."""
         return placeholders.expand(text, self.values)
 
     @property
     def command(self) -> tuple[str, ...]:
-        """The job's command with placeholders filled."""
         return tuple(self.expand(word) for word in self.job.command)
 
     @property
@@ -274,7 +271,6 @@ class Context:
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:
-        """``env.set`` with placeholders filled."""
         return tuple((name, self.expand(value)) for name, value in self.job.env_set)
 
     @property
