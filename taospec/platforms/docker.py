@@ -234,7 +234,10 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     )
     if not inspected.ok:
         return _missing(record, env, inspected)
-    found = _label_lookup(record, env) if record.backend_ref is None else None
+    found = None
+    if record.backend_ref is None:  # the launch's answer was lost: find it by its label
+        ids = _labelled(record.id, env)
+        found = ids[0] if len(ids) == 1 else None
     return interpret(inspected.stdout, lambda: log_tail(record, sidecar), found)
 
 
@@ -265,11 +268,7 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         diagnosis = diagnose(text)
         reason = str(diagnosis) if diagnosis else text.splitlines()[-1] if text else "no answer"
         return Status(UNKNOWN, f"docker inspect failed: {reason}")
-    listed = proc.run(
-        ["docker", "ps", "-a", "--filter", f"label=tao-job={record.id}", "--format", "{{.ID}}"],
-        extra_env=env,
-        check=False,
-    )
+    listed = _list_labelled(record.id, env)
     if not listed.ok:
         return Status(UNKNOWN, f"docker ps -a failed: {listed.stderr.strip() or 'no answer'}")
     if listed.stdout.strip():
@@ -280,25 +279,6 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         "docker ps -a shows none)",
         gone=True,
     )
-
-
-def _label_lookup(record: Record, env: tuple[tuple[str, str], ...]) -> str | None:
-    listed = proc.run(
-        [
-            "docker",
-            "ps",
-            "-a",
-            "--no-trunc",
-            "--filter",
-            f"label=tao-job={record.id}",
-            "--format",
-            "{{.ID}}",
-        ],
-        extra_env=env,
-        check=False,
-    )
-    ids = listed.stdout.split() if listed.ok else []
-    return ids[0] if len(ids) == 1 else None
 
 
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
@@ -411,10 +391,14 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     return "container removed" if removed else "no container was left"
 
 
+def _list_labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> proc.Result:
+    """``docker ps -a`` of the containers labelled with ``job_id``: their full ids."""
+    argv = ["docker", "ps", "-a", "--no-trunc", "--filter", f"label=tao-job={job_id}"]
+    return proc.run([*argv, "--format", "{{.ID}}"], extra_env=env, check=False)
+
+
 def _labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> list[str]:
-    listed = proc.run(
-        ["docker", "ps", "-aq", "--filter", f"label=tao-job={job_id}"], extra_env=env, check=False
-    )
+    listed = _list_labelled(job_id, env)
     return listed.stdout.split() if listed.ok else []
 
 
