@@ -104,12 +104,7 @@ def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
     try:
         result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
     except TaospecError:
-        return Check(
-            "docker engine",
-            False,
-            "docker: command not found",
-            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
-        )
+        return _no_docker("docker engine")
     try:
         version, runtimes, root = (json.loads(field) for field in result.stdout.split("\t"))
     except ValueError:
@@ -117,6 +112,11 @@ def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
     if not result.ok:
         return _no_engine(result.output())
     return Engine(str(version), tuple(sorted(runtimes or {})), str(root))
+
+
+def _no_docker(name: str) -> Check:
+    advice = "install Docker >= 20.10 (https://docs.docker.com/engine/install/)"
+    return Check(name, False, "docker: command not found", advice)
 
 
 def _no_engine(output: str) -> Check:
@@ -175,12 +175,7 @@ def docker_client(docker_env: Sequence[tuple[str, str]] = ()) -> Check:
     try:
         result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
     except TaospecError:
-        return Check(
-            "docker client",
-            False,
-            "docker: command not found",
-            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
-        )
+        return _no_docker("docker client")
     lines = result.stdout.strip().splitlines()  # the client answers even when no engine does
     return engine_version(lines[0] if lines else "", "docker client")
 
