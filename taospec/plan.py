@@ -163,7 +163,10 @@ class Plan:
 
     def with_placeholder_id(self) -> Plan:
         """The same plan with its job id replaced by the placeholder, to compare with a new one."""
-        return self if self.has_placeholder_id else _unsubstitute(self)
+        if self.has_placeholder_id:
+            return self
+        job_id = self.job_id
+        return _substitute(self, lambda text: text.replace(job_id, JOB_ID))
 
     def to_json(self) -> dict[str, Any]:
         """Plain data; the placeholder id appears as ``${JOB_ID}``."""
@@ -174,7 +177,7 @@ class Plan:
 
     def digest(self) -> str:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
-        abstract = self if self.has_placeholder_id else _unsubstitute(self)
+        abstract = self.with_placeholder_id()
         data = {f.name: getattr(abstract, f.name) for f in fields(abstract)}
         del data["reactions"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
@@ -216,11 +219,6 @@ def _fields_data(plan: Plan) -> dict[str, Any]:
         return value
 
     return {f.name: walk(getattr(plan, f.name)) for f in fields(plan)}
-
-
-def _unsubstitute(plan: Plan) -> Plan:
-    job_id = plan.job_id
-    return _substitute(plan, lambda text: text.replace(job_id, JOB_ID))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
