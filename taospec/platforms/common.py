@@ -20,12 +20,13 @@ def owner(context: Context) -> Identity | None:
     return context.identity
 
 
-def tree_macros(context: Context, owner: Identity | None) -> Any:
-    """The commands that create the results tree, owned by ``owner``, and write the spec."""
+def tree_macros(context: Context, owned_by: Identity | None) -> Any:
+    """The commands that create the results tree (owned by ``owned_by``, None: the one who
+    runs them) and write the spec file."""
     return templates.module(
         "common",
         {
-            "owner": owner,
+            "owner": owned_by,
             "dirs": context.host_dirs(),
             "spec_path": f"{context.results_dir}/{SPEC_FILE}",
         },
