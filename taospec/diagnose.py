@@ -31,11 +31,6 @@ class Diagnosis:
     sentence: str
     advice: str
 
-    @property
-    def what(self) -> str:
-        """The sentence, under the name earlier callers use."""
-        return self.sentence
-
     def __str__(self) -> str:
         return f"{self.sentence}: {self.advice}"
 
@@ -73,46 +68,25 @@ _HOST_OOM = _program(
 
 # What the backend's own message says, checked before the log: the backend knows best.
 _NATIVE: tuple[tuple[str, Diagnosis], ...] = (
-    (
-        r"\bNODE_FAIL\b",
-        _NODE_FAIL,
-    ),
+    (r"\bNODE_FAIL\b", _NODE_FAIL),
     (
         r"\bBOOT_FAIL\b",
         _infra("a node of the job failed to boot", "submit again, or ask the cluster's admins"),
     ),
-    (
-        r"\bPREEMPTED\b",
-        _PREEMPTED,
-    ),
+    (r"\bPREEMPTED\b", _PREEMPTED),
     (
         r"\bEvicted\b|[Tt]he node was low on resource",
         _infra("the job was evicted from its node", "submit again once the node has room"),
     ),
-    (
-        r"\bOUT_OF_MEMORY\b|OOMKilled|out-of-memory killer",
-        _HOST_OOM,
-    ),
-    (
-        r"\bTIMEOUT\b|\bDEADLINE\b",
-        _TIME_LIMIT,
-    ),
+    (r"\bOUT_OF_MEMORY\b|OOMKilled|out-of-memory killer", _HOST_OOM),
+    (r"\bTIMEOUT\b|\bDEADLINE\b", _TIME_LIMIT),
 )
 
 # What a failure looks like in docker's output or the job's log, most specific first.
 _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
-    (
-        r"DUE TO NODE FAILURE",
-        _NODE_FAIL,
-    ),
-    (
-        r"DUE TO PREEMPTION",
-        _PREEMPTED,
-    ),
-    (
-        r"DUE TO TIME LIMIT",
-        _TIME_LIMIT,
-    ),
+    (r"DUE TO NODE FAILURE", _NODE_FAIL),
+    (r"DUE TO PREEMPTION", _PREEMPTED),
+    (r"DUE TO TIME LIMIT", _TIME_LIMIT),
     (
         r"uncorrectable ECC|ECC error|cudaErrorECCUncorrectable|GPU has fallen off the bus|"
         r"GPU is lost|row[- ]remapping failure",
@@ -242,10 +216,7 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "unset them (do not run as root instead)",
         ),
     ),
-    (
-        r"Bus error|DataLoader worker \(pid \d+\) (?:is killed|exited unexpectedly)",
-        _SHM,
-    ),
+    (r"Bus error|DataLoader worker \(pid \d+\) (?:is killed|exited unexpectedly)", _SHM),
     (
         r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
         r"CUDA error: out of memory",

@@ -2,8 +2,8 @@
 
 Each check returns a :class:`Check`; a failing one carries a sentence saying
 what to do (from NVIDIA's prerequisites and common error modes for TAO on
-Docker). :func:`cheap_checks` starts at most one process (``docker info``)
-and is what ``run`` can afford before opening a record; :func:`full_checks`
+Docker). :func:`host_checks` starts at most one process (``docker info``)
+and is what ``run`` can afford before opening a record; with ``full`` it
 adds the docker client's version and the GPUs themselves (``nvidia-smi``).
 
 The inputs are plain values from a job: the image, its GPUs (ids, UUIDs or
@@ -60,7 +60,7 @@ class Engine:
 # -- the sets ------------------------------------------------------------------
 
 
-def cheap_checks(
+def host_checks(
     *,
     image: str,
     gpus: Sequence[int | str] | str,
@@ -69,48 +69,23 @@ def cheap_checks(
     ipc: str = "host",
     env_pass: Collection[str] = (),
     docker_env: Sequence[tuple[str, str]] = (),
+    full: bool = False,
 ) -> list[Check]:
-    """The checks that start at most one process (``docker info``): before opening a record."""
+    """The checks that start at most one process (``docker info``), made before a record is
+    opened; ``full`` adds the docker client first and the GPUs the job names last."""
     local = engine_is_local(docker_env)
-    checks = engine_checks(gpus, docker_env, local=local)
+    checks = [docker_client(docker_env)] if full else []
+    checks += engine_checks(gpus, docker_env, local=local)
     checks.append(ngc_login(image, env_pass, docker_env))
     if local:
         checks.append(free_space("results_root free space", results_root, RESULTS_MIN_FREE))
         checks.append(shm(shm_size, ipc))
-    return checks
-
-
-def full_checks(
-    *,
-    image: str,
-    gpus: Sequence[int | str] | str,
-    results_root: str,
-    shm_size: str = "8g",
-    ipc: str = "host",
-    env_pass: Collection[str] = (),
-    docker_env: Sequence[tuple[str, str]] = (),
-    gpu_prefix: Sequence[str] = (),
-) -> list[Check]:
-    """Every check: the cheap ones, the docker client, and the GPUs the job names.
-
-    ``gpu_prefix`` runs ``nvidia-smi`` on the engine's host (``ssh user@host``).
-    """
-    checks = [docker_client(docker_env)]
-    checks += cheap_checks(
-        image=image,
-        gpus=gpus,
-        results_root=results_root,
-        shm_size=shm_size,
-        ipc=ipc,
-        env_pass=env_pass,
-        docker_env=docker_env,
-    )
-    checks.append(gpus_exist(gpus, gpu_prefix))
+    if full:
+        checks.append(gpus_exist(gpus))
     return checks
 
 
 def failed(checks: Sequence[Check]) -> list[Check]:
-    """The checks that did not pass."""
     return [check for check in checks if not check.ok]
 
 
@@ -129,12 +104,7 @@ def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
     try:
         result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
     except TaospecError:
-        return Check(
-            "docker engine",
-            False,
-            "docker: command not found",
-            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
-        )
+        return _no_docker("docker engine")
     try:
         version, runtimes, root = (json.loads(field) for field in result.stdout.split("\t"))
     except ValueError:
@@ -142,6 +112,11 @@ def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
     if not result.ok:
         return _no_engine(result.output())
     return Engine(str(version), tuple(sorted(runtimes or {})), str(root))
+
+
+def _no_docker(name: str) -> Check:
+    advice = "install Docker >= 20.10 (https://docs.docker.com/engine/install/)"
+    return Check(name, False, "docker: command not found", advice)
 
 
 def _no_engine(output: str) -> Check:
@@ -200,12 +175,7 @@ def docker_client(docker_env: Sequence[tuple[str, str]] = ()) -> Check:
     try:
         result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
     except TaospecError:
-        return Check(
-            "docker client",
-            False,
-            "docker: command not found",
-            "install Docker >= 20.10 (https://docs.docker.com/engine/install/)",
-        )
+        return _no_docker("docker client")
     lines = result.stdout.strip().splitlines()  # the client answers even when no engine does
     return engine_version(lines[0] if lines else "", "docker client")
 
@@ -231,12 +201,12 @@ def nvidia_runtime(runtimes: Sequence[str], gpus: Sequence[int | str] | str) -> 
 # -- GPUs -------------------------------------------------------------------------
 
 
-def gpus_exist(gpus: Sequence[int | str] | str, prefix: Sequence[str] = ()) -> Check:
+def gpus_exist(gpus: Sequence[int | str] | str) -> Check:
     """Every GPU the job names (id or UUID) is on the host; ``all`` needs at least one."""
     if not gpus:
         return Check("GPUs", True, "not needed: the job names no GPUs")
     try:
-        found = gpupick.query(prefix)
+        found = gpupick.query()
     except TaospecError as error:
         return Check(
             "GPUs",

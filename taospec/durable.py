@@ -20,6 +20,7 @@ leaves no temp file behind.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import re
@@ -45,6 +46,23 @@ class WriteFailed(TaospecError):
         self.errno = error.errno
         reason = error.strerror or os.strerror(error.errno or errno.EIO)
         super().__init__(f"cannot write {self.path}: {reason}")
+
+
+@contextmanager
+def flocked(path: Path, mode: int, *, parents: bool = False) -> Iterator[None]:
+    """Hold the exclusive ``flock`` on ``path`` (created with ``mode``, and with its folders
+    when ``parents``) for the block."""
+    try:
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def encode_json(data: object) -> bytes:

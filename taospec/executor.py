@@ -10,7 +10,6 @@ went wrong and what to do.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -20,10 +19,10 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote
 from taospec.diagnose import INFRA, classify
+from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
 from taospec.ledger import Ledger, Record, WriteFailed
@@ -280,22 +279,8 @@ def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[None]:
         return
     host = _gpu_host(dict(plan.backend)) or "this machine"
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
-    with _flock(ledger.root / "taospec" / f"gpus-{digest}.lock"):
+    with flocked(ledger.root / "taospec" / f"gpus-{digest}.lock", 0o600, parents=True):
         yield
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise WriteFailed(path, exc) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -631,7 +616,7 @@ def cancel_job(
     before anything is stopped, so a cancel that cannot write stops nothing.
     """
     job_id = record.id
-    with _flock(ledger.root / "taospec" / "cancel" / f"{job_id}.lock"):
+    with flocked(ledger.root / "taospec" / "cancel" / f"{job_id}.lock", 0o600, parents=True):
         record = ledger.get(job_id)
         if record.terminal_state is not None:
             return Cancelled(record, "", False)

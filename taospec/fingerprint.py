@@ -238,19 +238,17 @@ class Index:
             return True
         return (self.root / "fingerprints").is_dir() and not (self.root / "works").is_dir()
 
-    def complete_job(self, fingerprint: Fingerprint) -> str | None:
-        """A COMPLETE job with this fingerprint whose results still exist, if any."""
-        return self._complete_id(fingerprint.digest)
-
-    def _complete_id(self, digest: str) -> str | None:
-        record = self._complete_record(digest)
-        return None if record is None else record.id
-
     def complete_record(self, fingerprint: Fingerprint) -> Record | None:
-        """The record of :meth:`complete_job`'s job (read once), if there is one."""
-        return self._complete_record(fingerprint.digest)
+        """The COMPLETE job with this fingerprint whose results still exist, if any."""
+        return self._complete(fingerprint.digest, results_exist=True)
 
-    def _complete_record(self, digest: str) -> Record | None:
+    def results_missing(self, fingerprint: Fingerprint) -> bool:
+        """True when the matching job completed but its results directory is gone."""
+        return self._complete(fingerprint.digest, results_exist=False) is not None
+
+    def _complete(self, digest: str, *, results_exist: bool) -> Record | None:
+        """The COMPLETE job ``digest`` stands for, when whether its results directory exists
+        is ``results_exist``."""
         job_id = self._read(self._fingerprint_path(digest)).get("job_id")
         if not isinstance(job_id, str):
             return None
@@ -258,18 +256,9 @@ class Index:
             record = self.ledger.get(job_id)
         except UnknownJob:
             return None
-        return record if record.state == COMPLETE and Path(record.results_dir).is_dir() else None
-
-    def results_missing(self, fingerprint: Fingerprint) -> bool:
-        """True when the matching job completed but its results directory is gone."""
-        job_id = self._read(self._fingerprint_path(fingerprint.digest)).get("job_id")
-        if not isinstance(job_id, str):
-            return False
-        try:
-            record = self.ledger.get(job_id)
-        except UnknownJob:
-            return False
-        return record.state == COMPLETE and not Path(record.results_dir).is_dir()
+        if record.state != COMPLETE or Path(record.results_dir).is_dir() != results_exist:
+            return None
+        return record
 
     def launched(self, key: str, job_id: str, fingerprint: Fingerprint) -> None:
         """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""
@@ -278,7 +267,7 @@ class Index:
             self._target_path(key),
             {"target": key, "job_id": job_id, "fingerprint": fingerprint.to_json()},
         )
-        if self.complete_job(fingerprint) is None:
+        if self.complete_record(fingerprint) is None:
             write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})
 
     def retried(self, key: str, job_id: str, digest: str) -> None:
@@ -288,7 +277,7 @@ class Index:
         if isinstance(stored, dict) and Fingerprint(**stored).digest == digest:
             self.launched(key, job_id, Fingerprint(**stored))
             return
-        if self._complete_id(digest) is None:
+        if self._complete(digest, results_exist=True) is None:
             write_json_atomic(self._fingerprint_path(digest), {"job_id": job_id})
 
     def completed(self, job_id: str, fingerprint: Fingerprint) -> None:

@@ -106,10 +106,6 @@ class Job:
     gpus_free: int = 0
     """``gpus: {free: N}``: N GPU ids picked at submit by occupancy (``gpus`` is then ())."""
 
-    def host_inputs(self) -> tuple[str, ...]:
-        """The host paths the job reads (its skill's inputs), each once, placeholders kept."""
-        return tuple(dict.fromkeys(i.host_path for i in self.spec_inputs))
-
 
 @dataclass(frozen=True, slots=True)
 class Target:

@@ -350,19 +350,6 @@ def _cycles(
     return [_at(source, where, "dependency cycle: " + " -> ".join(path))]
 
 
-def load_job(path: str | Path) -> Job:
-    """The one job of a single-job file (or of a pipeline with one target)."""
-
-    jobfile = load_jobfile(path)
-    if len(jobfile.targets) != 1:
-        names = ", ".join(jobfile.targets)
-        raise SpecError.single(
-            str(path),
-            f"is a pipeline of {len(jobfile.targets)} targets ({names}); name the target to use",
-        )
-    return next(iter(jobfile.targets.values())).job
-
-
 def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -> Applied | None:
     """What the job's ``skill:`` adds (None without one); its warnings go to stderr."""
     if "skill" not in source.data:

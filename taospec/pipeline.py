@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from taospec import __version__, interrupts, notify, platforms, progress
@@ -32,7 +32,7 @@ from taospec.fingerprint import (
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
-from taospec.plan import Plan, upstream_stand_in
+from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
@@ -103,8 +103,7 @@ def _decide_one(
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
-        stand_ins = {need: upstream_stand_in(need) for need in waiting}
-        upstream = {**_upstream_dirs(target, decided), **stand_ins}
+        upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
         plan = render(target.job, user=user, upstream=upstream) if preview else None
         return Decision(target, True, f"upstream {waiting[0]} will run", plan)
     plan = render(target.job, user=user, upstream=_upstream_dirs(target, decided))
@@ -207,6 +206,7 @@ class Outcome:
     ended: float = 0.0
 
 
+@dataclass(eq=False)
 class Build:
     """Runs the out-of-date targets of one decision list.
 
@@ -214,36 +214,23 @@ class Build:
     failed (see :func:`taospec.retrying.backoff`).
     """
 
-    def __init__(
-        self,
-        jobfile: JobFile,
-        decisions: list[Decision],
-        ledger: Ledger,
-        *,
-        jobs: int = 1,
-        keep_going: bool = False,
-        follow_logs: bool = False,
-        allow_shared_gpus: bool = False,
-        user: str | None = None,
-        board: Board | None = None,
-        submit_backoff: float = BACKOFF_FIRST,
-    ) -> None:
-        self.jobfile = jobfile
-        self.decisions = decisions
-        self.ledger = ledger
-        self.jobs = jobs
-        self.keep_going = keep_going
-        self.follow_logs = follow_logs
-        self.allow_shared_gpus = allow_shared_gpus
-        self.user = user
-        self.board = board
-        self.submit_backoff = submit_backoff
-        self.results: dict[str, Outcome] = {}
-        self._stop = threading.Event()
-        self._running: dict[str, Record | None] = {}
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._notified: set[str] = set()
+    jobfile: JobFile
+    decisions: list[Decision]
+    ledger: Ledger
+    _: KW_ONLY
+    jobs: int = 1
+    keep_going: bool = False
+    follow_logs: bool = False
+    allow_shared_gpus: bool = False
+    user: str | None = None
+    board: Board | None = None
+    submit_backoff: float = BACKOFF_FIRST
+    results: dict[str, Outcome] = field(default_factory=dict, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _running: dict[str, Record | None] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _threads: list[threading.Thread] = field(default_factory=list, init=False)
+    _notified: set[str] = field(default_factory=set, init=False)
 
     def run(self) -> dict[str, Outcome]:
         """Build everything; on Ctrl-C cancel what runs, record it, and re-raise."""
@@ -377,14 +364,7 @@ class Build:
             if not self._retrying(target, record, retries, board):
                 break
             retries += 1
-            record = resubmit(
-                self.ledger,
-                record,
-                allow_shared_gpus=self.allow_shared_gpus,
-                progress=board.note,
-                on_running=self._on_running(target),
-                stopping=self._stop.is_set,
-            ).record
+            record = self._resubmit(target, record, board)
             board.update(target.name, "RUNNING", record.id)
         if record.terminal_state is not None:
             self._notify(record, target.name, board)
@@ -490,16 +470,19 @@ class Build:
             if self._stop.wait(wait):
                 raise failed
             try:
-                return resubmit(
-                    self.ledger,
-                    record,
-                    allow_shared_gpus=self.allow_shared_gpus,
-                    progress=board.note,
-                    on_running=self._on_running(target),
-                    stopping=self._stop.is_set,
-                ).record
+                return self._resubmit(target, record, board)
             except SubmitFailed as again:
                 failed = again
+
+    def _resubmit(self, target: Target, record: Record, board: Board) -> Record:
+        return resubmit(
+            self.ledger,
+            record,
+            allow_shared_gpus=self.allow_shared_gpus,
+            progress=board.note,
+            on_running=self._on_running(target),
+            stopping=self._stop.is_set,
+        ).record
 
     def _submit(
         self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
@@ -614,29 +597,21 @@ def _nowhere(_text: str) -> None:
     """A board's default destination."""
 
 
+@dataclass(eq=False, kw_only=True)
 class Board:
     """Live lines for running targets on a terminal; plain lines otherwise.
 
     Progress goes to ``write`` (stderr), the jobs' own output to ``out`` (stdout).
     """
 
-    def __init__(
-        self,
-        *,
-        enabled: bool,
-        live: bool = False,
-        write: Callable[[str], None] = _nowhere,
-        out: Callable[[str], None] = _nowhere,
-        interval: float = progress.DEFAULT_INTERVAL,
-    ) -> None:
-        self.enabled = enabled
-        self.live = live
-        self.interval = interval
-        self.write = write
-        self.out = out
-        self._rows: dict[str, tuple[str, str, float]] = {}
-        self._drawn = 0
-        self._lock = threading.Lock()
+    enabled: bool
+    live: bool = False
+    write: Callable[[str], None] = _nowhere
+    out: Callable[[str], None] = _nowhere
+    interval: float = progress.DEFAULT_INTERVAL
+    _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict, init=False)
+    _drawn: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def _emit(self, text: str, *, job_output: bool = False) -> None:
         if not self.enabled:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Any
 
@@ -47,9 +47,12 @@ def gpu_ids_note(count: int) -> str:
     )
 
 
-def upstream_stand_in(target: str) -> str:
-    """Stands for the results directory of ``target``, which will run first."""
-    return stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", target).strip("_").upper())
+def upstream_stand_ins(needs: Iterable[str]) -> dict[str, str]:
+    """Stand-ins for the results directories of the targets ``needs``, which will run first."""
+    return {
+        need: stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", need).strip("_").upper())
+        for need in needs
+    }
 
 
 CONTAINER_RESULTS = "/results"
@@ -160,7 +163,10 @@ class Plan:
 
     def with_placeholder_id(self) -> Plan:
         """The same plan with its job id replaced by the placeholder, to compare with a new one."""
-        return self if self.has_placeholder_id else _unsubstitute(self)
+        if self.has_placeholder_id:
+            return self
+        job_id = self.job_id
+        return _substitute(self, lambda text: text.replace(job_id, JOB_ID))
 
     def to_json(self) -> dict[str, Any]:
         """Plain data; the placeholder id appears as ``${JOB_ID}``."""
@@ -171,14 +177,13 @@ class Plan:
 
     def digest(self) -> str:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
-        abstract = self if self.has_placeholder_id else _unsubstitute(self)
+        abstract = self.with_placeholder_id()
         data = {f.name: getattr(abstract, f.name) for f in fields(abstract)}
         del data["reactions"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def backend_value(self, key: str) -> str | None:
-        """One of the facts in :attr:`backend`."""
         return dict(self.backend).get(key)
 
 
@@ -216,11 +221,6 @@ def _fields_data(plan: Plan) -> dict[str, Any]:
     return {f.name: walk(getattr(plan, f.name)) for f in fields(plan)}
 
 
-def _unsubstitute(plan: Plan) -> Plan:
-    job_id = plan.job_id
-    return _substitute(plan, lambda text: text.replace(job_id, JOB_ID))
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     """Everything a platform needs to render its steps for one job.
@@ -256,7 +256,6 @@ class Context:
         }
 
     def expand(self, text: str) -> str:
-        """``text`` with its placeholders filled."""
         return placeholders.expand(text, self.values)
 
     @property
@@ -281,7 +280,6 @@ class Context:
 
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:
-        """``env.set`` with placeholders filled."""
         return tuple((name, self.expand(value)) for name, value in self.job.env_set)
 
     @property
@@ -339,17 +337,36 @@ def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
     return value
 
 
-def record_fields(context: Context, platform: str) -> RecordFields:
-    """The job record's fields for this context."""
+def job_plan(
+    context: Context,
+    platform: str,
+    steps: Sequence[Step],
+    *,
+    notes: Sequence[str] = (),
+    backend: Sequence[tuple[str, str]] = (),
+    teardown: Sequence[Step] = (),
+) -> Plan:
+    """The plan of ``context``'s job on ``platform``: its steps, and the record's fields."""
     job = context.job
-    return RecordFields(
+    return Plan(
+        file=job.file,
+        target=job.name,
         platform=platform,
-        image=job.image,
-        network_arch=job.network_arch,
-        action=job.action,
-        storage_tier=job.storage_tier,
-        results_dir=context.results_dir,
-        upload_excludes=job.upload_excludes,
+        job_id=context.job_id,
+        record=RecordFields(
+            platform=platform,
+            image=job.image,
+            network_arch=job.network_arch,
+            action=job.action,
+            storage_tier=job.storage_tier,
+            results_dir=context.results_dir,
+            upload_excludes=job.upload_excludes,
+        ),
+        steps=tuple(steps),
+        notes=tuple(notes),
+        backend=tuple(backend),
+        secrets=job.env_pass,
+        teardown=tuple(teardown),
     )
 
 

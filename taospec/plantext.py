@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from taospec.plan import STAND_IN, Plan, Step
 
@@ -40,17 +40,18 @@ Unit = tuple[str, bool]
 """Shell text that stays on one line, and whether it is an option."""
 
 
-def units(argv: Iterable[str]) -> list[Unit]:
-    """Arguments grouped for reading: an option with its value, or one positional word."""
+def units(argv: Iterable[str], quote: Callable[[str], str] = word) -> list[Unit]:
+    """Arguments grouped for reading: an option with its value, or one positional word;
+    each made a shell word by ``quote``."""
     out: list[Unit] = []
     value_slot = False
     for arg in argv:
         is_option = arg.startswith("-") and len(arg) > 1 and arg != "--"
         if value_slot and not is_option:
-            out[-1] = (out[-1][0] + " " + word(arg), True)
+            out[-1] = (out[-1][0] + " " + quote(arg), True)
             value_slot = False
             continue
-        out.append((word(arg), is_option))
+        out.append((quote(arg), is_option))
         value_slot = is_option and "=" not in arg
     return out
 

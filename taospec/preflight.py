@@ -21,7 +21,7 @@ from taospec.diagnostics import Problem, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile
-from taospec.plan import upstream_stand_in
+from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import Source
 
 TOOLS = {"docker": ("docker",), "brev": ("brev",), "local": ()}
@@ -58,7 +58,7 @@ def here(
         found += tools(job, source)
         warnings += _user_warnings(job, source, who, user)
         if not found:
-            upstream = {need: upstream_stand_in(need) for need in target.needs}
+            upstream = upstream_stand_ins(target.needs)
             found += _render_refusals(job, source, who, user, upstream)
         problems += found
     return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))

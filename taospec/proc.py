@@ -49,7 +49,6 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        """True when the command exited 0."""
         return self.returncode == 0
 
     def output(self) -> str:

@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taospec.errors import InvalidInput
@@ -63,15 +63,11 @@ def of_results(results_dir: str | Path, action: str | None = None) -> Progress |
 
 
 def to_json(progress: Progress) -> dict[str, object]:
-    """``progress`` as the JSON ``status --json`` and ``show`` print."""
-    return {
-        "status": progress.status,
-        "epoch": progress.epoch,
-        "max_epoch": progress.max_epoch,
-        "kpi": dict(progress.kpi),
-        "phase": progress.phase,
-        "message": progress.message,
-    }
+    """``progress`` as the JSON ``status --json`` and ``show`` print: every field but
+    ``events``."""
+    data = asdict(progress)
+    del data["events"]
+    return data
 
 
 def read(path: Path) -> Progress | None:

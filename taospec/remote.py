@@ -35,23 +35,8 @@ MARK = "TAOSPEC_"
 
 def command(argv: Sequence[str]) -> str:
     """An argument list as one remote command, laid out like a plan's lines when long."""
-    first, *rest = _units(argv)
+    first, *rest = plantext.units(argv, quote)  # quoted for the far side's shell
     return plantext.layout([first[0]], rest)
-
-
-def _units(argv: Sequence[str]) -> list[plantext.Unit]:
-    """Arguments grouped as :func:`taospec.plantext.units` groups them, quoted for the far side."""
-    out: list[plantext.Unit] = []
-    value_slot = False
-    for arg in argv:
-        is_option = arg.startswith("-") and len(arg) > 1 and arg != "--"
-        if value_slot and not is_option:
-            out[-1] = (f"{out[-1][0]} {quote(arg)}", True)
-            value_slot = False
-            continue
-        out.append((quote(arg), is_option))
-        value_slot = is_option and "=" not in arg
-    return out
 
 
 def script(*lines: str) -> str:

@@ -130,17 +130,14 @@ def _keywords(
     ]
 
 
+_EXACT_TYPES = {"string": str, "object": dict, "array": list, "boolean": bool}
+
+
 def is_type(value: Any, name: str) -> bool:
     """jsonschema's Draft 2020-12 type check (integral floats are integers, booleans are not)."""
     kind = type(value)
-    if name == "string":
-        return kind is str
-    if name == "object":
-        return kind is dict
-    if name == "array":
-        return kind is list
-    if name == "boolean":
-        return kind is bool
+    if name in _EXACT_TYPES:
+        return kind is _EXACT_TYPES[name]
     if name == "null":
         return value is None
     if name == "integer":

@@ -38,8 +38,6 @@ MISSING = "???"
 
 Severity = Literal["error", "warning"]
 Origin = Literal["user", "template"]
-Schema = Mapping[str, Any]
-"""One node of a TAO schema."""
 Kind = Literal["unknown-key", "type", "unset", "input", "minimum", "maximum", "enum"]
 
 
@@ -239,20 +237,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _is_list(value: Any) -> bool:
-    return isinstance(value, list)
-
-
-def _is_mapping(value: Any) -> bool:
-    return isinstance(value, Mapping)
-
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
+def _instance(kind: type) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, kind)
 
 
 _TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -261,15 +247,15 @@ _TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ordered_int": (_is_int, "an integer"),
     "float": (_is_number, "a number"),
     "number": (_is_number, "a number"),
-    "string": (_is_str, "a string"),
-    "bool": (_is_bool, "true or false"),
-    "boolean": (_is_bool, "true or false"),
-    "list": (_is_list, "a list"),
-    "array": (_is_list, "a list"),
-    "subset_list": (_is_list, "a list"),
-    "optional_list": (_is_list, "a list"),
-    "collection": (_is_mapping, "a mapping"),
-    "object": (_is_mapping, "a mapping"),
+    "string": (_instance(str), "a string"),
+    "bool": (_instance(bool), "true or false"),
+    "boolean": (_instance(bool), "true or false"),
+    "list": (_instance(list), "a list"),
+    "array": (_instance(list), "a list"),
+    "subset_list": (_instance(list), "a list"),
+    "optional_list": (_instance(list), "a list"),
+    "collection": (_instance(Mapping), "a mapping"),
+    "object": (_instance(Mapping), "a mapping"),
 }
 """What each TAO type accepts. ``categorical`` is checked by its enum only; ``list_2``
 and the like (a list of a fixed length) are lists; any other type is not checked."""
@@ -281,7 +267,7 @@ def _type_problem(name: Any, value: Any) -> tuple[str, bool] | None:
         return None
     accepts, description = _TYPES.get(name, (None, ""))
     if accepts is None and name.startswith("list_"):
-        accepts, description = _is_list, "a list"
+        accepts, description = _TYPES["list"]
     if accepts is None or accepts(value):
         return None
     if description in {"an integer", "a number"} and _numeric_text(value):

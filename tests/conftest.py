@@ -11,12 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from taospec.job import Job
 from taospec.ledger import Ledger
+from taospec.loader import load_jobfile
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
 TEST_IMAGE = "taospec-test/busybox:1"
 REQUIRE_ENGINE = os.environ.get("TAOSPEC_REQUIRE_ENGINE") == "1"
+
+
+def load_job(path: str | os.PathLike[str]) -> Job:
+    """The job of a file that holds one."""
+    (target,) = load_jobfile(path).targets.values()
+    return target.job
 
 
 def taospec_command() -> list[str]:

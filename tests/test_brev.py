@@ -27,10 +27,9 @@ from taospec.errors import InvalidInput
 from taospec.executor import check_gpus, run_step
 from taospec.identity import Identity
 from taospec.ledger import Ledger
-from taospec.loader import load_job
 from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
-from tests.conftest import ROOT, Runner, bash_words, write
+from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_quoting import JOB_IDS, docker_args, hostile
 

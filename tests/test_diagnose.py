@@ -124,7 +124,7 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
 def test_known_failures_are_recognised(output: str, what: str, err_class: str) -> None:
     found = diagnose(output)
     assert found is not None
-    assert (found.what, found.err_class) == (what, err_class)
+    assert (found.sentence, found.err_class) == (what, err_class)
     assert found.advice
 
 

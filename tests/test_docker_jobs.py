@@ -18,9 +18,8 @@ import pytest
 from taospec.errors import JobFailed
 from taospec.executor import submit
 from taospec.ledger import Ledger
-from taospec.loader import load_job
 from taospec.platforms import render
-from tests.conftest import Runner, write
+from tests.conftest import Runner, load_job, write
 
 pytestmark = pytest.mark.engine
 

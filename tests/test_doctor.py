@@ -92,8 +92,8 @@ def test_a_remote_engine_gets_no_filesystem_checks_from_here() -> None:
     remote = (("DOCKER_HOST", "tcp://127.0.0.1:9"),)
     assert not doctor.engine_is_local(remote)
     assert doctor.engine_is_local(NOWHERE)
-    names = [c.name for c in doctor.cheap_checks(image="busybox:1", gpus=(), results_root="/",
-                                                 docker_env=remote)]  # fmt: skip
+    names = [c.name for c in doctor.host_checks(image="busybox:1", gpus=(), results_root="/",
+                                                docker_env=remote)]  # fmt: skip
     assert names == ["docker engine", "NGC login"]
 
 
@@ -239,7 +239,7 @@ def test_the_command_prints_each_check_and_advice(capsys: pytest.CaptureFixture[
 
 @pytest.mark.engine
 def test_full_checks_on_this_host(engine: str, fake_smi: None, small_fs: Path) -> None:
-    checks = doctor.full_checks(image=engine, gpus=(0,), results_root=str(small_fs))
+    checks = doctor.host_checks(image=engine, gpus=(0,), results_root=str(small_fs), full=True)
     root = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}}"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert [(c.name, c.ok) for c in checks] == [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from taospec.loader import load_job
+from tests.conftest import load_job
 
 EXAMPLES = Path(__file__).parent / "examples"
 VALID = sorted((EXAMPLES / "valid").glob("*.yaml"))

@@ -19,7 +19,6 @@ from taospec.ledger import (
     SOURCES,
     Ledger,
     LedgerCorrupt,
-    Record,
     TerminalStateError,
     UnknownJob,
 )
@@ -145,7 +144,7 @@ def test_marked_record_has_terminal_fields_and_roundtrips(ledger: Ledger) -> Non
     assert [t["state"] for t in transitions] == ["PENDING", "RUNNING", "ERROR"]
     for item in transitions:
         assert_transition_shape(item)
-    assert Record.from_json(data) == final == ledger.get(opened.id)
+    assert record_module.parse_record(data, "record") == final == ledger.get(opened.id)
     assert final.state == "ERROR"
     assert final.terminal_state in TERMINAL
 
@@ -224,7 +223,7 @@ def test_missing_keys_and_non_json_are_corrupt(ledger: Ledger) -> None:
     with pytest.raises(LedgerCorrupt, match="bad-3.json: not valid JSON"):
         ledger.get("bad-3")
     with pytest.raises(LedgerCorrupt, match="must be a JSON object"):
-        Record.from_json([1, 2], origin="x.json")
+        record_module.parse_record([1, 2], "x.json")
 
 
 def test_a_record_under_another_id_is_corrupt(ledger: Ledger) -> None:
@@ -713,7 +712,7 @@ def test_a_writer_killed_at_random_moments_leaves_only_valid_records(
     assert len(records) > kills
     for name in records:
         path = ledger.jobs_dir / name
-        record = Record.from_json(json.loads(path.read_bytes()), origin=name)
+        record = record_module.parse_record(json.loads(path.read_bytes()), name)
         assert f"{record.id}.json" == name
         assert ledger.get(record.id) == record
     for name in names:

@@ -226,8 +226,8 @@ def test_a_step_check_ended_by_a_signal_cancels_the_submit_instead_of_running_th
     from taospec.errors import JobFailed
     from taospec.executor import submit
     from taospec.ledger import Ledger
-    from taospec.loader import load_job
     from taospec.platforms import render
+    from tests.conftest import load_job
 
     plan = render(load_job(job_file(tmp_path, "true")))
     marker = tmp_path / "the-step-ran"
@@ -258,8 +258,8 @@ def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
     from taospec.errors import JobFailed
     from taospec.executor import submit
     from taospec.ledger import Ledger
-    from taospec.loader import load_job
     from taospec.platforms import render
+    from tests.conftest import load_job
 
     cancelling = threading.Event()
     plan = render(load_job(job_file(tmp_path, "true")))

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from taospec import plantext, templates
 from taospec.identity import Identity
-from taospec.loader import load_job, load_jobfile
+from taospec.loader import load_jobfile
 from taospec.plan import JOB_ID
 from taospec.platforms import render
 from taospec.rules import DOCKER_OWN_OPTIONS
-from tests.conftest import bash_words
+from tests.conftest import bash_words, load_job
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
 HOSTILE_PIECES = ["'", '"', "$(id)", "`id`", "\n", " ", "\\", "$HOME", "${x:-y}", "*", "!",

@@ -24,9 +24,8 @@ from taospec import plantext, remote
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.ledger import Ledger
-from taospec.loader import load_job
 from taospec.platforms import render
-from tests.conftest import ROOT, Runner, bash_words, write
+from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_quoting import JOB_IDS, docker_args, hostile
 

@@ -13,9 +13,10 @@ import pytest
 from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.loader import load_job, load_jobfile
-from taospec.plan import JOB_ID, upstream_stand_in
+from taospec.loader import load_jobfile
+from taospec.plan import JOB_ID, upstream_stand_ins
 from taospec.platforms import render
+from tests.conftest import load_job
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -32,7 +33,7 @@ def rendered(path: Path, launcher: Identity = ROOT_LAUNCHER) -> dict[str, str]:
     plans = []
     for name in jobfile.closure():
         target = jobfile.targets[name]
-        upstream = {need: upstream_stand_in(need) for need in target.needs}
+        upstream = upstream_stand_ins(target.needs)
         plans.append(render(target.job, launcher=launcher, upstream=upstream))
     return {ext: "\n".join(fmt(plan) for plan in plans) for ext, fmt in FORMATS.items()}
 

@@ -18,11 +18,10 @@ import pytest
 
 from taospec.errors import InvalidInput
 from taospec.ledger import Ledger
-from taospec.loader import load_job
 from taospec.platforms import render
 from taospec.retrying import MAX_CHAIN, backoff, backoff_first
 from taospec.states import ERROR
-from tests.conftest import Runner, taospec_command, write
+from tests.conftest import Runner, load_job, taospec_command, write
 from tests.test_docker_jobs import docker
 from tests.test_docker_jobs import job_file as docker_job_file
 from tests.test_local_jobs import job_file, record

@@ -26,12 +26,11 @@ import yaml
 
 from taospec import lint, plantext
 from taospec.identity import Identity
-from taospec.loader import load_job
 from taospec.plan import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
-from tests.conftest import TEST_IMAGE, Runner, bash_words, write
+from tests.conftest import TEST_IMAGE, Runner, bash_words, load_job, write
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"

@@ -12,14 +12,16 @@ that ``render`` never loads the ledger, the pipeline or the worker pool, and
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
 
 from taospec import states
 
-FORMAT_CHOICE = click.Choice(["text", "json", "sh"])
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 def _complete_job_ids(
@@ -56,6 +58,21 @@ VERSIONS_OPTION = click.option(
     help="The versions.yaml that resolves image versions keys (default: the nearest one "
     "beside the job file; needed for a job file read from a pipe).",
 )
+JSON_LINES_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="One JSON record per line, with its state."
+)
+
+
+def format_option(*choices: str, help: str | None = None) -> Callable[[_Command], _Command]:
+    """``--format`` as ``fmt``, one of ``choices``; the first is the default."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default=choices[0],
+        show_default=True,
+        help=help,
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,12 +95,10 @@ def cli() -> None:
     default=None,
     help="Check files in up to N processes at once (default: one per CPU for many files).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "github"]),
-    default="text",
-    show_default=True,
+@format_option(
+    "text",
+    "json",
+    "github",
     help="text: file:line:col messages; json: one object per file; github: annotations.",
 )
 @click.option(
@@ -94,45 +109,26 @@ def cli() -> None:
 )
 @VERSIONS_OPTION
 @USER_OPTION
-def validate(
-    files: tuple[str, ...],
-    quiet: bool,
-    jobs: int | None,
-    fmt: str,
-    here: bool,
-    versions: str | None,
-    user: str | None,
-) -> None:
+def validate(files: tuple[str, ...], **options: Any) -> None:
     """Check job files (- reads standard input) against the schema and taospec's rules."""
     from taospec.commands import validate as validate_verb
 
-    _exit(
-        validate_verb.run(
-            files, quiet=quiet, jobs=jobs, fmt=fmt, here=here, versions=versions, user=user
-        )
-    )
+    sys.exit(validate_verb.run(files, **options))
 
 
 @cli.command()
 @click.argument("file")
 @TARGETS_ARGUMENT
-@click.option(
-    "--format",
-    "fmt",
-    type=FORMAT_CHOICE,
-    default="text",
-    show_default=True,
-    help="text: for review; sh: a bash script to run by hand; json: data.",
+@format_option(
+    "text", "json", "sh", help="text: for review; sh: a bash script to run by hand; json: data."
 )
 @USER_OPTION
 @VERSIONS_OPTION
-def render(
-    file: str, targets: tuple[str, ...], fmt: str, user: str | None, versions: str | None
-) -> None:
+def render(file: str, targets: tuple[str, ...], **options: Any) -> None:
     """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing. FILE - is stdin."""
     from taospec.commands import render as render_verb
 
-    _exit(render_verb.run(file, targets, fmt=fmt, user=user, versions=versions))
+    sys.exit(render_verb.run(file, targets, **options))
 
 
 @cli.command("init")
@@ -154,19 +150,12 @@ def init_command(skill: str, action: str, output: Path | None) -> None:
 
     from taospec.commands import init as init_verb
 
-    _exit(init_verb.run(skill, action, output, job_dir=Path.cwd(), environ=os.environ))
+    sys.exit(init_verb.run(skill, action, output, job_dir=Path.cwd(), environ=os.environ))
 
 
 @cli.command()
 @click.argument("args", nargs=-1, required=True, metavar="[REV_A [REV_B]] FILE...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a unified diff per target; json: data for tools.",
-)
+@format_option("text", "json", help="text: a unified diff per target; json: data for tools.")
 def diff(args: tuple[str, ...], fmt: str) -> None:
     """Show how FILEs' plans changed between two git revisions.
 
@@ -176,7 +165,7 @@ def diff(args: tuple[str, ...], fmt: str) -> None:
     """
     from taospec.commands import diff as diff_verb
 
-    _exit(diff_verb.run(args, fmt=fmt))
+    sys.exit(diff_verb.run(args, fmt=fmt))
 
 
 @cli.command()
@@ -207,7 +196,7 @@ def lint_command(files: tuple[str, ...]) -> None:
             except (OSError, UnicodeDecodeError) as exc:
                 raise click.BadParameter(f"{file}: {exc}") from None
         code = max(code, lint_verb.run(text, name))
-    _exit(code)
+    sys.exit(code)
 
 
 STATES = click.Choice(states.STATES)
@@ -249,20 +238,7 @@ STATES = click.Choice(states.STATES)
     "--json", "as_json", is_flag=True, help="With -n: one JSON document of the decisions."
 )
 @USER_OPTION
-def run(
-    file: str,
-    targets: tuple[str, ...],
-    dry_run: bool,
-    check: bool,
-    force: bool,
-    keep_going: bool,
-    jobs: int,
-    detach: bool,
-    follow: bool,
-    allow_shared_gpus: bool,
-    as_json: bool,
-    user: str | None,
-) -> None:
+def run(file: str, targets: tuple[str, ...], **options: Any) -> None:
     """Build FILE's TARGETS (default: all) and what they need, skipping what is up to date.
 
     Docker targets are checked first (taospec doctor's cheap checks): a failed
@@ -282,36 +258,19 @@ def run(
     """
     from taospec.commands import run as run_verb
 
-    _exit(
-        run_verb.run(
-            file,
-            targets,
-            dry_run=dry_run,
-            check=check,
-            force=force,
-            keep_going=keep_going,
-            jobs=jobs,
-            detach=detach,
-            follow=follow,
-            user=user,
-            allow_shared_gpus=allow_shared_gpus,
-            as_json=as_json,
-        )
-    )
+    sys.exit(run_verb.run(file, targets, **options))
 
 
 @cli.command()
 @click.argument("file")
 @TARGETS_ARGUMENT
-@click.option(
-    "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
-)
+@format_option("mermaid", "dot")
 @USER_OPTION
 def graph(file: str, targets: tuple[str, ...], fmt: str, user: str | None) -> None:
     """Print FILE's dependency graph with each target's state (Mermaid or Graphviz)."""
     from taospec.commands import graph as graph_verb
 
-    _exit(graph_verb.run(file, targets, fmt=fmt, user=user))
+    sys.exit(graph_verb.run(file, targets, fmt=fmt, user=user))
 
 
 @cli.command()
@@ -322,7 +281,7 @@ def status(job_id: str, as_json: bool) -> None:
     from its record once it has ended."""
     from taospec.commands import status as status_verb
 
-    _exit(status_verb.status(job_id, as_json=as_json))
+    sys.exit(status_verb.status(job_id, as_json=as_json))
 
 
 @cli.command()
@@ -345,7 +304,7 @@ def doctor(file: str | None, targets: tuple[str, ...]) -> None:
     """
     from taospec.commands import doctor as doctor_verb
 
-    _exit(doctor_verb.verb(file, targets))
+    sys.exit(doctor_verb.verb(file, targets))
 
 
 @cli.command()
@@ -360,7 +319,7 @@ def logs(job_id: str, tail: int | None, follow: bool) -> None:
     """
     from taospec.commands import jobs
 
-    _exit(jobs.logs(job_id, tail=tail, follow=follow))
+    sys.exit(jobs.logs(job_id, tail=tail, follow=follow))
 
 
 @cli.command()
@@ -369,7 +328,7 @@ def cancel(job_id: str) -> None:
     """Stop JOB_ID and record CANCELED (a finished job is left as it is)."""
     from taospec.commands import jobs
 
-    _exit(jobs.cancel(job_id))
+    sys.exit(jobs.cancel(job_id))
 
 
 @cli.command()
@@ -380,7 +339,7 @@ def show(job_id: str, with_plan: bool, as_json: bool) -> None:
     """Print JOB_ID's record."""
     from taospec.commands import jobs
 
-    _exit(jobs.show(job_id, plan=with_plan, as_json=as_json))
+    sys.exit(jobs.show(job_id, plan=with_plan, as_json=as_json))
 
 
 @cli.command()
@@ -396,18 +355,18 @@ def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
     until it ends (exit 0 when it completes, 1 when not)."""
     from taospec.commands import retry as command
 
-    _exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus))
+    sys.exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus))
 
 
 @cli.command("ls")
 @click.option("--state", type=STATES, help="Only records in this state.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
+@JSON_LINES_OPTION
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
     """List the newest jobs in the ledger (recorded states)."""
     from taospec.commands import ls
 
-    _exit(ls.ls(state=state, limit=limit, as_json=as_json))
+    sys.exit(ls.ls(state=state, limit=limit, as_json=as_json))
 
 
 @cli.command()
@@ -421,7 +380,7 @@ def prune(older_than: str | None, dry_run: bool) -> None:
     """Remove finished jobs' containers (which hold env.pass values), keeping their logs."""
     from taospec.commands import prune as prune_verb
 
-    _exit(prune_verb.run(older_than=older_than, dry_run=dry_run))
+    sys.exit(prune_verb.run(older_than=older_than, dry_run=dry_run))
 
 
 @cli.group()
@@ -453,35 +412,11 @@ def _platform_slug(_ctx: click.Context, _param: click.Parameter, value: str) -> 
 @click.option("--upload-exclude", "upload_excludes", multiple=True)
 @click.option("--parent-job")
 @click.option("--retry-of")
-def record_open(
-    platform: str,
-    image: str,
-    network_arch: str,
-    action: str,
-    storage_tier: str,
-    results_dir: str | None,
-    results_root: str | None,
-    upload_excludes: tuple[str, ...],
-    parent_job: str | None,
-    retry_of: str | None,
-) -> None:
+def record_open(**fields: Any) -> None:
     """Open a record (before anything launches) and print its id."""
     from taospec.commands import record as command
 
-    _exit(
-        command.open_record(
-            platform=platform,
-            image=image,
-            network_arch=network_arch,
-            action=action,
-            storage_tier=storage_tier,
-            results_root=results_root,
-            results_dir=results_dir,
-            upload_excludes=upload_excludes,
-            parent_job=parent_job,
-            retry_of=retry_of,
-        )
-    )
+    sys.exit(command.open_record(**fields))
 
 
 @record.command("mark")
@@ -496,27 +431,11 @@ def record_open(
 )
 @click.option("--backend-ref")
 @click.option("--err-class", type=click.Choice(["ERR_INFRA", "ERR_PROGRAM"]))
-def record_mark(
-    job_id: str,
-    state: str,
-    message: str,
-    source: str,
-    backend_ref: str | None,
-    err_class: str | None,
-) -> None:
+def record_mark(job_id: str, **change: Any) -> None:
     """Append a transition to JOB_ID's record (a terminal state is final)."""
     from taospec.commands import record as command
 
-    _exit(
-        command.mark(
-            job_id,
-            state=state,
-            message=message,
-            source=source,
-            backend_ref=backend_ref,
-            err_class=err_class,
-        )
-    )
+    sys.exit(command.mark(job_id, **change))
 
 
 @record.command("show")
@@ -525,17 +444,13 @@ def record_show(job_id: str) -> None:
     """Print JOB_ID's record as indented JSON (redacted)."""
     from taospec.commands import record as command
 
-    _exit(command.show(job_id))
+    sys.exit(command.show(job_id))
 
 
 @record.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON record per line, with its state.")
+@JSON_LINES_OPTION
 def record_list(as_json: bool) -> None:
     """Print id, platform, last state and results_dir of every record, by file name."""
     from taospec.commands import record as command
 
-    _exit(command.list_records(as_json=as_json))
-
-
-def _exit(code: int) -> None:
-    sys.exit(code)
+    sys.exit(command.list_records(as_json=as_json))

@@ -7,22 +7,15 @@ from collections.abc import Sequence
 from taospec.diagnostics import Problem, format_path
 
 
-def problem_json(problem: Problem) -> dict[str, object]:
-    """One problem as data: where it is and what is wrong."""
-    return {
-        "line": problem.line,
-        "column": problem.column,
-        "path": format_path(problem.path),
-        "message": problem.message,
-    }
-
-
 def file_json(file: str, problems: Sequence[Problem]) -> dict[str, object]:
-    """``validate --format json``: one file's verdict and every problem in it."""
+    """``validate --format json``: one file's verdict, and where each problem is and what."""
     return {
         "file": file,
         "valid": not problems,
-        "problems": [problem_json(p) for p in problems],
+        "problems": [
+            {"line": p.line, "column": p.column, "path": format_path(p.path), "message": p.message}
+            for p in problems
+        ],
     }
 
 

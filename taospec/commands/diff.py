@@ -24,7 +24,7 @@ from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.job import JobFile
 from taospec.loader import load_jobfile
-from taospec.plan import upstream_stand_in
+from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
 
 WORK_TREE = "work tree"
@@ -78,7 +78,7 @@ def _plans(jobfile: JobFile | None) -> dict[str, str]:
         return {}
     out = {}
     for name, target in jobfile.targets.items():
-        upstream = {need: upstream_stand_in(need) for need in target.needs}
+        upstream = upstream_stand_ins(target.needs)
         out[name] = plandiff.text(render(target.job, upstream=upstream))
     return out
 

@@ -85,8 +85,7 @@ def docker_env(job: Job) -> tuple[tuple[str, str], ...]:
 
 def job_checks(job: Job, *, full: bool) -> list[Check]:
     """The cheap (``run``) or full (``doctor``) checks for a docker job's host."""
-    check = doctor.full_checks if full else doctor.cheap_checks
-    return check(
+    return doctor.host_checks(
         image=job.image,
         gpus="all" if job.gpus_free else job.gpus,
         results_root=job.results_root,
@@ -94,6 +93,7 @@ def job_checks(job: Job, *, full: bool) -> list[Check]:
         ipc=job.docker.ipc,
         env_pass=job.env_pass,
         docker_env=docker_env(job),
+        full=full,
     )
 
 

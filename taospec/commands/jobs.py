@@ -16,10 +16,6 @@ from taospec.polling import poll
 from taospec.states import COMPLETE
 
 
-def _progress(record: Record) -> progress.Progress | None:
-    return progress.of_results(record.results_dir, record.action)
-
-
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
     when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
@@ -79,7 +75,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
     ledger, record, sidecar = ledger_for(job_id)
     if not plan:
         data = {**record.to_json(), "state": record.state}
-        latest = _progress(record)
+        latest = progress.of_results(record.results_dir, record.action)
         if latest is not None:
             data["progress"] = progress.to_json(latest)
         chosen = sidecar.get("gpus_chosen")

@@ -9,28 +9,37 @@ a usage error exits 2.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import ParamSpec
 
 from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.ledger import LedgerCorrupt, Mark
 from taospec.ledger.record import require_text
 
+_P = ParamSpec("_P")
 EXIT_REFUSED = EXIT_JOB_FAILED
 """What the recorder exits with when it refuses (its ``SystemExit("message")``)."""
 
 
-def refusing(verb: Callable[[], int]) -> int:
-    """Run ``verb``; a taospec error becomes its bare message on stderr and exit 1."""
-    try:
-        return verb()
-    except TaospecError as refusal:
-        print(refusal, file=sys.stderr, flush=True)
-        return EXIT_REFUSED
+def refusing(verb: Callable[_P, int]) -> Callable[_P, int]:
+    """``verb``, with a taospec error turned into its bare message on stderr and exit 1."""
+
+    @functools.wraps(verb)
+    def refused(*args: _P.args, **kwargs: _P.kwargs) -> int:
+        try:
+            return verb(*args, **kwargs)
+        except TaospecError as refusal:
+            print(refusal, file=sys.stderr, flush=True)
+            return EXIT_REFUSED
+
+    return refused
 
 
+@refusing
 def open_record(
     *,
     platform: str,
@@ -45,34 +54,31 @@ def open_record(
     retry_of: str | None,
 ) -> int:
     """Open a record and print its id."""
-
-    def verb() -> int:
-        if bool(results_dir) == bool(results_root):
-            raise InvalidInput("open: pass exactly one of --results-dir or --results-root")
-        for flag, value in (
-            ("--image", image),
-            ("--network-arch", network_arch),
-            ("--action", action),
-        ):
-            require_text(flag, value, prefix="open: ")
-        record = open_ledger().open(
-            platform=platform,
-            image=image,
-            network_arch=network_arch,
-            action=action,
-            storage_tier=storage_tier,
-            results_root=results_root,
-            results_dir=results_dir,
-            upload_excludes=upload_excludes,
-            parent_job=parent_job,
-            retry_of=retry_of,
-        )
-        print(record.id)
-        return EXIT_OK
-
-    return refusing(verb)
+    if bool(results_dir) == bool(results_root):
+        raise InvalidInput("open: pass exactly one of --results-dir or --results-root")
+    for flag, value in (
+        ("--image", image),
+        ("--network-arch", network_arch),
+        ("--action", action),
+    ):
+        require_text(flag, value, prefix="open: ")
+    record = open_ledger().open(
+        platform=platform,
+        image=image,
+        network_arch=network_arch,
+        action=action,
+        storage_tier=storage_tier,
+        results_root=results_root,
+        results_dir=results_dir,
+        upload_excludes=upload_excludes,
+        parent_job=parent_job,
+        retry_of=retry_of,
+    )
+    print(record.id)
+    return EXIT_OK
 
 
+@refusing
 def mark(
     job_id: str,
     *,
@@ -83,43 +89,33 @@ def mark(
     err_class: str | None,
 ) -> int:
     """Append a transition; a repeated terminal state appends nothing and says so."""
-
-    def verb() -> int:
-        change = Mark(state, message, source, backend_ref, err_class)
-        marked = open_ledger().apply(job_id, change)
-        if not marked.appended and message:
-            print(f"note: {job_id} already terminal; message not appended", file=sys.stderr)
-        return EXIT_OK
-
-    return refusing(verb)
+    change = Mark(state, message, source, backend_ref, err_class)
+    marked = open_ledger().apply(job_id, change)
+    if not marked.appended and message:
+        print(f"note: {job_id} already terminal; message not appended", file=sys.stderr)
+    return EXIT_OK
 
 
+@refusing
 def show(job_id: str) -> int:
     """Print the record as the recorder's ``show`` does: indented JSON of the redacted record."""
-
-    def verb() -> int:
-        print(json.dumps(open_ledger().document(job_id), indent=2))
-        return EXIT_OK
-
-    return refusing(verb)
+    print(json.dumps(open_ledger().document(job_id), indent=2))
+    return EXIT_OK
 
 
+@refusing
 def list_records(*, as_json: bool) -> int:
     """One line per record in file-name order: id, platform, last state, results_dir.
 
     An unreadable record prints ``<name>\\t<corrupt>`` on stderr and the listing
     goes on. ``as_json`` prints each record as a JSON line with its ``state``.
     """
-
-    def verb() -> int:
-        for path, found in open_ledger().files():
-            if isinstance(found, LedgerCorrupt):
-                print(f"{path.stem}\t<corrupt>", file=sys.stderr, flush=True)
-            elif as_json:
-                print(json.dumps({**found.to_json(), "state": found.state}))
-            else:
-                last = found.transitions[-1].state
-                print(f"{found.id}\t{found.platform}\t{last}\t{found.results_dir}")
-        return EXIT_OK
-
-    return refusing(verb)
+    for path, found in open_ledger().files():
+        if isinstance(found, LedgerCorrupt):
+            print(f"{path.stem}\t<corrupt>", file=sys.stderr, flush=True)
+        elif as_json:
+            print(json.dumps({**found.to_json(), "state": found.state}))
+        else:
+            last = found.transitions[-1].state
+            print(f"{found.id}\t{found.platform}\t{last}\t{found.results_dir}")
+    return EXIT_OK

@@ -13,44 +13,8 @@ from collections.abc import Sequence
 from taospec import plantext
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.loader import load_jobfile
-from taospec.plan import Plan, upstream_stand_in
+from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
-
-
-def plans(
-    file: str, targets: Sequence[str] = (), user: str | None = None, versions: str | None = None
-) -> list[Plan]:
-    """The plans of ``targets`` (default: all) and what they need, dependencies first."""
-    jobfile = load_jobfile(file, versions=versions)
-    out = []
-    for name in jobfile.closure(tuple(targets)):
-        target = jobfile.targets[name]
-        upstream = {need: upstream_stand_in(need) for need in target.needs}
-        out.append(render(target.job, user=user, upstream=upstream))
-    return out
-
-
-def text(
-    file: str,
-    targets: Sequence[str] = (),
-    *,
-    fmt: str = "text",
-    user: str | None = None,
-    versions: str | None = None,
-) -> str:
-    """What ``render`` prints for ``file`` in ``fmt``."""
-    rendered = plans(file, targets, user, versions)
-    if fmt == "json":
-        data = [plan.to_json() for plan in rendered]
-        return json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
-    if fmt == "sh":
-        if len(rendered) != 1:
-            raise InvalidInput(
-                f"{file}: --format sh writes one job's script; name one target "
-                f"({', '.join(p.target for p in rendered)})"
-            )
-        return plantext.script(rendered[0])
-    return "\n".join(plantext.text(plan) for plan in rendered)
 
 
 def run(
@@ -61,6 +25,24 @@ def run(
     user: str | None = None,
     versions: str | None = None,
 ) -> int:
-    """Print the plans of ``file`` (``-``: standard input) in ``fmt``."""
-    sys.stdout.write(text(file, targets, fmt=fmt, user=user, versions=versions))
+    """Print in ``fmt`` the plans of ``file``'s ``targets`` (default: all) and what they need,
+    dependencies first; ``file`` ``-`` is standard input."""
+    jobfile = load_jobfile(file, versions=versions)
+    rendered = []
+    for name in jobfile.closure(tuple(targets)):
+        target = jobfile.targets[name]
+        rendered.append(render(target.job, user=user, upstream=upstream_stand_ins(target.needs)))
+    if fmt == "json":
+        data = [plan.to_json() for plan in rendered]
+        out = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
+    elif fmt == "sh":
+        if len(rendered) != 1:
+            raise InvalidInput(
+                f"{file}: --format sh writes one job's script; name one target "
+                f"({', '.join(p.target for p in rendered)})"
+            )
+        out = plantext.script(rendered[0])
+    else:
+        out = "\n".join(plantext.text(plan) for plan in rendered)
+    sys.stdout.write(out)
     return EXIT_OK

@@ -8,35 +8,19 @@
 
 from __future__ import annotations
 
-from taospec.durable import WriteFailed, write_atomic, write_json_atomic
-from taospec.ledger.record import (
-    ERR_CLASSES,
-    SOURCES,
-    STORAGE_TIERS,
-    LedgerCorrupt,
-    Mark,
-    Record,
-    Transition,
-    check_job_id,
-    platform_slug,
-)
-from taospec.ledger.store import Ledger, Marked, TerminalStateError, UnknownJob
+from taospec.durable import WriteFailed, write_json_atomic
+from taospec.ledger.record import SOURCES, LedgerCorrupt, Mark, Record, platform_slug
+from taospec.ledger.store import Ledger, TerminalStateError, UnknownJob
 
 __all__ = [
-    "ERR_CLASSES",
     "SOURCES",
-    "STORAGE_TIERS",
     "Ledger",
     "LedgerCorrupt",
     "Mark",
-    "Marked",
     "Record",
     "TerminalStateError",
-    "Transition",
     "UnknownJob",
     "WriteFailed",
-    "check_job_id",
     "platform_slug",
-    "write_atomic",
     "write_json_atomic",
 ]

@@ -131,11 +131,6 @@ class Record:
                 data[key] = value
         return data
 
-    @classmethod
-    def from_json(cls, data: object, *, origin: str = "record") -> Record:
-        """Check ``data`` against the record shape; :class:`LedgerCorrupt` names ``origin``."""
-        return parse_record(data, origin)
-
 
 # -- reading ------------------------------------------------------------------
 

@@ -37,7 +37,6 @@ from its file.
 
 from __future__ import annotations
 
-import fcntl
 import heapq
 import itertools
 import json
@@ -45,10 +44,9 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from taospec import durable, lint
 from taospec.errors import InvalidInput
@@ -164,17 +162,23 @@ class Ledger:
         one as it is, or ``<results_root>/<id>``. ``sidecar_for(id)`` gives notes
         that name the id; they join ``sidecar`` in the one sidecar written.
         """
-        opening = self._opening(
-            platform=platform,
-            image=image,
-            network_arch=network_arch,
-            action=action,
-            storage_tier=storage_tier,
-            results_root=results_root,
-            results_dir=results_dir,
-            upload_excludes=upload_excludes,
-            parent_job=parent_job,
-            retry_of=retry_of,
+        if bool(results_root) == bool(results_dir):
+            raise InvalidInput("pass exactly one of results_root and results_dir")
+        if isinstance(upload_excludes, str) or not all(
+            isinstance(item, str) for item in upload_excludes
+        ):
+            raise InvalidInput("upload_excludes must be a list of strings")
+        opening = Opening(
+            platform=platform_slug(platform),
+            image=require_text("image", image),
+            network_arch=require_text("network_arch", network_arch),
+            action=require_text("action", action),
+            storage_tier=check_choice("storage tier", storage_tier, STORAGE_TIERS),
+            results_root=results_root or None,
+            results_dir=results_dir or None,
+            upload_excludes=tuple(upload_excludes),
+            parent_job=parent_job or None,
+            retry_of=retry_of or None,
             message=message,
         )
         if job_id is not None:
@@ -192,28 +196,6 @@ class Ledger:
                 return record
             last = candidate
         raise InvalidInput(f"record already exists: {self._record_path(last)}")
-
-    def _opening(self, **fields: Any) -> Opening:
-        """Check what ``open`` was given, before any id is minted."""
-        root, location = fields["results_root"], fields["results_dir"]
-        if bool(root) == bool(location):
-            raise InvalidInput("pass exactly one of results_root and results_dir")
-        excludes = fields["upload_excludes"]
-        if isinstance(excludes, str) or not all(isinstance(item, str) for item in excludes):
-            raise InvalidInput("upload_excludes must be a list of strings")
-        return Opening(
-            platform=platform_slug(fields["platform"]),
-            image=require_text("image", fields["image"]),
-            network_arch=require_text("network_arch", fields["network_arch"]),
-            action=require_text("action", fields["action"]),
-            storage_tier=check_choice("storage tier", fields["storage_tier"], STORAGE_TIERS),
-            results_root=root or None,
-            results_dir=location or None,
-            upload_excludes=tuple(excludes),
-            parent_job=fields["parent_job"] or None,
-            retry_of=fields["retry_of"] or None,
-            message=fields["message"],
-        )
 
     def _candidates(self, job_id: str | None, opening: Opening) -> Iterator[str]:
         """The explicit id once, or freshly minted ids that redaction leaves as they are."""
@@ -328,16 +310,6 @@ class Ledger:
         if not isinstance(data, dict):
             raise LedgerCorrupt(f"{path}: a sidecar must be a JSON object")
         return data
-
-    def sidecar_missing(self, job_id: str) -> bool:
-        """True when taospec wrote a sidecar for ``job_id`` at open and its file is gone."""
-        path = self._sidecar_path(check_job_id(job_id))
-        if path.exists():
-            return False
-        return any(
-            entry.get("event") == "open" and entry.get("sidecar") == "written"
-            for entry in self.journal(job_id)
-        )
 
     def update_sidecar(self, job_id: str, **fields: object) -> None:
         """Merge ``fields`` (redacted) into the sidecar under the record's lock."""
@@ -531,19 +503,9 @@ class Ledger:
             raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {job_id}")
         return record
 
-    @contextmanager
-    def _locked(self, job_id: str) -> Iterator[None]:
-        """Hold the exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
-        lock = self.jobs_dir / f".{job_id}.json.lock"
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise durable.WriteFailed(lock, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self, job_id: str) -> AbstractContextManager[None]:
+        """The exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
+        return durable.flocked(self.jobs_dir / f".{job_id}.json.lock", 0o644)
 
     # -- redaction --------------------------------------------------------
 

@@ -55,7 +55,7 @@ def render(
 
     ``launcher`` is who submits (default: this process); ``user`` overrides
     the spec's ``user:``; ``upstream`` gives each needed target's results
-    directory (or a stand-in from :func:`taospec.plan.upstream_stand_in`).
+    directory (or a stand-in from :func:`taospec.plan.upstream_stand_ins`).
     """
     submitter = launcher or identity.launcher()
     platform = get(job.platform)

@@ -28,9 +28,10 @@ from taospec import gpupick, identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
-from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, gpu_ids_note, record_fields
+from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner
+from taospec.platforms.common import gpu_facts
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -92,34 +93,19 @@ def plan(context: Context) -> Plan:
     brev = options(context)
     steps = [_probe(brev.instance), *_checks(context, brev.instance)]
     steps += _engine_steps(context, brev.instance)
-    return Plan(
-        file=job.file,
-        target=job.name,
-        platform=NAME,
-        job_id=context.job_id,
-        record=record_fields(context, NAME),
-        steps=tuple(steps),
+    return job_plan(
+        context,
+        NAME,
+        steps,
         notes=_notes(context, brev),
-        backend=_backend(context, brev),
-        secrets=job.env_pass,
+        backend=[
+            ("instance", brev.instance),
+            ("ephemeral", str(brev.ephemeral).lower()),
+            ("env_source", "instance"),
+            *gpu_facts(job),
+        ],
         teardown=(_delete(brev.instance),) if brev.ephemeral else (),
     )
-
-
-def _backend(context: Context, brev: BrevOptions) -> tuple[tuple[str, str], ...]:
-    """What status, logs, cancel and the GPU check need: the instance, and its GPUs."""
-    facts = [
-        ("instance", brev.instance),
-        ("ephemeral", str(brev.ephemeral).lower()),
-        ("env_source", "instance"),
-    ]
-    job = context.job
-    gpus = docker.gpu_flag(job.gpus, job.gpus_free).strip('"').removeprefix("device=")
-    if gpus:
-        facts.append(("gpus", gpus))
-    if job.gpus_free:
-        facts.append(("gpus_free", str(job.gpus_free)))
-    return tuple(facts)
 
 
 def gpu_query(instance: str) -> Step:
@@ -315,8 +301,7 @@ def _missing(record: Record, instance: str, result: proc.Result) -> Status:
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
     """The last ``lines`` of the container's output ('' when the instance cannot say)."""
     instance = instance_of(record, sidecar)
-    argv = ["docker", "logs", "--tail", str(lines), record.id]
-    result = _exec(instance, f"{remote.command(argv)} 2>&1")
+    result = _exec(instance, f"{remote.command(docker.logs_argv(record.id, lines))} 2>&1")
     return without_instance_line(result.stdout, instance) if result.ok else ""
 
 
@@ -353,12 +338,7 @@ def logs(
 ) -> int:
     """Stream ``docker logs`` from the instance, without brev's trailing instance line."""
     instance = instance_of(record, sidecar)
-    argv = ["docker", "logs"]
-    if tail is not None:
-        argv += ["--tail", str(tail)]
-    if follow:
-        argv.append("--follow")
-    command = f"{remote.command([*argv, record.id])} || true"
+    command = f"{remote.command(docker.logs_argv(record.id, tail, follow))} || true"
     lines = _DropInstanceLine(instance, on_line)
     code = proc.stream(exec_argv(instance, command), on_line=lines.line)
     lines.end(code == 0)

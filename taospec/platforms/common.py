@@ -1,10 +1,13 @@
-"""Steps that every platform writing on this machine shares: directories and the spec file."""
+"""What the platforms share: the results tree and spec file, and the facts about GPUs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from taospec import templates
 from taospec.identity import Identity
-from taospec.plan import SPEC_FILE, Context, Step
+from taospec.job import Job
+from taospec.plan import GPU_IDS, SPEC_FILE, Context, Step, stand_in
 
 
 def owner(context: Context) -> Identity | None:
@@ -17,16 +20,22 @@ def owner(context: Context) -> Identity | None:
     return context.identity
 
 
-def local_steps(context: Context) -> list[Step]:
-    """Create the results tree on this machine, then write the spec file into it."""
-    macros = templates.module(
+def tree_macros(context: Context, owned_by: Identity | None) -> Any:
+    """The commands that create the results tree (owned by ``owned_by``, None: the one who
+    runs them) and write the spec file."""
+    return templates.module(
         "common",
         {
-            "owner": owner(context),
+            "owner": owned_by,
             "dirs": context.host_dirs(),
             "spec_path": f"{context.results_dir}/{SPEC_FILE}",
         },
     )
+
+
+def local_steps(context: Context) -> list[Step]:
+    """Create the results tree on this machine, then write the spec file into it."""
+    macros = tree_macros(context, owner(context))
     steps = [
         Step(
             "prepare",
@@ -45,3 +54,22 @@ def local_steps(context: Context) -> list[Step]:
             )
         )
     return steps
+
+
+def gpu_ids(job: Job) -> str:
+    """The job's GPUs as a comma-separated list, ``all``, or the stand-in for ids picked at
+    submit ('' for none)."""
+    if job.gpus_free:
+        return stand_in(GPU_IDS)
+    if job.gpus == "all":
+        return "all"
+    return ",".join(str(g) for g in job.gpus)
+
+
+def gpu_facts(job: Job) -> list[tuple[str, str]]:
+    """The plan's backend facts the executor's GPU checks read: the ids, and how many to pick."""
+    ids = gpu_ids(job)
+    facts = [("gpus", ids)] if ids else []
+    if job.gpus_free:
+        facts.append(("gpus_free", str(job.gpus_free)))
+    return facts

@@ -19,20 +19,9 @@ from taospec.diagnose import classify, diagnose
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
-from taospec.plan import (
-    CONTAINER_RESULTS,
-    GPU_IDS,
-    LOG_FILE,
-    SPEC_FILE,
-    Context,
-    Plan,
-    Step,
-    gpu_ids_note,
-    record_fields,
-    stand_in,
-)
+from taospec.plan import CONTAINER_RESULTS, LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
-from taospec.platforms.common import local_steps
+from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, tree_macros
 from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -48,16 +37,10 @@ def job_results(results_dir: str) -> str:
     return CONTAINER_RESULTS
 
 
-def gpu_flag(gpus: tuple[int | str, ...] | str, free: int = 0) -> str:
-    """``--gpus`` value: ``all`` or ``"device=0,1"`` with the literal quotes docker's CSV needs
-    (``free``: the ids picked at submit, as the ``$GPU_IDS`` stand-in)."""
-    if free:
-        return '"device=' + stand_in(GPU_IDS) + '"'
-    if gpus == "all":
-        return "all"
-    if not gpus:
-        return ""
-    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+def gpu_flag(job: Job) -> str:
+    """``--gpus`` value: ``all`` or ``"device=0,1"`` with the literal quotes docker's CSV needs."""
+    ids = gpu_ids(job)
+    return ids if ids in ("", "all") else f'"device={ids}"'
 
 
 def registry(image: str) -> str:
@@ -76,7 +59,7 @@ def values(context: Context) -> dict[str, object]:
         "owner": context.launcher.name,
         "image": job.image,
         "registry": registry(job.image),
-        "gpus": gpu_flag(job.gpus, job.gpus_free),
+        "gpus": gpu_flag(job),
         "ipc": job.docker.ipc,
         "shm_size": job.docker.shm_size,
         "user": context.identity,
@@ -154,14 +137,7 @@ def engine_steps(context: Context, env: tuple[tuple[str, str], ...] = ()) -> lis
 
 def remote_prepare(context: Context) -> str:
     """Remote shell text that creates the results tree, owned by the job's user, and the spec."""
-    macros = templates.module(
-        "common",
-        {
-            "owner": context.identity,
-            "dirs": context.host_dirs(),
-            "spec_path": f"{context.results_dir}/{SPEC_FILE}",
-        },
-    )
+    macros = tree_macros(context, context.identity)
     spec = context.spec_yaml
     spec_argv = templates.argv(macros.spec_file()) if spec is not None else None
     return remote.prepare(templates.argv(macros.prepare()), spec_argv, spec)
@@ -198,18 +174,12 @@ def plan(context: Context) -> Plan:
     env = (("DOCKER_HOST", host),) if host else ()
     on_ssh = bool(host) and str(host).startswith("ssh://")
     prepare = ssh_steps(context, str(host)) if on_ssh else local_steps(context)
-    return Plan(
-        file=job.file,
-        target=job.name,
-        platform=NAME,
-        job_id=context.job_id,
-        record=record_fields(context, NAME),
-        steps=(*prepare, *engine_steps(context, env)),
+    return job_plan(
+        context,
+        NAME,
+        [*prepare, *engine_steps(context, env)],
         notes=_notes(context, host),
-        backend=_backend(
-            host, gpu_flag(job.gpus, job.gpus_free).strip('"').removeprefix("device="), job
-        ),
-        secrets=job.env_pass,
+        backend=[*([("docker_host", host)] if host else []), *gpu_facts(job)],
     )
 
 
@@ -230,17 +200,6 @@ def _notes(context: Context, host: str | None) -> tuple[str, ...]:
     if host.startswith("tcp://"):
         notes.append(f"taospec cannot reach {host}'s files: it creates the results tree here")
     return tuple(notes)
-
-
-def _backend(host: str | None, gpus: str, job: Job) -> tuple[tuple[str, str], ...]:
-    facts = []
-    if host:
-        facts.append(("docker_host", host))
-    if gpus:
-        facts.append(("gpus", gpus))
-    if job.gpus_free:
-        facts.append(("gpus_free", str(job.gpus_free)))
-    return tuple(facts)
 
 
 # -- the verbs -------------------------------------------------------------
@@ -275,7 +234,10 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     )
     if not inspected.ok:
         return _missing(record, env, inspected)
-    found = _label_lookup(record, env) if record.backend_ref is None else None
+    found = None
+    if record.backend_ref is None:  # the launch's answer was lost: find it by its label
+        ids = _labelled(record.id, env)
+        found = ids[0] if len(ids) == 1 else None
     return interpret(inspected.stdout, lambda: log_tail(record, sidecar), found)
 
 
@@ -306,11 +268,7 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         diagnosis = diagnose(text)
         reason = str(diagnosis) if diagnosis else text.splitlines()[-1] if text else "no answer"
         return Status(UNKNOWN, f"docker inspect failed: {reason}")
-    listed = proc.run(
-        ["docker", "ps", "-a", "--filter", f"label=tao-job={record.id}", "--format", "{{.ID}}"],
-        extra_env=env,
-        check=False,
-    )
+    listed = _list_labelled(record.id, env)
     if not listed.ok:
         return Status(UNKNOWN, f"docker ps -a failed: {listed.stderr.strip() or 'no answer'}")
     if listed.stdout.strip():
@@ -323,32 +281,9 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
     )
 
 
-def _label_lookup(record: Record, env: tuple[tuple[str, str], ...]) -> str | None:
-    listed = proc.run(
-        [
-            "docker",
-            "ps",
-            "-a",
-            "--no-trunc",
-            "--filter",
-            f"label=tao-job={record.id}",
-            "--format",
-            "{{.ID}}",
-        ],
-        extra_env=env,
-        check=False,
-    )
-    ids = listed.stdout.split() if listed.ok else []
-    return ids[0] if len(ids) == 1 else None
-
-
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
     """The last ``lines`` of the container's output ('' when there is none)."""
-    result = proc.run(
-        ["docker", "logs", "--tail", str(lines), record.id],
-        extra_env=engine_env(sidecar),
-        check=False,
-    )
+    result = proc.run(logs_argv(record.id, lines), extra_env=engine_env(sidecar), check=False)
     return result.stdout + result.stderr if result.ok else ""
 
 
@@ -369,12 +304,17 @@ def logs(
         for line in lines[-tail:] if tail is not None else lines:
             on_line(line)
         return 0
+    return proc.stream(logs_argv(record.id, tail, follow), extra_env=env, on_line=on_line)
+
+
+def logs_argv(container: str, tail: int | None, follow: bool = False) -> list[str]:
+    """``docker logs`` of ``container``: its last ``tail`` lines, followed while it runs."""
     argv = ["docker", "logs"]
     if tail is not None:
         argv += ["--tail", str(tail)]
     if follow:
         argv.append("--follow")
-    return proc.stream([*argv, record.id], extra_env=env, on_line=on_line)
+    return [*argv, container]
 
 
 def _exists(name: str, env: tuple[tuple[str, str], ...]) -> bool:
@@ -451,10 +391,14 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     return "container removed" if removed else "no container was left"
 
 
+def _list_labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> proc.Result:
+    """``docker ps -a`` of the containers labelled with ``job_id``: their full ids."""
+    argv = ["docker", "ps", "-a", "--no-trunc", "--filter", f"label=tao-job={job_id}"]
+    return proc.run([*argv, "--format", "{{.ID}}"], extra_env=env, check=False)
+
+
 def _labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> list[str]:
-    listed = proc.run(
-        ["docker", "ps", "-aq", "--filter", f"label=tao-job={job_id}"], extra_env=env, check=False
-    )
+    listed = _list_labelled(job_id, env)
     return listed.stdout.split() if listed.ok else []
 
 

@@ -21,18 +21,9 @@ from typing import TYPE_CHECKING
 from taospec import proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
-from taospec.plan import (
-    GPU_IDS,
-    LOG_FILE,
-    Context,
-    Plan,
-    Step,
-    gpu_ids_note,
-    record_fields,
-    stand_in,
-)
+from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
-from taospec.platforms.common import local_steps, owner
+from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -74,7 +65,7 @@ def plan(context: Context) -> Plan:
         },
     )
     env = [(JOB_ID_VARIABLE, context.job_id), *context.runtime_env()]
-    gpus = stand_in(GPU_IDS) if job.gpus_free else ",".join(str(g) for g in job.gpus)
+    gpus = gpu_ids(job)
     if gpus:
         env.append(("CUDA_VISIBLE_DEVICES", gpus))
     env += context.env_set
@@ -88,16 +79,12 @@ def plan(context: Context) -> Plan:
         cwd=context.results_dir,
         log_path=f"{context.results_dir}/{LOG_FILE}",
     )
-    return Plan(
-        file=job.file,
-        target=job.name,
-        platform=NAME,
-        job_id=context.job_id,
-        record=record_fields(context, NAME),
-        steps=(*local_steps(context), launch),
-        notes=(gpu_ids_note(job.gpus_free),) if job.gpus_free else (),
-        backend=_backend(gpus, job.gpus_free),
-        secrets=job.env_pass,
+    return job_plan(
+        context,
+        NAME,
+        [*local_steps(context), launch],
+        notes=[gpu_ids_note(job.gpus_free)] if job.gpus_free else [],
+        backend=gpu_facts(job),
     )
 
 
@@ -154,7 +141,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return Status(COMPLETE, "process exited 0", 0, found_ref=found)
 
     message = f"process exited with code {code}"
-    diagnosis = classify(code, message, _tail_text(record, 50))
+    diagnosis = classify(code, message, log_tail(record, sidecar))
     return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
 
@@ -166,8 +153,8 @@ def _exit_code(record: Record) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def _tail_text(record: Record, lines: int) -> str:
-
+def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+    """The last ``lines`` of the job's log file (read from its last 64 KiB)."""
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
             log.seek(0, os.SEEK_END)
@@ -176,11 +163,6 @@ def _tail_text(record: Record, lines: int) -> str:
     except OSError:
         return ""
     return "".join(data.splitlines(keepends=True)[-lines:])
-
-
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the job's log file."""
-    return _tail_text(record, lines)
 
 
 def logs(
@@ -231,11 +213,3 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
         time.sleep(0.05)
     proc.signal_group(pid, signal.SIGKILL)
     return f"process group {pid} killed"
-
-
-def _backend(gpus: str, free: int) -> tuple[tuple[str, str], ...]:
-    """The GPU ids the process is given (the check for GPUs running jobs hold reads them)."""
-    facts = [("gpus", gpus)] if gpus else []
-    if free:
-        facts.append(("gpus_free", str(free)))
-    return tuple(facts)

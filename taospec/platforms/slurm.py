@@ -34,7 +34,7 @@ from taospec.plan import (
     Context,
     Plan,
     Step,
-    record_fields,
+    job_plan,
 )
 from taospec.platforms.base import Launched, StepRunner
 from taospec.platforms.common import local_steps
@@ -92,16 +92,8 @@ def plan(context: Context) -> Plan:
     if job.env_pass:
         steps.append(env_file_step(context, login))
     steps.append(launch_step(context, login, script_path))
-    return Plan(
-        file=job.file,
-        target=job.name,
-        platform=NAME,
-        job_id=context.job_id,
-        record=record_fields(context, NAME),
-        steps=tuple(steps),
-        notes=notes(context),
-        backend=(("login", login),) if login else (),
-        secrets=job.env_pass,
+    return job_plan(
+        context, NAME, steps, notes=notes(context), backend=[("login", login)] if login else []
     )
 
 
