@@ -121,7 +121,8 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
     problems: list[Problem] = []
     total = 0
     for base, own in source.data["jobs"].items():
-        matrix = merge(defaults, own or {}).get("matrix")
+        merged = merge(defaults, own or {})
+        matrix = merged.get("matrix")
         if not isinstance(matrix, dict):
             total += 1
             continue
@@ -139,7 +140,6 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
                         _at(source, where, f"{key}={value} is listed twice; each value runs once")
                     )
         total += count
-        merged = merge(defaults, own or {})
         problems += _matrix_in_scripts(source, base, matrix, _words(merged))
         problems += _matrix_in_scripts(source, base, matrix, list(_notify(merged.get("notify"))))
         if count > MAX_TARGETS:
@@ -433,8 +433,8 @@ def _matrix_in_scripts(
     """Matrix values that a ``sh -c`` script of ``words`` (a command) would read as syntax."""
     problems = []
     for key, values in matrix.items():
+        name = f"matrix.{key}"
         for index, value in enumerate(values if isinstance(values, list) else []):
-            name = f"matrix.{key}"
             for sentence in placeholders.in_scripts(words or [], {name: matrix_value(value)}):
                 problems.append(_at(source, ("jobs", base, "matrix", key, index), sentence))
     return problems
