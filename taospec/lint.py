@@ -37,7 +37,6 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 PLACEHOLDER = "<redacted>"
@@ -98,8 +97,7 @@ _MESSAGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     """One inline secret: its line, the rule that caught it, and what it is called.
 
     ``subject`` is a name, a flag, a header or a token kind, never the value.

@@ -38,10 +38,9 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from taospec.ledger.record import instant
 
@@ -56,16 +55,14 @@ Foreign = list[tuple[str, str]]
 """(submitted_at, id) of records without an open line, newest first ("" when unreadable)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     """What one look at the jobs folder found: record ids and writers' temp files."""
 
     record_ids: tuple[str, ...]
     temps: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """The records without an open line, and the temp files last seen in the folder."""
 
     foreign: Foreign

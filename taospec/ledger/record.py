@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from taospec.errors import InvalidInput, TaospecError
 from taospec.states import PENDING, STATES, TERMINAL
@@ -334,8 +334,7 @@ def now() -> str:
 # -- changes ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Opening:
+class Opening(NamedTuple):
     """What ``open`` records, checked, before an id is chosen."""
 
     platform: str
@@ -393,8 +392,7 @@ def check_choice(name: str, value: str | None, choices: Collection[str]) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
+class Mark(NamedTuple):
     """One ``mark``: a state, and what comes with it."""
 
     state: str

@@ -45,8 +45,8 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from taospec import durable, lint
 from taospec.errors import InvalidInput
@@ -85,8 +85,7 @@ class TerminalStateError(InvalidInput):
     """A record that reached a terminal state was asked to change it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Marked:
+class Marked(NamedTuple):
     """What a mark did: the record after it, and whether a transition was appended."""
 
     record: Record
