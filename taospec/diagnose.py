@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass
+from typing import NamedTuple
 
 INFRA = "ERR_INFRA"
 PROGRAM = "ERR_PROGRAM"
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
+class Diagnosis(NamedTuple):
     """A failure's class, what happened (one sentence) and what to do."""
 
     err_class: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from taospec.errors import InvalidInput
 
@@ -15,8 +15,7 @@ ROOT_HOST_MESSAGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(NamedTuple):
     """A UID:GID, its supplementary groups, and a name for USER/LOGNAME."""
 
     uid: int

@@ -16,10 +16,9 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
@@ -104,8 +103,7 @@ def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[s
     return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
 
-@dataclass(frozen=True, slots=True)
-class _Expansion:
+class _Expansion(NamedTuple):
     name: str
     base: str
     data: dict[str, Any]

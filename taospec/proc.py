@@ -17,8 +17,8 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.lint import redacted
@@ -38,8 +38,7 @@ def _log(argv: Sequence[str], env: Mapping[str, str] | None) -> None:
         print(f"+ {redacted(prefix)}{shown(argv)}", file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(NamedTuple):
     """A finished command."""
 
     argv: tuple[str, ...]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN = (
     "PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN",
@@ -11,8 +11,7 @@ STATES = (PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN)
 TERMINAL = frozenset({COMPLETE, ERROR, CANCELED})
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
+class Status(NamedTuple):
     """One poll of a backend.
 
     ``message`` carries the native sub-state and exit code. ``found_ref`` is

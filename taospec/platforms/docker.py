@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import identity, proc, remote, templates
 from taospec.diagnose import classify, diagnose
@@ -74,8 +73,7 @@ def values(context: Context) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Commands:
+class Commands(NamedTuple):
     """The docker CLI argument lists of one job, for a local or a remote engine."""
 
     present: tuple[str, ...]

@@ -447,7 +447,7 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     if isinstance(native, str):
         return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
-    return dataclasses.replace(result, found_ref=found)
+    return result._replace(found_ref=found)
 
 
 # -- logs ------------------------------------------------------------------
