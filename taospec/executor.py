@@ -37,10 +37,9 @@ RETRY_INTERVAL = float(os.environ.get("TAOSPEC_RETRY_INTERVAL", "5"))
 """Seconds between attempts of a step that waits for a line (e.g. an instance's probe)."""
 
 
-def secret_values(names: tuple[str, ...], environ: Mapping[str, str] | None = None) -> list[str]:
+def secret_values(names: tuple[str, ...]) -> list[str]:
     """The values of the passed variables, which must never be written anywhere."""
-    env = os.environ if environ is None else environ
-    return [env[name] for name in names if env.get(name)]
+    return [os.environ[name] for name in names if os.environ.get(name)]
 
 
 def check_environment(job: Job, environ: Mapping[str, str]) -> None:
@@ -301,7 +300,6 @@ def submit(
     plan: Plan,
     ledger: Ledger,
     *,
-    environ: Mapping[str, str] | None = None,
     sidecar: Mapping[str, object] | None = None,
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
@@ -319,7 +317,7 @@ def submit(
     is the interrupt, not the job's failure. ``retry_of`` names the job this one
     retries (the record's ``retry_of``).
     """
-    env = dict(os.environ if environ is None else environ)
+    env = dict(os.environ)
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
     submitter = {
         "pid": os.getpid(),

@@ -94,38 +94,20 @@ def answer(stdout: str) -> tuple[Gpu, ...]:
     return parse("\n".join(line for line in stdout.splitlines() if "," in line))
 
 
-def pick(
-    gpus: Sequence[Gpu],
-    count: int,
-    held: Mapping[str, str] | Collection[str] = (),
-    *,
-    busy_mib: int | None = None,
-) -> tuple[str, ...]:
+def pick(gpus: Sequence[Gpu], count: int, held: Mapping[str, str]) -> tuple[str, ...]:
     """The indexes of ``count`` free GPUs using the least memory, in index order.
 
-    ``held`` names GPUs (index or UUID) running jobs hold; as a mapping it also
-    says by whom, for the error. With ``busy_mib``, a GPU using more memory than
-    that is busy with something outside taospec and not picked either.
+    ``held`` maps the GPUs (index or UUID) running jobs hold to who holds them.
     """
-    free = [gpu for gpu in gpus if not gpu.named(held) and not _busy(gpu, busy_mib)]
+    free = [gpu for gpu in gpus if not gpu.named(held)]
     if len(free) < count:
-        raise NoFreeGpus(_shortage(gpus, count, held, busy_mib, len(free)))
+        raise NoFreeGpus(_shortage(gpus, count, held, len(free)))
     chosen = sorted(free, key=lambda gpu: (gpu.memory_used_mib, int(gpu.index)))[:count]
     return tuple(gpu.index for gpu in sorted(chosen, key=lambda gpu: int(gpu.index)))
 
 
-def _busy(gpu: Gpu, busy_mib: int | None) -> bool:
-    return busy_mib is not None and gpu.memory_used_mib > busy_mib
-
-
-def _shortage(
-    gpus: Sequence[Gpu],
-    count: int,
-    held: Mapping[str, str] | Collection[str],
-    busy_mib: int | None,
-    free: int,
-) -> str:
-    reasons = [_why_taken(gpu, held, busy_mib) for gpu in gpus]
+def _shortage(gpus: Sequence[Gpu], count: int, held: Mapping[str, str], free: int) -> str:
+    reasons = [_why_taken(gpu, held) for gpu in gpus]
     taken = "; ".join(reason for reason in reasons if reason) or "the host has no GPU"
     return (
         f"need {count} free GPU(s), {free} of {len(gpus)} free: {taken}; wait for a job to "
@@ -133,11 +115,8 @@ def _shortage(
     )
 
 
-def _why_taken(gpu: Gpu, held: Mapping[str, str] | Collection[str], busy_mib: int | None) -> str:
+def _why_taken(gpu: Gpu, held: Mapping[str, str]) -> str:
     for name in (gpu.index, gpu.uuid):
         if name in held:
-            holder = held[name] if isinstance(held, Mapping) else "a running job"
-            return f"GPU {gpu.index} held by {holder}"
-    if _busy(gpu, busy_mib):
-        return f"GPU {gpu.index} busy ({gpu.memory_used_mib} MiB in use outside taospec)"
+            return f"GPU {gpu.index} held by {held[name]}"
     return ""

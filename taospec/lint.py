@@ -187,12 +187,6 @@ def _is_secret_flag(flag: str) -> bool:
     )
 
 
-def looks_like_secret_value(value: str) -> bool:
-    """Whether a value is credential material whatever its name: a token, a JWT,
-    a URL password or token, a signed URL, a PEM private key or a bearer token."""
-    return any(_run((*_FORMAT_RULES, _pem_hits, _bearer_hits), value))
-
-
 _PARAMETER = _lazy(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 _DEFAULT = _lazy(r"[^:=+?#%/^,-]*:?[-=+](?P<default>.*)", re.DOTALL)
 

@@ -42,25 +42,24 @@ if TYPE_CHECKING:
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
 
-def load_jobfile(
-    path: str | Path, images: Images | None = None, versions: str | Path | None = None
-) -> JobFile:
+def load_jobfile(path: str | Path, versions: str | Path | None = None) -> JobFile:
     """Read, validate and type every target of the file at ``path`` (``-``: standard input).
 
-    ``images`` resolves its versions keys (default: in ``versions`` when
-    given, else in the nearest versions.yaml, looked for when first needed).
+    Its versions keys resolve in ``versions`` when given, else in the nearest
+    versions.yaml, looked for when first needed.
     """
-    return load_located(path, images, versions)[0]
+    return load_located(path, versions)[0]
 
 
 def load_located(
-    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+    path: str | Path, versions: str | Path | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_jobfile`, with the source each target's values are located in."""
     piped = str(path) == STDIN
     display = "<stdin>" if piped else str(path)
     file = Path("stdin") if piped else Path(path)
-    if images is None and versions is not None:
+    images = None
+    if versions is not None:
         if not Path(versions).is_file():
             raise SpecError.single(str(versions), "no such versions file (given by --versions)")
         images = Images.with_versions_file(file, Path(versions))
@@ -89,7 +88,7 @@ def _load_text(
 
 
 def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
-    problems = check(source, file, images=images)
+    problems = check(source, images)
     for key in ("needs", "matrix"):
         if key in source.data:
             problems.append(
@@ -98,7 +97,7 @@ def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[s
     raise_if_any(problems)
     applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS)
     inputs = tuple(source.data.get("inputs", []))
-    job = build_job(source, file, file.stem, images, applied)
+    job = build_job(source, file.stem, images, applied)
     target = Target(file.stem, job, (), inputs, file.stem)
     return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
@@ -184,7 +183,7 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
             *placeholders.JOB_PLACEHOLDERS,
             *(f"needs.{n}.results_dir" for n in needs[expansion.name]),
         )
-        found = check(merged, file, known, definition="job", images=images)
+        found = check(merged, images, known, definition="job")
         problems += found
         applied = None
         if not found and "skill" in merged.data:
@@ -194,7 +193,7 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
                 problems += exc.problems
                 continue
         if not found:
-            job = build_job(merged, file, expansion.name, images, applied)
+            job = build_job(merged, expansion.name, images, applied)
             inputs = tuple(expansion.data.get("inputs", []))
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
@@ -362,13 +361,7 @@ def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -
     return applied
 
 
-def build_job(
-    source: Source,
-    file: Path,
-    name: str,
-    images: Images | None = None,
-    applied: Applied | None = None,
-) -> Job:
+def build_job(source: Source, name: str, images: Images, applied: Applied | None) -> Job:
     """The typed job for a checked ``source`` (its data already merged and expanded),
     completed by its skill when ``applied`` holds what the skill adds."""
     data = applied.data if applied is not None else source.data
@@ -386,7 +379,7 @@ def build_job(
         network_arch=data["network_arch"],
         action=data["action"],
         platform=data.get("platform", "local"),
-        image=(images or Images(file)).resolve(versions_key) if versions_key else image,
+        image=images.resolve(versions_key) if versions_key else image,
         versions_key=applied.versions_key if applied and applied.versions_key else versions_key,
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,

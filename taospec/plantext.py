@@ -7,7 +7,6 @@ command is assembled here. Every argument becomes one shell word through
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Iterable, Iterator
 
@@ -241,8 +240,3 @@ def script(plan: Plan) -> str:
             f"# {command_line(step)}",
         ]
     return "\n".join(out) + "\n"
-
-
-def as_json(plan: Plan) -> str:
-    """The plan as JSON data."""
-    return json.dumps(plan.to_json(), indent=2) + "\n"

@@ -39,22 +39,18 @@ class Verdict:
 def here(
     jobfile: JobFile,
     sources: Mapping[str, Source],
-    names: list[str] | None = None,
     *,
-    environ: Mapping[str, str] | None = None,
     launcher: Identity | None = None,
     user: str | None = None,
 ) -> Verdict:
-    """Every check ``run`` makes on this machine, for ``names`` (default: every target)."""
-    env = os.environ if environ is None else environ
+    """Every check ``run`` makes on this machine, for every target."""
     who = launcher or identity.launcher()
     problems: list[Problem] = []
     warnings: list[str] = []
-    for name in names or list(jobfile.targets):
-        target = jobfile.targets[name]
+    for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = mount_sources(job, source) + passed_variables(job, source, env)
+        found = mount_sources(job, source) + passed_variables(job, source, os.environ)
         found += tools(job, source)
         warnings += _user_warnings(job, source, who, user)
         if not found:

@@ -98,9 +98,9 @@ class Started:
         self._argv = argv
         self._process = process
 
-    def wait(self, *, check: bool = False) -> Result:
-        """Wait for the command to end and return what it printed, as :func:`run` does."""
-        return _finished(self._argv, self._process, None, None, check=check)
+    def wait(self) -> Result:
+        """Wait for the command to end and return what it printed, whatever its exit code."""
+        return _finished(self._argv, self._process, None, None, check=False)
 
 
 def start(argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = ()) -> Started:

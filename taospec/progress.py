@@ -41,7 +41,6 @@ class Progress:
     kpi: Mapping[str, float] = field(default_factory=dict)
     phase: str = ""
     message: str = ""
-    events: int = 0
 
 
 def find(results_dir: str | Path, action: str | None = None) -> Path | None:
@@ -63,11 +62,8 @@ def of_results(results_dir: str | Path, action: str | None = None) -> Progress |
 
 
 def to_json(progress: Progress) -> dict[str, object]:
-    """``progress`` as the JSON ``status --json`` and ``show`` print: every field but
-    ``events``."""
-    data = asdict(progress)
-    del data["events"]
-    return data
+    """``progress`` as the JSON ``status --json`` and ``show`` print."""
+    return asdict(progress)
 
 
 def read(path: Path) -> Progress | None:
@@ -118,7 +114,6 @@ def merge(found: Iterable[dict[str, object]]) -> Progress | None:
         kpi=kpi,
         phase=_text(latest.get("phase")),
         message=_text(latest.get("message")),
-        events=count,
     )
 
 
@@ -168,16 +163,15 @@ def line(
     progress: Progress | None,
     *,
     last_output: str = "",
-    width: int = WIDTH,
 ) -> str:
     """``<name>  RUNNING  1h02m  epoch 7/10  train/avg_loss=0.412 val_acc=0.88``.
 
     Without ``progress`` the job's ``last_output`` line stands in (the caller
-    redacts it first); the result is cut to ``width`` characters.
+    redacts it first); the result is cut to :data:`WIDTH` characters.
     """
     detail = describe(progress) if progress is not None else _printable(last_output)
     text = "  ".join(part for part in (name, state, elapsed(seconds), detail) if part)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
 
 
 def describe(progress: Progress) -> str:
@@ -225,13 +219,21 @@ class Ticker:
 
 def interval(environ: Mapping[str, str] = os.environ) -> float:
     """Seconds between progress lines: ``$TAOSPEC_PROGRESS_INTERVAL``, else 60."""
-    raw = environ.get(INTERVAL_ENV, "").strip()
+    return env_seconds(environ, INTERVAL_ENV, DEFAULT_INTERVAL, "between lines", zero=False)
+
+
+def env_seconds(
+    environ: Mapping[str, str], name: str, default: float, what: str, *, zero: bool
+) -> float:
+    """The seconds ``$name`` gives (``default`` when unset): finite, above 0 (or 0 too, with
+    ``zero``); anything else is refused, saying what the seconds are ``what`` for."""
+    raw = environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_INTERVAL
+        return default
     try:
         seconds = float(raw)
     except ValueError:
         seconds = -1.0
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidInput(f"{INTERVAL_ENV}={raw!r}: give the seconds between lines, e.g. 60")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        raise InvalidInput(f"{name}={raw!r}: give the seconds {what}, e.g. {default:g}")
     return seconds

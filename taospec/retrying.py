@@ -11,7 +11,6 @@ submit that failed waits :func:`backoff` before its retry: whatever failed
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 
@@ -21,6 +20,7 @@ from taospec.executor import Progress, Submission, claimed_gpus, submit
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
+from taospec.progress import env_seconds
 from taospec.states import COMPLETE, ERROR
 
 MAX_CHAIN = 10
@@ -36,19 +36,8 @@ BACKOFF_MAX = 60.0
 
 def backoff_first(environ: Mapping[str, str] = os.environ) -> float:
     """Seconds before the first retry of a failed submit: ``$TAOSPEC_SUBMIT_BACKOFF``, else 5."""
-    raw = environ.get(BACKOFF_ENV, "").strip()
-    if not raw:
-        return BACKOFF_FIRST
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidInput(
-            f"{BACKOFF_ENV}={raw!r}: give the seconds to wait before retrying a failed "
-            "submit, e.g. 5"
-        )
-    return seconds
+    what = "to wait before retrying a failed submit"
+    return env_seconds(environ, BACKOFF_ENV, BACKOFF_FIRST, what, zero=True)
 
 
 def backoff(retry: int, first: float = BACKOFF_FIRST) -> float:

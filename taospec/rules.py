@@ -12,7 +12,6 @@ import re
 import shlex
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from taospec import lint, placeholders, schema
@@ -43,19 +42,18 @@ MULTI_NODE_REFUSALS = {
 
 def check(
     source: Source,
-    file: Path,
+    images: Images,
     known: tuple[str, ...] = placeholders.JOB_PLACEHOLDERS,
     definition: str | None = None,
-    images: Images | None = None,
 ) -> list[Problem]:
     """Every problem in ``source``: schema violations first, then the rules beyond it.
 
+    ``images`` resolves versions keys (pass the one :func:`build_job` gets);
     ``known`` are the placeholders its values may use; ``definition`` names
     the schema's ``$defs`` entry to check against (default: the whole file).
-    ``images`` resolves versions keys (pass the one :func:`build_job` gets).
     """
     problems = [_reword(source, p) for p in schema.validate(source, definition)]
-    problems += list(_rules(source, images or Images(file), known))
+    problems += list(_rules(source, images, known))
     return unique(problems)
 
 
@@ -67,8 +65,7 @@ def _reword(source: Source, problem: Problem) -> Problem:
 
 
 def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
-    data = source.data
-    yield from _nul_bytes(source, data, ())
+    yield from _nul_bytes(source)
     yield from _secret_rules(source)
     yield from _user_rules(source)
     yield from _command_rules(source, known)
@@ -79,15 +76,11 @@ def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[P
     yield from _image_rules(source, images)
 
 
-def _nul_bytes(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:
-    if isinstance(value, str) and "\x00" in value:
-        yield source.problem(path, "contains a NUL character, which no process argument can hold")
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            yield from _nul_bytes(source, child, (*path, str(key)))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _nul_bytes(source, child, (*path, index))
+def _nul_bytes(source: Source) -> Iterator[Problem]:
+    message = "contains a NUL character, which no process argument can hold"
+    for where, text in _strings(source.data, ()):
+        if "\x00" in text:
+            yield source.problem(where, message)
 
 
 def _strings(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:

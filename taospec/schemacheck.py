@@ -30,8 +30,7 @@ KEYWORDS = frozenset(
     {
         "type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
         "required", "properties", "additionalProperties", "propertyNames", "minProperties",
-        "items", "minItems", "uniqueItems", "oneOf", "anyOf", "allOf", "not", "if", "then",
-        "else", "$ref",
+        "items", "minItems", "uniqueItems", "oneOf", "if", "then", "else", "$ref",
     }
 )  # fmt: skip
 _SCALARS = (str, int, bool, type(None))
@@ -61,8 +60,8 @@ def _plain_key(key: Any) -> bool:
     return type(key) in _SCALARS or (type(key) is float and math.isfinite(key))
 
 
-def compile_schema(root: dict[str, Any], node: Any = None) -> Check:
-    """The check for ``node`` (default: the whole schema), resolving ``$ref`` within ``root``."""
+def compile_schema(root: dict[str, Any]) -> Check:
+    """The check for the schema ``root``, resolving ``$ref`` within it."""
     compiled: dict[str, Check] = {}
 
     def ref(pointer: str) -> Check:
@@ -95,7 +94,7 @@ def compile_schema(root: dict[str, Any], node: Any = None) -> Check:
             return checks[0]
         return lambda value: all(check(value) for check in checks)
 
-    return build(root if node is None else node)
+    return build(root)
 
 
 def _resolve(root: dict[str, Any], pointer: str) -> Any:
@@ -280,18 +279,9 @@ def unique(items: list[Any]) -> bool:
 
 def _combined(schema: dict[str, Any], build: Callable[[Any], Check]) -> list[Check]:
     checks: list[Check] = []
-    if "allOf" in schema:
-        parts = [build(s) for s in schema["allOf"]]
-        checks.append(lambda value: all(p(value) for p in parts))
-    if "anyOf" in schema:
-        parts = [build(s) for s in schema["anyOf"]]
-        checks.append(lambda value: any(p(value) for p in parts))
     if "oneOf" in schema:
         choices = [build(s) for s in schema["oneOf"]]
         checks.append(lambda value: sum(1 for c in choices if c(value)) == 1)
-    if "not" in schema:
-        negated = build(schema["not"])
-        checks.append(lambda value: not negated(value))
     if "if" in schema:
         condition = build(schema["if"])
         then = build(schema.get("then", True))

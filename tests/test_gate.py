@@ -71,6 +71,13 @@ def test_non_text_keys_are_refused_at_the_key(
     assert list(state_dir.iterdir()) == []
 
 
+def test_a_nul_character_is_refused_where_it_is_written(taospec: Runner, tmp_path: Path) -> None:
+    path = job(tmp_path, 'env: {set: {A: "a\\0b"}}\nspec: {train: {tags: [x, "y\\0"]}}\n')
+    lines = refused(taospec("validate", path), "contains a NUL character")
+    paths = [LOCATED.match(line)["path"] for line in lines]
+    assert paths == ["$.env.set.A", "$.spec.train.tags[1]"]
+
+
 @pytest.mark.parametrize(
     ("mounts", "expected"),
     [

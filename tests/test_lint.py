@@ -17,7 +17,6 @@ from taospec.lint import (
     is_secret_name,
     lint_argv,
     lint_text,
-    looks_like_secret_value,
     redact,
 )
 from tests.conftest import Runner
@@ -509,7 +508,7 @@ def test_not_secret_names(name: str) -> None:
     ],
 )
 def test_secret_values(value: str) -> None:
-    assert looks_like_secret_value(value)
+    assert lint_text(value)
 
 
 @pytest.mark.parametrize(
@@ -531,7 +530,7 @@ def test_secret_values(value: str) -> None:
     ],
 )
 def test_ordinary_values(value: str) -> None:
-    assert not looks_like_secret_value(value)
+    assert lint_text(value) == []
 
 
 REDACTIONS = [

@@ -23,7 +23,11 @@ GOLDEN = Path(__file__).parent / "golden"
 EXAMPLE_JOBS = sorted(p for p in (ROOT / "jobs").glob("*.yaml") if p.name != "versions.yaml")
 ROOT_LAUNCHER = Identity(0, 0, (), "root")
 ALICE = Identity(1000, 1000, (27, 44), "alice")
-FORMATS = {"txt": plantext.text, "json": plantext.as_json, "sh": plantext.script}
+FORMATS = {
+    "txt": plantext.text,
+    "json": lambda plan: json.dumps(plan.to_json(), indent=2) + "\n",  # render --format json
+    "sh": plantext.script,
+}
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
 
 

@@ -8,6 +8,7 @@ would run (exit 1) or all is up to date (exit 0).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -77,18 +78,12 @@ def run(
     stopped = _preflight([d.target.job for d in decisions if d.run])
     if stopped:
         return stopped
+    builder = functools.partial(
+        Build, jobfile, decisions, ledger, allow_shared_gpus=allow_shared_gpus, user=user,
+        submit_backoff=backoff,
+    )  # fmt: skip
     if detach:
-        return _detach(
-            Build(
-                jobfile,
-                decisions,
-                ledger,
-                allow_shared_gpus=allow_shared_gpus,
-                user=user,
-                board=Board(enabled=False),
-                submit_backoff=backoff,
-            )
-        )
+        return _detach(builder(board=Board(enabled=False)))
     for decision in decisions:
         if not decision.run:
             say(f"{decision.target.name}: {decision.reason}")
@@ -97,18 +92,7 @@ def run(
     board = Board(
         enabled=True, live=live_board(), write=_to_stderr, out=_to_stdout, interval=interval
     )
-    build = Build(
-        jobfile,
-        decisions,
-        ledger,
-        jobs=jobs,
-        keep_going=keep_going,
-        follow_logs=follow,
-        allow_shared_gpus=allow_shared_gpus,
-        user=user,
-        board=board,
-        submit_backoff=backoff,
-    )
+    build = builder(jobs=jobs, keep_going=keep_going, follow_logs=follow, board=board)
     try:
         results = build.run()
     except KeyboardInterrupt:

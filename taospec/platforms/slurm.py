@@ -54,7 +54,6 @@ CANCEL_WAIT = float(os.environ.get("TAOSPEC_SLURM_CANCEL_WAIT", "60"))
 POLL_INTERVAL = 0.5
 SSH_FAILED = 255
 """ssh's own exit code when it could not run the command at all."""
-Progress = Callable[[str], None]
 
 
 def job_results(results_dir: str) -> str:
