@@ -1189,9 +1189,13 @@ _MAX_PASSES = 8
 
 def _apply(text: str, hits: Iterable[_Hit]) -> str:
     """Rewrite each hit's span; overlapping spans merge, whole, under the earliest (then
-    longest) hit's replacement, so a value two rules read differently leaves no tail."""
+    longest) hit's replacement, so a value two rules read differently leaves no tail.
+    Without hits this is ``text`` itself."""
+    ordered = sorted(hits, key=lambda hit: (hit.start, -hit.end))
+    if not ordered:
+        return text
     merged: list[_Hit] = []
-    for hit in sorted(hits, key=lambda hit: (hit.start, -hit.end)):
+    for hit in ordered:
         if merged and hit.start < merged[-1].end:
             if hit.end > merged[-1].end:
                 merged[-1] = merged[-1]._replace(end=hit.end)
@@ -1219,7 +1223,10 @@ def _covered_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _redact_values(text: str, secrets: Sequence[str]) -> str:
     """Replace each run of known values' occurrences by one placeholder; an occurrence
-    that would cut into a placeholder is left alone, which keeps redaction idempotent."""
+    that would cut into a placeholder is left alone, which keeps redaction idempotent.
+    Text that holds none of them is returned itself."""
+    if not any(value in text for value in secrets):
+        return text
     guarded = [match.span() for match in re.finditer(re.escape(PLACEHOLDER), text)]
     starts = [start for start, _ in guarded]
 
@@ -1251,7 +1258,8 @@ def _known_secrets(secret_values: Iterable[str]) -> list[str]:
 
 
 def _until_stable(text: str, rewrite: Callable[[str], str]) -> str:
-    """Apply ``rewrite`` until nothing changes (at most :data:`_MAX_PASSES` times)."""
+    """Apply ``rewrite`` until nothing changes (at most :data:`_MAX_PASSES` times); text
+    that the first pass leaves as it is comes back itself."""
     for _ in range(_MAX_PASSES):
         following = rewrite(text)
         if following == text:
@@ -1307,19 +1315,25 @@ def redacted(text: str) -> str:
 def redact(text: str, secret_values: Iterable[str] = ()) -> str:
     """Free text with secret material replaced by ``<redacted>``: the given values (of
     :data:`MIN_SECRET_LENGTH` or more), secret-named environment variables' values, and
-    whatever any rule finds, whole. ``redact(redact(x)) == redact(x)``; never raises."""
+    whatever any rule finds, whole. ``redact(redact(x)) == redact(x)``; never raises.
+    Text it leaves as it is comes back as the very object given (``redact(x) is x``)."""
     return Redactor(secret_values).text(text)
 
 
 def redact_location(text: str, secret_values: Iterable[str] = ()) -> str:
     """Redact a path or URI field (``results_dir``, ``image``...) by the format rules and
-    the known values only, as the TAO recorder does: ``/exp/token=v1/run`` survives."""
+    the known values only, as the TAO recorder does: ``/exp/token=v1/run`` survives.
+    Like :func:`redact`, text it leaves as it is comes back itself."""
     return Redactor(secret_values).location(text)
 
 
 class Redactor:
     """:func:`redact` and :func:`redact_location` for one set of secret values,
-    worked out once for a writer (the ledger) that redacts many fields."""
+    worked out once for a writer (the ledger) that redacts many fields.
+
+    Both return the very string given when they leave it as it is, so a caller
+    tells "unchanged" by identity (``is``) without comparing the text.
+    """
 
     __slots__ = ("_secrets",)
 
@@ -1330,9 +1344,15 @@ class Redactor:
         """:func:`redact` of ``text``."""
         if _is_inert(text, self._secrets):
             return text
-        return _redact_fully(text, self._secrets)
+        return _same_if_equal(text, _redact_fully(text, self._secrets))
 
     def location(self, text: str) -> str:
         """:func:`redact_location` of ``text``."""
         current = _redact_values(text, self._secrets)
-        return _until_stable(current, lambda value: _apply(value, _run(_FORMAT_RULES, value)))
+        current = _until_stable(current, lambda value: _apply(value, _run(_FORMAT_RULES, value)))
+        return _same_if_equal(text, current)
+
+
+def _same_if_equal(text: str, result: str) -> str:
+    """``text`` itself when ``result`` reads the same, else ``result``."""
+    return text if result == text else result

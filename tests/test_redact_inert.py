@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taospec import lint
-from taospec.lint import PLACEHOLDER, lint_argv, lint_text, redact
+from taospec.lint import PLACEHOLDER, Redactor, lint_argv, lint_text, redact, redact_location
 
 INERT_CHARS = "abcxyzAKIVNGCPQ0123456789_./:,+%~-"
 TOKENS = [
@@ -140,6 +140,20 @@ def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str
 @given(text=st.one_of(INERT, MIXED, st.text(max_size=60)), values=SECRETS)
 def test_redact_answers_what_the_full_scan_answers(text: str, values: list[str]) -> None:
     assert redact(text, values) == lint._redact_fully(text, secrets_of(values))
+
+
+@settings(max_examples=500)
+@given(text=st.one_of(INERT, MIXED, st.text(max_size=60)), values=SECRETS)
+def test_text_redaction_leaves_as_it_is_comes_back_itself(text: str, values: list[str]) -> None:
+    """Unchanged is told by identity: the very object when equal, another string when not."""
+    redactor = Redactor(values)
+    for redacted in (
+        redact(text, values),
+        redact_location(text, values),
+        redactor.text(text),
+        redactor.location(text),
+    ):
+        assert (redacted is text) == (redacted == text)
 
 
 @pytest.mark.parametrize("token", TOKENS)
