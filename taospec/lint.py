@@ -1278,25 +1278,46 @@ def _redact_fully(text: str, secrets: Sequence[str]) -> str:
     return _until_stable(text, one_pass)
 
 
+_PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
+"""Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
+_PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer)|[A-Za-z0-9]{40}")
+"""What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
+
+
 def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     """Whether redacting ``text`` cannot change it, known without the full scan.
 
     Ids, paths, images and times are text of ASCII letters, digits and ``_ . / : ,
     + % ~ -``: one plain word without quotes, spaces, ``=`` or ``@``, where only token
-    shapes, ``token:value`` and known values can be found. A new rule must keep
-    this true; tests/test_redact_inert.py holds it against the full scan.
+    shapes, ``token:value`` and known values can be found.
+
+    Messages are often plain prose (:data:`_PROSE`, such as the open's own message).
+    Its alphabet lacks what the other rules key on (``- = : _ / @ " $ { [``, tabs and
+    line breaks), so no shell word is a flag, an assignment or a header and no key,
+    URL, JSON, YAML, PEM or ``sh -c`` rule can match. What can still be found is an
+    ``AKIA`` key, a JWT (``eyJ``), a bearer token or a 40-character AWS secret run,
+    each of which holds a literal of :data:`_PROSE_GATE`, and a known value: prose
+    holding neither is inert. Both alphabets are ASCII, because ``(?i)`` reads some
+    other letters as ASCII ones (the long s as ``s``, the Kelvin sign as ``k``): any
+    other text takes the full scan.
+
+    A new rule must keep this true; tests/test_redact_inert.py holds it against the
+    full scan.
     """
-    plain_word_hits = itertools.chain(
-        _token_hits(text),
-        _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX),
-        _bare_aws_key_hits(text),
-        _free_key_hits(text),
-    )
-    return (
-        _INERT.fullmatch(text) is not None
-        and not any(plain_word_hits)
-        and not any(value in text for value in secrets)
-    )
+    if _INERT.fullmatch(text) is not None:
+        found = any(
+            itertools.chain(
+                _token_hits(text),
+                _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX),
+                _bare_aws_key_hits(text),
+                _free_key_hits(text),
+            )
+        )
+    elif _PROSE().fullmatch(text) is not None:
+        found = _PROSE_GATE().search(text) is not None
+    else:
+        return False
+    return not found and not any(value in text for value in secrets)
 
 
 _registered: list[str] = []

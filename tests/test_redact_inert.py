@@ -2,18 +2,25 @@
 
 :func:`taospec.lint.redact` returns text made only of letters, digits and
 ``_ . / : , + % ~ -`` unchanged when no token pattern and no known value
-occurs in it, without reading it as shell words. These tests hold that short
-cut against every rule: on inert text no rule may find anything, and on any
-text the answer is the full scan's.
+occurs in it, and plain prose (ASCII letters, digits, spaces and ``. , ; ! ? ( )
+'``) unchanged when none of the literals of its gate and no known value occurs
+in it, without reading either as shell words. These tests hold that short cut
+against every rule: on inert text no rule may find anything, and on any text
+(non-ASCII text included) the answer is the full scan's.
 """
 
 from __future__ import annotations
 
+import re
+import string
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from taospec import lint
+from taospec.ledger.record import OPENED_MESSAGE
 from taospec.lint import PLACEHOLDER, Redactor, lint_argv, lint_text, redact, redact_location
 
 INERT_CHARS = "abcxyzAKIVNGCPQ0123456789_./:,+%~-"
@@ -117,14 +124,116 @@ INERT = st.text(alphabet=INERT_CHARS, max_size=60)
 MIXED = st.lists(st.one_of(st.sampled_from(PIECES), INERT), max_size=8).map("".join)
 SECRETS = st.lists(st.text(alphabet=INERT_CHARS + " =@", min_size=1, max_size=8), max_size=3)
 
+# Plain prose, and what the rules could still find in it.
+PROSE_CHARS = string.ascii_letters + string.digits + " .,;!?()'"
+AWS_RUN = "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12"  # 40 characters, no / or +
+JWT_PROSE = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5"
+PROSE_FOUND = [
+    "bearer abc12345",
+    "Bearer abcdefghijklmnopqrstu",
+    "BEARER  abcdefgh12",
+    "key AKIAIOSFODNN7EXAMPLE here",
+    f"got {JWT_PROSE} back",
+    f"password {AWS_RUN}",
+    f"SecretAccessKey '{AWS_RUN}'",
+    f"a {AWS_RUN} run",
+]
+# Characters (?i) reads as ASCII letters, and other non-ASCII text.
+CASE_FOLDED = ["\u017f", "\u212a", "\u0131", "\u0130", "\u00e9", "\u00a0", "\u2028"]
+PROSE_PIECES = [
+    *PROSE_FOUND,
+    OPENED_MESSAGE,
+    "launched",
+    "exit 3 (killed)",
+    "bearer",
+    "Bearer",
+    "AKIA",
+    "AKIAIOSFODNN7EXAMPLE",
+    "eyJ",
+    JWT_PROSE,
+    AWS_RUN,
+    AWS_RUN[:39],
+    "password",
+    "SecretAccessKey",
+    "token",
+    "secret",
+    "api key",
+    "NGC KEY",
+    "login p hunter2",
+    "bash c",
+    "export",
+    "Authorization",
+    "Basic",
+    "xoxb",
+    "ghp",
+    "gho",
+    "hf",
+    "sk",
+    "nvapi",
+    "github pat",
+    "glpat",
+    "BEGIN PRIVATE KEY",
+    "'",
+    "(",
+    ")",
+    ";",
+    " ",
+    ".",
+    *CASE_FOLDED,
+    "-",
+    ":",
+    "=",
+    "_",
+    "\n",
+    "<redacted>",
+]
+PROSE = st.text(alphabet=PROSE_CHARS, max_size=80)
+
+
+def _rule_patterns() -> dict[str, re.Pattern[str]]:
+    """Every pattern of the lint, by name: the lazily compiled ones and the token shapes."""
+    patterns = {
+        name: value()
+        for name, value in vars(lint).items()
+        if name.lstrip("_").isupper() and hasattr(value, "cache_info")
+        if not name.startswith("_PROSE")
+    }
+    for subject, pattern in (*lint._TOKEN_PATTERNS, *lint._EXTRA_TOKEN_PATTERNS):
+        patterns[subject] = pattern()
+    return {name: p for name, p in patterns.items() if isinstance(p, re.Pattern)}
+
+
+RULE_PATTERNS = _rule_patterns()
+
+
+def _matches_in(alphabet: str | None) -> dict[str, st.SearchStrategy[str]]:
+    """Texts each pattern matches, written from ``alphabet`` (those it can match in it)."""
+    found = {}
+    for name, pattern in RULE_PATTERNS.items():
+        strategy = st.from_regex(pattern, alphabet=alphabet)
+        try:
+            strategy.validate()
+        except InvalidArgument:  # the pattern needs a character outside the alphabet
+            continue
+        found[name] = strategy
+    return found
+
+
+PROSE_MATCHES = _matches_in(PROSE_CHARS)
+RULE_TEXT = st.one_of(*_matches_in(None).values())
+PROSE_MIXED = st.lists(
+    st.one_of(st.sampled_from(PROSE_PIECES), PROSE, *PROSE_MATCHES.values()), max_size=6
+).flatmap(lambda parts: st.sampled_from(["", " "]).map(lambda sep: sep.join(parts)))
+ANY_TEXT = st.one_of(INERT, MIXED, PROSE, PROSE_MIXED, RULE_TEXT, st.text(max_size=60))
+
 
 def secrets_of(values: list[str]) -> list[str]:
     """The known values redact would look for (the environment's included)."""
     return lint._known_secrets(values)
 
 
-@settings(max_examples=500)
-@given(text=st.one_of(INERT, MIXED), values=SECRETS)
+@settings(max_examples=1000)
+@given(text=st.one_of(INERT, MIXED, PROSE, PROSE_MIXED), values=SECRETS)
 def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str]) -> None:
     secrets = secrets_of(values)
     if not lint._is_inert(text, secrets):
@@ -136,14 +245,55 @@ def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str
     assert lint_argv([text]) == []
 
 
-@settings(max_examples=500)
-@given(text=st.one_of(INERT, MIXED, st.text(max_size=60)), values=SECRETS)
+@settings(max_examples=1000)
+@given(text=ANY_TEXT, values=SECRETS)
 def test_redact_answers_what_the_full_scan_answers(text: str, values: list[str]) -> None:
     assert redact(text, values) == lint._redact_fully(text, secrets_of(values))
 
 
 @settings(max_examples=500)
-@given(text=st.one_of(INERT, MIXED, st.text(max_size=60)), values=SECRETS)
+@given(
+    before=st.one_of(PROSE, PROSE_MIXED),
+    char=st.one_of(st.sampled_from(CASE_FOLDED), st.characters(min_codepoint=128)),
+    after=st.one_of(PROSE, PROSE_MIXED),
+)
+def test_non_ascii_text_always_takes_the_full_scan(before: str, char: str, after: str) -> None:
+    # (?i) reads the long s as s and the Kelvin sign as k: no ASCII gate can judge such text.
+    text = before + char + after
+    assert not lint._is_inert(text, [])
+    assert redact(text) == lint._redact_fully(text, secrets_of([]))
+
+
+def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None:
+    # Each pattern Hypothesis can match within the prose alphabet, and why the gate
+    # covers it. A new rule that can match prose must be added here and to the gate.
+    helpers = {
+        "_AUTH_SCHEME": "read only after an authorization header's ':' or '='",
+        "_AWS_SECRET_NAME": "looked for only before a 40-character run",
+        "_CAMEL": "splits names",
+        "_NAME_BREAKS": "splits names",
+        "_PARAMETER": "read only after '$'",
+        "_TOKEN_PREFIX": "the token patterns' gate; 'xox' needs 'xox?-'",
+        "_EXTRA_TOKEN_PREFIX": "the extra token patterns' gate; each needs '_' or '-'",
+    }
+    gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"}
+    assert set(PROSE_MATCHES) == set(helpers) | gated
+
+
+@pytest.mark.parametrize(
+    "name", ["AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"]
+)
+def test_every_prose_match_of_a_rule_passes_the_prose_gate(name: str) -> None:
+    @settings(max_examples=200, deadline=None)
+    @given(PROSE_MATCHES[name])
+    def check(text: str) -> None:
+        assert lint._PROSE_GATE().search(text) is not None, text
+
+    check()
+
+
+@settings(max_examples=500)
+@given(text=ANY_TEXT, values=SECRETS)
 def test_text_redaction_leaves_as_it_is_comes_back_itself(text: str, values: list[str]) -> None:
     """Unchanged is told by identity: the very object when equal, another string when not."""
     redactor = Redactor(values)
@@ -196,6 +346,40 @@ def test_a_known_value_in_otherwise_inert_text_is_redacted(text: str, secret: st
 def test_ids_paths_and_images_are_inert(text: str) -> None:
     assert lint._is_inert(text, [])
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        OPENED_MESSAGE,
+        "launched",
+        "exit 3 (killed)",
+        "Training finished; 12 epochs, best at 9. Done!",
+        "it's done, isn't it?",
+        "bear errors",
+        "AKI A",
+        AWS_RUN[:39],
+        " ",
+    ],
+)
+def test_plain_prose_is_inert(text: str) -> None:
+    assert lint._is_inert(text, [])
+    assert lint._redact_fully(text, []) == text
+    assert redact(text) is text
+
+
+@pytest.mark.parametrize("text", PROSE_FOUND)
+def test_prose_a_rule_reads_is_never_inert(text: str) -> None:
+    assert lint._PROSE().fullmatch(text)
+    assert not lint._is_inert(text, [])
+    assert redact(text) != text
+    assert redact(text) == lint._redact_fully(text, secrets_of([]))
+
+
+def test_a_known_value_in_plain_prose_is_redacted() -> None:
+    text = "the run with hunter22 failed"
+    assert not lint._is_inert(text, ["hunter22"])
+    assert redact(text, ["hunter22"]) == f"the run with {PLACEHOLDER} failed"
 
 
 @pytest.mark.parametrize(
