@@ -9,11 +9,16 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import hypothesis
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
 
+from taospec import lint
 from taospec.errors import InvalidInput
 from taospec.ledger import (
     SOURCES,
@@ -30,6 +35,22 @@ REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ledger_worker.py")
 TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00")
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RECORDER_KEYS = [  # a new record's keys, in the order the recorder writes them
+    "schema_version",
+    "id",
+    "platform",
+    "backend_ref",
+    "image",
+    "network_arch",
+    "action",
+    "results_dir",
+    "storage_tier",
+    "upload_excludes",
+    "submitted_at",
+    "transitions",
+    "terminal_state",
+    "redacted",
+]
 REQUIRED = {
     "schema_version",
     "id",
@@ -125,6 +146,86 @@ def test_opened_record_has_exactly_the_tao_shape(ledger: Ledger) -> None:
     assert data["redacted"] is True
     assert record.to_json() == data
     assert record.state == "PENDING"
+
+
+# Field values an open or a mark may carry: plain ones, and ones redaction rewrites.
+TEXTS = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            record_module.OPENED_MESSAGE,
+            "launched",
+            "exit 3 (killed)",
+            "é launched",
+            "NGC_KEY=abc123 rejected",
+            "bearer abc12345",
+            "nvapi-AbCdEf0123456789AbCdEf0123",
+            "s3://user:hunter2@bucket/run",
+            "<redacted>",
+            "Zq9vXr7TtW3pLm5K",
+        ]
+    ),
+    st.text(max_size=30),
+)
+NAMES = st.one_of(
+    st.none(), st.sampled_from(["p-1", "ghp_AbCdEfGhIjKlMnOpQrSt0123"]), st.text(max_size=8)
+)
+
+
+def _written(ledger: Ledger, job_id: str) -> record_module.Record:
+    """The record its file holds, checked to be in the recorder's encoding."""
+    raw = (ledger.jobs_dir / f"{job_id}.json").read_text()
+    assert raw == json.dumps(json.loads(raw), indent=2) + "\n"
+    return record_module.parse_record(json.loads(raw), job_id)
+
+
+@settings(max_examples=60, deadline=None)
+@hypothesis.given(
+    message=TEXTS,
+    image=TEXTS.filter(str.strip),
+    results_dir=st.one_of(st.none(), TEXTS.filter(bool)),
+    excludes=st.lists(TEXTS, max_size=2),
+    parent_job=NAMES,
+    retry_of=NAMES,
+)
+def test_an_open_returns_the_record_its_file_holds(
+    message: str,
+    image: str,
+    results_dir: str | None,
+    excludes: list[str],
+    parent_job: str | None,
+    retry_of: str | None,
+) -> None:
+    # The open builds its typed record and reads the file back only when redaction
+    # changed a string: whatever it returns is what parsing its file gives.
+    with tempfile.TemporaryDirectory() as folder:
+        ledger = Ledger(Path(folder), secret_values=["Zq9vXr7TtW3pLm5K"])
+        opened = open_job(
+            ledger,
+            message=message,
+            image=image,
+            results_root=None if results_dir else "/results",
+            results_dir=results_dir,
+            upload_excludes=excludes,
+            parent_job=parent_job,
+            retry_of=retry_of,
+        )
+        assert opened == _written(ledger, opened.id) == ledger.get(opened.id)
+        redactor = lint.Redactor(["Zq9vXr7TtW3pLm5K"])
+        assert (opened.image, opened.results_dir) == (
+            redactor.location(image),
+            redactor.location(results_dir or f"/results/{opened.id}"),
+        )
+        assert opened.upload_excludes == tuple(map(redactor.text, excludes))
+        assert (opened.parent_job, opened.retry_of) == tuple(
+            redactor.text(name) if name else None for name in (parent_job, retry_of)
+        )
+        assert [(t.state, t.message, t.source) for t in opened.transitions] == [
+            ("PENDING", redactor.text(message), "agent")
+        ]
+        assert opened.transitions[0].ts == opened.submitted_at
+        data = on_disk(ledger, opened.id)
+        assert list(data) == [*RECORDER_KEYS, *(k for k in ("parent_job", "retry_of") if k in data)]
 
 
 def test_marked_record_has_terminal_fields_and_roundtrips(ledger: Ledger) -> None:
@@ -360,6 +461,28 @@ def test_bad_open_fields_are_refused(ledger: Ledger, field: str, value: object) 
     with pytest.raises(InvalidInput):
         open_job(ledger, **{field: value})
     assert list(ledger.jobs_dir.glob("*.json")) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("message", 5),
+        ("message", None),
+        ("message", b"launched"),
+        ("parent_job", 7),
+        ("retry_of", ["r-1"]),
+        ("results_dir", Path("/results/x")),
+    ],
+)
+def test_ill_typed_open_fields_are_refused_before_anything_is_written(
+    ledger: Ledger, field: str, value: object
+) -> None:
+    # The record is not read back after an open that redaction leaves alone, so the
+    # types that reading checked are checked first.
+    overrides = {field: value, **({"results_root": None} if field == "results_dir" else {})}
+    with pytest.raises(InvalidInput, match=f"{field} must be a string"):
+        open_job(ledger, **overrides)
+    assert not ledger.root.exists()
 
 
 # -- transitions --------------------------------------------------------------

@@ -10,6 +10,7 @@ the checked, typed view the rest of taospec reads.
 
 from __future__ import annotations
 
+import operator
 import os
 import posixpath
 import re
@@ -349,33 +350,28 @@ class Opening(NamedTuple):
     retry_of: str | None
     message: str
 
-    def document(self, job_id: str) -> Document:
-        """The new PENDING record for ``job_id``, in the recorder's key order."""
+    def record(self, job_id: str) -> Record:
+        """The new PENDING record for ``job_id`` (:meth:`Record.to_json` writes it in the
+        recorder's key order, ``parent_job`` and ``retry_of`` after ``redacted``)."""
         stamp = now()
         location = self.results_dir
         if location is None:
             location = posixpath.join(self.results_root or "", job_id)
-        data: Document = {
-            "schema_version": SCHEMA_VERSION,
-            "id": job_id,
-            "platform": self.platform,
-            "backend_ref": None,
-            "image": self.image,
-            "network_arch": self.network_arch,
-            "action": self.action,
-            "results_dir": location,
-            "storage_tier": self.storage_tier,
-            "upload_excludes": list(self.upload_excludes),
-            "submitted_at": stamp,
-            "transitions": [Transition(stamp, PENDING, self.message, "agent").to_json()],
-            "terminal_state": None,
-            "redacted": True,
-        }
-        if self.parent_job:
-            data["parent_job"] = self.parent_job
-        if self.retry_of:
-            data["retry_of"] = self.retry_of
-        return data
+        return Record(
+            id=job_id,
+            platform=self.platform,
+            backend_ref=None,
+            image=self.image,
+            network_arch=self.network_arch,
+            action=self.action,
+            results_dir=location,
+            storage_tier=self.storage_tier,
+            upload_excludes=self.upload_excludes,
+            submitted_at=stamp,
+            transitions=(Transition(stamp, PENDING, self.message, "agent"),),
+            parent_job=self.parent_job or None,
+            retry_of=self.retry_of or None,
+        )
 
 
 def require_text(name: str, value: object, prefix: str = "") -> str:
@@ -432,15 +428,21 @@ class Mark(NamedTuple):
 def redact_document(
     value: Any, text: Callable[[str], str], location: Callable[[str], str], key: str = ""
 ) -> Any:
-    """A copy of a record (or sidecar) with every string redacted by its field's type.
+    """A record (or sidecar) with every string redacted by its field's type.
 
     Strings under :data:`LOCATION_FIELDS` go through ``location``, every other
-    string through ``text``; keys are kept, and a list's items take its key.
+    string through ``text``; keys are kept, and a list's items take its key. Like
+    the redactions of :class:`taospec.lint.Redactor`, which return the string given
+    when they leave it as it is, this returns ``value`` itself when redaction changed
+    none of its strings, and a copy otherwise: ``redact_document(d, ...) is d`` tells
+    that ``d`` is already redacted.
     """
     if isinstance(value, str):
         return location(value) if key in LOCATION_FIELDS else text(value)
     if isinstance(value, list):
-        return [redact_document(item, text, location, key) for item in value]
+        items = [redact_document(item, text, location, key) for item in value]
+        return value if all(map(operator.is_, items, value)) else items
     if isinstance(value, dict):
-        return {k: redact_document(v, text, location, k) for k, v in value.items()}
+        fields = {k: redact_document(v, text, location, k) for k, v in value.items()}
+        return value if all(map(operator.is_, fields.values(), value.values())) else fields
     return value

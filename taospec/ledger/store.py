@@ -167,6 +167,14 @@ class Ledger:
             isinstance(item, str) for item in upload_excludes
         ):
             raise InvalidInput("upload_excludes must be a list of strings")
+        # What the record's types ask of the rest; the record is not read back to check.
+        _require_string("message", message)
+        for name, value in (
+            ("results_dir", results_dir or None),
+            ("parent_job", parent_job or None),
+            ("retry_of", retry_of or None),
+        ):
+            _require_optional_string(name, value)
         opening = Opening(
             platform=platform_slug(platform),
             image=require_text("image", image),
@@ -190,9 +198,9 @@ class Ledger:
             named = notes
             if sidecar_for is not None:
                 named = {**notes, **self._clean_mapping(sidecar_for(candidate), "sidecar")}
-            record = self._create(opening.document(candidate), named)
-            if record is not None:
-                return record
+            created = self._create(opening.record(candidate), named)
+            if created is not None:
+                return created
             last = candidate
         raise InvalidInput(f"record already exists: {self._record_path(last)}")
 
@@ -206,24 +214,28 @@ class Ledger:
             if self._text(candidate) == candidate:
                 yield candidate
 
-    def _create(self, document: Document, notes: dict[str, object]) -> Record | None:
+    def _create(self, record: Record, notes: dict[str, object]) -> Record | None:
         """Write a new record unless its id is taken; then its sidecar and journal line.
 
-        Anything failing after the record exists removes the record (and the
-        sidecar) before raising, so a failed open leaves no record behind.
+        The record is written redacted; only when redaction changed one of its strings
+        is the typed record read back from what is written. Anything failing after the
+        record exists removes the record (and the sidecar) before raising, so a failed
+        open leaves no record behind.
         """
+        document = record.to_json()
         data = self._redacted(document)
-        path = self._record_path(data["id"])
+        path = self._record_path(record.id)  # ids are left as they are by redaction
+        if data is not document:
+            record = parse_record(data, str(path))
         if not durable.create_exclusive(path, durable.encode_json(data), mode=_RECORD_MODE):
             return None
         try:
-            record = parse_record(data, str(path))
             event = _open_event(record, notes)
             if notes:
                 durable.write_atomic(self._sidecar_path(record.id), durable.encode_json(notes))
             journal.append(self.journal_path, event)
         except BaseException:
-            durable.remove(self._sidecar_path(data["id"]))
+            durable.remove(self._sidecar_path(record.id))
             durable.remove(path)
             raise
         return record
@@ -526,6 +538,16 @@ class Ledger:
             cleaned[self._text(key)] = _plain(value, f"{where}.{key}")
         redacted: dict[str, object] = redact_document(cleaned, self._text, self._location)
         return redacted
+
+
+def _require_string(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+
+
+def _require_optional_string(name: str, value: object) -> None:
+    if value is not None:
+        _require_string(name, value)
 
 
 def check_id_quietly(job_id: str) -> bool:
