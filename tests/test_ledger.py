@@ -28,6 +28,7 @@ from taospec.ledger import (
     UnknownJob,
 )
 from taospec.ledger import record as record_module
+from taospec.ledger.record import Mark
 from taospec.states import STATES, TERMINAL
 from tests.ledgers import IMAGE, open_job
 
@@ -226,6 +227,59 @@ def test_an_open_returns_the_record_its_file_holds(
         assert opened.transitions[0].ts == opened.submitted_at
         data = on_disk(ledger, opened.id)
         assert list(data) == [*RECORDER_KEYS, *(k for k in ("parent_job", "retry_of") if k in data)]
+
+
+MARKS = st.lists(
+    st.tuples(
+        st.sampled_from(STATES),
+        TEXTS,
+        st.sampled_from(SOURCES),
+        st.one_of(st.none(), TEXTS),
+        st.sampled_from([None, *record_module.ERR_CLASSES]),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@hypothesis.given(marks=MARKS, foreign=st.booleans(), message=TEXTS)
+def test_a_mark_returns_the_record_its_file_holds(
+    marks: list[tuple[str, str, str, str | None, str | None]], foreign: bool, message: str
+) -> None:
+    # A mark changes the typed record beside the document it writes and reads the file
+    # back only when redaction changed a string: what it returns is what the file holds.
+    with tempfile.TemporaryDirectory() as folder:
+        ledger = Ledger(Path(folder), secret_values=["Zq9vXr7TtW3pLm5K"])
+        redactor = lint.Redactor(["Zq9vXr7TtW3pLm5K"])
+        if foreign:  # another writer's record, its keys in another order
+            job_id = "job-1"
+            ledger.jobs_dir.mkdir(parents=True)
+            data = hand_written(job_id, "2026-01-01T00:00:00Z", err_class=None)
+            data["transitions"][0]["message"] = message  # type: ignore[index]
+            ordered = dict(sorted(data.items()))
+            (ledger.jobs_dir / f"{job_id}.json").write_text(json.dumps(ordered, indent=2) + "\n")
+        else:
+            job_id = open_job(ledger, message=message).id
+        for state, text, source, backend_ref, err_class in marks:
+            before = ledger.get(job_id)
+            try:
+                marked = ledger.apply(job_id, Mark(state, text, source, backend_ref, err_class))
+            except TerminalStateError:
+                assert before.terminal_state not in (None, state)
+                assert ledger.get(job_id) == before
+                continue
+            assert marked.record == _written(ledger, job_id) == ledger.get(job_id)
+            after = marked.record
+            added = [
+                (t.state, t.message, t.source) for t in after.transitions[len(before.transitions) :]
+            ]
+            assert added == [(state, redactor.text(text), source)] * marked.appended
+            assert marked.appended == (before.terminal_state is None)
+            if err_class and (marked.appended or not before.err_class):
+                assert after.err_class == err_class
+            if backend_ref and (marked.appended or not before.backend_ref):
+                assert after.backend_ref == redactor.location(backend_ref)
 
 
 def test_marked_record_has_terminal_fields_and_roundtrips(ledger: Ledger) -> None:
@@ -516,6 +570,27 @@ def test_bad_mark_arguments_are_refused(ledger: Ledger) -> None:
     with pytest.raises(InvalidInput, match="invalid err_class"):
         ledger.mark(record.id, "ERROR", err_class="ERR_MAYBE")
     assert ledger.get(record.id) == record
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("message", 5), ("message", None), ("backend_ref", 5), ("backend_ref", ["x"])],
+)
+@pytest.mark.parametrize("state", ["RUNNING", "COMPLETE"])
+def test_ill_typed_mark_fields_are_refused_and_change_nothing(
+    ledger: Ledger, field: str, value: object, state: str
+) -> None:
+    # The record is not read back after a mark redaction leaves alone, so the types that
+    # reading checked are checked first; COMPLETE again is a repeat that may enrich.
+    record = open_job(ledger)
+    if state == "COMPLETE":
+        record = ledger.mark(record.id, "COMPLETE")
+    path = ledger.jobs_dir / f"{record.id}.json"
+    before, lines = path.read_bytes(), journal_lines(ledger)
+    with pytest.raises(InvalidInput, match=f"{field} must be a string"):
+        ledger.mark(record.id, state, **{field: value})  # type: ignore[arg-type]
+    assert path.read_bytes() == before
+    assert journal_lines(ledger) == lines
 
 
 def test_journal_has_one_line_per_open_and_transition(ledger: Ledger) -> None:

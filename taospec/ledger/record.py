@@ -15,7 +15,7 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
@@ -397,32 +397,33 @@ class Mark(NamedTuple):
     backend_ref: str | None = None
     err_class: str | None = None
 
-    def apply(self, data: Document) -> Document:
-        """``data`` with this transition appended, as the recorder changes it (in place)."""
+    def apply(self, data: Document, record: Record) -> Record:
+        """Append this transition to ``data``, as the recorder changes it (in place), and
+        return ``record``, the typed view of ``data``, changed alike."""
         step = Transition(now(), self.state, self.message, self.source)
         data["transitions"].append(step.to_json())
+        changes: dict[str, Any] = {"transitions": (*record.transitions, step)}
         if self.backend_ref:
-            data["backend_ref"] = self.backend_ref
+            data["backend_ref"] = changes["backend_ref"] = self.backend_ref
         if self.err_class:
-            data["err_class"] = self.err_class
+            data["err_class"] = changes["err_class"] = self.err_class
         if self.state in TERMINAL:
-            data["terminal_state"] = self.state
-            data["terminal_write_by"] = self.source
-        return data
+            data["terminal_state"] = changes["terminal_state"] = self.state
+            data["terminal_write_by"] = changes["terminal_write_by"] = self.source
+        return replace(record, **changes)
 
-    def enrich(self, data: Document) -> bool:
+    def enrich(self, data: Document, record: Record) -> Record:
         """For a repeat of the terminal state: fill ``err_class`` and ``backend_ref`` if unset.
 
-        Returns whether ``data`` changed (in place). Nothing else changes.
+        Changes ``data`` in place and returns ``record`` changed alike; ``record`` itself
+        when nothing changed. Nothing else changes.
         """
-        changed = False
+        changes: dict[str, Any] = {}
         if self.err_class and not data.get("err_class"):
-            data["err_class"] = self.err_class
-            changed = True
+            data["err_class"] = changes["err_class"] = self.err_class
         if self.backend_ref and not data.get("backend_ref"):
-            data["backend_ref"] = self.backend_ref
-            changed = True
-        return changed
+            data["backend_ref"] = changes["backend_ref"] = self.backend_ref
+        return replace(record, **changes) if changes else record
 
 
 def redact_document(

@@ -268,6 +268,9 @@ class Ledger:
         check_choice("source", change.source, SOURCES)
         if change.err_class is not None:
             check_choice("err_class", change.err_class, ERR_CLASSES)
+        # What the record's types ask of the rest; the record is not read back to check.
+        _require_string("message", change.message)
+        _require_optional_string("backend_ref", change.backend_ref)
         self._require_record(job_id)
         self._sweep_remembered()
         with self._locked(job_id):
@@ -278,19 +281,25 @@ class Ledger:
                         f"record {job_id} is terminal ({record.terminal_state}); "
                         f"refusing transition to {change.state}"
                     )
-                if change.enrich(data):
-                    record = self._write(job_id, data)
+                enriched = change.enrich(data, record)
+                if enriched is not record:
+                    record = self._write(job_id, data, enriched)
                 return Marked(record, appended=False)
-            record = self._write(job_id, change.apply(data))
+            record = self._write(job_id, data, change.apply(data, record))
             journal.append(self.journal_path, _transition_event(record, change))
         return Marked(record, appended=True)
 
-    def _write(self, job_id: str, data: Document) -> Record:
-        """Redact and durably write ``data`` as the record of ``job_id``; return it."""
-        data = self._redacted(data)
+    def _write(self, job_id: str, data: Document, record: Record) -> Record:
+        """Redact and durably write ``data`` as the record of ``job_id``; return its typed view.
+
+        ``record`` is that view of ``data`` as it is; only when redaction changed one of
+        its strings is the view read back from what is written.
+        """
+        redacted = self._redacted(data)
         path = self._record_path(job_id)
-        record = parse_record(data, str(path))
-        durable.write_atomic(path, durable.encode_json(data), mode=_RECORD_MODE)
+        if redacted is not data:
+            record = parse_record(redacted, str(path))
+        durable.write_atomic(path, durable.encode_json(redacted), mode=_RECORD_MODE)
         return record
 
     # -- reading ----------------------------------------------------------
