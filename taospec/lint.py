@@ -1305,19 +1305,33 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     full scan.
     """
     if _INERT.fullmatch(text) is not None:
-        found = any(
+        # each rule's own gate first: most words hold no token prefix, ':' or secret word
+        tokens = _WORD_TOKEN_PREFIX().search(text) is not None and any(
             itertools.chain(
-                _token_hits(text),
-                _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX),
-                _bare_aws_key_hits(text),
-                _free_key_hits(text),
+                _token_hits(text), _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
             )
         )
-    elif _PROSE().fullmatch(text) is not None:
-        found = _PROSE_GATE().search(text) is not None
-    else:
+        if tokens or (len(text) >= 40 and any(_bare_aws_key_hits(text))):
+            return False
+        if ":" in text and _may_name_secret(text) and any(_free_key_hits(text)):
+            return False
+    elif _PROSE().fullmatch(text) is None or _PROSE_GATE().search(text) is not None:
         return False
-    return not found and not any(value in text for value in secrets)
+    return not secrets or not any(value in text for value in secrets)
+
+
+_WORD_TOKEN_PREFIX = _lazy("|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES))))
+"""The literals of both token gates: a word holding none of them holds no token shape."""
+_SECRET_NAME_WORDS = tuple(
+    sorted({*_SINGLE_KEYWORDS, *_LAST_KEYWORDS, *(pair[-1] for pair in _KEYWORD_PAIRS)})
+)
+"""One of these is in the upper-cased form of every name :func:`is_secret_name` accepts."""
+
+
+def _may_name_secret(text: str) -> bool:
+    """Whether ``text`` may hold a name :func:`is_secret_name` accepts."""
+    upper = text.upper()
+    return any(word in upper for word in _SECRET_NAME_WORDS)
 
 
 _registered: list[str] = []

@@ -275,6 +275,7 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_PARAMETER": "read only after '$'",
         "_TOKEN_PREFIX": "the token patterns' gate; 'xox' needs 'xox?-'",
         "_EXTRA_TOKEN_PREFIX": "the extra token patterns' gate; each needs '_' or '-'",
+        "_WORD_TOKEN_PREFIX": "both token gates in one, for plain words",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
@@ -304,6 +305,28 @@ def test_text_redaction_leaves_as_it_is_comes_back_itself(text: str, values: lis
         redactor.location(text),
     ):
         assert (redacted is text) == (redacted == text)
+
+
+NAME_PARTS = st.sampled_from(
+    [*lint._SINGLE_KEYWORDS, *lint._LAST_KEYWORDS, "API", "ACCESS", "NGC", "KEY", "FILE", "x"]
+)
+NAMES = st.one_of(
+    st.text(max_size=20),
+    st.lists(
+        st.tuples(NAME_PARTS, st.sampled_from(["lower", "upper", "title"]), st.sampled_from("_.-")),
+        min_size=1,
+        max_size=4,
+    ).map(lambda parts: "".join(getattr(w, case)() + sep for w, case, sep in parts).strip("_.-")),
+)
+
+
+@settings(max_examples=500)
+@given(name=NAMES)
+def test_every_secret_name_holds_a_secret_word(name: str) -> None:
+    # The plain-word short cut runs the token:value rule only on text holding one.
+    if lint.is_secret_name(name):
+        assert lint._may_name_secret(name)
+        assert lint._may_name_secret(f"x/{name}:y")
 
 
 @pytest.mark.parametrize("token", TOKENS)
@@ -393,6 +416,9 @@ def test_a_known_value_in_plain_prose_is_redacted() -> None:
         "https://host/f?X-Amz-Signature=abc123",
         '{"password": "hunter2"}',
         "bash -c 'export NGC_KEY=abc123'",
+        "NGC_KEY:abc123",
+        "accessKey:abc123",
+        "db.pass:hunter22",
         *FOUND[10:],
     ],
 )
