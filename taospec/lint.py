@@ -160,6 +160,20 @@ def _name_parts(name: str) -> list[str]:
     return [part for part in _NAME_BREAKS().split(_CAMEL().sub("_", name).upper()) if part]
 
 
+def _may_name_secret(name: str) -> bool:
+    """Whether the upper-cased ``name`` holds KEY, PASS, TOKEN, SECRET or CREDENTIAL, one
+    of which every keyword above holds: a part is a piece of it, so a name without any
+    has no secret part (as most names a plan sets)."""
+    upper = name.upper()
+    return (
+        "KEY" in upper
+        or "PASS" in upper
+        or "TOKEN" in upper
+        or "SECRET" in upper
+        or "CREDENTIAL" in upper
+    )
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a variable, flag, header or key name says it holds a secret.
 
@@ -167,6 +181,8 @@ def is_secret_name(name: str) -> bool:
     read API KEY, ACCESS KEY or NGC KEY, or the last part is PASS. A last part
     FILE, PATH or DIR (``NGC_KEY_FILE``) says where a secret lives: not a secret.
     """
+    if not _may_name_secret(name):
+        return False
     parts = _name_parts(name)
     if not parts or parts[-1] in _LOCATION_PARTS:
         return False
@@ -177,6 +193,8 @@ def is_secret_name(name: str) -> bool:
 
 def _is_secret_flag(flag: str) -> bool:
     """Whether a long option ends in a secret word: ``--api-key``, not ``--token-file``."""
+    if not flag.startswith("--") or not _may_name_secret(flag):
+        return False
     if _LONG_OPTION().fullmatch(flag) is None:
         return False
     parts = _name_parts(flag[2:])
@@ -415,6 +433,10 @@ def _line_end(text: str, index: int) -> int:
     return len(text) if end < 0 else end
 
 
+_ORDINARY_RUN = re.compile(r"[^\\'\"#\n]+")
+"""A run of characters none of which starts anything :func:`_logical_lines` reads."""
+
+
 def _logical_lines(text: str) -> list[_Chunk]:
     """Split text into logical lines, each with its first physical line's number and offset.
 
@@ -442,8 +464,10 @@ def _logical_lines(text: str) -> list[_Chunk]:
             index += 1
             line += 1
             start, first = index, line
-        else:
-            index += 1
+        else:  # ordinary text: the whole run up to the next character that can matter
+            run = _ORDINARY_RUN.match(text, index)
+            index = index + 1 if run is None else run.end()
+            char = text[index - 1]
         word_start = char in _COMMENT_STARTS
     chunks.append(_Chunk(first, start, text[start:]))
     return chunks
@@ -476,6 +500,8 @@ def _requote(protected: str) -> str:
 def _assignment_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     """``NAME=literal`` for a secret NAME, bare or after ``export``, ``-e``, ``--env=``."""
     word = words[index]
+    if "=" not in word.text:
+        return None
     match = _ASSIGNMENT().fullmatch(word.text)
     if match is None or word.text.startswith(_EXPORT) or not is_secret_name(match["name"]):
         return None
@@ -544,6 +570,8 @@ def _split_scheme(value: str) -> tuple[str, str]:
 def _header_word_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     """A word such as ``'Authorization: Bearer x'`` or ``'X-Api-Key: x'`` (curl ``-H``)."""
     word = words[index]
+    if ": " not in word.text and ":\t" not in word.text:  # a header's colon, then a blank
+        return None
     match = _HEADER_WORD().fullmatch(word.text)
     if match is None:
         return None
@@ -562,7 +590,8 @@ _WORD_RULES = (_assignment_hit, _export_hit, _flag_hit, _login_hit, _header_word
 
 def _is_shell_script(words: Sequence[_Word], index: int) -> bool:
     """Whether the word at ``index`` is the script of ``sh -c``, ``bash -lc`` and the like."""
-    if index < 2 or _SHELL_C_OPTION().fullmatch(words[index - 1].text) is None:
+    option = words[index - 1].text if index >= 2 else ""
+    if not option.startswith("-") or _SHELL_C_OPTION().fullmatch(option) is None:
         return False
     return any(word.text.rsplit("/", 1)[-1] in _SHELLS for word in words[: index - 1])
 
@@ -584,9 +613,10 @@ def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterat
         if depth < _MAX_NESTING and _is_shell_script(words, index):
             script = _unprotect(word.text)
             inner = _script_text_hits(script, free_text, depth + 1)
-            replacement = shlex.quote(_apply(script, inner))
-            for hit in inner:
-                yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
+            if inner:  # a script without hits needs no replacement worked out
+                replacement = shlex.quote(_apply(script, inner))
+                for hit in inner:
+                    yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
 
 
 # -- pattern rules ----------------------------------------------------------------

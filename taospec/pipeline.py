@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
-from taospec import __version__, interrupts, notify, platforms, progress
+from taospec import __version__, identity, interrupts, notify, platforms, progress
 from taospec.errors import InvalidInput, TaospecError
 from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
@@ -29,6 +29,7 @@ from taospec.fingerprint import (
     look_up_image,
     target_key,
 )
+from taospec.identity import Identity
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
@@ -78,15 +79,24 @@ def decide(
     A target that waits for an upstream which will run has no plan yet: its
     plan needs the upstream's real results directory and is rendered once,
     when it launches. With ``preview`` (a dry run) it is rendered now with the
-    ``$UPSTREAM_<TARGET>`` stand-ins, for review.
+    ``$UPSTREAM_<TARGET>`` stand-ins, for review. Who launches is asked once,
+    for every target.
     """
     index = Index(ledger)
     images: dict[str, str | None] = {}
     decided: dict[str, Decision] = {}
+    launcher = identity.launcher()
     for name in names:
         target = jobfile.targets[name]
         decided[name] = _decide_one(
-            target, decided, index, images, forced=name in force, user=user, preview=preview
+            target,
+            decided,
+            index,
+            images,
+            forced=name in force,
+            user=user,
+            launcher=launcher,
+            preview=preview,
         )
     return [decided[name] for name in names]
 
@@ -99,14 +109,19 @@ def _decide_one(
     *,
     forced: bool,
     user: str | None,
+    launcher: Identity,
     preview: bool,
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
+        reason = f"upstream {waiting[0]} will run"
+        if not preview:
+            return Decision(target, True, reason, None)
         upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
-        plan = render(target.job, user=user, upstream=upstream) if preview else None
-        return Decision(target, True, f"upstream {waiting[0]} will run", plan)
-    plan = render(target.job, user=user, upstream=_upstream_dirs(target, decided))
+        plan = render(target.job, user=user, launcher=launcher, upstream=upstream)
+        return Decision(target, True, reason, plan)
+    upstream = _upstream_dirs(target, decided)
+    plan = render(target.job, user=user, launcher=launcher, upstream=upstream)
     if forced:
         return Decision(target, True, "forced (-B)", plan)
     needs = {need: _digest(decided[need]) for need in target.needs}

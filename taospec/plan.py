@@ -178,13 +178,19 @@ class Plan:
     def digest(self) -> str:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self.with_placeholder_id()
-        data = {f.name: getattr(abstract, f.name) for f in fields(abstract)}
+        data = {name: getattr(abstract, name) for name in _FIELDS[Plan]}
         del data["reactions"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def backend_value(self, key: str) -> str | None:
         return dict(self.backend).get(key)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields(kind)) for kind in (Step, RecordFields, Plan)
+}
+"""Each plan type's field names, read once: every digest and substitution walks them."""
 
 
 def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
@@ -194,7 +200,7 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
         if isinstance(value, tuple):
             return tuple(walk(v) for v in value)
         if isinstance(value, Step | RecordFields | Plan):
-            return replace(value, **{f.name: walk(getattr(value, f.name)) for f in fields(value)})
+            return replace(value, **{n: walk(getattr(value, n)) for n in _FIELDS[type(value)]})
         return value
 
     result: Plan = walk(plan)
@@ -204,7 +210,7 @@ def _substitute(plan: Plan, fix: Callable[[str], str]) -> Plan:
 def _fields_of(value: object) -> dict[str, Any]:
     """A step's or record fields' fields, for ``json.dumps`` (which writes tuples as lists)."""
     if isinstance(value, Step | RecordFields):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
+        return {name: getattr(value, name) for name in _FIELDS[type(value)]}
     raise TypeError(f"a plan holds no {type(value).__name__}")
 
 
@@ -215,10 +221,10 @@ def _fields_data(plan: Plan) -> dict[str, Any]:
         if isinstance(value, tuple):
             return tuple(walk(v) for v in value)
         if isinstance(value, Step | RecordFields):
-            return {f.name: walk(getattr(value, f.name)) for f in fields(value)}
+            return {name: walk(getattr(value, name)) for name in _FIELDS[type(value)]}
         return value
 
-    return {f.name: walk(getattr(plan, f.name)) for f in fields(plan)}
+    return {name: walk(getattr(plan, name)) for name in _FIELDS[Plan]}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

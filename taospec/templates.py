@@ -10,11 +10,12 @@ reads those with two regular expressions and hands anything else to
 ``shlex.split``, which reads them the same but a character at a time (a test
 holds the two to the same answer for any text).
 
-Jinja is imported when a template is first needed. Each template is compiled
-once: within a process the environment keeps it, and across processes Jinja's
-bytecode cache keeps the compiled code under ``$XDG_CACHE_HOME/taospec/jinja``,
-keyed by the template's name and a checksum of its source, so an edited
-template is compiled afresh.
+Jinja is imported when a template is first needed. Each template is found and
+compiled once: within a process the environment keeps it and does not ask its
+file again whether it changed (a run renders every target from the same
+templates), and across processes Jinja's bytecode cache keeps the compiled
+code under ``$XDG_CACHE_HOME/taospec/jinja``, keyed by the template's name and
+a checksum of its source, so an edited template is compiled afresh.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def environment() -> jinja2.Environment:
         bytecode_cache=_bytecode_cache(),
         finalize=_finalize,
         undefined=jinja2.StrictUndefined,
+        auto_reload=False,
         autoescape=False,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -237,22 +237,25 @@ class _Walk:
 
     ``sizes`` holds, for each node done, how many values it expands to and how
     many levels it nests below itself; ``active`` the nodes being walked, so an
-    alias to one of them is a cycle.
+    alias to one of them is a cycle. ``kinds`` are YAML's mapping, sequence and
+    scalar node classes, looked up once for the walk's every node.
     """
 
-    __slots__ = ("active", "display", "duplicates", "non_text", "sizes")
+    __slots__ = ("active", "display", "duplicates", "kinds", "non_text", "sizes")
 
     def __init__(self, display: str) -> None:
+        import yaml
+
         self.display = display
         self.sizes: dict[int, tuple[int, int]] = {}
         self.active: set[int] = set()
         self.duplicates: list[Problem] = []
         self.non_text: list[Problem] = []
+        self.kinds = (yaml.MappingNode, yaml.SequenceNode, yaml.ScalarNode)
 
     def node(self, node: yaml.Node, path: JsonPath, depth: int) -> int:
         """Walk ``node`` at ``depth``; return how many values it expands to."""
-        import yaml
-
+        mapping, sequence, _ = self.kinds
         key = id(node)
         known = self.sizes.get(key)
         if known is not None:
@@ -263,7 +266,7 @@ class _Walk:
         self._check_depth(depth, node)
         self.active.add(key)
         total, height = 1, 0
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, mapping):
             first: dict[str, int] = {}
             for key_node, value_node in node.value:
                 name = self._key(key_node, path, first)
@@ -272,7 +275,7 @@ class _Walk:
                 height = max(height, self._height(key_node), self._height(value_node))
                 if total > MAX_NODES:
                     raise _TooLarge(_BOMB, node.start_mark)
-        elif isinstance(node, yaml.SequenceNode):
+        elif isinstance(node, sequence):
             for index, item in enumerate(node.value):
                 total += self.node(item, (*path, index), depth + 1)
                 height = max(height, self._height(item))
@@ -295,10 +298,8 @@ class _Walk:
 
     def _key(self, key_node: yaml.Node, path: JsonPath, first: dict[str, int]) -> str:
         """The key's text for paths; a duplicate or a key that is not text is noted."""
-        import yaml
-
         mark = key_node.start_mark
-        if not isinstance(key_node, yaml.ScalarNode):
+        if not isinstance(key_node, self.kinds[2]):
             self.non_text.append(self._not_text("...", key_node, path))
             return "..."
         name: str = key_node.value

@@ -492,6 +492,20 @@ def test_not_secret_names(name: str) -> None:
     assert not is_secret_name(name)
 
 
+NAMEISH = st.text(alphabet="aAkKeEyYpPsStToOnNcCrRdDiIlLfF_.-0ßﬀıK", max_size=24)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.text(max_size=24), NAMEISH))
+def test_a_name_judged_by_its_short_cut_has_no_keyword_part(name: str) -> None:
+    """Names and flags without KEY, PASS, TOKEN, SECRET or CREDENTIAL are refused before
+    they are split: none of their parts may be a keyword (or the KEY of a pair)."""
+    if not lint._may_name_secret(name):
+        keywords = lint._SINGLE_KEYWORDS | lint._LAST_KEYWORDS | {"KEY"}
+        assert not set(lint._name_parts(name)) & keywords
+        assert not set(lint._name_parts(name[2:])) & keywords
+
+
 @pytest.mark.parametrize(
     "value",
     [
