@@ -160,18 +160,18 @@ def _name_parts(name: str) -> list[str]:
     return [part for part in _NAME_BREAKS().split(_CAMEL().sub("_", name).upper()) if part]
 
 
-def _may_name_secret(name: str) -> bool:
-    """Whether the upper-cased ``name`` holds KEY, PASS, TOKEN, SECRET or CREDENTIAL, one
-    of which every keyword above holds: a part is a piece of it, so a name without any
-    has no secret part (as most names a plan sets)."""
-    upper = name.upper()
-    return (
-        "KEY" in upper
-        or "PASS" in upper
-        or "TOKEN" in upper
-        or "SECRET" in upper
-        or "CREDENTIAL" in upper
-    )
+_KEYWORDS = {*_SINGLE_KEYWORDS, *_LAST_KEYWORDS, *(pair[-1] for pair in _KEYWORD_PAIRS)}
+_SECRET_NAME_WORDS = tuple(
+    sorted(word for word in _KEYWORDS if not any(o != word and o in word for o in _KEYWORDS))
+)
+"""The shortest keywords (KEY, PASS...): one is in every name :func:`is_secret_name` accepts."""
+
+
+def _may_name_secret(text: str) -> bool:
+    """Whether ``text`` may hold a name :func:`is_secret_name` accepts: one that holds
+    none of :data:`_SECRET_NAME_WORDS` has no secret part (as most names a plan sets)."""
+    upper = text.upper()
+    return any(word in upper for word in _SECRET_NAME_WORDS)
 
 
 def is_secret_name(name: str) -> bool:
@@ -1352,18 +1352,6 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
 
 _WORD_TOKEN_PREFIX = _lazy("|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES))))
 """The literals of both token gates: a word holding none of them holds no token shape."""
-_SECRET_NAME_WORDS = tuple(
-    sorted({*_SINGLE_KEYWORDS, *_LAST_KEYWORDS, *(pair[-1] for pair in _KEYWORD_PAIRS)})
-)
-"""One of these is in the upper-cased form of every name :func:`is_secret_name` accepts."""
-
-
-def _may_name_secret(text: str) -> bool:
-    """Whether ``text`` may hold a name :func:`is_secret_name` accepts."""
-    upper = text.upper()
-    return any(word in upper for word in _SECRET_NAME_WORDS)
-
-
 _registered: list[str] = []
 
 
