@@ -10,6 +10,7 @@ should look at.
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -130,8 +131,7 @@ def read_text(path: Path, display: str) -> str:
         if str(path) == STDIN:
             raw = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+            raw = _read_bounded(path)
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:
@@ -148,6 +148,29 @@ def read_text(path: Path, display: str) -> str:
         raise SpecError.single(
             display, f"is not UTF-8 text (byte 0x{raw[exc.start]:02x})", line, column
         ) from None
+
+
+def _read_bounded(path: Path) -> bytes:
+    """At most ``MAX_BYTES + 1`` bytes of the file at ``path``: all of it, unless it is larger.
+
+    A regular file is read in one call sized by its length: asking for the whole
+    limit at once would allocate (and map) a megabyte for every small job file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        want = min(os.fstat(fd).st_size, MAX_BYTES) + 1  # one more: a file that grew, a pipe
+        chunks = []
+        total = 0
+        while total <= MAX_BYTES:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            want = min(MAX_BYTES + 1 - total, 1 << 16)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def parse(text: str, display: str) -> Source:
