@@ -128,10 +128,7 @@ def read_text(path: Path, display: str) -> str:
     The file is opened and read once, so a pipe, FIFO or ``<(...)`` works.
     """
     try:
-        if str(path) == STDIN:
-            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
-        else:
-            raw = _read_bounded(path)
+        raw = sys.stdin.buffer.read(MAX_BYTES + 1) if str(path) == STDIN else _read_bounded(path)
     except FileNotFoundError:
         raise SpecError.single(display, "no such file") from None
     except IsADirectoryError:

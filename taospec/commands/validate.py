@@ -16,11 +16,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from pathlib import Path
 
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.loader import load_jobfile, load_located
+from taospec.versions import Folders
 from taospec.yamlsrc import STDIN
 
 SHARE = 16
@@ -71,10 +74,13 @@ def run(
     return EXIT_OK
 
 
-def check(file: str) -> tuple[Problem, ...]:
-    """``file``'s problems (none when it is valid)."""
+def check(file: str, folders: Folders | None = None) -> tuple[Problem, ...]:
+    """``file``'s problems (none when it is valid).
+
+    ``folders`` finds and reads the versions.yaml of files checked together once per folder.
+    """
     try:
-        load_jobfile(file)
+        load_jobfile(file, (folders or Folders()).images(Path(file)))
     except SpecError as exc:
         return exc.problems
     return ()
@@ -104,11 +110,12 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
     """Each file's problems, in order."""
     if not files:
         return
-    yield check(files[0])
+    folders = Folders()
+    yield check(files[0], folders)
     rest = files[1:]
     workers = _workers(len(rest), jobs)
     if workers <= 1:
-        yield from map(check, rest)
+        yield from (check(file, folders) for file in rest)
         return
     pool = ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork"), initializer=_leave_ctrl_c
@@ -118,7 +125,8 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
         # before it ignores it; this process gets it the moment they exist.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            answers = pool.map(check, rest, chunksize=max(1, len(rest) // (workers * 8)))
+            chunks = max(1, len(rest) // (workers * 8))
+            answers = pool.map(partial(check, folders=folders), rest, chunksize=chunks)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         yield from answers
