@@ -48,9 +48,15 @@ def is_plain(value: Any) -> bool:
     """True for the data YAML's safe loader makes of ordinary documents."""
     kind = type(value)
     if kind is dict:
-        return all(_plain_key(k) and is_plain(v) for k, v in value.items())
+        for key, item in value.items():  # noqa: SIM110 - a loop: no generator per mapping
+            if not (_plain_key(key) and is_plain(item)):
+                return False
+        return True
     if kind is list:
-        return all(is_plain(v) for v in value)
+        for item in value:  # noqa: SIM110 - a loop: no generator per list
+            if not is_plain(item):
+                return False
+        return True
     if kind is float:
         return math.isfinite(value)
     return kind in _SCALARS
@@ -92,9 +98,21 @@ def compile_schema(root: dict[str, Any]) -> Check:
             return lambda value: True
         if len(checks) == 1:
             return checks[0]
-        return lambda value: all(check(value) for check in checks)
+        return _every(checks)
 
     return build(root)
+
+
+def _every(checks: list[Check]) -> Check:
+    """A check that every one of ``checks`` passes, asked in order (a loop: no generator)."""
+
+    def every(value: Any) -> bool:
+        for check in checks:  # noqa: SIM110 - a loop: no generator per check
+            if not check(value):
+                return False
+        return True
+
+    return every
 
 
 def _resolve(root: dict[str, Any], pointer: str) -> Any:
@@ -150,6 +168,9 @@ def _type(wanted: str | list[str]) -> Check:
     names = [wanted] if isinstance(wanted, str) else list(wanted)
     for name in names:
         is_type(None, name)  # refuses unknown names now, not while checking
+    if len(names) == 1 and names[0] in _EXACT_TYPES:
+        exact = _EXACT_TYPES[names[0]]
+        return lambda value: type(value) is exact
     return lambda value: any(is_type(value, name) for name in names)
 
 
@@ -226,12 +247,15 @@ def _object(schema: dict[str, Any], build: Callable[[Any], Check]) -> list[Check
     properties = schema.get("properties", {})
     if properties:
         known = [(name, build(sub)) for name, sub in properties.items()]
-        checks.append(
-            lambda value: (
-                type(value) is not dict
-                or all(check(value[name]) for name, check in known if name in value)
-            )
-        )
+
+        def properties_pass(value: Any) -> bool:
+            if type(value) is dict:
+                for name, check in known:  # in the schema's order, as before
+                    if name in value and not check(value[name]):
+                        return False
+            return True
+
+        checks.append(properties_pass)
     if "additionalProperties" in schema:
         checks.append(_additional(schema["additionalProperties"], properties, build))
     if "propertyNames" in schema:
@@ -244,7 +268,8 @@ def _additional(rule: Any, properties: dict[str, Any], build: Callable[[Any], Ch
     if rule is True:
         return lambda value: True
     if rule is False:
-        return lambda value: type(value) is not dict or all(k in properties for k in value)
+        names = frozenset(properties)
+        return lambda value: type(value) is not dict or names.issuperset(value)
     check = build(rule)
     return lambda value: (
         type(value) is not dict
@@ -256,7 +281,15 @@ def _array(schema: dict[str, Any], build: Callable[[Any], Check]) -> list[Check]
     checks: list[Check] = []
     if "items" in schema:
         item_check = build(schema["items"])
-        checks.append(lambda value: type(value) is not list or all(map(item_check, value)))
+
+        def items_pass(value: Any) -> bool:
+            if type(value) is list:
+                for item in value:
+                    if not item_check(item):
+                        return False
+            return True
+
+        checks.append(items_pass)
     if "minItems" in schema:
         low = schema["minItems"]
         checks.append(lambda value: type(value) is not list or len(value) >= low)
