@@ -912,6 +912,75 @@ def test_every_extra_token_pattern_starts_with_a_listed_prefix() -> None:
         assert body.startswith(lint._EXTRA_TOKEN_PREFIXES), (subject, body)
 
 
+RULE_PIECES = st.lists(
+    st.sampled_from(
+        [
+            *" \t\n\r'\"$`\\{}()[]<>|;&#@/.,_+%~!?*aZ09",
+            "sh",
+            " -c ",
+            "bash",
+            "login",
+            " -p ",
+            "bearer ",
+            "Bearer\t",
+            "AUTHORIZATION",
+            "Authorization",
+            "token",
+            "TOKEN",
+            "PASSWORD",
+            "password",
+            "NGC_KEY",
+            "api_key",
+            "secret",
+            "AKIA",
+            "ghp_",
+            "gho_",
+            "hf_",
+            "eyJ",
+            "xox",
+            "sk-",
+            "nvapi-",
+            "glpat-",
+            "github_pat_",
+            "BEGIN",
+            "-----BEGIN ",
+            "PRIVATE KEY",
+            "name",
+            "value",
+            "valueFrom",
+            "export",
+            "://",
+            "X-Amz-",
+            "\u017f",
+            "\u212a",
+            "=",
+            ":",
+            "--",
+            "-",
+            "A" * 16,
+            "a1B2" * 5,
+            "x" * 39,
+        ]  # fmt: skip
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=1500)
+@given(st.one_of(RULE_PIECES, st.text(max_size=45), SHELLISH))
+def test_text_the_quick_check_passes_holds_nothing_any_rule_finds(text: str) -> None:
+    # find_secret_literals skips the scan when _may_hold_secret says no rule can fire.
+    if not lint._may_hold_secret(text):
+        assert lint._located(text, free_text=True) == []
+
+
+def test_short_values_without_rule_characters_skip_the_scan() -> None:
+    for value in ("/data", "hello, TAO", "offline", "LEVIR CD"):
+        assert not lint._may_hold_secret(value)
+    for value in ("LEVIR-CD", "a=b", "x:y", "bearer abc", "AKIAxx", "ghp", "\u017f", "a" * 40):
+        assert lint._may_hold_secret(value)
+
+
 @settings(max_examples=300)
 @given(st.one_of(st.text(), SHELLISH))
 def test_what_the_job_check_passes_redaction_leaves_alone(text: str) -> None:
