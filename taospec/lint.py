@@ -1216,24 +1216,30 @@ def find_secret_literals(value: str) -> list[Finding]:
 
 _QUIET_LENGTH = 40
 """Text shorter than this holds no 40-character AWS secret key (bare or after its name)."""
-_RULE_CHARACTERS = "-=:"
-"""One of these is in every word a shell-word rule reads (flags, ``NAME=``, headers,
-``sh -c``), and in every value the other rules read but for the literals below."""
+_RULE_CHARACTERS = "=:"
+"""One of these, or a dash no letter or digit comes right before, is in every word a
+shell-word rule reads (flags, ``NAME=``, headers, ``sh -c``), and in every value the
+other rules read but for the literals below."""
+_LEADING_DASH = re.compile(r"(?<![A-Za-z0-9])-")
+"""A dash that may start a word (``-p``, ``'--token'``) or a ``--`` (a ``LEVIR-CD`` dash cannot)."""
 _RULE_LITERALS = (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)
 
 
 def _may_hold_secret(text: str) -> bool:
     """False only when no rule of :func:`_located` (free text included) can fire on ``text``.
 
-    Every rule needs one of ``- = :`` (shell words, URLs, signed URLs, JSON,
-    array and block flags, headers, PEM blocks, manifests, free-text keys,
-    flags and assignments), a token prefix, ``bearer`` or ``authorization`` in
-    any case (non-ASCII text may spell them), or 40 characters: so short values
-    such as ``/data`` or ``hello, TAO`` skip the whole scan.
+    Every rule needs ``=``, ``:`` or a dash that can start a word or a ``--``
+    (shell words, URLs, signed URLs, JSON, array and block flags, headers, PEM
+    blocks, manifests, free-text keys, flags and assignments), a token prefix,
+    ``bearer`` or ``authorization`` in any case (non-ASCII text may spell them),
+    or 40 characters: so short values such as ``/data``, ``LEVIR-CD`` or
+    ``hello, TAO`` skip the whole scan.
     """
     if len(text) >= _QUIET_LENGTH or not text.isascii():
         return True
     if any(char in text for char in _RULE_CHARACTERS):
+        return True
+    if "-" in text and _LEADING_DASH.search(text) is not None:
         return True
     if any(literal in text for literal in _RULE_LITERALS):
         return True

@@ -960,6 +960,10 @@ RULE_PIECES = st.lists(
             "A" * 16,
             "a1B2" * 5,
             "x" * 39,
+            "a-",
+            "-b",
+            "''",
+            "\\-",
         ]  # fmt: skip
     ),
     max_size=12,
@@ -974,10 +978,31 @@ def test_text_the_quick_check_passes_holds_nothing_any_rule_finds(text: str) -> 
         assert lint._located(text, free_text=True) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "login '-p' abc",
+        "login \\-p abc",
+        "login ''-p abc",
+        "login -pabc",
+        "a --token x",
+        "TOKEN=abc",
+        "bearer abc123xyz",
+        'sh -c "TOKEN=ab"',
+        "x --api-key=abc",
+    ],  # fmt: skip
+)
+def test_short_secrets_reach_the_scan(text: str) -> None:
+    assert lint._located(text, free_text=True)
+    assert lint._may_hold_secret(text)
+
+
 def test_short_values_without_rule_characters_skip_the_scan() -> None:
-    for value in ("/data", "hello, TAO", "offline", "LEVIR CD"):
+    for value in ("/data", "hello, TAO", "offline", "LEVIR-CD", "a-b-c d-e"):
         assert not lint._may_hold_secret(value)
-    for value in ("LEVIR-CD", "a=b", "x:y", "bearer abc", "AKIAxx", "ghp", "\u017f", "a" * 40):
+    for value in ("-p", "a -p", "'-p'", "a--b", "a=b", "x:y", "bearer abc", "AKIAxx", "ghp"):
+        assert lint._may_hold_secret(value)
+    for value in ("\u017f", "a" * 40, "''-p", "\\-p", "$(x)-p", "a\\\n-p", "sk-"):
         assert lint._may_hold_secret(value)
 
 
