@@ -83,15 +83,22 @@ def _nul_bytes(source: Source) -> Iterator[Problem]:
             yield source.problem(where, message)
 
 
-def _strings(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            yield from _strings(child, (*path, str(key)))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _strings(child, (*path, index))
+def _strings(value: Any, path: JsonPath) -> list[tuple[JsonPath, str]]:
+    """Every text in ``value`` with its path, in document order."""
+    found: list[tuple[JsonPath, str]] = []
+
+    def walk(value: Any, path: JsonPath) -> None:
+        if isinstance(value, str):
+            found.append((path, value))
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                walk(child, (*path, str(key)))
+        elif isinstance(value, list):
+            for index, child in enumerate(value):
+                walk(child, (*path, index))
+
+    walk(value, path)
+    return found
 
 
 def _placeholder_rules(
