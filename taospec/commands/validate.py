@@ -9,13 +9,10 @@ file, in the order given.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from pathlib import Path
 
@@ -117,6 +114,11 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
     if workers <= 1:
         yield from (check(file, folders) for file in rest)
         return
+    # Only a pool pays for its modules (about a fifth of the start of a small validate).
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     pool = ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork"), initializer=_leave_ctrl_c
     )
