@@ -1208,7 +1208,7 @@ def find_secret_literals(value: str) -> list[Finding]:
     taospec's ``{name}`` placeholders count as references (``--token {matrix.t}``
     passes). Lines are counted within the value.
     """
-    text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value)
+    text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value) if "{" in value else value
     if not _may_hold_secret(text):
         return []
     return _findings(_located(text, free_text=True))
@@ -1216,13 +1216,14 @@ def find_secret_literals(value: str) -> list[Finding]:
 
 _QUIET_LENGTH = 40
 """Text shorter than this holds no 40-character AWS secret key (bare or after its name)."""
-_RULE_CHARACTERS = "=:"
-"""One of these, or a dash no letter or digit comes right before, is in every word a
-shell-word rule reads (flags, ``NAME=``, headers, ``sh -c``), and in every value the
-other rules read but for the literals below."""
-_LEADING_DASH = re.compile(r"(?<![A-Za-z0-9])-")
-"""A dash that may start a word (``-p``, ``'--token'``) or a ``--`` (a ``LEVIR-CD`` dash cannot)."""
-_RULE_LITERALS = (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)
+_RULE_MARK = _lazy(
+    r"[=:]|(?<![A-Za-z0-9])-|"
+    + "|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)))
+    + r"|(?i:bearer|authorization)"
+)
+"""What some rule needs in ASCII text: ``=`` or ``:``; a dash no letter or digit comes
+right before (one that may start a word, ``-p`` or ``'--token'``, or a ``--``; a
+``LEVIR-CD`` dash cannot); a token prefix; ``bearer`` or ``authorization`` in any case."""
 
 
 def _may_hold_secret(text: str) -> bool:
@@ -1237,14 +1238,7 @@ def _may_hold_secret(text: str) -> bool:
     """
     if len(text) >= _QUIET_LENGTH or not text.isascii():
         return True
-    if any(char in text for char in _RULE_CHARACTERS):
-        return True
-    if "-" in text and _LEADING_DASH.search(text) is not None:
-        return True
-    if any(literal in text for literal in _RULE_LITERALS):
-        return True
-    lowered = text.lower()
-    return "bearer" in lowered or "authorization" in lowered
+    return _RULE_MARK().search(text) is not None
 
 
 # -- redact -------------------------------------------------------------------------

@@ -42,28 +42,30 @@ if TYPE_CHECKING:
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
 
-def load_jobfile(path: str | Path, versions: str | Path | None = None) -> JobFile:
+def load_jobfile(
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+) -> JobFile:
     """Read, validate and type every target of the file at ``path`` (``-``: standard input).
 
-    Its versions keys resolve in ``versions`` when given, else in the nearest
-    versions.yaml, looked for when first needed.
+    ``images`` resolves its versions keys (default: in ``versions`` when
+    given, else in the nearest versions.yaml, looked for when first needed).
     """
-    return load_located(path, versions)[0]
+    return load_located(path, images, versions)[0]
 
 
 def load_located(
-    path: str | Path, versions: str | Path | None = None
+    path: str | Path, images: Images | None = None, versions: str | Path | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_jobfile`, with the source each target's values are located in."""
+    given = Path(path)
     piped = str(path) == STDIN
     display = "<stdin>" if piped else str(path)
-    file = Path("stdin") if piped else Path(path)
-    images = None
-    if versions is not None:
+    file = Path("stdin") if piped else given
+    if images is None and versions is not None:
         if not Path(versions).is_file():
             raise SpecError.single(str(versions), "no such versions file (given by --versions)")
         images = Images.with_versions_file(file, Path(versions))
-    return _load_text(read_text(Path(path), display), display, file, images)
+    return _load_text(read_text(given, display), display, file, images)
 
 
 def load_jobfile_text(text: str, display: str, images: Images | None = None) -> JobFile:

@@ -77,7 +77,7 @@ def check(file: str, folders: Folders | None = None) -> tuple[Problem, ...]:
     ``folders`` finds and reads the versions.yaml of files checked together once per folder.
     """
     try:
-        load_jobfile(file, (folders or Folders()).images(Path(file)))
+        load_jobfile(file, (folders or Folders()).images(Path(file)))  # the name as given
     except SpecError as exc:
         return exc.problems
     return ()
