@@ -69,8 +69,9 @@ class Folders:
     ``validate`` of many files makes one and asks it for each file's
     :class:`Images`: job files in one folder share its nearest versions.yaml,
     which each :class:`Images` alone would search for and read again. Lookups
-    answer as :func:`find_versions_file` and :func:`image_in` do; a versions
-    file that cannot be read is tried again by the next job file that needs it.
+    answer as :func:`find_versions_file` and :func:`image_in` do (for relative
+    names, in one working directory); a versions file that cannot be read is
+    tried again by the next job file that needs it.
     """
 
     def __init__(self) -> None:
@@ -98,7 +99,8 @@ class Folders:
             return find_versions_file(spec_file)
         if not stat.S_ISREG(mode):  # a link's target is elsewhere; a pipe has no folder
             return find_versions_file(spec_file)
-        folder = os.path.dirname(os.path.abspath(spec_file))  # noqa: PTH100, PTH120 - fewer steps
+        # The folder as written: its real path resolves links and ".." as opening the file did.
+        folder = os.path.dirname(spec_file)  # noqa: PTH120 - a string key, no Path
         if folder not in self._nearest:
             self._nearest[folder] = _nearest_from(Path(os.path.realpath(folder)))
         return self._nearest[folder]
