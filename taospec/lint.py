@@ -1054,11 +1054,13 @@ def _field_hits(
 def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
     """Where a YAML/INI value ends: at its closing quote, or a YAML `` #`` comment, or
     after the lines indented past ``column``."""
+    end = _line_end(text, start)
     if text[start : start + 1] in ("'", '"'):
         closing = _quote_end(text, start)
         if closing > 0 and text[closing : closing + 1] in _AFTER_QUOTED:
-            return closing
-    end = _line_end(text, start)
+            rest = text[closing:end].lstrip(" \t\r")
+            if not rest or rest[0] in "#,]}":  # else the quotes open an INI value: `"" 22`
+                return closing
     comment = text.find(" #", start, end) if yaml_style else -1
     return comment if comment >= 0 else _continuation_end(text, end, column)
 

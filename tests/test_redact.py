@@ -146,6 +146,20 @@ def test_no_run_of_a_value_survives_and_redact_is_idempotent(value: str, name: s
     assert redact(once) == once
 
 
+QUOTED_THEN_MORE = [
+    ('[default]\npassword = "" 22\nregion = us', "[default]\npassword = <redacted>\nregion = us"),
+    ("password = 'ab' cd\nregion = us", "password = <redacted>\nregion = us"),
+    ('password: "abcdefgh12" # a comment', "password: <redacted> # a comment"),
+    ('password = "abcdefgh12"  \nnext=1', "password = <redacted>  \nnext=1"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), QUOTED_THEN_MORE)
+def test_a_quoted_start_ends_the_value_only_where_the_line_does(text: str, expected: str) -> None:
+    # an INI value may begin with quotes and go on: the whole rest of the line is the value
+    assert redact(text) == expected
+
+
 @pytest.mark.parametrize("name", sorted(FORMS))
 def test_each_form_is_redacted_with_a_hostile_value(name: str) -> None:
     form, holds = FORMS[name]
