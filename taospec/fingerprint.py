@@ -110,11 +110,12 @@ def _sha256_json(parts: Mapping[str, object]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def compute(target: Target, plan: Plan, needs: Mapping[str, str], image: str | None) -> Fingerprint:
-    """The fingerprint of ``target`` rendered as ``plan``."""
+def compute(target: Target, plan: Plan, needs: Mapping[str, str]) -> Fingerprint:
+    """The fingerprint of ``target`` rendered as ``plan``, its image not yet known
+    (:meth:`Fingerprint.with_image` adds it)."""
     return Fingerprint(
         plan=plan.digest(),
-        image=image,
+        image=None,
         inputs={
             text: hash_path(path)
             for text, path in zip(target.inputs, target.input_paths(), strict=True)

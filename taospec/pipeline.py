@@ -125,7 +125,7 @@ def _decide_one(
     if forced:
         return Decision(target, True, "forced (-B)", plan)
     needs = {need: _digest(decided[need]) for need in target.needs}
-    work = compute(target, plan, needs, None)
+    work = compute(target, plan, needs)
     if has_image_digest(plan) and not index.may_hold(work):
         # No job of this work was ever launched, on any image: it runs, and the
         # engine is asked for the image's id while it launches.
@@ -438,7 +438,7 @@ class Build:
             "target": target_key(target),
             "taospec": __version__,
         }
-        work = decision.work or compute(target, plan, digests, None)
+        work = decision.work or compute(target, plan, digests)
         if decision.fingerprint is not None or not has_image_digest(plan):
             image = decision.fingerprint.image if decision.fingerprint else None
             fingerprint = work.with_image(image)
