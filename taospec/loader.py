@@ -42,26 +42,25 @@ if TYPE_CHECKING:
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
 
-def load_jobfile(
-    path: str | Path, images: Images | None = None, versions: str | Path | None = None
-) -> JobFile:
+def load_jobfile(path: str | Path, versions: str | Path | None = None) -> JobFile:
     """Read, validate and type every target of the file at ``path`` (``-``: standard input).
 
-    ``images`` resolves its versions keys (default: in ``versions`` when
-    given, else in the nearest versions.yaml, looked for when first needed).
+    Its versions keys resolve in ``versions`` when given, else in the nearest
+    versions.yaml, looked for when first needed.
     """
-    return load_located(path, images, versions)[0]
+    return load_located(path, versions)[0]
 
 
 def load_located(
-    path: str | Path, images: Images | None = None, versions: str | Path | None = None
+    path: str | Path, versions: str | Path | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_jobfile`, with the source each target's values are located in."""
     given = Path(path)
     piped = str(path) == STDIN
     display = "<stdin>" if piped else str(path)
     file = Path("stdin") if piped else given
-    if images is None and versions is not None:
+    images = None
+    if versions is not None:
         if not Path(versions).is_file():
             raise SpecError.single(str(versions), "no such versions file (given by --versions)")
         images = Images.with_versions_file(file, Path(versions))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,49 +62,6 @@ class Images:
         return image_in(self._versions[0], key, self.spec_file)
 
 
-class Folders:
-    """The versions.yaml of many job files: each folder's found once, and read once.
-
-    ``validate`` of many files makes one and asks it for each file's
-    :class:`Images`: job files in one folder share its nearest versions.yaml,
-    which each :class:`Images` alone would search for and read again. Lookups
-    answer as :func:`find_versions_file` and :func:`image_in` do (for relative
-    names, in one working directory); a versions file that cannot be read is
-    tried again by the next job file that needs it.
-    """
-
-    def __init__(self) -> None:
-        self._nearest: dict[str, Path | None] = {}
-        self._texts: dict[Path, tuple[str, str]] = {}
-
-    def images(self, spec_file: Path) -> Images:
-        """The :class:`Images` of ``spec_file``, reading through this one's lookups."""
-        return Images(spec_file, lambda: self._versions(spec_file))
-
-    def _versions(self, spec_file: Path) -> tuple[str, str] | None:
-        found = self._nearest_to(spec_file)
-        if found is None:
-            return None
-        text = self._texts.get(found)
-        if text is None:
-            text = self._texts[found] = (str(found), read_text(found, str(found)))
-        return text
-
-    def _nearest_to(self, spec_file: Path) -> Path | None:
-        """:func:`find_versions_file`, searched once for every folder of regular job files."""
-        try:
-            mode = os.lstat(spec_file).st_mode
-        except OSError:
-            return find_versions_file(spec_file)
-        if not stat.S_ISREG(mode):  # a link's target is elsewhere; a pipe has no folder
-            return find_versions_file(spec_file)
-        # The folder as written: its real path resolves links and ".." as opening the file did.
-        folder = os.path.dirname(spec_file)  # noqa: PTH120 - a string key, no Path
-        if folder not in self._nearest:
-            self._nearest[folder] = _nearest_from(Path(os.path.realpath(folder)))
-        return self._nearest[folder]
-
-
 def find_versions_file(start: Path) -> Path | None:
     """The nearest ``versions.yaml`` next to ``start`` or in a parent directory.
 
@@ -118,11 +74,7 @@ def find_versions_file(start: Path) -> Path | None:
     real = Path(os.path.realpath(start))
     if not real.is_file():
         return None
-    return _nearest_from(real.parent)
-
-
-def _nearest_from(folder: Path) -> Path | None:
-    """The nearest versions.yaml in ``folder`` (a real path) or above it, within its work tree."""
+    folder = real.parent
     for candidate in (folder, *folder.parents):
         found = candidate / VERSIONS_FILE
         if found.is_file():

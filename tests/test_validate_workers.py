@@ -9,8 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT, Runner, taospec_command, write
 
 EXAMPLES = ROOT / "tests" / "examples"
@@ -138,51 +136,3 @@ def test_a_killed_worker_is_an_internal_error_not_a_missing_file(tmp_path: Path)
     assert "job files are invalid" not in stderr
     assert stdout == ""
     assert no_process_left(process.pid)
-
-
-def test_folders_find_the_versions_file_each_job_file_would_find(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from taospec.versions import Folders, find_versions_file
-
-    (tmp_path / "repo" / ".git").mkdir(parents=True)
-    top = tmp_path / "repo" / "jobs"
-    (top / "deep" / "er").mkdir(parents=True)
-    (top / "other").mkdir()
-    (tmp_path / "outside").mkdir()
-    for folder in (top, top / "other", tmp_path / "outside"):
-        write(folder / "versions.yaml", f"images: {{x: {folder.name}/x:1}}\n")
-    files = [
-        top / "a.yaml",
-        top / "deep" / "b.yaml",
-        top / "deep" / "er" / "c.yaml",
-        top / "other" / "d.yaml",
-        tmp_path / "outside" / "e.yaml",
-    ]
-    for file in files:
-        write(file, "version: 1\n")
-    (top / "link.yaml").symlink_to(top / "other" / "d.yaml")  # its versions.yaml is the target's
-    (top / "deep" / "to-other").symlink_to(top / "other")  # a linked folder, then ".."
-    (tmp_path / "outside" / "sub").mkdir()
-    (top / "deep" / "to-sub").symlink_to(tmp_path / "outside" / "sub")
-    names = [
-        *map(str, files),
-        str(top / "link.yaml"),
-        str(top / "deep" / "to-other" / "d.yaml"),
-        str(top / "deep" / "to-other" / ".." / "a.yaml"),
-        str(top / "deep" / ".." / "a.yaml"),
-        str(top / "deep" / "to-sub" / ".." / "e.yaml"),  # outside/e.yaml, not jobs/deep/e.yaml
-        "a.yaml",
-        str(top / "missing.yaml"),
-    ]
-    monkeypatch.chdir(top)
-    folders = Folders()
-    for name in [*names, *names]:  # the second round answers from what the first found
-        path = Path(name)
-        expected = find_versions_file(path)
-        images = folders.images(path)
-        if expected is None:
-            with pytest.raises(LookupError, match="needs a versions.yaml"):
-                images.resolve("images.x")
-        else:
-            assert images.resolve("images.x") == f"{expected.parent.name}/x:1", name

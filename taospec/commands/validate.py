@@ -13,14 +13,11 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from functools import partial
-from pathlib import Path
 
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.loader import load_jobfile, load_located
-from taospec.versions import Folders
 from taospec.yamlsrc import STDIN
 
 SHARE = 16
@@ -71,13 +68,10 @@ def run(
     return EXIT_OK
 
 
-def check(file: str, folders: Folders | None = None) -> tuple[Problem, ...]:
-    """``file``'s problems (none when it is valid).
-
-    ``folders`` finds and reads the versions.yaml of files checked together once per folder.
-    """
+def check(file: str) -> tuple[Problem, ...]:
+    """``file``'s problems (none when it is valid)."""
     try:
-        load_jobfile(file, (folders or Folders()).images(Path(file)))  # the name as given
+        load_jobfile(file)
     except SpecError as exc:
         return exc.problems
     return ()
@@ -107,12 +101,11 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
     """Each file's problems, in order."""
     if not files:
         return
-    folders = Folders()
-    yield check(files[0], folders)
+    yield check(files[0])
     rest = files[1:]
     workers = _workers(len(rest), jobs)
     if workers <= 1:
-        yield from (check(file, folders) for file in rest)
+        yield from map(check, rest)
         return
     # Only a pool pays for its modules (about a fifth of the start of a small validate).
     import multiprocessing
@@ -127,8 +120,7 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
         # before it ignores it; this process gets it the moment they exist.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            chunks = max(1, len(rest) // (workers * 8))
-            answers = pool.map(partial(check, folders=folders), rest, chunksize=chunks)
+            answers = pool.map(check, rest, chunksize=max(1, len(rest) // (workers * 8)))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         yield from answers
