@@ -52,22 +52,7 @@ RECORDER_KEYS = [  # a new record's keys, in the order the recorder writes them
     "terminal_state",
     "redacted",
 ]
-REQUIRED = {
-    "schema_version",
-    "id",
-    "platform",
-    "backend_ref",
-    "image",
-    "network_arch",
-    "action",
-    "results_dir",
-    "storage_tier",
-    "upload_excludes",
-    "submitted_at",
-    "transitions",
-    "terminal_state",
-    "redacted",
-}
+REQUIRED = set(RECORDER_KEYS)
 
 
 def on_disk(ledger: Ledger, job_id: str) -> dict[str, object]:
