@@ -48,15 +48,9 @@ def is_plain(value: Any) -> bool:
     """True for the data YAML's safe loader makes of ordinary documents."""
     kind = type(value)
     if kind is dict:
-        for key, item in value.items():  # noqa: SIM110 - a loop: no generator per mapping
-            if not (_plain_key(key) and is_plain(item)):
-                return False
-        return True
+        return all(_plain_key(k) and is_plain(v) for k, v in value.items())
     if kind is list:
-        for item in value:  # noqa: SIM110 - a loop: no generator per list
-            if not is_plain(item):
-                return False
-        return True
+        return all(is_plain(v) for v in value)
     if kind is float:
         return math.isfinite(value)
     return kind in _SCALARS
@@ -98,21 +92,9 @@ def compile_schema(root: dict[str, Any]) -> Check:
             return lambda value: True
         if len(checks) == 1:
             return checks[0]
-        return _every(checks)
+        return lambda value: all(check(value) for check in checks)
 
     return build(root)
-
-
-def _every(checks: list[Check]) -> Check:
-    """A check that every one of ``checks`` passes, asked in order (a loop: no generator)."""
-
-    def every(value: Any) -> bool:
-        for check in checks:  # noqa: SIM110 - a loop: no generator per check
-            if not check(value):
-                return False
-        return True
-
-    return every
 
 
 def _resolve(root: dict[str, Any], pointer: str) -> Any:
@@ -248,14 +230,12 @@ def _object(schema: dict[str, Any], build: Callable[[Any], Check]) -> list[Check
     if properties:
         known = [(name, build(sub)) for name, sub in properties.items()]
 
-        def properties_pass(value: Any) -> bool:
-            if type(value) is dict:
-                for name, check in known:  # in the schema's order, as before
-                    if name in value and not check(value[name]):
-                        return False
-            return True
-
-        checks.append(properties_pass)
+        checks.append(
+            lambda value: (
+                type(value) is not dict
+                or all(check(value[name]) for name, check in known if name in value)
+            )
+        )
     if "additionalProperties" in schema:
         checks.append(_additional(schema["additionalProperties"], properties, build))
     if "propertyNames" in schema:
@@ -282,14 +262,7 @@ def _array(schema: dict[str, Any], build: Callable[[Any], Check]) -> list[Check]
     if "items" in schema:
         item_check = build(schema["items"])
 
-        def items_pass(value: Any) -> bool:
-            if type(value) is list:
-                for item in value:
-                    if not item_check(item):
-                        return False
-            return True
-
-        checks.append(items_pass)
+        checks.append(lambda value: type(value) is not list or all(map(item_check, value)))
     if "minItems" in schema:
         low = schema["minItems"]
         checks.append(lambda value: type(value) is not list or len(value) >= low)
