@@ -150,24 +150,15 @@ def read_text(path: Path, display: str) -> str:
 def _read_bounded(path: Path) -> bytes:
     """At most ``MAX_BYTES + 1`` bytes of the file at ``path``: all of it, unless it is larger.
 
-    A regular file is read in one call sized by its length: asking for the whole
-    limit at once would allocate (and map) a megabyte for every small job file.
+    The first read is sized by the file's length: asking for the whole limit at once
+    would allocate a megabyte for every small job file.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        want = min(os.fstat(fd).st_size, MAX_BYTES) + 1  # one more: a file that grew, a pipe
-        chunks = []
-        total = 0
-        while total <= MAX_BYTES:
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            want = min(MAX_BYTES + 1 - total, 1 << 16)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    finally:
-        os.close(fd)
+    with path.open("rb") as handle:
+        want = min(os.fstat(handle.fileno()).st_size, MAX_BYTES) + 1
+        raw = handle.read(want)
+        if len(raw) < want:  # the whole file
+            return raw
+        return raw + handle.read(MAX_BYTES + 1 - want)  # a pipe has no length; or it grew
 
 
 def parse(text: str, display: str) -> Source:
