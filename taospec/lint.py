@@ -433,7 +433,7 @@ def _line_end(text: str, index: int) -> int:
     return len(text) if end < 0 else end
 
 
-_ORDINARY_RUN = re.compile(r"[^\\'\"#\n]+")
+_ORDINARY_RUN = _lazy(r"[^\\'\"#\n]+")
 """A run of characters none of which starts anything :func:`_logical_lines` reads."""
 
 
@@ -465,7 +465,7 @@ def _logical_lines(text: str) -> list[_Chunk]:
             line += 1
             start, first = index, line
         else:  # ordinary text: the whole run up to the next character that can matter
-            run = _ORDINARY_RUN.match(text, index)
+            run = _ORDINARY_RUN().match(text, index)
             index = index + 1 if run is None else run.end()
             char = text[index - 1]
         word_start = char in _COMMENT_STARTS
@@ -1096,6 +1096,8 @@ _EXTRA_TOKEN_PATTERNS: tuple[tuple[str, _Pattern], ...] = (
 )
 _EXTRA_TOKEN_PREFIXES = ("gh", "glpat-", "hf_")  # as TOKEN_PREFIXES are for the lint's
 _EXTRA_TOKEN_PREFIX = _lazy("|".join(map(re.escape, _EXTRA_TOKEN_PREFIXES)))
+_ANY_TOKEN_PREFIX = "|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)))
+"""Every token prefix either rule set knows, as one alternation."""
 
 
 def _bare_aws_key_hits(text: str) -> Iterator[_Hit]:
@@ -1218,11 +1220,7 @@ def find_secret_literals(value: str) -> list[Finding]:
 
 _QUIET_LENGTH = 40
 """Text shorter than this holds no 40-character AWS secret key (bare or after its name)."""
-_RULE_MARK = _lazy(
-    r"[=:]|(?<![A-Za-z0-9])-|"
-    + "|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)))
-    + r"|(?i:bearer|authorization)"
-)
+_RULE_MARK = _lazy(r"[=:]|(?<![A-Za-z0-9])-|" + _ANY_TOKEN_PREFIX + r"|(?i:bearer|authorization)")
 """What some rule needs in ASCII text: ``=`` or ``:``; a dash no letter or digit comes
 right before (one that may start a word, ``-p`` or ``'--token'``, or a ``--``; a
 ``LEVIR-CD`` dash cannot); a token prefix; ``bearer`` or ``authorization`` in any case."""
@@ -1381,8 +1379,9 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     return not secrets or not any(value in text for value in secrets)
 
 
-_WORD_TOKEN_PREFIX = _lazy("|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES))))
+_WORD_TOKEN_PREFIX = _lazy(_ANY_TOKEN_PREFIX)
 """The literals of both token gates: a word holding none of them holds no token shape."""
+
 _registered: list[str] = []
 
 

@@ -277,6 +277,7 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_EXTRA_TOKEN_PREFIX": "the extra token patterns' gate; each needs '_' or '-'",
         "_WORD_TOKEN_PREFIX": "both token gates in one, for plain words",
         "_RULE_MARK": "the gate of a short job value, in find_secret_literals",
+        "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
