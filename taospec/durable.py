@@ -27,7 +27,6 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from taospec.errors import TaospecError
 
@@ -49,12 +48,12 @@ class WriteFailed(TaospecError):
 
 
 @contextmanager
-def flocked(path: Path, mode: int, *, parents: bool = False) -> Iterator[None]:
+def flocked(path: str | os.PathLike[str], mode: int, *, parents: bool = False) -> Iterator[None]:
     """Hold the exclusive ``flock`` on ``path`` (created with ``mode``, and with its folders
     when ``parents``) for the block."""
     try:
         if parents:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
     except OSError as exc:
         raise WriteFailed(path, exc) from None
@@ -78,28 +77,28 @@ def temp_path(path: str) -> str:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, folder fsync."""
-    target = os.path.abspath(path)  # noqa: PTH100 - plain strings for the file calls
+    target = os.path.abspath(path)
     with _turn(target):
         temp = temp_path(target)
         try:
             try:
                 _write_file(temp, data, mode)
-                os.replace(temp, target)  # noqa: PTH105
+                os.replace(temp, target)
             except BaseException:
                 with suppress(OSError):
-                    os.unlink(temp)  # noqa: PTH108 - a temp file never renamed into place
+                    os.unlink(temp)  # a temp file never renamed into place
                 raise
-            fsync_folder(os.path.dirname(target))  # noqa: PTH120
+            fsync_folder(os.path.dirname(target))
         except OSError as exc:
             raise WriteFailed(target, exc) from None
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: object) -> None:
     """Durably replace ``path`` with ``data`` as indented JSON, making its folder if needed."""
-    folder = Path(path).parent
-    if not folder.is_dir():
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            os.makedirs(folder, exist_ok=True)
         except OSError as exc:
             raise WriteFailed(folder, exc) from None
     write_atomic(path, encode_json(data))
@@ -112,7 +111,7 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes, *, mode: int = 0
     over it). If writing fails the reservation is removed, so a failed create
     leaves no file behind.
     """
-    target = os.path.abspath(path)  # noqa: PTH100
+    target = os.path.abspath(path)
     try:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
     except FileExistsError:
@@ -130,13 +129,13 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes, *, mode: int = 0
 def remove(path: str | os.PathLike[str]) -> None:
     """Remove ``path`` if it is there, durably; a failure raises :class:`WriteFailed`."""
     try:
-        os.unlink(path)  # noqa: PTH108
+        os.unlink(path)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise WriteFailed(path, exc) from None
     with suppress(OSError):
-        fsync_folder(os.path.dirname(os.path.abspath(path)))  # noqa: PTH100, PTH120
+        fsync_folder(os.path.dirname(os.path.abspath(path)))
 
 
 def fsync_folder(folder: str | os.PathLike[str]) -> None:
@@ -156,7 +155,7 @@ def sweep_stale_temps(folder: str | os.PathLike[str], names: Iterable[str]) -> l
         if found is None or process_alive(int(found.group(1))):
             continue
         with suppress(FileNotFoundError, PermissionError):
-            os.unlink(os.path.join(folder, name))  # noqa: PTH108, PTH118
+            os.unlink(os.path.join(folder, name))
             removed.append(name)
     return removed
 

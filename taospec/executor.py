@@ -278,7 +278,7 @@ def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[None]:
         return
     host = _gpu_host(dict(plan.backend)) or "this machine"
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
-    with flocked(ledger.root / "taospec" / f"gpus-{digest}.lock", 0o600, parents=True):
+    with flocked(f"{ledger.root}/taospec/gpus-{digest}.lock", 0o600, parents=True):
         yield
 
 
@@ -391,7 +391,7 @@ def submitter_alive(note: object) -> bool | None:
 def _check_room(ledger: Ledger, record: Record) -> None:
     """Refuse to launch unless the marks after the launch can be written."""
     try:
-        size = (ledger.jobs_dir / f"{record.id}.json").stat().st_size
+        size = os.stat(f"{ledger.jobs_dir}/{record.id}.json").st_size  # noqa: PTH116
         space = os.statvfs(ledger.jobs_dir)
     except OSError as exc:
         raise WriteFailed(ledger.jobs_dir, exc) from None
@@ -614,7 +614,7 @@ def cancel_job(
     before anything is stopped, so a cancel that cannot write stops nothing.
     """
     job_id = record.id
-    with flocked(ledger.root / "taospec" / "cancel" / f"{job_id}.lock", 0o600, parents=True):
+    with flocked(f"{ledger.root}/taospec/cancel/{job_id}.lock", 0o600, parents=True):
         record = ledger.get(job_id)
         if record.terminal_state is not None:
             return Cancelled(record, "", False)

@@ -206,7 +206,7 @@ class Index:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.root = ledger.root / "taospec"
+        self.root = Path(ledger.root, "taospec")
 
     def _target_path(self, key: str) -> Path:
         return self.root / "targets" / hashlib.sha256(key.encode()).hexdigest()[:40]

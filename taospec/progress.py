@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from taospec.errors import InvalidInput
 
@@ -43,19 +42,27 @@ class Progress:
     message: str = ""
 
 
-def find(results_dir: str | Path, action: str | None = None) -> Path | None:
+def find(results_dir: str | os.PathLike[str], action: str | None = None) -> str | None:
     """``<results_dir>/<action>/status.json`` or ``<results_dir>/status.json``, else the newest
     ``<results_dir>/*/status.json``; None when there is none (yet)."""
-    root = Path(results_dir)
-    named = [root / action / STATUS_FILE] if action else []
-    for path in (*named, root / STATUS_FILE):
-        if path.is_file():
+    root = os.fspath(results_dir)
+    named = [os.path.join(root, action, STATUS_FILE)] if action else []
+    for path in (*named, os.path.join(root, STATUS_FILE)):
+        if os.path.isfile(path):
             return path
-    found = [path for path in root.glob(f"*/{STATUS_FILE}") if path.is_file()]
-    return max(found, key=lambda path: (path.stat().st_mtime, str(path)), default=None)
+    try:
+        with os.scandir(root) as entries:
+            found = [os.path.join(e.path, STATUS_FILE) for e in entries if e.is_dir()]
+    except OSError:
+        return None
+    return max(
+        (path for path in found if os.path.isfile(path)),
+        key=lambda path: (os.stat(path).st_mtime, path),
+        default=None,
+    )
 
 
-def of_results(results_dir: str | Path, action: str | None = None) -> Progress | None:
+def of_results(results_dir: str | os.PathLike[str], action: str | None = None) -> Progress | None:
     """The merged ``status.json`` under a job's results directory, when it is readable here."""
     found = find(results_dir, action)
     return read(found) if found is not None else None
@@ -66,10 +73,11 @@ def to_json(progress: Progress) -> dict[str, object]:
     return asdict(progress)
 
 
-def read(path: Path) -> Progress | None:
+def read(path: str | os.PathLike[str]) -> Progress | None:
     """The merged events of ``path``; None when it holds none (yet) or cannot be read."""
     try:
-        text = path.read_text(errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            text = stream.read()
     except OSError:
         return None
     return merge(events(text))

@@ -8,6 +8,7 @@ watch which files an open and a mark fsync before returning.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,15 +19,15 @@ from tests.ledgers import open_job
 
 def settle(ledger: Ledger) -> None:
     """Age the jobs folder's mtime so the listing cache may remember a scan of it."""
-    stat = ledger.jobs_dir.stat()
+    stat = Path(ledger.jobs_dir).stat()
     os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
 
 
 def cut_journal(ledger: Ledger, lines: int, torn: bytes = b"") -> None:
     """Drop the journal's last ``lines`` lines, then leave ``torn`` as a partial line."""
-    data = ledger.journal_path.read_bytes()
+    data = Path(ledger.journal_path).read_bytes()
     kept = data.splitlines(keepends=True)[:-lines] if lines else data.splitlines(keepends=True)
-    ledger.journal_path.write_bytes(b"".join(kept) + torn)
+    Path(ledger.journal_path).write_bytes(b"".join(kept) + torn)
 
 
 def states(records: list[Record]) -> list[tuple[str, str, int]]:
@@ -56,7 +57,7 @@ def test_open_and_mark_fsync_the_record_and_its_folder_but_not_the_journal(
     first = open_job(ledger)  # creates the folders and the journal
     fsynced.clear()
     record = open_job(ledger)
-    jobs = str(ledger.jobs_dir.resolve())
+    jobs = str(Path(ledger.jobs_dir).resolve())
     temp_prefix = f"{jobs}/.{record.id}.json."
     assert len(fsynced) == 2
     assert fsynced[0].startswith(temp_prefix)
@@ -67,20 +68,20 @@ def test_open_and_mark_fsync_the_record_and_its_folder_but_not_the_journal(
     assert len(fsynced) == 2
     assert fsynced[0].startswith(f"{jobs}/.{first.id}.json.")
     assert fsynced[1] == jobs
-    assert str(ledger.journal_path.resolve()) not in fsynced
+    assert str(Path(ledger.journal_path).resolve()) not in fsynced
 
 
 def test_the_journal_creation_is_made_durable(ledger: Ledger, fsynced: list[str]) -> None:
     open_job(ledger)
-    assert str(ledger.root.resolve()) in fsynced
-    assert str(ledger.journal_path.resolve()) not in fsynced
+    assert str(Path(ledger.root).resolve()) in fsynced
+    assert str(Path(ledger.journal_path).resolve()) not in fsynced
 
 
 def test_a_record_and_its_transitions_survive_losing_the_whole_journal(ledger: Ledger) -> None:
     record = open_job(ledger)
     marked = ledger.mark(record.id, "RUNNING", message="launched", backend_ref="pid:7")
     done = ledger.mark(record.id, "COMPLETE", message="exit 0")
-    ledger.journal_path.unlink()
+    Path(ledger.journal_path).unlink()
     assert ledger.get(record.id) == done
     assert done.transitions[:2] == marked.transitions
     assert [t.state for t in done.transitions] == ["PENDING", "RUNNING", "COMPLETE"]

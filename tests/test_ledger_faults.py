@@ -53,7 +53,7 @@ def read_only(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 def damaged(ledger: Ledger, good: str) -> dict[str, bytes]:
     """Record files no reader can use, beside a good one: name -> content."""
-    record = (ledger.jobs_dir / f"{good}.json").read_bytes()
+    record = (Path(ledger.jobs_dir) / f"{good}.json").read_bytes()
     files = {
         "foreign-1.json": json.dumps({"id": "foreign-1", "owner": "someone"}).encode(),
         "text-1.json": b"not json at all\n",
@@ -63,7 +63,7 @@ def damaged(ledger: Ledger, good: str) -> dict[str, bytes]:
         "deep-1.json": b"[" * 100_000 + b"]" * 100_000,  # too deep for Python's decoder
     }
     for name, data in files.items():
-        (ledger.jobs_dir / name).write_bytes(data)
+        (Path(ledger.jobs_dir) / name).write_bytes(data)
     return files
 
 
@@ -98,9 +98,9 @@ def test_record_list_reports_unreadable_records_and_goes_on(
 
 def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
     record = open_job(ledger)
-    dead = ledger.jobs_dir / f".{record.id}.json.{DEAD_PID}.tmp"
-    live = ledger.jobs_dir / f".{record.id}.json.{os.getpid()}.tmp"
-    foreign = ledger.jobs_dir / f".{record.id}.json.lock"
+    dead = Path(ledger.jobs_dir) / f".{record.id}.json.{DEAD_PID}.tmp"
+    live = Path(ledger.jobs_dir) / f".{record.id}.json.{os.getpid()}.tmp"
+    foreign = Path(ledger.jobs_dir) / f".{record.id}.json.lock"
     for path in (dead, live, foreign):
         path.write_text("{")
     assert [r.id for r in ledger.list()] == [record.id]
@@ -113,9 +113,9 @@ def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
 def test_a_write_removes_the_temp_files_of_writers_that_died_since_ls(ledger: Ledger) -> None:
     record = open_job(ledger)
     writer = subprocess.Popen(["sleep", "60"])
-    temp = ledger.jobs_dir / f".{record.id}.json.{writer.pid}.tmp"
+    temp = Path(ledger.jobs_dir) / f".{record.id}.json.{writer.pid}.tmp"
     temp.write_text("{")
-    stat = ledger.jobs_dir.stat()  # settled, so the listing remembers what it saw
+    stat = Path(ledger.jobs_dir).stat()  # settled, so the listing remembers what it saw
     os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
     ledger.list()
     assert temp.exists()  # its writer is alive
@@ -135,7 +135,7 @@ def test_record_list_removes_dead_writers_temp_files(taospec: Runner, state_dir:
 
 def test_a_missing_sidecar_reads_as_none(ledger: Ledger) -> None:
     noted = open_job(ledger, sidecar={"spec": "/jobs/a.yaml"})
-    (ledger.jobs_dir / f"{noted.id}.taospec").unlink()
+    (Path(ledger.jobs_dir) / f"{noted.id}.taospec").unlink()
     assert ledger.sidecar(noted.id) == {}
 
 
@@ -200,8 +200,8 @@ def test_a_read_only_ledger_refuses_writes_in_one_line_and_still_lists(
 
 def test_an_open_that_cannot_journal_removes_its_record(ledger: Ledger) -> None:
     open_job(ledger)
-    ledger.journal_path.unlink()
-    ledger.journal_path.mkdir()  # appending now fails: EISDIR
+    Path(ledger.journal_path).unlink()
+    Path(ledger.journal_path).mkdir()  # appending now fails: EISDIR
     with pytest.raises(WriteFailed, match="ledger.jsonl: Is a directory"):
         open_job(ledger, sidecar={"spec": "/jobs/a.yaml"})
     names = sorted(os.listdir(ledger.jobs_dir))
@@ -212,16 +212,16 @@ def test_an_open_that_cannot_journal_removes_its_record(ledger: Ledger) -> None:
 def test_json_nested_too_deeply_is_damage_in_a_sidecar_and_the_journal(ledger: Ledger) -> None:
     record = open_job(ledger, sidecar={"note": "kept"})
     other = open_job(ledger)
-    with ledger.journal_path.open("ab") as journal:
+    with Path(ledger.journal_path).open("ab") as journal:
         journal.write(b"[" * 4000 + b"\n")
     assert [r.id for r in ledger.list()] == [other.id, record.id]
-    (ledger.jobs_dir / f"{record.id}.taospec").write_bytes(b"[" * 100_000)
+    (Path(ledger.jobs_dir) / f"{record.id}.taospec").write_bytes(b"[" * 100_000)
     with pytest.raises(LedgerCorrupt, match="nests too deeply"):
         ledger.sidecar(record.id)
 
 
 def test_a_damaged_record_is_refused_when_read_by_id(ledger: Ledger) -> None:
     record = open_job(ledger)
-    (ledger.jobs_dir / f"{record.id}.json").write_text("[]")
+    (Path(ledger.jobs_dir) / f"{record.id}.json").write_text("[]")
     with pytest.raises(LedgerCorrupt, match="must be a JSON object"):
         ledger.mark(record.id, "RUNNING")

@@ -53,9 +53,9 @@ def test_taospec_and_a_protocol_writer_lose_no_transition(ledger: Ledger, tmp_pa
         expected = {f"{tag} {i}" for tag in ("ours", "theirs") for i in range(count)}
         assert sorted(messages) == sorted(expected)
         assert [m for m in messages if m.startswith("ours")] == [f"ours {i}" for i in range(count)]
-    for path in ledger.jobs_dir.glob("*.json"):
+    for path in Path(ledger.jobs_dir).glob("*.json"):
         assert isinstance(json.loads(path.read_text()), dict)
-    for line in ledger.journal_path.read_bytes().splitlines():
+    for line in Path(ledger.journal_path).read_bytes().splitlines():
         assert isinstance(json.loads(line), dict)
     assert [n for n in os.listdir(ledger.jobs_dir) if n.endswith(".tmp")] == []
     locks = sorted(n for n in os.listdir(ledger.jobs_dir) if n.endswith(".lock"))

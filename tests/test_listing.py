@@ -31,12 +31,12 @@ def foreign(ledger: Ledger, job_id: str, submitted_at: str) -> None:
         "terminal_state": None,
         "redacted": True,
     }
-    (ledger.jobs_dir / f"{job_id}.json").write_text(json.dumps(data))
+    (Path(ledger.jobs_dir) / f"{job_id}.json").write_text(json.dumps(data))
 
 
 def settle(ledger: Ledger) -> None:
     """Date the jobs folder's mtime 10 s back, as if nothing had changed it since."""
-    stat = ledger.jobs_dir.stat()
+    stat = Path(ledger.jobs_dir).stat()
     os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
 
 
@@ -77,8 +77,8 @@ def test_a_folder_changed_within_the_settling_time_is_scanned_every_time(
     seen = scans(monkeypatch)
     assert ids(ledger.list()) == made[::-1]
     assert ids(ledger.list()) == made[::-1]
-    assert seen == [ledger.jobs_dir, ledger.jobs_dir]
-    assert "jobs" not in json.loads((ledger.root / listing.STATE_FILE).read_text())
+    assert seen == [Path(ledger.jobs_dir), Path(ledger.jobs_dir)]
+    assert "jobs" not in json.loads((Path(ledger.root) / listing.STATE_FILE).read_text())
 
 
 def test_a_record_written_after_the_count_is_listed(ledger: Ledger) -> None:
@@ -116,7 +116,7 @@ def test_a_foreign_record_journalled_later_is_listed_once(ledger: Ledger) -> Non
     settle(ledger)
     assert ids(ledger.list()) == [made, "f-2", "f-1"]
     event = {"ts": "2000-01-01T00:00:00Z", "id": "f-1", "event": "open", "state": "PENDING"}
-    with ledger.journal_path.open("ab") as journal:
+    with Path(ledger.journal_path).open("ab") as journal:
         journal.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
     listed = ids(ledger.list())
     assert sorted(listed) == sorted([made, "f-1", "f-2"])
@@ -126,14 +126,14 @@ def test_a_replaced_journal_is_counted_from_its_start(ledger: Ledger) -> None:
     made = [open_job(ledger).id for _ in range(3)]
     settle(ledger)
     assert ids(ledger.list()) == made[::-1]
-    lines = ledger.journal_path.read_bytes().splitlines(keepends=True)
-    replacement = ledger.journal_path.with_name("new.jsonl")
+    lines = Path(ledger.journal_path).read_bytes().splitlines(keepends=True)
+    replacement = Path(ledger.journal_path).with_name("new.jsonl")
     replacement.write_bytes(lines[0])
     replacement.replace(ledger.journal_path)
     assert ids(ledger.list()) == made[::-1]
     settle(ledger)
     assert ids(ledger.list()) == made[::-1]
-    ledger.journal_path.write_bytes(b"x" * len(b"".join(lines)) + b"\n")
+    Path(ledger.journal_path).write_bytes(b"x" * len(b"".join(lines)) + b"\n")
     assert ids(ledger.list()) == made[::-1]
 
 
@@ -141,7 +141,7 @@ def test_a_damaged_state_file_means_counting_again(ledger: Ledger) -> None:
     made = [open_job(ledger).id for _ in range(2)]
     settle(ledger)
     assert ids(ledger.list()) == made[::-1]
-    state = ledger.root / listing.STATE_FILE
+    state = Path(ledger.root) / listing.STATE_FILE
     for text in ("", "{", "[]", '{"format": 1, "jobs": {"records": "2"}}', "\0" * 10):
         state.write_text(text)
         assert ids(ledger.list()) == made[::-1]

@@ -75,11 +75,11 @@ def test_status_json_is_found_in_the_action_folder_or_the_results_dir(tmp_path: 
     assert progress.find(tmp_path) is None
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "status.json").write_text(lines(EVENTS))
-    assert progress.find(tmp_path, "train") == tmp_path / "train" / "status.json"
-    assert progress.find(tmp_path) == tmp_path / "train" / "status.json"
+    assert progress.find(tmp_path, "train") == str(tmp_path / "train" / "status.json")
+    assert progress.find(tmp_path) == str(tmp_path / "train" / "status.json")
     (tmp_path / "status.json").write_text(lines(EVENTS[:1]))
-    assert progress.find(tmp_path) == tmp_path / "status.json"
-    assert progress.find(tmp_path, "train") == tmp_path / "train" / "status.json"
+    assert progress.find(tmp_path) == str(tmp_path / "status.json")
+    assert progress.find(tmp_path, "train") == str(tmp_path / "train" / "status.json")
 
 
 def test_a_writer_process_and_a_reader_see_each_step(tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from click.shell_completion import CompletionItem
 
 from taospec import states
+
+if TYPE_CHECKING:  # completion alone builds these, so only completion imports them
+    from click.shell_completion import CompletionItem
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -28,6 +29,8 @@ def _complete_job_ids(
     _ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Job ids in the ledger, newest first, for status, logs, cancel and show."""
+    from click.shell_completion import CompletionItem
+
     from taospec.commands import completion
 
     return [CompletionItem(i, help=h) for i, h in completion.job_ids(incomplete)]
@@ -37,6 +40,8 @@ def _complete_targets(
     ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """The target names of the job file already on the command line."""
+    from click.shell_completion import CompletionItem
+
     from taospec.commands import completion
 
     file = ctx.params.get("file")
@@ -137,11 +142,11 @@ def render(file: str, targets: tuple[str, ...], **options: Any) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),
     default=None,
     help="The job file to write (default: ./<skill>-<action>.yaml); never overwritten.",
 )
-def init_command(skill: str, action: str, output: Path | None) -> None:
+def init_command(skill: str, action: str, output: str | None) -> None:
     """Write a job file for ACTION of the model SKILL, with only what to fill in left as ???.
 
     SKILL is a name in $TAO_SKILL_BANK/skills/models/ or a path to a skill folder.
@@ -150,7 +155,7 @@ def init_command(skill: str, action: str, output: Path | None) -> None:
 
     from taospec.commands import init as init_verb
 
-    sys.exit(init_verb.run(skill, action, output, job_dir=Path.cwd(), environ=os.environ))
+    sys.exit(init_verb.run(skill, action, output, job_dir=os.getcwd(), environ=os.environ))
 
 
 @cli.command()
@@ -192,7 +197,8 @@ def lint_command(files: tuple[str, ...]) -> None:
             text, name = sys.stdin.read(), "<stdin>"
         else:
             try:
-                text, name = Path(file).read_text(encoding="utf-8"), file
+                with open(file, encoding="utf-8") as stream:
+                    text, name = stream.read(), file
             except (OSError, UnicodeDecodeError) as exc:
                 raise click.BadParameter(f"{file}: {exc}") from None
         code = max(code, lint_verb.run(text, name))

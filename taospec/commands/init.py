@@ -32,7 +32,12 @@ SCHEMA_FILE = (
 
 
 def run(
-    skill: str, action: str, output: Path | None, *, job_dir: Path, environ: Mapping[str, str]
+    skill: str,
+    action: str,
+    output: str | os.PathLike[str] | None,
+    *,
+    job_dir: str | os.PathLike[str],
+    environ: Mapping[str, str],
 ) -> int:
     """Write the job file for ``action`` of ``skill`` to ``output``.
 
@@ -41,10 +46,11 @@ def run(
     ``<job_dir>/<skill>-<action>.yaml``. Raises :class:`InvalidInput` (exit 2) when the
     skill, the action or its template cannot be used, or when ``output`` exists.
     """
-    folder = find_skill(skill, job_dir, environ)
+    here = Path(job_dir)
+    folder = find_skill(skill, here, environ)
     loaded = load_skill(folder)
     chosen = loaded.action(action)
-    target = output if output is not None else job_dir / f"{loaded.name}-{chosen.name}.yaml"
+    target = Path(output) if output is not None else here / f"{loaded.name}-{chosen.name}.yaml"
     reference = skill if "/" not in skill else os.path.relpath(folder, target.resolve().parent)
     text = job_text(loaded, chosen, reference, target.resolve().parent)
     _write_new(target, text)

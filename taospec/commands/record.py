@@ -112,7 +112,8 @@ def list_records(*, as_json: bool) -> int:
     """
     for path, found in open_ledger().files():
         if isinstance(found, LedgerCorrupt):
-            print(f"{path.stem}\t<corrupt>", file=sys.stderr, flush=True)
+            name = path.rpartition("/")[2].removesuffix(".json")
+            print(f"{name}\t<corrupt>", file=sys.stderr, flush=True)
         elif as_json:
             print(json.dumps({**found.to_json(), "state": found.state}))
         else:

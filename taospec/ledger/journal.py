@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 from taospec.durable import WriteFailed, fsync_folder
 from taospec.ledger.record import ID_RE
@@ -31,7 +30,7 @@ _TRUNCATED = "...[truncated]"
 _BLOCK = 64 * 1024
 
 
-def append(path: Path, event: Mapping[str, str]) -> None:
+def append(path: str, event: Mapping[str, str]) -> None:
     """Append ``event`` as one line; the journal's creation (only) is made durable."""
     line = encode_line(event)
     try:
@@ -41,7 +40,7 @@ def append(path: Path, event: Mapping[str, str]) -> None:
         finally:
             os.close(fd)
         if created:
-            fsync_folder(path.parent)
+            fsync_folder(os.path.dirname(path))
     except OSError as exc:
         raise WriteFailed(path, exc) from None
 
@@ -93,10 +92,10 @@ def parse_line(line: bytes) -> dict[str, object] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def events(path: Path) -> Iterator[dict[str, object]]:
+def events(path: str) -> Iterator[dict[str, object]]:
     """Every readable event, oldest first."""
     try:
-        stream = path.open("rb")
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
         return
     with stream:
@@ -106,9 +105,9 @@ def events(path: Path) -> Iterator[dict[str, object]]:
                 yield entry
 
 
-def lines_backwards(path: Path) -> Iterator[bytes]:
+def lines_backwards(path: str) -> Iterator[bytes]:
     """The journal's lines from last to first, read in fixed-size blocks."""
-    with path.open("rb") as stream:
+    with open(path, "rb") as stream:
         position = stream.seek(0, os.SEEK_END)
         head = b""
         while position > 0:

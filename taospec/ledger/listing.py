@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import datetime
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from taospec.ledger.record import instant
@@ -70,9 +69,9 @@ class Found(NamedTuple):
 
 
 def foreign(
-    root: Path,
-    jobs_dir: Path,
-    journal: Path,
+    root: str,
+    jobs_dir: str,
+    journal: str,
     *,
     scan: Callable[[], Scan],
     journal_ids: Callable[[], frozenset[str]],
@@ -85,10 +84,10 @@ def foreign(
     has gone, "" when it cannot be read); each is called only when the cache
     cannot answer.
     """
-    state_path = root / STATE_FILE
+    state_path = os.path.join(root, STATE_FILE)
     cached = _read(state_path)
     try:
-        before = jobs_dir.stat()
+        before = os.stat(jobs_dir)
     except FileNotFoundError:
         return Found([], ())
     opens, journal_state = _count_opens(journal, cached.get("journal"))
@@ -107,7 +106,7 @@ def foreign(
         found = sorted(
             ((ts, job_id) for ts, job_id in pairs if ts is not None), key=_newest, reverse=True
         )
-    after = jobs_dir.stat()
+    after = os.stat(jobs_dir)
     update: dict[str, Any] = {"format": FORMAT, "journal": journal_state}
     if after.st_mtime_ns == before.st_mtime_ns:
         update["jobs"] = {
@@ -127,9 +126,9 @@ def _newest(pair: tuple[str, str]) -> tuple[bool, datetime]:
     return (pair[0] != "", instant(pair[0]) if pair[0] else datetime.min)
 
 
-def remembered_temps(root: Path) -> tuple[str, ...]:
+def remembered_temps(root: str) -> tuple[str, ...]:
     """The temp files the last remembered scan of the jobs folder saw (none if unknown)."""
-    jobs = _read(root / STATE_FILE).get("jobs")
+    jobs = _read(os.path.join(root, STATE_FILE)).get("jobs")
     temps = jobs.get("temps") if isinstance(jobs, dict) else None
     if not isinstance(temps, list):
         return ()
@@ -156,14 +155,14 @@ def _same_folder(jobs: Any, now: os.stat_result) -> bool:
     )
 
 
-def _count_opens(journal: Path, cached: Any) -> tuple[int, dict[str, Any]]:
+def _count_opens(journal: str, cached: Any) -> tuple[int, dict[str, Any]]:
     """Open lines in the journal's complete lines, reading only what the cache has not seen.
 
     The state says whether the count went on from the cached one (``resumed``);
     when it did not, the journal was replaced and what was known about the
     records without open lines no longer holds.
     """
-    with journal.open("rb") as stream:
+    with open(journal, "rb") as stream:
         stat = os.fstat(stream.fileno())
         offset, opens = _resume(stream, stat, cached)
         resumed = isinstance(cached, dict) and (offset, opens) == (
@@ -208,9 +207,9 @@ def _tail(stream: Any, offset: int) -> bytes:
     return data
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: str) -> dict[str, Any]:
     try:
-        with path.open("rb") as stream:
+        with open(path, "rb") as stream:
             data = json.load(stream)
     except (OSError, ValueError, RecursionError):
         return {}
@@ -219,24 +218,25 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _write(path: Path, state: dict[str, Any], *, settled: int | None) -> None:
+def _write(path: str, state: dict[str, Any], *, settled: int | None) -> None:
     """Replace the cache; a folder scanned while its mtime was recent is left out.
 
     ``settled`` is the jobs folder's mtime the scan saw (None: nothing new
     about the folder). Failures are ignored: a read-only ledger lists anyway.
     """
     with suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")
         try:
-            with temp.open("w", encoding="utf-8") as out:
+            with open(temp, "w", encoding="utf-8") as out:
                 if settled is not None and "jobs" in state:
                     clock = min(os.fstat(out.fileno()).st_mtime_ns, time.time_ns())
                     if settled > clock - SETTLE_NS:
                         state = {k: v for k, v in state.items() if k != "jobs"}
                 json.dump(state, out, separators=(",", ":"))
-            temp.chmod(0o600)
-            temp.replace(path)
+            os.chmod(temp, 0o600)
+            os.replace(temp, path)
         finally:
             with suppress(FileNotFoundError):
-                temp.unlink()
+                os.unlink(temp)

@@ -45,7 +45,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import NamedTuple
 
 from taospec import durable, lint
@@ -100,28 +99,28 @@ def warn_on_stderr(message: str) -> None:
     print(f"taospec: warning: {message}", file=sys.stderr, flush=True)
 
 
-def state_root(environ: Mapping[str, str]) -> Path:
+def state_root(environ: Mapping[str, str]) -> str:
     """``$TAO_STATE_DIR`` if set (absolute), else ``~/.tao``: as the recorder reads it."""
     if "TAO_STATE_DIR" not in environ:
-        return Path.home() / ".tao"
+        return os.path.join(os.path.expanduser("~"), ".tao")
     value = environ["TAO_STATE_DIR"]
     if not value.strip():
         raise InvalidInput("TAO_STATE_DIR is set but empty; unset it or give an absolute path")
-    if not Path(value).is_absolute():
+    if not os.path.isabs(value):
         raise InvalidInput(f"TAO_STATE_DIR must be an absolute path (got {value!r})")
-    return Path(value)
+    return value
 
 
 class Ledger:
     """The job records under one state root, and the journal beside them."""
 
-    def __init__(self, root: Path, secret_values: Iterable[str] = ()) -> None:
-        root = Path(root)
-        if not root.is_absolute():
+    def __init__(self, root: str | os.PathLike[str], secret_values: Iterable[str] = ()) -> None:
+        root = os.fspath(root).rstrip("/") or "/"
+        if not os.path.isabs(root):
             raise InvalidInput(f"the ledger root must be an absolute path (got {str(root)!r})")
         self.root = root
-        self.jobs_dir = root / "jobs"
-        self.journal_path = root / journal.NAME
+        self.jobs_dir = os.path.join(root, "jobs")
+        self.journal_path = os.path.join(root, journal.NAME)
         self._redactor = lint.Redactor(value for value in secret_values if value)
         self._text = self._redactor.text
         self._location = self._redactor.location
@@ -320,7 +319,7 @@ class Ledger:
         """taospec's notes about ``job_id``; ``{}`` when it has none."""
         path = self._sidecar_path(check_job_id(job_id))
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(_read_bytes(path))
         except FileNotFoundError:
             return {}
         except ValueError as exc:
@@ -366,7 +365,7 @@ class Ledger:
         matching = (r for r in newest if state is None or r.state == state)
         return list(itertools.islice(matching, limit))
 
-    def files(self) -> Iterator[tuple[Path, Record | LedgerCorrupt]]:
+    def files(self) -> Iterator[tuple[str, Record | LedgerCorrupt]]:
         """Every record file in name order (as the recorder lists), with its record or fault.
 
         Temp files of writers that died are removed on the way.
@@ -381,7 +380,7 @@ class Ledger:
                 yield path, fault
 
     def _newest_first(self, warn: Warn) -> Iterator[Record]:
-        if not self.journal_path.exists():
+        if not os.path.exists(self.journal_path):
             folder = self._scan()
             durable.sweep_stale_temps(self.jobs_dir, folder.temps)
             readable = (self._readable(i, warn) for i in folder.record_ids)
@@ -479,18 +478,18 @@ class Ledger:
 
     # -- files and locks --------------------------------------------------
 
-    def _record_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
+    def _record_path(self, job_id: str) -> str:
+        return f"{self.jobs_dir}/{job_id}.json"
 
-    def _sidecar_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.taospec"
+    def _sidecar_path(self, job_id: str) -> str:
+        return f"{self.jobs_dir}/{job_id}.taospec"
 
     def _ensure_jobs_dir(self) -> None:
         """Make the jobs folder (and the state root) if needed, as the recorder does."""
-        if self.jobs_dir.is_dir():
+        if os.path.isdir(self.jobs_dir):
             return
         try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.jobs_dir, exist_ok=True)
         except (NotADirectoryError, FileExistsError):
             raise InvalidInput(f"TAO_STATE_DIR is not a directory: {self.root}") from None
         except OSError as exc:
@@ -498,14 +497,14 @@ class Ledger:
         durable.fsync_folder(self.root)
 
     def _require_record(self, job_id: str) -> None:
-        if not self._record_path(job_id).is_file():
+        if not os.path.isfile(self._record_path(job_id)):
             raise UnknownJob(f"no job-record at {self._record_path(job_id)}")
 
     def _read(self, job_id: str) -> tuple[Document, Record]:
         """The record's file as read, and its typed view; :class:`UnknownJob` if missing."""
         path = self._record_path(job_id)
         try:
-            raw = path.read_bytes()
+            raw = _read_bytes(path)
         except FileNotFoundError:
             raise UnknownJob(f"no job-record at {path}") from None
         data = _decode(raw, path)
@@ -515,9 +514,9 @@ class Ledger:
         assert isinstance(data, dict)  # parse_record checked it
         return data, record
 
-    def _parse_file(self, path: Path, job_id: str) -> Record:
+    def _parse_file(self, path: str, job_id: str) -> Record:
         """The record in ``path``; FileNotFoundError when gone, LedgerCorrupt when damaged."""
-        data = _decode(path.read_bytes(), path)
+        data = _decode(_read_bytes(path), path)
         record = parse_record(data, str(path))
         if record.id != job_id:
             raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {job_id}")
@@ -525,7 +524,7 @@ class Ledger:
 
     def _locked(self, job_id: str) -> AbstractContextManager[None]:
         """The exclusive ``flock`` on ``jobs/.<id>.json.lock``, the recorder's lock."""
-        return durable.flocked(self.jobs_dir / f".{job_id}.json.lock", 0o644)
+        return durable.flocked(f"{self.jobs_dir}/.{job_id}.json.lock", 0o644)
 
     # -- redaction --------------------------------------------------------
 
@@ -568,7 +567,12 @@ def check_id_quietly(job_id: str) -> bool:
     return True
 
 
-def _decode(raw: bytes, path: Path) -> object:
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as stream:
+        return stream.read()
+
+
+def _decode(raw: bytes, path: str) -> object:
     if not raw:
         raise LedgerCorrupt(f"{path}: empty (an open in progress, or one that was cut short)")
     try:
