@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -321,7 +320,7 @@ def submit(
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
     submitter = {
         "pid": os.getpid(),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # gethostname(), without importing socket
         "start": proc.start_time(os.getpid()),
     }
     fields = plan.record
@@ -380,7 +379,7 @@ ROOM_MIN_BYTES = 256 * 1024
 def submitter_alive(note: object) -> bool | None:
     """Whether the taospec process a :data:`SUBMITTER` note names still runs (None: unknown,
     e.g. it ran on another host)."""
-    if not isinstance(note, dict) or note.get("host") != socket.gethostname():
+    if not isinstance(note, dict) or note.get("host") != os.uname().nodename:
         return None
     pid = note.get("pid")
     if not isinstance(pid, int):
