@@ -390,7 +390,7 @@ def submitter_alive(note: object) -> bool | None:
 def _check_room(ledger: Ledger, record: Record) -> None:
     """Refuse to launch unless the marks after the launch can be written."""
     try:
-        size = os.stat(f"{ledger.jobs_dir}/{record.id}.json").st_size  # noqa: PTH116
+        size = os.stat(f"{ledger.jobs_dir}/{record.id}.json").st_size  # noqa: PTH116 - the ledger names its files by string
         space = os.statvfs(ledger.jobs_dir)
     except OSError as exc:
         raise WriteFailed(ledger.jobs_dir, exc) from None
