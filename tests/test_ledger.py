@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import hypothesis
 import pytest
@@ -462,6 +462,18 @@ def test_tao_state_dir_default_and_explicit(
     assert chosen.jobs_dir == str(tmp_path / "s" / "jobs")
     with pytest.raises(InvalidInput, match="absolute"):
         Ledger(Path("relative"))
+
+
+@hypothesis.given(st.text(alphabet="/.a", max_size=12))
+def test_the_ledger_spells_its_root_as_pathlib_does(path: str) -> None:
+    assert store.spelled_as_pathlib(path) == str(PurePosixPath(path))
+
+
+def test_a_missing_record_is_named_as_the_recorder_names_it(tmp_path: Path) -> None:
+    ledger = Ledger(f"{tmp_path}//./state/")
+    with pytest.raises(UnknownJob) as refused:
+        ledger.get("none-1")
+    assert str(refused.value) == f"no job-record at {tmp_path / 'state' / 'jobs' / 'none-1.json'}"
 
 
 def test_results_dir_is_bound_once_at_open_and_stored_as_given(ledger: Ledger) -> None:

@@ -111,11 +111,25 @@ def state_root(environ: Mapping[str, str]) -> str:
     return value
 
 
+def spelled_as_pathlib(path: str) -> str:
+    """``path`` as ``str(PurePosixPath(path))`` spells it: repeated slashes, ``.`` parts and a
+    trailing slash dropped, ``..`` kept. The recorder names files through pathlib, so the
+    ledger's messages name them the same way without importing it."""
+    if path.startswith("//") and not path.startswith("///"):
+        head = "//"  # POSIX leaves exactly two leading slashes to the system
+    elif path.startswith("/"):
+        head = "/"
+    else:
+        head = ""
+    body = "/".join(part for part in path.split("/") if part not in ("", "."))
+    return head + body or "."
+
+
 class Ledger:
     """The job records under one state root, and the journal beside them."""
 
     def __init__(self, root: str | os.PathLike[str], secret_values: Iterable[str] = ()) -> None:
-        root = os.fspath(root).rstrip("/") or "/"
+        root = spelled_as_pathlib(os.fspath(root))
         if not os.path.isabs(root):
             raise InvalidInput(f"the ledger root must be an absolute path (got {str(root)!r})")
         self.root = root
