@@ -6,7 +6,8 @@ Docker). :func:`host_checks` starts at most one process (``docker info``)
 and is what ``run`` can afford before opening a record; with ``full`` it
 adds the docker client's version and the GPUs themselves (``nvidia-smi``).
 
-The inputs are plain values from a job: the image, its GPUs (ids, UUIDs or
+:func:`job_checks` takes them from a docker job (``run`` asks for the cheap set,
+``taospec doctor FILE`` for the full one): the image, its GPUs (ids, UUIDs or
 ``"all"``), ``results_root``, ``docker.shm_size`` and ``docker.ipc``, and the
 environment that points the docker CLI at its engine (``DOCKER_HOST``).
 Filesystem checks measure this machine, so they are made only when the engine
@@ -25,6 +26,7 @@ from pathlib import Path
 from taospec import gpupick, proc
 from taospec.diagnose import diagnose
 from taospec.errors import TaospecError
+from taospec.job import Job
 from taospec.platforms.docker import NGC_KEY, NGC_REGISTRY, registry
 
 GIB = 1024**3
@@ -87,6 +89,55 @@ def host_checks(
 
 def failed(checks: Sequence[Check]) -> list[Check]:
     return [check for check in checks if not check.ok]
+
+
+def docker_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """The docker jobs, one per distinct set of checked values."""
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for job in jobs:
+        if job.platform == "docker" and _key(job) not in seen:
+            seen.add(_key(job))
+            out.append(job)
+    return out
+
+
+def _key(job: Job) -> tuple[object, ...]:
+    """What a docker job's checks depend on: equal keys, equal answers."""
+    return (
+        job.image,
+        job.gpus,
+        job.results_root,
+        job.docker.shm_size,
+        job.docker.ipc,
+        job.env_pass,
+        job.docker.host,
+    )
+
+
+def _docker_env(job: Job) -> tuple[tuple[str, str], ...]:
+    """The environment that points the docker CLI at the job's engine."""
+    return (("DOCKER_HOST", job.docker.host),) if job.docker.host else ()
+
+
+def job_checks(job: Job, *, full: bool) -> list[Check]:
+    """The cheap (``run``) or full (``doctor``) checks for a docker job's host."""
+    return host_checks(
+        image=job.image,
+        gpus="all" if job.gpus_free else job.gpus,
+        results_root=job.results_root,
+        shm_size=job.docker.shm_size,
+        ipc=job.docker.ipc,
+        env_pass=job.env_pass,
+        docker_env=_docker_env(job),
+        full=full,
+    )
+
+
+def is_space_check(check: Check) -> bool:
+    """Free space (results_root, docker's data root, /dev/shm): warned about by ``run``,
+    never a reason to refuse it."""
+    return check.name.endswith("free space") or check.name == SHM_PATH
 
 
 # -- the docker engine -----------------------------------------------------------

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from taospec import doctor, plandiff, plantext, platforms, preflight, progress, retrying
-from taospec.commands import doctor as doctor_verb
 from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import raise_if_any
 from taospec.errors import (
@@ -110,10 +109,10 @@ def live_board(environ: Mapping[str, str] = os.environ) -> bool:
 def _preflight(jobs: list[Job]) -> int:
     """The cheap checks for each docker job's host, before any record is opened: exit 2 with
     the advice of a failed check; too little free space is only a warning."""
-    for job in doctor_verb.unique_docker_jobs(jobs):
+    for job in doctor.docker_jobs(jobs):
         refusals = []
-        for check in doctor.failed(doctor_verb.job_checks(job, full=False)):
-            if doctor_verb.is_space_check(check):
+        for check in doctor.failed(doctor.job_checks(job, full=False)):
+            if doctor.is_space_check(check):
                 say(f"warning: {job.name}: {check.name}: {check.detail}; {check.advice}")
             else:
                 refusals.append(check)
@@ -245,7 +244,7 @@ def ending(outcome: Outcome) -> str:
 
 def _explain(outcome: Outcome, ledger: Ledger) -> None:
     record = outcome.record
-    if record is None or outcome.state == "CANCELED":  # the closing line says all there is
+    if record is None or outcome.state == CANCELED:  # the closing line says all there is
         return
     tail = platforms.get(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
