@@ -37,7 +37,7 @@ from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
-from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, UNKNOWN, Status
+from taospec.states import CANCELED, COMPLETE, ERROR, FAILED, RUNNING, UNKNOWN, Status
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
@@ -357,11 +357,9 @@ class Build:
         try:
             outcome = self._build_one(decision, upstream, board)
         except TaospecError as exc:
-            outcome = Outcome(
-                name, "FAILED", message=str(exc), refused=isinstance(exc, InvalidInput)
-            )
+            outcome = Outcome(name, FAILED, message=str(exc), refused=isinstance(exc, InvalidInput))
         except Exception as exc:  # a bug in one worker must not hang the build
-            outcome = Outcome(name, "FAILED", message=f"internal error: {exc!r}")
+            outcome = Outcome(name, FAILED, message=f"internal error: {exc!r}")
         outcome.started, outcome.ended = started, time.time()
         done.put(outcome)
 
@@ -370,7 +368,7 @@ class Build:
     ) -> Outcome:
         target = decision.target
         record, fingerprint = self.launch(decision, upstream)
-        board.update(target.name, "RUNNING", record.id)
+        board.update(target.name, RUNNING, record.id)
         retries = len(earlier(self.ledger, record))  # submits that failed and were retried
         while True:
             if self.follow_logs:
@@ -380,7 +378,7 @@ class Build:
                 break
             retries += 1
             record = self._resubmit(target, record, board)
-            board.update(target.name, "RUNNING", record.id)
+            board.update(target.name, RUNNING, record.id)
         if record.terminal_state is not None:
             self._notify(record, target.name, board)
         if state == COMPLETE:

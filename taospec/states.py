@@ -9,6 +9,8 @@ PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN = (
 )  # fmt: skip
 STATES = (PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN)
 TERMINAL = frozenset({COMPLETE, ERROR, CANCELED})
+FAILED = "FAILED"
+"""A target's outcome when it failed before a backend took it; no record holds it."""
 
 
 class Status(NamedTuple):

@@ -10,6 +10,7 @@ import ast
 import graphlib
 from pathlib import Path
 
+from taospec import states
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "taospec"
@@ -103,3 +104,22 @@ def test_the_test_sees_a_deferred_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from taospec.cli import main\n    return main\n")
     assert imports(module, module_names()) == {"taospec.cli"}
+
+
+def test_state_names_are_spelled_only_in_states() -> None:
+    # One home for the vocabulary: elsewhere a state is taospec.states' constant. A dict
+    # literal's keys are a backend's own names (docker's, Slurm's) mapped onto it, and
+    # Slurm's FAILED is compared as Slurm spells it.
+    spelled = {*states.STATES, states.FAILED}
+    found = []
+    for name, path in sorted(module_names().items()):
+        if name == "taospec.states":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        keys = {id(k) for node in ast.walk(tree) if isinstance(node, ast.Dict) for k in node.keys}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in spelled and id(node) not in keys:
+                found.append((name, node.value, node.lineno))
+    assert [(name, value) for name, value, _ in found] == [("taospec.platforms.slurm", "FAILED")], (
+        found
+    )

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from taospec.errors import InvalidInput, TaospecError
-from taospec.states import PENDING, STATES, TERMINAL
+from taospec.states import PENDING, STATES, TERMINAL, UNKNOWN
 
 SCHEMA_VERSION = 1
 SOURCES = ("agent", "poller", "backend-hook")
@@ -106,7 +106,7 @@ class Record:
         """The terminal state if there is one, else the latest transition's state."""
         if self.terminal_state is not None:
             return self.terminal_state
-        return self.transitions[-1].state if self.transitions else "UNKNOWN"
+        return self.transitions[-1].state if self.transitions else UNKNOWN
 
     def to_json(self) -> Document:
         """The record in the recorder's key order; unset optional fields are left out."""

@@ -21,7 +21,7 @@ from taospec.job import Job
 from taospec.plan import CONTAINER_RESULTS, LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, tree_macros
-from taospec.states import COMPLETE, ERROR, UNKNOWN, Status
+from taospec.states import COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
     from taospec.ledger import Record
@@ -203,7 +203,7 @@ def _notes(context: Context, host: str | None) -> tuple[str, ...]:
 # -- the verbs -------------------------------------------------------------
 
 INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
-_NATIVE = {"created": "PENDING", "restarting": "PENDING", "running": "RUNNING", "paused": "RUNNING"}
+_NATIVE = {"created": PENDING, "restarting": PENDING, "running": RUNNING, "paused": RUNNING}
 
 
 def engine_env(sidecar: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
