@@ -129,14 +129,18 @@ def has_image_digest(plan: Plan) -> bool:
     return plan.platform == "docker"
 
 
-def image_digest(plan: Plan, cache: dict[str, str | None]) -> str | None:
-    """The image's id on a local or DOCKER_HOST engine that already has it; else None."""
+def image_digest(plan: Plan, asked: dict[str, str | None]) -> str | None:
+    """The image's id on a local or DOCKER_HOST engine that already has it; else None.
+
+    ``asked`` holds what the engines answered earlier in the same decision, by engine and
+    image, so the targets of one pipeline that share an image ask for it once.
+    """
     if not has_image_digest(plan):
         return None
     key = f"{plan.backend_value('docker_host') or ''} {plan.record.image}"
-    if key not in cache:
-        cache[key] = look_up_image(plan).result()
-    return cache[key]
+    if key not in asked:
+        asked[key] = look_up_image(plan).result()
+    return asked[key]
 
 
 class ImageLookup:

@@ -83,7 +83,7 @@ def decide(
     for every target.
     """
     index = Index(ledger)
-    images: dict[str, str | None] = {}
+    asked: dict[str, str | None] = {}  # image ids, by engine and image
     decided: dict[str, Decision] = {}
     launcher = identity.launcher()
     for name in names:
@@ -92,7 +92,7 @@ def decide(
             target,
             decided,
             index,
-            images,
+            asked,
             forced=name in force,
             user=user,
             launcher=launcher,
@@ -105,7 +105,7 @@ def _decide_one(
     target: Target,
     decided: dict[str, Decision],
     index: Index,
-    images: dict[str, str | None],
+    asked: dict[str, str | None],
     *,
     forced: bool,
     user: str | None,
@@ -133,7 +133,7 @@ def _decide_one(
         changed = work.work_differences(last) if isinstance(last, dict) else ["never run"]
         if changed:
             return Decision(target, True, changed[0], plan, work=work)
-    fingerprint = work.with_image(image_digest(plan, images))
+    fingerprint = work.with_image(image_digest(plan, asked))
     done = index.complete_record(fingerprint)
     if done is not None:
         reason = f"up to date (job {done.id})"
