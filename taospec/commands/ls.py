@@ -10,16 +10,19 @@ from taospec.errors import EXIT_OK
 
 def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = False) -> int:
     """The newest records (recorded states; ``status`` asks the backend)."""
-    records = open_ledger().list(state=state, limit=limit)
+    ledger = open_ledger()
+    records = ledger.list(state=state, limit=limit)
     if as_json:
         for record in records:
-            print(json.dumps({**record.to_json(), "state": record.state}))
+            print(json.dumps({**ledger.shown(record), "state": record.state}))
         return EXIT_OK
     rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
-    rows += [
-        (r.id, r.state, r.platform, r.submitted_at[:19].replace("T", " "), r.results_dir)
-        for r in records
-    ]
+    for record in records:
+        shown = ledger.shown(record, "platform", "results_dir")  # the time is checked as one
+        submitted = record.submitted_at[:19].replace("T", " ")
+        rows.append(
+            (record.id, record.state, str(shown["platform"]), submitted, str(shown["results_dir"]))
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])

@@ -110,13 +110,15 @@ def list_records(*, as_json: bool) -> int:
     An unreadable record prints ``<name>\\t<corrupt>`` on stderr and the listing
     goes on. ``as_json`` prints each record as a JSON line with its ``state``.
     """
-    for path, found in open_ledger().files():
+    ledger = open_ledger()
+    for path, found in ledger.files():
         if isinstance(found, LedgerCorrupt):
             name = path.rpartition("/")[2].removesuffix(".json")
             print(f"{name}\t<corrupt>", file=sys.stderr, flush=True)
         elif as_json:
-            print(json.dumps({**found.to_json(), "state": found.state}))
+            print(json.dumps({**ledger.shown(found), "state": found.state}))
         else:
+            shown = ledger.shown(found, "platform", "results_dir")
             last = found.transitions[-1].state
-            print(f"{found.id}\t{found.platform}\t{last}\t{found.results_dir}")
+            print(f"{found.id}\t{shown['platform']}\t{last}\t{shown['results_dir']}")
     return EXIT_OK

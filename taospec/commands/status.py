@@ -50,7 +50,7 @@ def status(job_id: str, *, as_json: bool = False) -> int:
         state = f"{found.state} {err_class}" if err_class else found.state
         print(redacted(f"{record.id} {state} {found.message}"))
         if latest is not None and progress.describe(latest):
-            print(f"  progress: {progress.describe(latest)}")
+            print(redacted(f"  progress: {progress.describe(latest)}"))
     return EXIT_OK
 
 

@@ -329,6 +329,17 @@ class Ledger:
         """
         return self._redacted(self._read(check_job_id(job_id))[0])
 
+    def shown(self, record: Record, *fields: str) -> Document:
+        """``record``'s document as a listing prints it (only ``fields``, when named),
+        redacted again by field type.
+
+        For the same reason as :meth:`document`: a record another writer left
+        unredacted must not put a secret on the screen.
+        """
+        if not fields:
+            return self._redacted(record.to_json())
+        return self._redacted({name: getattr(record, name) for name in fields})
+
     def sidecar(self, job_id: str) -> dict[str, object]:
         """taospec's notes about ``job_id``; ``{}`` when it has none."""
         path = self._sidecar_path(check_job_id(job_id))
