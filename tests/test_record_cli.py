@@ -147,11 +147,11 @@ def test_secrets_in_every_field_are_redacted_by_type(taospec: Runner, state_dir:
     assert token not in taospec("record", "show", job_id).stdout
 
 
-def test_a_record_another_writer_left_unredacted_lists_without_its_secrets(
+def test_a_record_another_writer_left_unredacted_prints_without_its_secrets(
     taospec: Runner, state_dir: Path
 ) -> None:
-    # The recorder's own list prints results_dir as stored; taospec redacts it again, as
-    # show does, so a record written by a tool that does not redact leaks nothing.
+    # The recorder's own list prints results_dir as stored; taospec redacts every listing
+    # and show again, so a record written by a tool that does not redact leaks nothing.
     token = "nvapi-" + "L" * 40
     job_id = opened(taospec, "--results-dir", "/out/plain")
     path = state_dir / "jobs" / f"{job_id}.json"
@@ -160,14 +160,16 @@ def test_a_record_another_writer_left_unredacted_lists_without_its_secrets(
     record["image"] = f"nvcr.io/x/y:1?X-Amz-Credential={token}"
     record["transitions"][-1]["message"] = f"docker login -p {token} nvcr.io"
     path.write_text(json.dumps(record, indent=2))
-    for argv in (("ls",), ("ls", "--json"), ("record", "list"), ("record", "list", "--json")):
+    listings = (("ls",), ("ls", "--json"), ("record", "list"), ("record", "list", "--json"))
+    for argv in (*listings, ("show", job_id), ("record", "show", job_id)):
         done = taospec(*argv)
         assert done.returncode == 0, (argv, done.stderr)
         assert token not in done.stdout + done.stderr, argv
         assert "https://u:<redacted>@h/out" in done.stdout, argv
-    listed = json.loads(taospec("ls", "--json").stdout)
-    assert listed["transitions"][-1]["message"] == "docker login -p <redacted> nvcr.io"
-    assert listed["image"] == "nvcr.io/x/y:1?X-Amz-Credential=<redacted>"
+    for argv in (("ls", "--json"), ("show", job_id)):
+        shown = json.loads(taospec(*argv).stdout)
+        assert shown["transitions"][-1]["message"] == "docker login -p <redacted> nvcr.io"
+        assert shown["image"] == "nvcr.io/x/y:1?X-Amz-Credential=<redacted>"
 
 
 def test_list_prints_one_tab_separated_line_per_record_by_file_name(

@@ -85,7 +85,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         if len(chain) > 1:
             data["retried_by"] = [r.id for r in retrying.retried_by(ledger, record.id)]
             data["retry_chain"] = [r.id for r in chain]
-        print(json.dumps(data, indent=2))
+        print(json.dumps(ledger.redacted(data), indent=2))
         if len(chain) > 1:
             _say_chain(ledger, record, chain)
         return EXIT_OK

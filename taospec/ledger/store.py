@@ -236,7 +236,7 @@ class Ledger:
         open leaves no record behind.
         """
         document = record.to_json()
-        data = self._redacted(document)
+        data = self.redacted(document)
         path = self._record_path(record.id)  # ids are left as they are by redaction
         if data is not document:
             record = parse_record(data, str(path))
@@ -308,7 +308,7 @@ class Ledger:
         ``record`` is that view of ``data`` as it is; only when redaction changed one of
         its strings is the view read back from what is written.
         """
-        redacted = self._redacted(data)
+        redacted = self.redacted(data)
         path = self._record_path(job_id)
         if redacted is not data:
             record = parse_record(redacted, str(path))
@@ -327,7 +327,7 @@ class Ledger:
         This is what the recorder's ``show`` prints: records are redacted when
         written, and once more when shown in case another writer did not.
         """
-        return self._redacted(self._read(check_job_id(job_id))[0])
+        return self.redacted(self._read(check_job_id(job_id))[0])
 
     def shown(self, record: Record, *fields: str) -> Document:
         """``record``'s document as a listing prints it (only ``fields``, when named),
@@ -337,8 +337,8 @@ class Ledger:
         unredacted must not put a secret on the screen.
         """
         if not fields:
-            return self._redacted(record.to_json())
-        return self._redacted({name: getattr(record, name) for name in fields})
+            return self.redacted(record.to_json())
+        return self.redacted({name: getattr(record, name) for name in fields})
 
     def sidecar(self, job_id: str) -> dict[str, object]:
         """taospec's notes about ``job_id``; ``{}`` when it has none."""
@@ -553,7 +553,8 @@ class Ledger:
 
     # -- redaction --------------------------------------------------------
 
-    def _redacted(self, data: Document) -> Document:
+    def redacted(self, data: Document) -> Document:
+        """A record-shaped document with every string redacted by its field's type."""
         redacted: Document = redact_document(data, self._text, self._location)
         return redacted
 
