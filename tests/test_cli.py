@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from taospec.cli import run_guarded
+from taospec.errors import EXIT_INTERNAL
 from tests.conftest import Runner, write
 
 HELLO = """\
@@ -25,6 +29,25 @@ def test_usage_errors_and_unknown_jobs_exit_2(taospec: Runner) -> None:
     assert "no job-record at " in unknown.stderr
     assert "no-such-job-123456.json" in unknown.stderr
     assert taospec("show", "../escape").returncode == 2
+
+
+def test_a_usage_error_or_a_bug_never_prints_a_secret_it_quotes(
+    taospec: Runner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "ghp_" + "U" * 36
+    done = taospec("ls", "--state", token)
+    assert done.returncode == 2
+    assert "Error: Invalid value for '--state': '<redacted>' is not one of" in done.stderr
+    assert token not in done.stderr + done.stdout
+
+    def bug() -> int:
+        raise KeyError(f"NGC_KEY={token}")
+
+    assert run_guarded(bug) == EXIT_INTERNAL
+    said = capsys.readouterr().err
+    assert said.startswith("taospec: internal error (a bug; please report it with this output):")
+    assert "KeyError: NGC_KEY=<redacted>" in said
+    assert token not in said
 
 
 def test_a_relative_state_dir_is_refused(taospec: Runner) -> None:

@@ -8,6 +8,7 @@ taospec error, a usage error, Ctrl-C, a bug) into an exit code.
 from __future__ import annotations
 
 import gc
+import io
 import sys
 from collections.abc import Callable, Sequence
 
@@ -36,8 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def _say(text: str) -> None:
+    """Write ``text`` to stderr without secret material: a failure's message may quote a
+    value it refuses, from a job file or the command line."""
+    from taospec.lint import redacted  # only a failure pays for it
+
+    sys.stderr.write(redacted(text))
+    sys.stderr.flush()
 
 
 def run_guarded(call: Callable[[], object]) -> int:
@@ -45,17 +51,17 @@ def run_guarded(call: Callable[[], object]) -> int:
     try:
         result = call()
     except TaospecError as exc:
-        from taospec.lint import redacted  # only an error pays for it
-
-        _say(redacted(exc.report()))  # a message may quote what it refuses
+        _say(exc.report() + "\n")
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)
+        _say(shown.getvalue())
         return EXIT_INVALID
     except (KeyboardInterrupt, click.exceptions.Abort):
-        _say("taospec: interrupted")
+        print("taospec: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0
@@ -64,7 +70,7 @@ def run_guarded(call: Callable[[], object]) -> int:
     except Exception:
         import traceback  # only a bug pays for it (about 5 ms of every start otherwise)
 
-        _say("taospec: internal error (a bug; please report it with this output):")
-        _say(traceback.format_exc())
+        _say("taospec: internal error (a bug; please report it with this output):\n")
+        _say(traceback.format_exc() + "\n")
         return EXIT_INTERNAL
     return result if isinstance(result, int) else 0
