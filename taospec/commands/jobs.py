@@ -96,7 +96,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
     if as_json:
         print(redacted(json.dumps(stored, indent=2)))
         return EXIT_OK
-    print(plantext.text(plan_from_json(stored)), end="")
+    print(redacted(plantext.text(plan_from_json(stored))), end="")
     return EXIT_OK
 
 
