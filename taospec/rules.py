@@ -233,19 +233,22 @@ ARGUMENT_LISTS = (("docker", "extra_args"), ("slurm", "extra_sbatch"))
 def _secret_rules(source: Source) -> Iterator[Problem]:
     """Credentials written into a job file's strings that a plan would carry.
 
-    The command, the spec, ``notify:`` and the platforms' extra arguments are
-    recorded and shown; the plan's own lint would refuse them at render, so
-    ``validate`` says so first, at their line.
+    Every string of a job reaches its plan, which is recorded and shown: the
+    command, the spec, ``notify:``, the image, paths, hosts and the platforms'
+    options. The plan's own lint would refuse them at render, so ``validate``
+    says so first, at their line. ``env`` has its own rules (:func:`_env_rules`),
+    and the platforms' extra arguments are judged as one argument list each.
     """
     message = (
         "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
         "by name under env.pass and refer to $NAME instead"
     )
-    for key in ("command", "spec", "notify"):
-        for where, text in _strings(source.data.get(key), (key,)):
-            found = secret_literals(text)
-            if found:
-                yield source.problem(where, message.format(found[0]))
+    for where, text in _strings(source.data, ()):
+        if where[:1] == ("env",) or where[:2] in ARGUMENT_LISTS:
+            continue
+        found = secret_literals(text)
+        if found:
+            yield source.problem(where, message.format(found[0]))
     for block, key in ARGUMENT_LISTS:
         options = source.data.get(block)
         words = options.get(key) if isinstance(options, dict) else None

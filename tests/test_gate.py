@@ -182,6 +182,31 @@ def test_secret_literals_are_refused_where_they_are_written(
     assert len(lines) == 3
 
 
+TOKEN = "ghp_" + "c" * 36
+
+
+@pytest.mark.parametrize(
+    ("extra", "where"),
+    [
+        ("docker: {host: 'ssh://bob:hunter2pw@gpu-box'}\n", ":9:16: $.docker.host: "),
+        (f"upload_excludes: ['{TOKEN}']\n", ":9:19: $.upload_excludes[0]: "),
+        (f"mounts: [{{source: /srv/{TOKEN}, target: /data}}]\n", ":9:19: $.mounts[0].source: "),
+        (f"docker: {{extra_args: ['--label', 'x={TOKEN}']}}\n", ":9:34: $.docker.extra_args[1]: "),
+    ],
+)
+def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, extra: str, where: str
+) -> None:
+    # Every string of a job reaches its plan; validate used to judge only the command, the
+    # spec and notify, so these passed it and were refused by render's lint, unlocated.
+    path = job(tmp_path, extra)
+    for argv in (("validate", path), ("render", path)):
+        result = taospec(*argv)
+        refused(result, f"{path}{where}holds what looks like a credential")
+        assert TOKEN not in result.stderr + result.stdout
+        assert "hunter2pw" not in result.stderr + result.stdout
+
+
 @pytest.mark.parametrize("secret", SECRETS[-1:])
 def test_a_refused_value_is_never_echoed_with_its_secret(
     taospec: Runner, tmp_path: Path, secret: str
