@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from taospec import gpupick, interrupts, lint, platforms, proc, remote
+from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
 from taospec.diagnose import INFRA, classify
 from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
@@ -32,7 +32,6 @@ from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
 Progress = Callable[[str], None]
-RETRY_INTERVAL = float(os.environ.get("TAOSPEC_RETRY_INTERVAL", "5"))
 """Seconds between attempts of a step that waits for a line (e.g. an instance's probe)."""
 
 
@@ -523,7 +522,7 @@ def run_step(
             return result
         if attempt < step.attempts:
             progress(f"{step.name}: not yet ({attempt}/{step.attempts}), retrying")
-            time.sleep(RETRY_INTERVAL)
+            time.sleep(settings.seconds(settings.RETRY_INTERVAL))
     assert result is not None
     raise CommandFailed(
         proc.shown(step.argv),

@@ -9,17 +9,15 @@ finished job loads neither plans nor processes.
 
 from __future__ import annotations
 
-import os
 import time
 
-from taospec import platforms
+from taospec import platforms, settings
 from taospec.diagnose import INFRA
 from taospec.executor import CANCEL_NOTE, SUBMITTER, submitter_alive, teardown
 from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
 from taospec.states import CANCELED, ERROR, PENDING, RUNNING, Status
 
-LAUNCH_GRACE = float(os.environ.get("TAOSPEC_LAUNCH_GRACE", "120"))
 """Seconds after its open before a record with no backend object, whose submitting
 taospec process is gone, is closed as ERROR (taospec was killed between open and launch)."""
 
@@ -30,7 +28,7 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     A terminal record answers with its recorded state. A job whose backend
     object is confirmed gone is closed: CANCELED when a cancel had begun,
     else ERROR (ERR_INFRA) once it was launched, or once it is older than
-    :data:`LAUNCH_GRACE` with no live taospec process holding it.
+    ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with no live taospec process holding it.
     """
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
@@ -73,7 +71,8 @@ def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Statu
     if launched:
         return Status(ERROR, status.message, err_class=INFRA)
     age = time.time() - instant(record.submitted_at).timestamp()
-    if SUBMITTER in sidecar and age > LAUNCH_GRACE and submitter_alive(sidecar[SUBMITTER]) is False:
+    grace = settings.seconds(settings.LAUNCH_GRACE)
+    if SUBMITTER in sidecar and age > grace and submitter_alive(sidecar[SUBMITTER]) is False:
         message = (
             f"{status.message}; never launched: the taospec process that opened the record "
             f"{int(age)} s ago is gone"

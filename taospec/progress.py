@@ -19,11 +19,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-from taospec.errors import InvalidInput
+from taospec import settings
 
 STATUS_FILE = "status.json"
-DEFAULT_INTERVAL = 60.0
-INTERVAL_ENV = "TAOSPEC_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL = settings.SECONDS[settings.PROGRESS_INTERVAL].default
 WIDTH = 160
 _SKIP = " \t\r\n,[]"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -227,21 +226,4 @@ class Ticker:
 
 def interval(environ: Mapping[str, str] = os.environ) -> float:
     """Seconds between progress lines: ``$TAOSPEC_PROGRESS_INTERVAL``, else 60."""
-    return env_seconds(environ, INTERVAL_ENV, DEFAULT_INTERVAL, "between lines", zero=False)
-
-
-def env_seconds(
-    environ: Mapping[str, str], name: str, default: float, what: str, *, zero: bool
-) -> float:
-    """The seconds ``$name`` gives (``default`` when unset): finite, above 0 (or 0 too, with
-    ``zero``); anything else is refused, saying what the seconds are ``what`` for."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
-        raise InvalidInput(f"{name}={raw!r}: give the seconds {what}, e.g. {default:g}")
-    return seconds
+    return settings.seconds(settings.PROGRESS_INTERVAL, environ)

@@ -14,21 +14,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from taospec import settings
 from taospec.diagnose import INFRA
 from taospec.errors import InvalidInput
 from taospec.executor import Progress, Submission, claimed_gpus, submit
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
 from taospec.plan import plan_from_json
-from taospec.progress import env_seconds
 from taospec.states import COMPLETE, ERROR
 
 MAX_CHAIN = 10
 """Retries one chain holds at most, however they were asked for."""
 CARRIED = ("spec", "target", "taospec", "fingerprint")
 """Sidecar notes a retry keeps from the job it retries (what it is a run of)."""
-BACKOFF_ENV = "TAOSPEC_SUBMIT_BACKOFF"
-BACKOFF_FIRST = 5.0
+BACKOFF_FIRST = settings.SECONDS[settings.SUBMIT_BACKOFF].default
 """Seconds before the first retry of a failed submit; each further retry waits twice as long."""
 BACKOFF_MAX = 60.0
 """The longest wait between two submits (unless the first wait is set longer)."""
@@ -36,8 +35,7 @@ BACKOFF_MAX = 60.0
 
 def backoff_first(environ: Mapping[str, str] = os.environ) -> float:
     """Seconds before the first retry of a failed submit: ``$TAOSPEC_SUBMIT_BACKOFF``, else 5."""
-    what = "to wait before retrying a failed submit"
-    return env_seconds(environ, BACKOFF_ENV, BACKOFF_FIRST, what, zero=True)
+    return settings.seconds(settings.SUBMIT_BACKOFF, environ)
 
 
 def backoff(retry: int, first: float = BACKOFF_FIRST) -> float:

@@ -371,7 +371,7 @@ def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     emulator.add("box", "--probes-before-ready", "10")
     for name, value in emulator.env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr("taospec.executor.RETRY_INTERVAL", 0.0)
+    monkeypatch.setenv("TAOSPEC_RETRY_INTERVAL", "0")
     plan = render(load_job(job_file(open_tmp, engine, "true")), launcher=ROOT_LAUNCHER)
     probe = plan.steps[0]
     with pytest.raises(Exception, match="no output line starting with 'ok' after 3 attempts"):

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                          "taospec.schemacheck", "taospec.yamlsrc", "taospec.diagnostics",
                          "taospec.placeholders", "taospec.skills", "taospec.taoschema",
                          "taospec.skilljob"}),
-    ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint",
+    ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint", "taospec.settings",
                               "taospec.states", "taospec.errors", "taospec.diagnose",
                               "taospec.durable", "taospec.interrupts", "taospec"}),
 ]  # fmt: skip

@@ -8,6 +8,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+from taospec import settings
 from tests.conftest import Runner, write
 from tests.test_local_jobs import job_file
 
@@ -56,14 +59,19 @@ def test_without_status_json_the_progress_line_is_the_last_output_line(
     assert re.search(r"^job \S+  RUNNING  \d+s  step-[1-3] of 3$", done.stderr, re.M), done.stderr
 
 
-def test_a_bad_progress_interval_refuses_the_run_before_any_record(
-    taospec: Runner, tmp_path: Path, state_dir: Path
+@pytest.mark.parametrize("name", sorted(settings.SECONDS))
+def test_a_setting_that_is_not_seconds_refuses_the_run_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, name: str
 ) -> None:
+    # Each used to be read where it is used; three of them at import, where "soon" was a
+    # traceback (exit 3), one halfway through a build, after its record was opened.
     spec = job_file(tmp_path, "true")
-    done = taospec("run", spec, env={"TAOSPEC_PROGRESS_INTERVAL": "soon"})
-    assert done.returncode == 2
-    assert "TAOSPEC_PROGRESS_INTERVAL='soon'" in done.stderr
-    assert not list((state_dir / "jobs").glob("*.json")) if (state_dir / "jobs").exists() else True
+    for argv in (("run", spec), ("ls",)):
+        done = taospec(*argv, env={name: "soon"})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"taospec: {name}='soon': give the seconds "), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (state_dir / "jobs").exists()
 
 
 def test_a_failure_is_classified_in_run_status_and_show(taospec: Runner, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from taospec import states
+from taospec import settings, states
 
 if TYPE_CHECKING:  # completion alone builds these, so only completion imports them
     from click.shell_completion import CompletionItem
@@ -88,6 +88,7 @@ def cli() -> None:
     Exit codes: 0 done, 1 the job failed, 2 invalid input or usage,
     3 internal error, 130 interrupted.
     """
+    settings.check()  # a TAOSPEC_* setting that is not seconds stops every verb first
 
 
 @cli.command()

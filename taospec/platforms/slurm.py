@@ -16,7 +16,6 @@ the script removes however the job ends, or directly (``none``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import proc, remote, templates
+from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.plan import (
@@ -49,7 +48,6 @@ SCRIPT_FILE = "taospec.sbatch"
 ENV_FILE = ".tao-runtime/secrets.env"
 PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 """What an #SBATCH value may hold: sbatch reads those lines itself, not through a shell."""
-CANCEL_WAIT = float(os.environ.get("TAOSPEC_SLURM_CANCEL_WAIT", "60"))
 """Seconds cancel waits for the job's processes (and its container) to be gone."""
 POLL_INTERVAL = 0.5
 SSH_FAILED = 255
@@ -552,11 +550,12 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
 
 def _wait_until_gone(slurm_id: str, login: str | None) -> str:
     """Wait (bounded) while the job still runs or completes; its last state word."""
-    deadline = time.monotonic() + CANCEL_WAIT
+    wait = settings.seconds(settings.SLURM_CANCEL_WAIT)
+    deadline = time.monotonic() + wait
     native = query(slurm_id, login)
     while isinstance(native, Native) and _STATES.get(native.state) in (PENDING, RUNNING):
         if time.monotonic() > deadline:
-            return f"{native.state} (still not gone after {CANCEL_WAIT:.0f} s)"
+            return f"{native.state} (still not gone after {wait:.0f} s)"
         time.sleep(POLL_INTERVAL)
         native = query(slurm_id, login)
     return native.state if isinstance(native, Native) else "(no longer known to Slurm)"
