@@ -72,6 +72,12 @@ class SlurmOptions:
     extra_sbatch: tuple[str, ...] = ()
 
 
+CONTAINER_RESULTS = "/results"
+"""Where a job in a container sees its results directory."""
+SPEC_FILE = "stage/spec.yaml"
+"""Where the job's spec file is written, under its results directory."""
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """One validated job. ``command`` and ``spec`` still hold their placeholders."""
@@ -105,6 +111,15 @@ class Job:
     """``retry: {max: N}``: retries ``taospec run`` submits for an ERR_INFRA failure."""
     gpus_free: int = 0
     """``gpus: {free: N}``: N GPU ids picked at submit by occupancy (``gpus`` is then ())."""
+
+    def sees_results_at(self, results_dir: str) -> str:
+        """``results_dir`` as the job itself sees it: at /results in a container (docker,
+        brev, and slurm unless ``container: none``), where it is for a local process."""
+        if self.platform == "local" or (
+            self.platform == "slurm" and self.slurm.container == "none"
+        ):
+            return results_dir
+        return CONTAINER_RESULTS
 
 
 @dataclass(frozen=True, slots=True)

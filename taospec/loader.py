@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from taospec import placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
 from taospec.job import (
+    SPEC_FILE,
     BrevOptions,
     DockerOptions,
     Job,
@@ -100,6 +101,7 @@ def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[s
     inputs = tuple(source.data.get("inputs", []))
     job = build_job(source, file.stem, images, applied)
     target = Target(file.stem, job, (), inputs, file.stem)
+    raise_if_any(_results_problems(source, {file.stem: target}, pipeline=False))
     return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
 
 
@@ -200,35 +202,48 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
             )
             sources[expansion.name] = merged
-    problems += _upstream_results_problems(source, targets)
+    problems += _results_problems(source, targets, pipeline=True)
     raise_if_any(unique(problems))
     return JobFile(str(file), targets, True), sources
 
 
-def _upstream_results_problems(source: Source, targets: Mapping[str, Target]) -> list[Problem]:
-    """``{needs.X.results_dir}`` where X's results directory cannot stand.
+def _results_problems(
+    source: Source, targets: Mapping[str, Target], *, pipeline: bool
+) -> list[Problem]:
+    """Results directories where the command or a mount cannot use them.
 
-    Its value is only known once X has run, but its shape is known now: X's
-    ``results_root``, then an id of plain characters. A mount source holding
-    ':' (or ',', for pyxis) cannot be mounted, and a ``sh -c`` script would
-    read any but plain text as syntax.
+    A job's own ``{results_dir}`` and ``{config_path}`` are known but for the id,
+    as the job sees them (:meth:`Job.sees_results_at`); ``{needs.X.results_dir}``
+    is X's ``results_root`` and an id. An id is plain text, so the shape is known
+    now: a ``sh -c`` script would read any but plain text as syntax, and a mount
+    source holding ':' (or ',', for pyxis) cannot be mounted.
     """
     problems = []
     for target in targets.values():
         job = target.job
+        where: JsonPath = ("jobs", target.base) if pipeline else ()
+        seen = job.sees_results_at(_results_dir(job.results_root, "id"))
+        shown_seen = job.sees_results_at(_results_dir(job.results_root, "$JOB_ID"))
         roots = {need: targets[need].job.results_root for need in target.needs if need in targets}
-        upstream = {f"needs.{need}.results_dir": f"{root}/id" for need, root in roots.items()}
-        shown = {f"needs.{need}.results_dir": f"{root}/<id>" for need, root in roots.items()}
+        upstream = {
+            "results_dir": seen,
+            "config_path": f"{seen}/{SPEC_FILE}",
+            **{f"needs.{need}.results_dir": f"{root}/id" for need, root in roots.items()},
+        }
+        shown = {
+            "results_dir": shown_seen,
+            "config_path": f"{shown_seen}/{SPEC_FILE}",
+            **{f"needs.{need}.results_dir": f"{root}/<id>" for need, root in roots.items()},
+        }
         pyxis = job.platform == "slurm" and job.slurm.container == "pyxis"
         for index, mount in enumerate(job.mounts):
             for name in placeholders.names(mount.source):
                 value = upstream.get(name, "")
-                if ":" in value or (pyxis and "," in value):
-                    where: JsonPath = ("jobs", target.base, "mounts", index, "source")
+                if name.startswith("needs.") and (":" in value or (pyxis and "," in value)):
                     problems.append(
                         _at(
                             source,
-                            where,
+                            (*where, "mounts", index, "source"),
                             f"{{{name}}} is a folder under {value.rsplit('/', 1)[0]!r}, "
                             "whose ':' or ',' the container's mount option would split; give "
                             f"target {name[len('needs.') : -len('.results_dir')]} a "
@@ -236,8 +251,16 @@ def _upstream_results_problems(source: Source, targets: Mapping[str, Target]) ->
                         )
                     )
         for sentence in placeholders.in_scripts(job.command, upstream, shown):
-            problems.append(_at(source, ("jobs", target.base, "command"), sentence))
+            problems.append(
+                _at(source, (*where, "command"), sentence)
+                if pipeline
+                else source.problem(("command",), sentence)
+            )
     return problems
+
+
+def _results_dir(root: str, job_id: str) -> str:
+    return f"{root.rstrip('/')}/{job_id}"
 
 
 def merge(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from taospec import lint, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.job import Job, Mount
+from taospec.job import SPEC_FILE, Job, Mount
 
 JOB_ID = "\x00JOB_ID\x00"
 """Stands for the job id until the record is opened; no spec value can hold a NUL.
@@ -55,7 +55,6 @@ def upstream_stand_ins(needs: Iterable[str]) -> dict[str, str]:
     }
 
 
-CONTAINER_RESULTS = "/results"
 RUNTIME_HOME = ".tao-runtime/home"
 CACHE_DIRS = (
     ("XDG_CACHE_HOME", ""),
@@ -65,7 +64,6 @@ CACHE_DIRS = (
     ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
     ("MPLCONFIGDIR", "matplotlib"),
 )
-SPEC_FILE = "stage/spec.yaml"
 LOG_FILE = "taospec.log"
 FAILED = "TAOSPEC_FAILED="
 """Starts an output line in which a step says why it failed (remote steps have no exit code)."""

@@ -207,6 +207,34 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         assert "hunter2pw" not in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize(("platform", "refused_at"), [("local", 8), ("docker", None)])
+def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
+    taospec: Runner, tmp_path: Path, platform: str, refused_at: int | None
+) -> None:
+    # A local process sees its results where they are, so a results_root the shell reads as
+    # syntax cannot stand in its `sh -c` script; a container sees /results. validate used
+    # to pass the local job, which render then refused at no line.
+    root = tmp_path / "odd $(x) dir"
+    path = write(
+        tmp_path / "job.yaml",
+        BASE.replace("platform: docker", f"platform: {platform}")
+        .replace("results_root: {root}", f"results_root: '{root}'")
+        .replace("sh -c 'echo hi'", "sh -c 'ls {results_dir} {config_path}'"),
+    )
+    for argv in (("validate", path), ("render", path)):
+        result = taospec(*argv)
+        if refused_at is None:
+            assert result.returncode == 0, result.stderr
+            continue
+        lines = refused(
+            result,
+            f"{path}:{refused_at}:10: $.command: {{config_path}} is "
+            f"'{root}/$JOB_ID/stage/spec.yaml' and stands in the script `sh -c` runs",
+            f"{path}:{refused_at}:10: $.command: {{results_dir}} is '{root}/$JOB_ID' and stands",
+        )
+        assert len(lines) == 2
+
+
 @pytest.mark.parametrize("secret", SECRETS[-1:])
 def test_a_refused_value_is_never_echoed_with_its_secret(
     taospec: Runner, tmp_path: Path, secret: str

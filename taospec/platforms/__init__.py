@@ -66,7 +66,7 @@ def render(
         identity=identity.resolve(job.user, user, submitter),
         launcher=submitter,
         results_dir=results_dir,
-        job_results=platform.job_results(results_dir),
+        job_results=job.sees_results_at(results_dir),
         upstream=tuple(sorted((upstream or {}).items())),
         user_from_host=job.user == "host" and not user,
     )

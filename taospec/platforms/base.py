@@ -65,10 +65,6 @@ class StepRunner(Protocol):
 class Platform(Protocol):
     """Where a job runs."""
 
-    def job_results(self, results_dir: str) -> str:
-        """The results directory as the job itself sees it."""
-        ...
-
     def plan(self, context: Context) -> Plan:
         """The job's steps; the last one launches it."""
         ...

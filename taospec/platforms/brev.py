@@ -28,7 +28,7 @@ from taospec import gpupick, identity, proc, remote, templates
 from taospec.diagnose import diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
-from taospec.plan import CONTAINER_RESULTS, Context, Plan, Step, gpu_ids_note, job_plan
+from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner
 from taospec.platforms.common import gpu_facts
@@ -45,11 +45,6 @@ LAUNCH_ATTEMPTS = 3
 safe, and without one a container might run with its record saying ERROR. Other steps fail
 at once: nothing has started yet, and brev itself already ran a failed command twice."""
 GONE = "could not look up instance"
-
-
-def job_results(results_dir: str) -> str:
-    """The results directory is mounted at /results, as on docker."""
-    return CONTAINER_RESULTS
 
 
 def exec_argv(instance: str, command: str) -> tuple[str, ...]:

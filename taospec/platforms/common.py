@@ -6,8 +6,8 @@ from typing import Any
 
 from taospec import templates
 from taospec.identity import Identity
-from taospec.job import Job
-from taospec.plan import GPU_IDS, SPEC_FILE, Context, Step, stand_in
+from taospec.job import SPEC_FILE, Job
+from taospec.plan import GPU_IDS, Context, Step, stand_in
 
 
 def owner(context: Context) -> Identity | None:

@@ -18,7 +18,7 @@ from taospec.diagnose import classify, diagnose
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
-from taospec.plan import CONTAINER_RESULTS, LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
+from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
 from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, tree_macros
 from taospec.states import COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
@@ -29,11 +29,6 @@ if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledg
 NAME = "docker"
 NGC_REGISTRY = "nvcr.io"
 NGC_KEY = "NGC_KEY"
-
-
-def job_results(results_dir: str) -> str:
-    """The results directory is mounted at /results."""
-    return CONTAINER_RESULTS
 
 
 def gpu_flag(job: Job) -> str:

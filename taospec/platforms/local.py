@@ -39,11 +39,6 @@ WRAPPER = (
 """Runs the command, then records its exit code where ``status`` reads it."""
 
 
-def job_results(results_dir: str) -> str:
-    """A local process sees the results directory where it is."""
-    return results_dir
-
-
 def plan(context: Context) -> Plan:
     """prepare, spec-file, launch."""
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput
+from taospec.job import CONTAINER_RESULTS
 from taospec.plan import (
-    CONTAINER_RESULTS,
     JOB_ID,
     LOG_FILE,
     Context,
@@ -54,11 +54,6 @@ SSH_FAILED = 255
 """ssh's own exit code when it could not run the command at all."""
 
 
-def job_results(results_dir: str) -> str:
-    """Where the job sees its results; :func:`plan` moves it to /results in a container."""
-    return results_dir
-
-
 # -- the plan --------------------------------------------------------------
 
 
@@ -66,8 +61,6 @@ def plan(context: Context) -> Plan:
     """prepare, spec-file, script, check-script, (env-file,) launch."""
     job = context.job
     options = job.slurm
-    if options.container != "none":
-        context = dataclasses.replace(context, job_results=CONTAINER_RESULTS)
     login = options.login
     script_path = f"{context.results_dir}/{SCRIPT_FILE}"
     steps = [dataclasses.replace(step, argv=on(login, step.argv)) for step in local_steps(context)]
