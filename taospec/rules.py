@@ -295,6 +295,13 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     platform = data.get("platform", "local")
     if platform == "brev" and "brev" not in data:
         yield source.problem(("platform",), "platform brev needs a brev: block naming the instance")
+    docker = data.get("docker")
+    if platform == "brev" and isinstance(docker, dict) and docker.get("host"):
+        yield source.problem(
+            ("docker", "host"),
+            "docker.host does not apply to platform brev: the container runs on the "
+            "instance's own Docker engine",
+        )
     nodes = data.get("nodes", 1)
     if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
         yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])

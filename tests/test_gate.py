@@ -207,6 +207,14 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         assert "hunter2pw" not in result.stderr + result.stdout
 
 
+def test_docker_host_on_a_brev_job_is_refused_at_its_line(taospec: Runner, tmp_path: Path) -> None:
+    path = job(tmp_path, "brev: {instance: box}\ndocker: {host: 'ssh://gpu-box'}\n")
+    path.write_text(path.read_text().replace("platform: docker", "platform: brev"))
+    expected = f"{path}:10:16: $.docker.host: docker.host does not apply to platform brev"
+    refused(taospec("validate", path), expected)
+    refused(taospec("render", path), expected)
+
+
 @pytest.mark.parametrize(("platform", "refused_at"), [("local", 8), ("docker", None)])
 def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
     taospec: Runner, tmp_path: Path, platform: str, refused_at: int | None
