@@ -15,7 +15,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from taospec import proc
+from taospec import lint, proc
 from taospec.errors import InvalidInput, TaospecError
 
 NOTIFY_ENV = "TAOSPEC_NOTIFY"
@@ -23,12 +23,24 @@ TIMEOUT = 30.0
 
 
 def notifier(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
-    """The notifier ``$TAOSPEC_NOTIFY`` names, split as a shell would; () when unset."""
+    """The notifier ``$TAOSPEC_NOTIFY`` names, split as a shell would; () when unset.
+
+    Refused when it carries an inline secret, as a job's ``notify:`` is: its
+    words are the notifier's argv, which any user of the machine can read.
+    """
     raw = environ.get(NOTIFY_ENV, "").strip()
     try:
-        return tuple(shlex.split(raw))
+        argv = tuple(shlex.split(raw))
     except ValueError as error:
         raise InvalidInput(f"{NOTIFY_ENV}: {error}; quote it as you would in a shell") from None
+    findings = lint.lint_argv(argv)
+    if findings:
+        listed = "\n".join(f"  {NOTIFY_ENV}: {finding}" for finding in findings)
+        raise InvalidInput(
+            f"{NOTIFY_ENV} would carry inline secrets; read them from the environment in the "
+            f"command instead:\n{listed}"
+        )
+    return argv
 
 
 def outcome(

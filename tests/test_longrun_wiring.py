@@ -168,6 +168,19 @@ def test_a_notifier_carrying_a_secret_is_refused(taospec: Runner, tmp_path: Path
     assert "hunter2" not in done.stderr
 
 
+def test_a_notifier_from_the_environment_carrying_a_secret_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # $TAOSPEC_NOTIFY's words become the notifier's argv, as a job's notify: does.
+    spec = job_file(tmp_path, "true")
+    done = taospec("run", spec, env={"TAOSPEC_NOTIFY": "curl --password hunter2 https://x"})
+    assert done.returncode == 2
+    assert done.stderr.startswith("taospec: TAOSPEC_NOTIFY would carry inline secrets")
+    assert "TAOSPEC_NOTIFY: line 1: --password" in done.stderr
+    assert "hunter2" not in done.stderr
+    assert not (state_dir / "jobs").exists()
+
+
 def test_notify_is_allowed_under_pipeline_defaults(taospec: Runner, tmp_path: Path) -> None:
     seen = tmp_path / "states"
     spec = write(

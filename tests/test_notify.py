@@ -81,3 +81,5 @@ def test_the_notifier_comes_from_the_environment() -> None:
     )
     with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY: No closing quotation"):
         notify.notifier({"TAOSPEC_NOTIFY": "notify-send 'job done"})
+    with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY would carry inline secrets"):
+        notify.notifier({"TAOSPEC_NOTIFY": "curl -H 'Authorization: Bearer abcdef0123456789'"})

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from taospec import doctor, plandiff, plantext, platforms, preflight, progress, retrying
+from taospec import doctor, notify, plandiff, plantext, platforms, preflight, progress, retrying
 from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import raise_if_any
 from taospec.errors import (
@@ -74,6 +74,7 @@ def run(
             check_environment(decision.target.job, os.environ)
     interval = progress.interval(os.environ)
     backoff = retrying.backoff_first(os.environ)
+    notify.notifier(os.environ)  # refused now, not when the first job has ended
     stopped = _preflight([d.target.job for d in decisions if d.run])
     if stopped:
         return stopped
