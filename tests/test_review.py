@@ -213,6 +213,17 @@ def test_diff_with_an_invalid_revision_says_which(taospec: Runner, repo: Path):
     assert done.stdout == ""
 
 
+def test_diff_with_a_revision_git_does_not_know_says_so(taospec: Runner, repo: Path):
+    run = in_repo(taospec, repo)
+    done = run("diff", "HEAD~9", "jobs/pipeline.yaml")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "taospec: HEAD~9: no such file at HEAD or in the work tree, nor a revision git knows\n"
+    )
+    alone = run("diff", "jobs/gone.yaml")
+    assert alone.stderr == "taospec: jobs/gone.yaml: no such file at HEAD or in the work tree\n"
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()

@@ -150,7 +150,10 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
             )
             old, new = _side(before, old_rev, source is not None), _side(where, new_rev)
             if not old and not new:
-                raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}")
+                # split_args read a first word that is neither as a file: say both.
+                meant = not revs and len(files) > 1 and file == files[0]
+                nor = ", nor a revision git knows" if meant else ""
+                raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}{nor}")
             results.append((file, source, compare(old, new, names)))
     except SideInvalid as exc:
         print(exc.detail, file=sys.stderr)
