@@ -32,7 +32,6 @@ from taospec.platforms.base import EndedFirst
 from taospec.states import CANCELED, ERROR, RUNNING
 
 Progress = Callable[[str], None]
-"""Seconds between attempts of a step that waits for a line (e.g. an instance's probe)."""
 
 
 def secret_values(names: tuple[str, ...]) -> list[str]:

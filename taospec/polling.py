@@ -18,9 +18,6 @@ from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
 from taospec.states import CANCELED, ERROR, PENDING, RUNNING, Status
 
-"""Seconds after its open before a record with no backend object, whose submitting
-taospec process is gone, is closed as ERROR (taospec was killed between open and launch)."""
-
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     """Ask the backend, heal a lost mark, record a first terminal state.

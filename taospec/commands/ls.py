@@ -18,7 +18,7 @@ def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = Fals
         return EXIT_OK
     rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
     for record in records:
-        shown = ledger.shown(record, "platform", "results_dir")  # the time is checked as one
+        shown = ledger.shown(record, "platform", "results_dir")  # submitted_at is a checked time
         submitted = record.submitted_at[:19].replace("T", " ")
         rows.append(
             (record.id, record.state, str(shown["platform"]), submitted, str(shown["results_dir"]))

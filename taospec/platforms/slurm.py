@@ -48,7 +48,6 @@ SCRIPT_FILE = "taospec.sbatch"
 ENV_FILE = ".tao-runtime/secrets.env"
 PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 """What an #SBATCH value may hold: sbatch reads those lines itself, not through a shell."""
-"""Seconds cancel waits for the job's processes (and its container) to be gone."""
 POLL_INTERVAL = 0.5
 SSH_FAILED = 255
 """ssh's own exit code when it could not run the command at all."""
