@@ -25,9 +25,18 @@ class TaospecError(Exception):
 
 
 class InvalidInput(TaospecError):
-    """Bad input or usage: a spec, a flag, an id. Nothing was written."""
+    """Bad input or usage: a spec, a flag, an id. Nothing was written.
+
+    ``key`` is the job file's key a refusal is about (``("docker", "host")``), so
+    that a check of the file can place it at that key's line; () when it is about
+    no one key.
+    """
 
     exit_code = EXIT_INVALID
+
+    def __init__(self, message: str, *, key: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class JobFailed(TaospecError):

@@ -61,4 +61,4 @@ def resolve(user: str, override: str | None, submitter: Identity) -> Identity:
 def refuse_root(identity: Identity, file: str) -> None:
     """Writable container launches never run as root."""
     if identity.uid == 0:
-        raise InvalidInput(ROOT_HOST_MESSAGE.format(file=file))
+        raise InvalidInput(ROOT_HOST_MESSAGE.format(file=file), key=("user",))

@@ -274,7 +274,7 @@ class Context:
         shown = {name: STAND_IN.sub(r"$\1", value) for name, value in values.items()}
         misread = placeholders.in_scripts(self.job.command, filled, shown)
         if misread:
-            raise InvalidInput(f"{self.job.file}: command: {'; '.join(misread)}")
+            raise InvalidInput(f"{self.job.file}: command: {'; '.join(misread)}", key=("command",))
         return tuple(self.expand(word) for word in self.job.command)
 
     @property

@@ -131,21 +131,5 @@ def _render_refusals(
         platforms.render(job, user=user, launcher=who, upstream=upstream)
     except InvalidInput as exc:
         message = str(exc).removeprefix(f"{job.file}: ")
-        return [source.problem(_concerns(message), message)]
+        return [source.problem(exc.key, message)]
     return []
-
-
-def _concerns(message: str) -> tuple[str, ...]:
-    """The key a render refusal is about, so it is located at that key's line."""
-    for key, path in (
-        ("user:", ("user",)),
-        ("docker.host", ("docker", "host")),
-        ("brev", ("platform",)),
-        ("gpus", ("gpus",)),
-        ("mounts", ("mounts",)),
-        ("env.pass", ("env", "pass")),
-        ("results_root", ("results_root",)),
-    ):
-        if key in message:
-            return path
-    return ()  # fmt: skip

@@ -127,11 +127,15 @@ def ssh_argv(url: str) -> tuple[str, ...]:
     """``ssh`` options and destination for a ``ssh://[user@]host[:port]`` DOCKER_HOST."""
     parts = urlsplit(url)
     if parts.scheme != "ssh" or not parts.hostname or parts.path not in ("", "/"):
-        raise InvalidInput(f"docker.host {url!r}: expected ssh://[user@]host[:port]")
+        raise InvalidInput(
+            f"docker.host {url!r}: expected ssh://[user@]host[:port]", key=("docker", "host")
+        )
     try:
         port = parts.port
     except ValueError:
-        raise InvalidInput(f"docker.host {url!r}: the port is not a number") from None
+        raise InvalidInput(
+            f"docker.host {url!r}: the port is not a number", key=("docker", "host")
+        ) from None
     destination = f"{parts.username}@{parts.hostname}" if parts.username else parts.hostname
     argv = ["ssh", "-o", "BatchMode=yes"]
     if port is not None:

@@ -105,5 +105,6 @@ def _lint_notify(job: Job) -> None:
         listed = "\n".join(f"  notify: {finding}" for finding in findings)
         raise InvalidInput(
             f"{job.file}: the notify command would carry inline secrets; read them from the "
-            f"environment in the command instead:\n{listed}"
+            f"environment in the command instead:\n{listed}",
+            key=("notify",),
         )

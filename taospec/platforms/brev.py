@@ -65,18 +65,22 @@ def options(context: Context) -> BrevOptions:
     """The ``brev:`` block, after refusing what cannot work on an instance."""
     job = context.job
     if job.brev is None:
-        raise InvalidInput(f"{job.file}: platform brev needs a brev: block naming the instance")
+        raise InvalidInput(
+            f"{job.file}: platform brev needs a brev: block naming the instance", key=("platform",)
+        )
     if job.docker.host:
         raise InvalidInput(
             f"{job.file}: docker.host does not apply to platform brev: the container runs on "
-            f"instance {job.brev.instance}'s own Docker engine"
+            f"instance {job.brev.instance}'s own Docker engine",
+            key=("docker", "host"),
         )
     if context.user_from_host:
         raise InvalidInput(
             f"{job.file}: user: host would mean this machine's {context.launcher.spec}, which "
             f"says nothing about the accounts on instance {job.brev.instance}. Set user: "
             '"UID:GID" to the instance account the job runs as (brev exec '
-            f"{job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID"
+            f"{job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID",
+            key=("user",),
         )
     identity.refuse_root(context.identity, job.file)
     return job.brev

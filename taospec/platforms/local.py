@@ -47,7 +47,8 @@ def plan(context: Context) -> Plan:
     if switch and context.launcher.uid != 0:
         raise InvalidInput(
             f"{job.file}: user {context.identity.spec} differs from the launching user "
-            f"{context.launcher.spec}; only root can start a process as another user"
+            f"{context.launcher.spec}; only root can start a process as another user",
+            key=("user",),
         )
     macros = templates.module(
         "local",

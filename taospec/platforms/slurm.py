@@ -175,6 +175,16 @@ def directive_values(context: Context) -> dict[str, templates.Shell]:
     return {name: _plain(name, value, context.job.file) for name, value in values.items()}
 
 
+_DIRECTIVE_KEYS = {
+    "output": ("results_root",),
+    "chdir": ("results_root",),
+    "partition": ("slurm", "partition"),
+    "account": ("slurm", "account"),
+    "time": ("slurm", "time"),
+}
+"""The job file's key each #SBATCH value comes from (the job name is the id)."""
+
+
 def script_values(context: Context) -> dict[str, object]:
     """What templates/slurm.j2 is rendered with."""
     job = context.job
@@ -214,7 +224,8 @@ def _plain(name: str, value: str, file: str) -> templates.Shell:
     if text and not PLAIN_WORD.fullmatch(text):
         raise InvalidInput(
             f"{file}: the sbatch script cannot carry {name} {text!r}: #SBATCH lines are read by "
-            "sbatch, not by a shell, so they take only letters, digits and _@+=:,./-"
+            "sbatch, not by a shell, so they take only letters, digits and _@+=:,./-",
+            key=_DIRECTIVE_KEYS.get(name, ()),
         )
     return templates.Shell(value)
 
