@@ -126,7 +126,13 @@ def prepare(dirs_argv: Sequence[str], spec_argv: Sequence[str] | None, spec: str
 def ssh_argv(url: str) -> tuple[str, ...]:
     """``ssh`` options and destination for a ``ssh://[user@]host[:port]`` DOCKER_HOST."""
     parts = urlsplit(url)
-    if parts.scheme != "ssh" or not parts.hostname or parts.path not in ("", "/"):
+    if (
+        parts.scheme != "ssh"
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
         raise InvalidInput(
             f"docker.host {url!r}: expected ssh://[user@]host[:port]", key=("docker", "host")
         )

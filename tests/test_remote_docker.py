@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -243,6 +244,38 @@ def test_ssh_destinations_are_parsed_and_never_read_as_options() -> None:
     for bad in ("ssh://gpu:port", "ssh://", "ssh://gpu/path"):
         with pytest.raises(InvalidInput):
             remote.ssh_argv(bad)
+
+
+DOCKER_HOST_PATTERN = re.compile(
+    json.loads((ROOT / "schemas" / "job.schema.json").read_text())["$defs"]["fields"]["properties"][
+        "docker"
+    ]["properties"]["host"]["pattern"]
+)
+
+
+def ssh_accepts(url: str) -> bool:
+    try:
+        remote.ssh_argv(url)
+    except InvalidInput:
+        return False
+    return True
+
+
+@given(
+    st.builds(
+        "".join,
+        st.tuples(
+            st.just("ssh://"),
+            st.sampled_from(["", "u@", "a@b@", "@", "u:p@", "u?@", "u#@"]),
+            st.sampled_from(["gpu", "10.0.0.1", "[::1]", "", "-oX", "h?x", "h#x", "ü"]),
+            st.sampled_from(["", ":", ":0", ":22", ":65535", ":65536", ":99999", ":port", ":-1"]),
+            st.sampled_from(["", "/", "/path", "//", "?q", "#f"]),
+        ),
+    )
+)
+def test_the_schema_accepts_exactly_the_ssh_hosts_that_can_be_reached(url: str) -> None:
+    # validate must not pass a docker.host that render then refuses, nor refuse one it runs.
+    assert bool(DOCKER_HOST_PATTERN.search(url)) == ssh_accepts(url), url
 
 
 @st.composite
