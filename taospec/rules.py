@@ -226,8 +226,8 @@ def _description(finding: lint.Finding) -> str:
     return f"{finding.subject}, {finding.rule.replace('-', ' ')}"
 
 
-ARGUMENT_LISTS = (("docker", "extra_args"), ("slurm", "extra_sbatch"))
-"""Lists of arguments a platform puts on its command line as they are."""
+ARGUMENT_LISTS = (("command",), ("notify",), ("docker", "extra_args"), ("slurm", "extra_sbatch"))
+"""Lists of arguments that reach a command line as they are, one word an item."""
 
 
 def _secret_rules(source: Source) -> Iterator[Problem]:
@@ -236,33 +236,34 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     Every string of a job reaches its plan, which is recorded and shown: the
     command, the spec, ``notify:``, the image, paths, hosts and the platforms'
     options. The plan's own lint would refuse them at render, so ``validate``
-    says so first, at their line. ``env`` has its own rules (:func:`_env_rules`),
-    and the platforms' extra arguments are judged as one argument list each.
+    says so first, at their line. ``env`` has its own rules (:func:`_env_rules`).
+    An argument list is also judged whole, as the plan's lint reads it: a flag
+    and its value may be two items (``[--token, x]``).
     """
     message = (
         "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
         "by name under env.pass and refer to $NAME instead"
     )
+    said: set[JsonPath] = set()  # the argument lists an item of which was refused
     for where, text in _strings(source.data, ()):
-        if where[:1] == ("env",) or where[:2] in ARGUMENT_LISTS:
+        if where[:1] == ("env",):
             continue
         found = secret_literals(text)
         if found:
             yield source.problem(where, message.format(found[0]))
-    for block, key in ARGUMENT_LISTS:
-        options = source.data.get(block)
-        words = options.get(key) if isinstance(options, dict) else None
-        if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
-            continue
-        for index, word in enumerate(words):
-            found = secret_literals(word)
-            if found:
-                yield source.problem((block, key, index), message.format(found[0]))
-                break
-        else:  # a flag and its value in two items (--password, x)
+            said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)
+    for path in ARGUMENT_LISTS:
+        words = _value_at(source.data, path)
+        if path not in said and isinstance(words, list) and all(isinstance(w, str) for w in words):
             pair = lint.lint_argv(words)
             if pair:
-                yield source.problem((block, key), message.format(_description(pair[0])))
+                yield source.problem(path, message.format(_description(pair[0])))
+
+
+def _value_at(data: Any, path: JsonPath) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 ROOT_USER = re.compile(r"0:[0-9]+")

@@ -243,6 +243,29 @@ def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
         assert len(lines) == 2
 
 
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ("command: [tool, --token, s3cr3tvalue9]\n", ":8:10: $.command: "),
+        ("notify: [curl, --password, hunter2, 'https://x']\n", ":9:9: $.notify: "),
+    ],
+)
+def test_a_flag_and_its_value_in_two_items_of_a_list_are_refused_at_the_list(
+    taospec: Runner, tmp_path: Path, line: str, where: str
+) -> None:
+    # The plan's lint reads a list as the command line it becomes; validate judged each item
+    # alone, so these passed it and render refused them at no line.
+    path = job(tmp_path, line)
+    if line.startswith("command:"):
+        path.write_text(path.read_text().replace("command: sh -c 'echo hi'\n", ""))
+    for argv in (("validate", path), ("render", path)):
+        result = taospec(*argv)
+        lines = refused(result, f"{path}{where}holds what looks like a credential (")
+        assert len(lines) == 1, result.stderr
+        assert "s3cr3tvalue9" not in result.stderr
+        assert "hunter2" not in result.stderr
+
+
 @pytest.mark.parametrize("secret", SECRETS[-1:])
 def test_a_refused_value_is_never_echoed_with_its_secret(
     taospec: Runner, tmp_path: Path, secret: str

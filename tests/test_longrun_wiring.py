@@ -164,7 +164,7 @@ def test_a_notifier_carrying_a_secret_is_refused(taospec: Runner, tmp_path: Path
     spec = job_file(tmp_path, "true", notify='["curl", "--password", "hunter2", "https://x"]')
     done = taospec("run", spec)
     assert done.returncode == 2
-    assert "notify: line 1: --password" in done.stderr
+    assert ": $.notify: holds what looks like a credential (--password, secret flag)" in done.stderr
     assert "hunter2" not in done.stderr
 
 
