@@ -156,6 +156,14 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         return
     passed: list[Any] = env["pass"] if isinstance(env.get("pass"), list) else []
     values: dict[Any, Any] = env["set"] if isinstance(env.get("set"), dict) else {}
+    for index, name in enumerate(passed):
+        found = secret_literals(name) if isinstance(name, str) else []
+        if found:
+            yield source.problem(
+                ("env", "pass", index),
+                f"the name itself looks like a credential ({found[0]}), and a plan shows "
+                "every passed name (-e NAME): give the variable another name",
+            )
     for name, value in values.items():
         path = ("env", "set", name)
         if name in passed:

@@ -266,6 +266,18 @@ def test_a_flag_and_its_value_in_two_items_of_a_list_are_refused_at_the_list(
         assert "hunter2" not in result.stderr
 
 
+def test_a_passed_name_that_looks_like_a_credential_is_refused_at_its_place(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # Every passed name is written into the plan (-e NAME), where the lint refuses a token.
+    path = job(tmp_path, f"env: {{pass: [NGC_KEY, {TOKEN}]}}\n")
+    for argv in (("validate", path), ("render", path)):
+        result = taospec(*argv)
+        lines = refused(result, f"{path}:9:23: $.env.pass[1]: the name itself looks like a")
+        assert len(lines) == 1, result.stderr
+        assert TOKEN not in result.stderr
+
+
 @pytest.mark.parametrize("secret", SECRETS[-1:])
 def test_a_refused_value_is_never_echoed_with_its_secret(
     taospec: Runner, tmp_path: Path, secret: str
