@@ -3,11 +3,14 @@
 One test per kind of job file that used to pass ``validate`` (or crash it),
 then a generated product of mutations of a good job file: ``validate --here``
 refuses exactly what ``render`` or ``run -n`` refuses on this machine, with
-the same messages, and nothing ever ends in a traceback.
+the same messages, and nothing ever ends in a traceback. Last, every string of
+every example job set to each of a list of hostile values: what ``validate``
+passes, ``render`` renders.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -20,8 +23,13 @@ import yaml
 
 from taospec import loader, preflight
 from taospec.cli import main
+from taospec.diagnostics import SpecError
+from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_located
+from taospec.plan import upstream_stand_ins
+from taospec.platforms import render
+from taospec.versions import Images
 from tests.conftest import JOBS, ROOT, Runner, taospec_command, write
 
 LOCATED = re.compile(r"^(?P<file>.+):(?P<line>\d+):(?P<col>\d+): (?P<path>\$\S*): (?P<msg>.+)$")
@@ -658,3 +666,50 @@ def test_the_product_holds_for_the_shipped_examples(capsys: pytest.CaptureFixtur
         code, said = _call(capsys, "validate", str(path))
         assert code == 0, said
     assert (ROOT / "README.md").read_text().count("validate --here") >= 1
+
+
+# -- every string of every example -------------------------------------------------------
+
+HOSTILE_VALUES = [
+    "a b", "$(id)", "x'y", 'x"y', "a\nb", "a:b", "a,b", "a;b", "-x", "", "~", "*", "é",
+    "/tmp/a b", "/tmp/a:b", "{results_dir}", "{config_path}", "{job_id}", "{nope}", "a{b",
+    "ghp_" + "z" * 36, "nvapi-" + "Q" * 40, "AKIAABCDEFGHIJKLMNOP", "https://u:pw123456@h/x",
+    "-----BEGIN RSA PRIVATE KEY-----", "Authorization: Bearer abcdef0123456789",
+    "TOKEN=abcdefgh", "--password=x1234567",
+]  # fmt: skip
+
+
+def _string_places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in _string_places(item, (*path, key))]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _string_places(item, (*path, i))]
+    return [path] if isinstance(value, str) else []
+
+
+@pytest.mark.parametrize(
+    "example", sorted(p.name for p in JOBS.glob("*.yaml") if p.name != "versions.yaml")
+)
+def test_what_validate_passes_renders_for_any_value_of_any_string(example: str) -> None:
+    # Each string of the example, in turn, set to each hostile value: a file the loader
+    # (validate, without --here) accepts must render, or validate would pass what render
+    # refuses with no line to point at.
+    path = JOBS / example
+    good = yaml.safe_load(path.read_text())
+    images = Images(path)
+    for place in _string_places(good):
+        for value in HOSTILE_VALUES:
+            data = copy.deepcopy(good)
+            holder = data
+            for part in place[:-1]:
+                holder = holder[part]
+            holder[place[-1]] = value
+            try:
+                jobfile = loader.load_jobfile_text(yaml.safe_dump(data), str(path), images)
+            except SpecError:
+                continue
+            for target in jobfile.targets.values():
+                try:
+                    render(target.job, upstream=upstream_stand_ins(target.needs))
+                except InvalidInput as refused:
+                    pytest.fail(f"{place} = {value!r} passes validate, but render: {refused}")
