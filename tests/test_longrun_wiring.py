@@ -72,6 +72,8 @@ def test_a_setting_that_is_not_seconds_refuses_the_run_before_any_record(
         assert done.stderr.startswith(f"taospec: {name}='soon': give the seconds "), done.stderr
         assert "Traceback" not in done.stderr
     assert not (state_dir / "jobs").exists()
+    helped = taospec("run", "--help", env={name: "soon"})  # help is no verb: it still shows
+    assert (helped.returncode, helped.stdout.split(" ", 2)[:2]) == (0, ["Usage:", "taospec"])
 
 
 def test_a_failure_is_classified_in_run_status_and_show(taospec: Runner, tmp_path: Path) -> None:

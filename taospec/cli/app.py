@@ -80,7 +80,21 @@ def format_option(*choices: str, help: str | None = None) -> Callable[[_Command]
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Verb(click.Command):
+    """A verb: before it runs (not for ``--help``), a ``TAOSPEC_*`` setting that is not
+    seconds stops it with exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        settings.check()
+        return super().invoke(ctx)
+
+
+class _Verbs(click.Group):
+    command_class = _Verb
+    group_class = type  # ``record`` is a group of verbs too
+
+
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="taospec")
 def cli() -> None:
     """Declarative YAML job specs for NVIDIA TAO containers.
@@ -88,7 +102,6 @@ def cli() -> None:
     Exit codes: 0 done, 1 the job failed, 2 invalid input or usage,
     3 internal error, 130 interrupted.
     """
-    settings.check()  # a TAOSPEC_* setting that is not seconds stops every verb first
 
 
 @cli.command()
