@@ -237,6 +237,17 @@ def test_the_command_prints_each_check_and_advice(capsys: pytest.CaptureFixture[
     assert doctor_command.run(checks[:1]) == 0
 
 
+def test_the_command_prints_no_secret_a_check_quotes(capsys: pytest.CaptureFixture[str]) -> None:
+    token = "ghp_" + "D" * 36
+    quoted = Check(
+        "docker engine", False, f"cannot connect to https://u:{token}@h", f"-e T={token}"
+    )
+    assert doctor_command.run([quoted]) == 1
+    out = capsys.readouterr().out
+    assert token not in out
+    assert "FAIL  docker engine: cannot connect to https://u:<redacted>@h" in out
+
+
 @pytest.mark.engine
 def test_full_checks_on_this_host(engine: str, fake_smi: None, small_fs: Path) -> None:
     checks = doctor.host_checks(image=engine, gpus=(0,), results_root=str(small_fs), full=True)

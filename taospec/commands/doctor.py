@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from taospec import doctor
 from taospec.doctor import Check
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
+from taospec.lint import redacted
 from taospec.loader import load_jobfile
 
 INDENT = "      "
@@ -20,10 +21,10 @@ INDENT = "      "
 def run(checks: list[Check]) -> int:
     """One line per check (``ok``/``FAIL``, name, detail), advice indented under a failure;
     exit 1 when any failed."""
-    for check in checks:
-        print(line(check))
+    for check in checks:  # a detail quotes what the engine said: redacted, as all output is
+        print(redacted(line(check)))
         if not check.ok and check.advice:
-            print(INDENT + check.advice)
+            print(redacted(INDENT + check.advice))
     return EXIT_OK if all(check.ok for check in checks) else EXIT_JOB_FAILED
 
 
