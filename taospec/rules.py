@@ -332,7 +332,8 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     if platform == "slurm":
         yield from _slurm_rules(source)
     yield from _docker_args_rules(source)
-    container = (data.get("slurm") or {}).get("container", "pyxis") if platform == "slurm" else ""
+    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    container = slurm.get("container", "pyxis") if platform == "slurm" else ""
     root = data.get("results_root")
     if (
         isinstance(root, str)
