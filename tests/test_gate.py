@@ -3,9 +3,9 @@
 One test per kind of job file that used to pass ``validate`` (or crash it),
 then a generated product of mutations of a good job file: ``validate --here``
 refuses exactly what ``render`` or ``run -n`` refuses on this machine, with
-the same messages, and nothing ever ends in a traceback. Last, every string of
-every example job set to each of a list of hostile values: what ``validate``
-passes, ``render`` renders.
+the same messages, and nothing ever ends in a traceback. Last, what ``validate``
+passes, ``render`` renders, for every value of every example set to each of a
+list of wrongly typed values and every string to each of a list of hostile texts.
 """
 
 from __future__ import annotations
@@ -679,26 +679,35 @@ HOSTILE_VALUES = [
 ]  # fmt: skip
 
 
-def _string_places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+TYPED_VALUES: list[Any] = [
+    -1, 0, 1, 2, 10**9, True, False, 1.5, None, [], [None], {}, "x", [0, 0], ["all"], "all",
+    {"free": 1}, {"free": 0},
+]  # fmt: skip
+
+
+def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    """Every value in ``value`` with its path, the containers before what they hold."""
+    found = [(path, value)] if path else []
     if isinstance(value, dict):
-        return [p for key, item in value.items() for p in _string_places(item, (*path, key))]
-    if isinstance(value, list):
-        return [p for i, item in enumerate(value) for p in _string_places(item, (*path, i))]
-    return [path] if isinstance(value, str) else []
+        found += [p for key, item in value.items() for p in _places(item, (*path, key))]
+    elif isinstance(value, list):
+        found += [p for i, item in enumerate(value) for p in _places(item, (*path, i))]
+    return found
 
 
 @pytest.mark.parametrize(
     "example", sorted(p.name for p in JOBS.glob("*.yaml") if p.name != "versions.yaml")
 )
-def test_what_validate_passes_renders_for_any_value_of_any_string(example: str) -> None:
-    # Each string of the example, in turn, set to each hostile value: a file the loader
-    # (validate, without --here) accepts must render, or validate would pass what render
-    # refuses with no line to point at.
+def test_what_validate_passes_renders_for_any_value_anywhere(example: str) -> None:
+    # Each value of the example, in turn, replaced by each of a list of wrongly typed values
+    # (and each string by each hostile text): the loader (validate, without --here) refuses
+    # it with located problems or accepts it, and what it accepts must render; otherwise
+    # validate would pass what render refuses with no line to point at, or crash.
     path = JOBS / example
     good = yaml.safe_load(path.read_text())
     images = Images(path)
-    for place in _string_places(good):
-        for value in HOSTILE_VALUES:
+    for place, old in _places(good):
+        for value in [*TYPED_VALUES, *(HOSTILE_VALUES if isinstance(old, str) else [])]:
             data = copy.deepcopy(good)
             holder = data
             for part in place[:-1]:
@@ -708,6 +717,8 @@ def test_what_validate_passes_renders_for_any_value_of_any_string(example: str) 
                 jobfile = loader.load_jobfile_text(yaml.safe_dump(data), str(path), images)
             except SpecError:
                 continue
+            except Exception as crashed:  # any other exception is a crash, reported as one
+                pytest.fail(f"{place} = {value!r}: validate crashed: {crashed!r}")
             for target in jobfile.targets.values():
                 try:
                     render(target.job, upstream=upstream_stand_ins(target.needs))
