@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 from taospec.errors import InvalidInput
 
-ROOT_HOST_MESSAGE = (
-    "{file}: user: host would run this writable launch as root (UID 0), leaving root-owned "
+ROOT_MESSAGE = (
+    "{file}: {chosen} would run this writable launch as root (UID 0), leaving root-owned "
     "results the submitting user cannot clean up. Say who the job runs as: set "
     'user: "UID:GID" in the spec (a non-root account, e.g. "1000:1000") or pass --user UID:GID'
 )
@@ -58,7 +58,9 @@ def resolve(user: str, override: str | None, submitter: Identity) -> Identity:
     return parse_user(user)
 
 
-def refuse_root(identity: Identity, file: str) -> None:
-    """Writable container launches never run as root."""
+def refuse_root(identity: Identity, file: str, *, from_host: bool) -> None:
+    """Writable container launches never run as root: not as the root who launches
+    (``user: host``, ``from_host``), nor as a ``--user`` given on the command line."""
     if identity.uid == 0:
-        raise InvalidInput(ROOT_HOST_MESSAGE.format(file=file), key=("user",))
+        chosen = "user: host" if from_host else f"--user {identity.spec}"
+        raise InvalidInput(ROOT_MESSAGE.format(file=file, chosen=chosen), key=("user",))

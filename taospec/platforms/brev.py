@@ -82,7 +82,7 @@ def options(context: Context) -> BrevOptions:
             f"{job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID",
             key=("user",),
         )
-    identity.refuse_root(context.identity, job.file)
+    identity.refuse_root(context.identity, job.file, from_host=context.user_from_host)
     return job.brev
 
 

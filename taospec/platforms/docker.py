@@ -162,7 +162,7 @@ def ssh_steps(context: Context, host: str) -> list[Step]:
 def plan(context: Context) -> Plan:
     """prepare, spec-file, (login,) pull, launch; on an ssh host, check and prepare there."""
     job = context.job
-    identity.refuse_root(context.identity, job.file)
+    identity.refuse_root(context.identity, job.file, from_host=context.user_from_host)
     host = job.docker.host
     env = (("DOCKER_HOST", host),) if host else ()
     on_ssh = bool(host) and str(host).startswith("ssh://")
