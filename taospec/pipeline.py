@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
@@ -38,6 +38,7 @@ from taospec.platforms import render
 from taospec.polling import poll
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
 from taospec.states import CANCELED, COMPLETE, ERROR, FAILED, RUNNING, UNKNOWN, Status
+from taospec.yamlsrc import Source
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
@@ -73,6 +74,7 @@ def decide(
     force: Sequence[str] = (),
     user: str | None = None,
     preview: bool = False,
+    sources: Mapping[str, Source] | None = None,
 ) -> list[Decision]:
     """A decision per target in ``names`` (dependencies first).
 
@@ -80,7 +82,8 @@ def decide(
     plan needs the upstream's real results directory and is rendered once,
     when it launches. With ``preview`` (a dry run) it is rendered now with the
     ``$UPSTREAM_<TARGET>`` stand-ins, for review. Who launches is asked once,
-    for every target.
+    for every target. With each target's ``sources``, a render refusal is located
+    at the key it is about.
     """
     index = Index(ledger)
     asked: dict[str, str | None] = {}  # image ids, by engine and image
@@ -97,6 +100,7 @@ def decide(
             user=user,
             launcher=launcher,
             preview=preview,
+            source=(sources or {}).get(name),
         )
     return [decided[name] for name in names]
 
@@ -111,6 +115,7 @@ def _decide_one(
     user: str | None,
     launcher: Identity,
     preview: bool,
+    source: Source | None,
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
@@ -118,10 +123,10 @@ def _decide_one(
         if not preview:
             return Decision(target, True, reason, None)
         upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
-        plan = render(target.job, user=user, launcher=launcher, upstream=upstream)
+        plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
         return Decision(target, True, reason, plan)
     upstream = _upstream_dirs(target, decided)
-    plan = render(target.job, user=user, launcher=launcher, upstream=upstream)
+    plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
     if forced:
         return Decision(target, True, "forced (-B)", plan)
     needs = {need: _digest(decided[need]) for need in target.needs}

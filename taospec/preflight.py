@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import identity, platforms
-from taospec.diagnostics import Problem, unique
-from taospec.errors import InvalidInput
+from taospec.diagnostics import Problem, SpecError, unique
 from taospec.identity import Identity
 from taospec.job import Job, JobFile
 from taospec.plan import upstream_stand_ins
@@ -128,8 +127,7 @@ def _render_refusals(
 ) -> list[Problem]:
     """What the platform refuses while rendering the job's plan, at the line it concerns."""
     try:
-        platforms.render(job, user=user, launcher=who, upstream=upstream)
-    except InvalidInput as exc:
-        message = str(exc).removeprefix(f"{job.file}: ")
-        return [source.problem(exc.key, message)]
+        platforms.render(job, user=user, launcher=who, upstream=upstream, source=source)
+    except SpecError as refused:
+        return list(refused.problems)
     return []

@@ -215,6 +215,18 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         assert "hunter2pw" not in result.stderr + result.stdout
 
 
+def test_a_refusal_only_rendering_can_make_is_located_by_render_run_and_validate_here(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # Who the job runs as is known only at render (--user, or user: host as root). render
+    # and run used to print the refusal with the file alone; they now place it at its key.
+    path = job(tmp_path)
+    expected = f"{path}:7:7: $.user: --user 0:0 would run this writable launch as root (UID 0)"
+    for argv in (("render",), ("run", "-n"), ("validate", "--here")):
+        refused(taospec(*argv, "--user", "0:0", path), expected)
+    assert not (state_dir / "jobs").exists()
+
+
 def test_docker_host_on_a_brev_job_is_refused_at_its_line(taospec: Runner, tmp_path: Path) -> None:
     path = job(tmp_path, "brev: {instance: box}\ndocker: {host: 'ssh://gpu-box'}\n")
     path.write_text(path.read_text().replace("platform: docker", "platform: brev"))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from taospec import plantext
 from taospec.errors import EXIT_OK, InvalidInput
-from taospec.loader import load_jobfile
+from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
 
@@ -27,11 +27,12 @@ def run(
 ) -> int:
     """Print in ``fmt`` the plans of ``file``'s ``targets`` (default: all) and what they need,
     dependencies first; ``file`` ``-`` is standard input."""
-    jobfile = load_jobfile(file, versions=versions)
+    jobfile, sources = load_located(file, versions=versions)
     rendered = []
     for name in jobfile.closure(tuple(targets)):
         target = jobfile.targets[name]
-        rendered.append(render(target.job, user=user, upstream=upstream_stand_ins(target.needs)))
+        upstream = upstream_stand_ins(target.needs)
+        rendered.append(render(target.job, user=user, upstream=upstream, source=sources[name]))
     if fmt == "json":
         data = [plan.to_json() for plan in rendered]
         out = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"

@@ -62,7 +62,9 @@ def run(
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
     ledger = open_ledger(secret_values(tuple(passed)))
     forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
-    decisions = decide(jobfile, names, ledger, force=forced, user=user, preview=dry_run)
+    decisions = decide(
+        jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources
+    )
     if dry_run and as_json:
         print(json.dumps(decisions_json(decisions, ledger), indent=2))
         return EXIT_OK

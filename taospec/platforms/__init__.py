@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from taospec import identity, lint, proc
+from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
@@ -23,6 +24,7 @@ NAMES = ("docker", "brev", "slurm", "local")
 
 if TYPE_CHECKING:  # mypy holds every platform module to the protocol here
     from taospec.platforms import brev, docker, local, slurm
+    from taospec.yamlsrc import Source
 
     _CHECKED: Mapping[str, Platform] = {
         "docker": docker,
@@ -50,13 +52,34 @@ def render(
     user: str | None = None,
     launcher: Identity | None = None,
     upstream: Mapping[str, str] | None = None,
+    source: Source | None = None,
 ) -> Plan:
     """Render ``job`` into its plan, refusing any plan that carries a secret.
 
     ``launcher`` is who submits (default: this process); ``user`` overrides
     the spec's ``user:``; ``upstream`` gives each needed target's results
     directory (or a stand-in from :func:`taospec.plan.upstream_stand_ins`).
+    With the job's ``source``, a refusal is a located problem
+    (:class:`~taospec.diagnostics.SpecError`) at the key it is about.
     """
+    try:
+        return _render(job, job_id, user, launcher, upstream)
+    except SpecError:
+        raise
+    except InvalidInput as refused:
+        if source is None:
+            raise
+        message = str(refused).removeprefix(f"{job.file}: ")
+        raise SpecError([source.problem(refused.key, message)]) from None
+
+
+def _render(
+    job: Job,
+    job_id: str,
+    user: str | None,
+    launcher: Identity | None,
+    upstream: Mapping[str, str] | None,
+) -> Plan:
     submitter = launcher or identity.launcher()
     platform = get(job.platform)
     results_dir = f"{job.results_root.rstrip('/')}/{job_id}"
