@@ -456,16 +456,38 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
 
 
 def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
-    """extra_sbatch may not take over the options taospec sets."""
+    """extra_sbatch may not take over the options taospec sets, and each item must read, as
+    sbatch reads an #SBATCH line, as one option and at most one value."""
     owned = {flag for pair in SLURM_OWN_OPTIONS.items() for flag in pair if flag}
     for index, line in enumerate(lines if isinstance(lines, list) else []):
-        flag = re.match(r"--[A-Za-z-]+|-[A-Za-z]", line) if isinstance(line, str) else None
+        if not isinstance(line, str):
+            continue
+        flag = re.match(r"--[A-Za-z-]+|-[A-Za-z]", line)
         if flag and flag.group(0) in owned:
             yield source.problem(
                 ("slurm", "extra_sbatch", index),
                 f"{flag.group(0)} is set by taospec: the job is named after its id, writes its "
                 "output into its results directory and runs one task per node",
             )
+        why = _sbatch_misreads(line)
+        if why:
+            yield source.problem(("slurm", "extra_sbatch", index), why)
+
+
+def _sbatch_misreads(line: str) -> str | None:
+    """Why sbatch would refuse ``#SBATCH <line>``: it splits the line into words as a shell
+    would (quotes kept together) and takes an option and at most one value."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return "sbatch refuses an #SBATCH line with an unmatched quote"
+    stray = words[2:] or (words[1:] if words and "=" in words[0] else [])
+    if stray:
+        return (
+            f"sbatch reads an #SBATCH line as one option and at most one value, so {stray[0]!r} "
+            'would be a word it refuses; quote a value that holds spaces (--comment="a b")'
+        )
+    return None
 
 
 def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from taospec import lint, plantext
+from taospec import lint, plantext, rules
 from taospec.identity import Identity
 from taospec.plan import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
-from tests.conftest import TEST_IMAGE, Runner, bash_words, load_job, write
+from tests.conftest import ROOT, TEST_IMAGE, Runner, bash_words, load_job, write
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
@@ -719,3 +719,43 @@ def test_a_pipeline_submits_independent_targets_at_once_and_waits_for_needs(
     assert right[0] < left[1], (left, right)
     assert join[0] >= max(left[1], right[1]), (left, right, join)
     assert taospec("run", "--check", spec).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--comment=a", "--comment a", '--comment="a b"', "--comment='a b'",  # sbatch takes these
+        "--comment=a b", "--comment a b", "--comment=it's", '--comment="a b',  # and refuses these
+    ],
+)  # fmt: skip
+def test_validate_passes_exactly_the_extra_sbatch_lines_sbatch_reads(
+    slurm: None, open_tmp: Path, line: str
+) -> None:
+    # sbatch splits an #SBATCH line into words as a shell would and takes an option and at
+    # most one value; taospec's rule must agree with the real sbatch on every such line.
+    script = write(
+        open_tmp / "check.sbatch",
+        f"#!/bin/bash\n#SBATCH {line}\n#SBATCH --output={open_tmp}/out.txt\ntrue\n",
+    )
+    checked = subprocess.run(
+        ["sbatch", "--test-only", str(script)], capture_output=True, text=True, check=False
+    )
+    misread = "Invalid directive" in checked.stderr or "Unmatched" in checked.stderr
+    assert misread == (rules._sbatch_misreads(line) is not None), checked.stderr
+    assert misread or checked.returncode == 0, checked.stderr
+
+
+def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    job = yaml.safe_load((ROOT / "jobs" / "train-slurm.yaml").read_text())
+    job["slurm"]["extra_sbatch"] = ["--qos=high", "--comment=two words"]
+    path = write(tmp_path / "job.yaml", yaml.safe_dump(job, sort_keys=False))
+    (tmp_path / "versions.yaml").write_text((ROOT / "jobs" / "versions.yaml").read_text())
+    done = taospec("validate", path)
+    assert done.returncode == 2, done.stderr
+    assert re.search(
+        r":\d+:\d+: \$\.slurm\.extra_sbatch\[1\]: sbatch reads an #SBATCH line as one option "
+        r"and at most one value, so 'words' would be a word it refuses",
+        done.stderr,
+    ), done.stderr
