@@ -112,6 +112,21 @@ def _engine_problem() -> str | None:
     return None
 
 
+NO_SKILL_BANK = (
+    "TAO_SKILL_BANK is not set: this test reads a tao-skill-bank checkout, which the project "
+    "does not ship and a CI machine cannot fetch"
+)
+
+
+@pytest.fixture(scope="session")
+def skill_bank() -> Path:
+    """The NVIDIA-TAO/tao-skill-bank checkout at $TAO_SKILL_BANK; skips, saying so, without one."""
+    bank = os.environ.get("TAO_SKILL_BANK")
+    if not bank:
+        pytest.skip(reason=NO_SKILL_BANK)
+    return Path(bank)
+
+
 @pytest.fixture(scope="session")
 def engine() -> str:
     """A Docker engine that answers, with the test image; skips (or fails in CI) without one."""

@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from taospec.ledger import Ledger
 from tests.conftest import Runner
 from tests.ledgers import open_job
@@ -63,18 +61,12 @@ def test_taospec_and_a_protocol_writer_lose_no_transition(ledger: Ledger, tmp_pa
     assert locks == sorted(f".{r.id}.json.lock" for r in ledger.list())
 
 
-def recorder_script(tmp_path: Path) -> Path:
-    """The recorder's script, copied out of the skill bank checkout at $TAO_SKILL_BANK."""
-    bank = os.environ.get("TAO_SKILL_BANK")
-    if not bank:
-        pytest.skip(
-            reason="TAO_SKILL_BANK is not set: this test runs the TAO recorder from a "
-            "tao-skill-bank checkout, which the project does not ship"
-        )
+def recorder_script(bank: Path, tmp_path: Path) -> Path:
+    """The recorder's script, copied out of the skill bank checkout ``bank``."""
     folder = tmp_path / "recorder"
     folder.mkdir()
     for name in ("tao_job_record.py", "redact_secrets.py"):
-        (folder / name).write_bytes((Path(bank) / "scripts" / name).read_bytes())
+        (folder / name).write_bytes((bank / "scripts" / name).read_bytes())
     return folder / "tao_job_record.py"
 
 
@@ -114,9 +106,9 @@ def test_a_taospec_record_is_shown_and_listed_in_the_documented_format(
 
 
 def test_the_recorder_shows_and_lists_a_taospec_record_as_taospec_does(
-    taospec: Runner, state_dir: Path, tmp_path: Path
+    taospec: Runner, state_dir: Path, tmp_path: Path, skill_bank: Path
 ) -> None:
-    script = recorder_script(tmp_path)
+    script = recorder_script(skill_bank, tmp_path)
     job_id = open_and_mark(taospec)
     shown, listed = taospec("record", "show", job_id), taospec("record", "list")
     env = {**os.environ, "TAO_STATE_DIR": str(state_dir)}

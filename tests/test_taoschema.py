@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -195,19 +194,16 @@ def test_the_gpu_key_is_set_from_gpus_or_must_agree() -> None:
     assert "spec.train.num_gpus is 1 but gpus: names 2 GPU(s)" in problem
 
 
-def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values() -> None:
+def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
+    skill_bank: Path,
+) -> None:
     """Over a real tao-skill-bank checkout: a template alone has no error but the inputs
     and ??? it leaves to the user, and the job file `taospec init` writes for it parses
     and names exactly those."""
-    bank = os.environ.get("TAO_SKILL_BANK")
-    if not bank:
-        pytest.skip(
-            reason="TAO_SKILL_BANK is not set: this test reads a tao-skill-bank checkout, "
-            "which the project does not ship"
-        )
+
     counts: collections.Counter[str] = collections.Counter()
-    for name in available_skills(Path(bank) / MODELS):
-        skill = load_skill(Path(bank) / MODELS / name)
+    for name in available_skills(skill_bank / MODELS):
+        skill = load_skill(skill_bank / MODELS / name)
         counts["skills"] += 1
         for action in skill.actions.values():
             if action.template_path is None or action.schema_path is None:
@@ -221,9 +217,10 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values() 
                 counts[f"{finding.severity} {finding.kind}"] += 1
                 assert finding.kind in {"unset", "input"} or finding.severity == "warning", finding
                 assert finding.severity == "error" or skill.name in finding.message
-            job = yaml.safe_load(init.job_text(skill, action, name, Path(bank)))
+            job = yaml.safe_load(init.job_text(skill, action, name, skill_bank))
             assert (job["skill"], job["action"]) == (name, action.name)
             must = {f.path for f in findings if f.kind in {"unset", "input"}}
             assert must <= set(init.required_paths(template, action))
-    print(f"\nskill bank {bank}: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    found = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    print(f"\nskill bank {skill_bank}: {found}")
     assert counts["templates"] > 0
