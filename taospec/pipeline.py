@@ -231,7 +231,8 @@ class Build:
     """Runs the out-of-date targets of one decision list.
 
     ``submit_backoff`` is the wait in seconds before the first retry of a submit that
-    failed (see :func:`taospec.retrying.backoff`).
+    failed (see :func:`taospec.retrying.backoff`); ``notifier`` runs when a job without
+    its own ``notify:`` ends (``$TAOSPEC_NOTIFY``, read once by the caller).
     """
 
     jobfile: JobFile
@@ -245,6 +246,7 @@ class Build:
     user: str | None = None
     board: Board | None = None
     submit_backoff: float = BACKOFF_FIRST
+    notifier: tuple[str, ...] = ()
     results: dict[str, Outcome] = field(default_factory=dict, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _running: dict[str, Record | None] = field(default_factory=dict, init=False)
@@ -571,11 +573,7 @@ class Build:
                 return
             self._notified.add(record.id)
         target = self.jobfile.targets.get(name)
-        try:
-            argv = (target.job.notify if target else ()) or notify.notifier()
-        except TaospecError as error:
-            board.say(f"{name}: {error}")
-            return
+        argv = (target.job.notify if target else ()) or self.notifier
         variables = notify.outcome(
             record.id, record.state, record.err_class, age(record), record.results_dir
         )

@@ -76,13 +76,13 @@ def run(
             check_environment(decision.target.job, os.environ)
     interval = progress.interval(os.environ)
     backoff = retrying.backoff_first(os.environ)
-    notify.notifier(os.environ)  # refused now, not when the first job has ended
+    notifier = notify.notifier(os.environ)  # refused now, not when the first job has ended
     stopped = _preflight([d.target.job for d in decisions if d.run])
     if stopped:
         return stopped
     builder = functools.partial(
         Build, jobfile, decisions, ledger, allow_shared_gpus=allow_shared_gpus, user=user,
-        submit_backoff=backoff,
+        submit_backoff=backoff, notifier=notifier,
     )  # fmt: skip
     if detach:
         return _detach(builder(board=Board(enabled=False)))
