@@ -299,18 +299,29 @@ def _user_rules(source: Source) -> Iterator[Problem]:
         )
 
 
+BLOCKS_READ = {
+    "local": (),
+    "docker": ("docker",),
+    "slurm": ("slurm", "docker"),
+    "brev": ("brev", "docker"),
+}
+"""The platform blocks each platform reads (slurm and brev take the container's options
+from ``docker:``). A block the job's own keys write for another platform would be ignored."""
+
+ELSEWHERE = {
+    "local": "a local process runs on this machine, outside any container",
+    "docker": "the job runs on its Docker engine",
+    "slurm": "the job runs where Slurm places it; slurm.login names the submitting host",
+    "brev": "the container runs on the instance's own Docker engine",
+}
+
+
 def _platform_rules(source: Source) -> Iterator[Problem]:
     data = source.data
     platform = data.get("platform", "local")
     if platform == "brev" and "brev" not in data:
         yield source.problem(("platform",), "platform brev needs a brev: block naming the instance")
-    docker = data.get("docker")
-    if platform == "brev" and isinstance(docker, dict) and docker.get("host"):
-        yield source.problem(
-            ("docker", "host"),
-            "docker.host does not apply to platform brev: the container runs on the "
-            "instance's own Docker engine",
-        )
+    yield from _foreign_blocks(source, platform)
     nodes = data.get("nodes", 1)
     if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
         yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])
@@ -362,6 +373,28 @@ DOCKER_OWN_OPTIONS = {
 
 _OWN_LABELS = ("tao-job=", "tao-owner=")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount")
+
+
+def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
+    """A block (or ``docker.host``) the job writes for a platform other than its own would be
+    silently ignored: a job meant for a remote engine would run here. A block ``defaults``
+    writes serves the pipeline's jobs of the platforms that read it, and is left alone;
+    ``docker.host`` names where a job runs, so a slurm or brev job refuses it from anywhere."""
+    if not isinstance(platform, str) or platform not in BLOCKS_READ:
+        return  # the schema refuses the platform
+    for block in ("docker", "slurm", "brev"):
+        if block in source.data and block not in BLOCKS_READ[platform] and source.sets((block,)):
+            yield source.problem(
+                (block,),
+                f"{block}: does not apply to platform {platform}: {ELSEWHERE[platform]}",
+                key=True,
+            )
+    docker = source.data.get("docker")
+    if platform in ("slurm", "brev") and isinstance(docker, dict) and docker.get("host"):
+        yield source.problem(
+            ("docker", "host"),
+            f"docker.host does not apply to platform {platform}: {ELSEWHERE[platform]}",
+        )
 
 
 def _docker_args_rules(source: Source) -> Iterator[Problem]:

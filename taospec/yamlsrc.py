@@ -55,6 +55,10 @@ class Source:
         mark = node.start_mark
         return mark.line + 1, mark.column + 1
 
+    def sets(self, path: JsonPath) -> bool:
+        """Whether the job's own keys write ``path`` (not a value it inherited)."""
+        return _reaches(self.root, path)
+
     def problem(self, path: JsonPath, message: str, *, key: bool = False) -> Problem:
         """A :class:`Problem` at ``path`` in this file."""
         line, column = self.locate(path, key=key)
@@ -81,6 +85,10 @@ class MergedSource(Source):
             if _reaches(self.root, (*base, *path)):
                 return (*base, *path)
         return self.job_path
+
+    def sets(self, path: JsonPath) -> bool:
+        """Whether the job's own keys write ``path``, rather than ``defaults``."""
+        return _reaches(self.root, (*self.job_path, *path))
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
         """The line of ``path`` in the job, else in defaults, else the job's name."""

@@ -631,7 +631,9 @@ def test_gpu_overlap_is_checked_per_instance(open_tmp: Path, state_dir: Path) ->
     def plan_on(instance: str, platform: str = "brev") -> Plan:
         spec = job_file(open_tmp, "busybox:1", "true", instance, gpus="[1]")
         if platform == "docker":
-            write(spec, spec.read_text().replace("platform: brev", "platform: docker"))
+            docker_job = spec.read_text().replace("platform: brev", "platform: docker")
+            kept = [line for line in docker_job.splitlines(True) if "brev:" not in line]
+            write(spec, "".join(kept))
         return render(load_job(spec), launcher=ROOT_LAUNCHER)
 
     check_gpus(plan_on("box-b"), ledger)

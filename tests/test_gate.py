@@ -235,6 +235,71 @@ def test_docker_host_on_a_brev_job_is_refused_at_its_line(taospec: Runner, tmp_p
     refused(taospec("render", path), expected)
 
 
+FOREIGN_BLOCKS = [
+    ("local", "docker: {host: 'ssh://gpu-box'}\n", "docker"),
+    ("local", "slurm: {partition: gpu}\n", "slurm"),
+    ("docker", "brev: {instance: box}\n", "brev"),
+    ("docker", "slurm: {partition: gpu}\n", "slurm"),
+    ("slurm", "brev: {instance: box}\n", "brev"),
+    ("slurm", "docker: {host: 'ssh://gpu-box'}\n", "docker.host"),
+    ("brev", "brev: {instance: box}\nslurm: {partition: gpu}\n", "slurm"),
+]
+
+
+@pytest.mark.parametrize(("platform", "extra", "key"), FOREIGN_BLOCKS)
+def test_a_block_for_another_platform_is_refused_at_its_key(
+    taospec: Runner, tmp_path: Path, state_dir: Path, platform: str, extra: str, key: str
+) -> None:
+    # render and run ignored such a block: a job meant for a remote engine ran here
+    path = job(tmp_path, extra)
+    text = path.read_text().replace("platform: docker", f"platform: {platform}")
+    if platform in ("local", "slurm"):
+        text = text.replace('user: "1000:1000"\n', "")
+    path.write_text(text)
+    block = key.partition(".")[0]
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith(block))
+    expected = f"$.{key}: {key if '.' in key else key + ':'} does not apply to platform {platform}"
+    lines = refused(taospec("run", "-n", path), f"{path}:{line}:", expected)
+    assert lines == refused(taospec("validate", path), expected)
+    assert not (state_dir / "jobs").exists()
+
+
+def test_a_pipeline_s_defaults_serve_the_platforms_that_read_them(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # defaults may carry docker: for the docker jobs; the local job beside them ignores it
+    path = write(
+        tmp_path / "pipeline.yaml",
+        f"""\
+version: 1
+defaults:
+  network_arch: hello
+  image: busybox:1
+  results_root: {tmp_path / "results"}
+  docker: {{shm_size: 1g}}
+jobs:
+  here:
+    action: greet
+    platform: local
+    command: sh -c 'echo hi'
+  there:
+    action: greet
+    platform: docker
+    user: "1000:1000"
+    command: sh -c 'echo hi'
+""",
+    )
+    assert taospec("validate", path).returncode == 0
+    rendered = taospec("render", path, "there")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "--shm-size=1g" in rendered.stdout
+    assert taospec("render", path, "here").returncode == 0
+    # a docker.host inherited by a slurm job would still send it elsewhere than written
+    with_host = path.read_text().replace("shm_size: 1g", "host: 'ssh://gpu-box'")
+    path.write_text(with_host.replace("platform: local", "platform: slurm"))
+    refused(taospec("validate", path), f"{path}:6:", "docker.host does not apply to platform slurm")
+
+
 @pytest.mark.parametrize(("platform", "refused_at"), [("local", 8), ("docker", None)])
 def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
     taospec: Runner, tmp_path: Path, platform: str, refused_at: int | None
@@ -455,7 +520,8 @@ def test_a_results_root_the_platform_cannot_mount_is_refused(
     lines = refused(taospec("validate", job), "$.results_root: " + refusal)
     assert lines[0].startswith(f"{job}:6:15: ")
     if name != "slurm":  # a local process takes the same directory as it is
-        local = write(tmp_path / "local.yaml", text.replace(f"platform: {name}", "platform: local"))
+        here = text.replace(f"platform: {name}", "platform: local").split("brev:")[0]
+        local = write(tmp_path / "local.yaml", here)
         done = taospec("validate", local)
         assert done.returncode == 0, done.stderr
 
