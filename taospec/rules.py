@@ -507,13 +507,34 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
             yield source.problem(("slurm", "extra_sbatch", index), why)
 
 
+SBATCH_NO_VALUE = frozenset(
+    {
+        "--contiguous", "--hold", "-H", "--ignore-pbs", "--no-requeue", "--overcommit", "-O",
+        "--oversubscribe", "-s", "--parsable", "--quiet", "-Q", "--reboot", "--requeue",
+        "--spread-job", "--test-only", "--use-min-nodes", "--verbose", "-v", "--wait", "-W",
+        "--help", "-h", "--usage", "--version", "-V", "--no-kill", "-k",
+    }
+)  # fmt: skip
+"""sbatch's options that take no value as a word of their own (sbatch --help)."""
+SBATCH_EQUALS_VALUE = frozenset({"--exclusive", "--get-user-env", "--nice", "--propagate"})
+"""sbatch's options whose value is optional, so it is read only after '='."""
+
+
 def _sbatch_misreads(line: str) -> str | None:
     """Why sbatch would refuse ``#SBATCH <line>``: it splits the line into words as a shell
-    would (quotes kept together) and takes an option and at most one value."""
+    would (quotes kept together) and takes an option and at most one value, which an
+    option that takes none, or takes it only after '=', never reads from the next word."""
     try:
         words = shlex.split(line)
     except ValueError:
         return "sbatch refuses an #SBATCH line with an unmatched quote"
+    if len(words) == 2 and words[0] in SBATCH_NO_VALUE | SBATCH_EQUALS_VALUE:
+        how = (
+            f"write {words[0]}={words[1]}"
+            if words[0] in SBATCH_EQUALS_VALUE
+            else "it takes no value"
+        )
+        return f"sbatch reads {words[0]} alone, so {words[1]!r} would be a word it refuses: {how}"
     stray = words[2:] or (words[1:] if words and "=" in words[0] else [])
     if stray:
         return (

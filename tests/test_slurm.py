@@ -726,6 +726,8 @@ def test_a_pipeline_submits_independent_targets_at_once_and_waits_for_needs(
     [
         "--comment=a", "--comment a", '--comment="a b"', "--comment='a b'",  # sbatch takes these
         "--comment=a b", "--comment a b", "--comment=it's", '--comment="a b',  # and refuses these
+        "--exclusive", "--exclusive=user", "--requeue", "-H",  # options that take no word
+        "--exclusive user", "--requeue yes", "-H now", "--nice 5", "--hold x",
     ],
 )  # fmt: skip
 def test_validate_passes_exactly_the_extra_sbatch_lines_sbatch_reads(
