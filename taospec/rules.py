@@ -379,21 +379,28 @@ def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
     """A block (or ``docker.host``) the job writes for a platform other than its own would be
     silently ignored: a job meant for a remote engine would run here. A block ``defaults``
     writes serves the pipeline's jobs of the platforms that read it, and is left alone;
-    ``docker.host`` names where a job runs, so a slurm or brev job refuses it from anywhere."""
+    ``docker.host`` names where a job runs, so only a docker job takes it, from anywhere."""
     if not isinstance(platform, str) or platform not in BLOCKS_READ:
         return  # the schema refuses the platform
-    for block in ("docker", "slurm", "brev"):
-        if block in source.data and block not in BLOCKS_READ[platform] and source.sets((block,)):
-            yield source.problem(
-                (block,),
-                f"{block}: does not apply to platform {platform}: {ELSEWHERE[platform]}",
-                key=True,
-            )
+    refused = [
+        block
+        for block in ("docker", "slurm", "brev")
+        if block in source.data and block not in BLOCKS_READ[platform] and source.sets((block,))
+    ]
+    for block in refused:
+        yield source.problem(
+            (block,),
+            f"{block}: does not apply to platform {platform} ({ELSEWHERE[platform]}); "
+            "remove it, or set the platform that reads it",
+            key=True,
+        )
     docker = source.data.get("docker")
-    if platform in ("slurm", "brev") and isinstance(docker, dict) and docker.get("host"):
+    host = docker.get("host") if isinstance(docker, dict) else None
+    if host and platform != "docker" and "docker" not in refused:
         yield source.problem(
             ("docker", "host"),
-            f"docker.host does not apply to platform {platform}: {ELSEWHERE[platform]}",
+            f"docker.host does not apply to platform {platform} ({ELSEWHERE[platform]}); "
+            "remove it, or set platform: docker",
         )
 
 

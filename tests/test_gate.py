@@ -258,7 +258,8 @@ def test_a_block_for_another_platform_is_refused_at_its_key(
     path.write_text(text)
     block = key.partition(".")[0]
     line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith(block))
-    expected = f"$.{key}: {key if '.' in key else key + ':'} does not apply to platform {platform}"
+    named = key if "." in key else key + ":"
+    expected = f"$.{key}: {named} does not apply to platform {platform} ("
     lines = refused(taospec("run", "-n", path), f"{path}:{line}:", expected)
     assert lines == refused(taospec("validate", path), expected)
     assert not (state_dir / "jobs").exists()
@@ -294,10 +295,12 @@ jobs:
     assert rendered.returncode == 0, rendered.stderr
     assert "--shm-size=1g" in rendered.stdout
     assert taospec("render", path, "here").returncode == 0
-    # a docker.host inherited by a slurm job would still send it elsewhere than written
+    # docker.host names where a job runs: a job of another platform refuses it inherited too
     with_host = path.read_text().replace("shm_size: 1g", "host: 'ssh://gpu-box'")
-    path.write_text(with_host.replace("platform: local", "platform: slurm"))
-    refused(taospec("validate", path), f"{path}:6:", "docker.host does not apply to platform slurm")
+    for platform in ("local", "slurm"):
+        path.write_text(with_host.replace("platform: local", f"platform: {platform}"))
+        expected = f"$.defaults.docker.host: docker.host does not apply to platform {platform}"
+        refused(taospec("validate", path), f"{path}:6:", expected)
 
 
 @pytest.mark.parametrize(("platform", "refused_at"), [("local", 8), ("docker", None)])
