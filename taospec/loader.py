@@ -116,6 +116,15 @@ MAX_TARGETS = 1000
 """A pipeline expands to at most this many targets (a matrix multiplies quickly)."""
 
 
+NAME_MARKS = (",", "=", "[", "]")
+"""What a target name is made of around its matrix values: a value holding one could name
+two combinations alike (``a[x=1,y=2]``) or a target a ``needs`` entry cannot tell apart."""
+_MARK_MESSAGE = (
+    "{key}={value!r} cannot be a matrix value: the value names its target (name[{key}=...]), "
+    "where ',', '=', '[' and ']' separate names and values; write it without them"
+)
+
+
 def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Problem]:
     """Duplicate matrix values, and matrices past :data:`MAX_TARGETS`, before any expansion."""
     problems: list[Problem] = []
@@ -132,10 +141,12 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
             count *= len(values)
             first: set[str] = set()
             for index, value in enumerate(matrix_value(v) for v in values):
-                if value not in first:
+                where: JsonPath = ("jobs", base, "matrix", key, index)
+                if any(mark in value for mark in NAME_MARKS):
+                    problems.append(_at(source, where, _MARK_MESSAGE.format(key=key, value=value)))
+                elif value not in first:
                     first.add(value)
                 else:
-                    where: JsonPath = ("jobs", base, "matrix", key, index)
                     problems.append(
                         _at(source, where, f"{key}={value} is listed twice; each value runs once")
                     )

@@ -72,6 +72,7 @@ def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[P
     yield from _spec_rules(source, known)
     yield from _env_rules(source, known)
     yield from _mount_rules(source, known)
+    yield from _results_root_rules(source)
     yield from _platform_rules(source)
     yield from _image_rules(source, images)
 
@@ -109,6 +110,9 @@ def _placeholder_rules(
             yield source.problem(where, message)
 
 
+_EMPTY_PROGRAM = "the program to run is an empty word; name the program first"
+
+
 def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     command = source.data.get("command")
     if isinstance(command, str):
@@ -119,6 +123,10 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             return
         if command and not words:
             yield source.problem(("command",), "is blank; say what the job runs")
+        elif words and not words[0]:
+            yield source.problem(("command",), _EMPTY_PROGRAM)
+    elif isinstance(command, list) and command and command[0] == "":
+        yield source.problem(("command", 0), _EMPTY_PROGRAM)
     if isinstance(command, str | list):
         yield from _placeholder_rules(source, command, ("command",), known)
 
@@ -211,6 +219,13 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
                 f"{mount['target']} is at or under /results, where the job's results directory "
                 "(and its spec file) is mounted; mount it elsewhere, e.g. /data",
             )
+        elif target in ("/", "/proc") or target.startswith("/proc/"):
+            same = "" if target == mount["target"] else f" (that is {target})"
+            yield source.problem(
+                path,
+                f"{mount['target']}{same} cannot be a mount target: the container's root and "
+                "its /proc belong to the container; mount it elsewhere, e.g. /data",
+            )
         elif ":" in target:
             yield source.problem(
                 path, "docker run -v cannot take a target holding ':'; choose a path without it"
@@ -274,17 +289,38 @@ def _value_at(data: Any, path: JsonPath) -> Any:
     return data
 
 
-ROOT_USER = re.compile(r"0:[0-9]+")
+USER_IDS = re.compile(r"([0-9]+):([0-9]+)")
+MAX_ID = 2**32 - 2
+"""The largest UID or GID Linux gives an account (2**32 - 1 means "no id")."""
+
+
+def _results_root_rules(source: Source) -> Iterator[Problem]:
+    root = source.data.get("results_root")
+    if isinstance(root, str) and root.startswith("/") and not root.strip("/"):
+        yield source.problem(
+            ("results_root",),
+            "results_root: / would put each job's results in a folder at the top of the "
+            "file system; name a folder for them, e.g. /data/results",
+        )
 
 
 def _user_rules(source: Source) -> Iterator[Problem]:
-    """Who a container job runs as, where the answer cannot work."""
+    """Who a job runs as, where the answer cannot work."""
     data = source.data
     user = data.get("user")
     platform = data.get("platform", "local")
-    if not isinstance(user, str) or platform not in ("docker", "brev"):
+    if not isinstance(user, str):
         return
-    if ROOT_USER.fullmatch(user):
+    ids = USER_IDS.fullmatch(user)
+    if ids and max(int(ids[1]), int(ids[2])) > MAX_ID:
+        yield source.problem(
+            ("user",),
+            f"user: {user!r} holds an id past {MAX_ID:,}, the largest UID or GID an account "
+            "can have; write the account's UID:GID (id -u; id -g)",
+        )
+    if platform not in ("docker", "brev"):
+        return
+    if ids and int(ids[1]) == 0:
         yield source.problem(
             ("user",),
             f"user: {user!r} runs the container as root (UID 0), leaving root-owned results "
@@ -371,8 +407,8 @@ DOCKER_OWN_OPTIONS = {
 }
 """``docker run`` options taospec sets itself, with what to do instead."""
 
-_OWN_LABELS = ("tao-job=", "tao-owner=")
-_MOUNT_OPTIONS = ("-v", "--volume", "--mount")
+_OWN_LABELS = ("tao-job", "tao-owner")
+_MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
 
 
 def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
@@ -416,28 +452,62 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
     if not isinstance(args, list):
         return
     words = [arg if isinstance(arg, str) else "" for arg in args]
-    for index, word in enumerate(words):
-        flag, _, attached = word.partition("=")
-        value = attached if attached or word.endswith("=") else ""
-        if not value and index + 1 < len(words) and flag in (*_MOUNT_OPTIONS, "--label", "-l"):
-            value = words[index + 1]
-        short = next((f for f in ("-u", "-v", "-l") if word.startswith(f) and len(word) > 2), "")
-        if short:
-            flag, value = short, word[2:]
+    index = 0
+    while index < len(words):
         where = ("docker", "extra_args", index)
-        if flag in DOCKER_OWN_OPTIONS:
-            yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
-        elif flag in ("--label", "-l") and value.startswith(_OWN_LABELS):
-            label = value.partition("=")[0]
-            yield source.problem(
-                where, f"{label}: taospec labels the container with the job's id and owner"
-            )
-        elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
-            yield source.problem(
-                where,
-                f"{value} mounts at or under /results, where the job's results directory is "
-                "mounted; mount elsewhere, e.g. /data",
-            )
+        following = words[index + 1] if index + 1 < len(words) else None
+        options, index = _options(words[index], following), index + 1
+        for flag, value, took_next in options:
+            index += took_next
+            if flag in DOCKER_OWN_OPTIONS:
+                yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+            elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
+                label = value.partition("=")[0]
+                yield source.problem(
+                    where, f"{label}: taospec labels the container with the job's id and owner"
+                )
+            elif flag == "--label-file":
+                yield source.problem(
+                    where,
+                    "--label-file: write each label as --label, where a reviewer sees it (taospec "
+                    "labels the container with the job's id and owner)",
+                )
+            elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
+                yield source.problem(
+                    where,
+                    f"{value} mounts at or under /results, where the job's results directory is "
+                    "mounted; mount elsewhere, e.g. /data",
+                )
+
+
+DOCKER_SHORT_FLAGS = frozenset("diPqt")
+"""``docker run``'s one-letter options that take no value; every other letter takes one."""
+
+
+def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
+    """The options ``word`` gives ``docker run``, each with its value and whether that value
+    is the ``following`` word, read as docker reads them: ``--flag=value``, ``--flag value``
+    (for the long options these rules read: mounts and labels), and letters run together,
+    each of :data:`DOCKER_SHORT_FLAGS` alone and the first other letter with the rest of
+    the word (or the next word) as its value, so that ``-tu0`` is ``-t -u 0``."""
+    if word.startswith("--"):
+        flag, equals, attached = word.partition("=")
+        if equals or following is None or flag not in (*_MOUNT_OPTIONS, "--label"):
+            return [(flag, attached, False)]
+        return [(flag, following, True)]
+    options = []
+    letters = word[1:] if word.startswith("-") else ""
+    for index, letter in enumerate(letters):
+        if letter in DOCKER_SHORT_FLAGS:
+            options.append((f"-{letter}", "", False))
+            continue
+        rest = letters[index + 1 :].removeprefix("=")
+        if rest or following is None:
+            options.append((f"-{letter}", rest, False))
+        else:
+            options.append((f"-{letter}", following, True))
+        break
+    return options
 
 
 def _mount_target(flag: str, value: str) -> str | None:
@@ -447,8 +517,9 @@ def _mount_target(flag: str, value: str) -> str | None:
         target = next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
     else:
         parts = value.split(":")
-        target = parts[1] if len(parts) > 1 else parts[0]
-    target = posixpath.normpath(target) if target.startswith("/") else ""
+        target = parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
+    # normpath keeps a leading "//", which the engine reads as "/"
+    target = "/" + posixpath.normpath(target).lstrip("/") if target.startswith("/") else ""
     inside = target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/")
     return target if inside else None
 
@@ -503,11 +574,19 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
         if not isinstance(line, str):
             continue
         flag = re.match(r"--[A-Za-z-]+|-[A-Za-z]", line)
-        if flag and flag.group(0) in owned:
+        word = flag.group(0) if flag else ""
+        taken = next((f for f in sorted(owned) if len(word) > 3 and f.startswith(word)), "")
+        if word in owned or taken:
+            said = (
+                word
+                if word in owned
+                else f"{word} starts {taken}, and sbatch takes the start of a long option for the "
+                f"option (or refuses it as ambiguous); {taken}"
+            )
             yield source.problem(
                 ("slurm", "extra_sbatch", index),
-                f"{flag.group(0)} is set by taospec: the job is named after its id, writes its "
-                "output into its results directory and runs one task per node",
+                f"{said} is set by taospec: the job is named after its id, writes its output "
+                "into its results directory and runs one task per node",
             )
         why = _sbatch_misreads(line)
         if why:

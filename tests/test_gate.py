@@ -406,6 +406,36 @@ def test_root_and_host_users_are_refused_with_what_to_write(
     refused(taospec("validate", brev), f"{brev}:7:7: $.user: user: host would mean this machine")
 
 
+PASSED_BUT_FAILED_AT_RUN = [
+    ('user: "1000:1000"', 'user: "00:0"', "$.user: user: '00:0' runs the container as root"),
+    (
+        'user: "1000:1000"',
+        'user: "99999999999999999999:1"',
+        "$.user: user: '99999999999999999999:1' holds an id past 4,294,967,294",
+    ),
+    ("command: sh -c 'echo hi'", 'command: [""]', "$.command[0]: the program to run is an empty"),
+    ("command: sh -c 'echo hi'", "command: \"'' hi\"", "$.command: the program to run is an"),
+    ("results_root: RESULTS", "results_root: /", "$.results_root: results_root: / would put"),
+    ("", "mounts: [{source: SOURCE, target: /}]", "$.mounts[0].target: / cannot be a mount"),
+    ("", "mounts: [{source: SOURCE, target: /results/..}]", "/results/.. (that is /) cannot"),
+    ("", "mounts: [{source: SOURCE, target: /proc/x}]", "$.mounts[0].target: /proc/x cannot be"),
+]
+
+
+@pytest.mark.parametrize(("was", "now", "refusal"), PASSED_BUT_FAILED_AT_RUN)
+def test_what_failed_only_at_run_is_refused_by_validate_at_its_key(
+    taospec: Runner, tmp_path: Path, state_dir: Path, was: str, now: str, refusal: str
+) -> None:
+    # each passed validate, then opened a record and failed (or refused without a place)
+    text = BASE.format(root="RESULTS")
+    text = text.replace(was, now) if was else text + now + "\n"
+    text = text.replace("RESULTS", str(tmp_path / "results")).replace("SOURCE", str(tmp_path))
+    path = write(tmp_path / "job.yaml", text)
+    lines = refused(taospec("validate", path), refusal)
+    assert refused(taospec("run", path), refusal) == lines
+    assert not (state_dir / "jobs").exists()
+
+
 def test_a_non_root_launcher_is_warned_about_another_uid(tmp_path: Path) -> None:
     path = job(tmp_path)
     jobfile, sources = load_located(path)
@@ -544,6 +574,15 @@ def test_a_results_root_the_platform_cannot_mount_is_refused(
         (["-v", "/etc:/results"], "/etc:/results mounts at or under /results"),
         (["--volume=/etc:/results/x:ro"], "/etc:/results/x:ro mounts at or under /results"),
         (["--mount", "type=bind,source=/etc,target=/results"], "type=bind,source=/etc,target"),
+        # docker reads one-letter options run together: -tu0 is -t -u 0
+        (["-tu0"], "-u: taospec sets the container's user from user:"),
+        (["-itu", "0:0"], "-u: taospec sets the container's user from user:"),
+        (["-dtv/etc:/results"], "/etc:/results mounts at or under /results"),
+        (["--label", "tao-job"], "tao-job: taospec labels the container"),
+        (["-l", "tao-owner"], "tao-owner: taospec labels the container"),
+        (["--label-file", "labels"], "--label-file: write each label as --label"),
+        (["--tmpfs", "/results"], "/results mounts at or under /results"),
+        (["-v", "/etc://results"], "/etc://results mounts at or under /results"),
     ],
 )
 def test_extra_args_cannot_take_over_taospecs_docker_run(
@@ -556,7 +595,7 @@ def test_extra_args_cannot_take_over_taospecs_docker_run(
     )
     refused(taospec("validate", write(tmp_path / "job.yaml", text)),
             f"$.docker.extra_args[1]: {refusal}")  # fmt: skip
-    fine = ["--label", "team=cv", "-v", "/etc:/data:ro", "--ulimit", "memlock=-1"]
+    fine = ["--label", "team=cv", "-v", "/etc:/data:ro", "--ulimit", "memlock=-1", "-e", "-u0"]
     ok = text.replace(json.dumps(["--init", *args]), json.dumps(fine))
     done = taospec("validate", write(tmp_path / "ok.yaml", ok))
     assert done.returncode == 0, done.stderr

@@ -20,7 +20,7 @@ from taospec.identity import Identity
 from taospec.loader import load_jobfile
 from taospec.plan import JOB_ID
 from taospec.platforms import render
-from taospec.rules import DOCKER_OWN_OPTIONS
+from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS
 from tests.conftest import bash_words, load_job
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
@@ -37,17 +37,27 @@ def hostile(min_size: int = 0, exclude: str = "") -> st.SearchStrategy[str]:
     )
 
 
-TAKEN = (*DOCKER_OWN_OPTIONS, "-v", "-l", "--label", "--volume", "--mount")
-"""Words that would take over an option of taospec's own ``docker run`` (validate refuses them)."""
+TAKEN = (*DOCKER_OWN_OPTIONS, "--label", "--label-file", "--volume", "--mount", "--tmpfs")
+"""Options that would take over one of taospec's own ``docker run`` (validate refuses them)."""
+
+
+def takes_over(word: str) -> bool:
+    """Whether docker reads ``word`` as one of :data:`TAKEN`; one-letter options run together,
+    the first that takes a value ending the run (``-du0`` is ``-d -u 0``)."""
+    if word.startswith("--"):
+        return word.partition("=")[0] in TAKEN
+    letters = word[1:] if word.startswith("-") else ""
+    return next((f"-{c}" for c in letters if c not in DOCKER_SHORT_FLAGS), "") in ("-u", "-v", "-l")
 
 
 def docker_args(text: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStrategy[list[str]]:
     """``docker.extra_args`` of hostile words that take over none of taospec's options."""
-    return st.lists(text.filter(lambda word: not word.startswith(TAKEN)), max_size=max_size)
+    return st.lists(text.filter(lambda word: not takes_over(word)), max_size=max_size)
 
 
 def absolute(exclude: str = ":") -> st.SearchStrategy[str]:
-    return hostile(exclude=exclude).map(lambda s: "/" + s)
+    """An absolute path other than / (which validate refuses as a results_root)."""
+    return hostile(exclude=exclude).map(lambda s: "/" + s).filter(lambda path: path.strip("/"))
 
 
 def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
@@ -58,7 +68,11 @@ def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
         "action": "act",
         "platform": platform,
         "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
-        "command": draw(st.lists(hostile(min_size=1, exclude=no_braces), min_size=1, max_size=4)),
+        "command": draw(
+            st.lists(hostile(min_size=1, exclude=no_braces), min_size=1, max_size=4).filter(
+                lambda words: words[0] != ""  # validate refuses an empty program name
+            )
+        ),
         "results_root": draw(absolute(exclude=":{}")),
         "user": "1000:1000",
         "env": {
@@ -181,7 +195,7 @@ def sweep(tmp_path: Path, value: str, command: object) -> Path:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(value=hostile(min_size=1, exclude="{}"), job_id=JOB_IDS)
+@given(value=hostile(min_size=1, exclude="{},=[]"), job_id=JOB_IDS)
 def test_a_matrix_value_fills_one_word_of_a_string_command(
     tmp_path: Path, value: str, job_id: str
 ) -> None:

@@ -662,6 +662,12 @@ def test_an_unknown_job_is_unknown() -> None:
         ({"results_root": "/data/my results"}, "which sbatch reads without a shell"),
         ({"slurm": {"container": "none", "extra_sbatch": ["--job-name=x"]}}, "--job-name is set"),
         ({"slurm": {"container": "none", "extra_sbatch": ["-o /tmp/x"]}}, "-o is set by taospec"),
+        (
+            {"slurm": {"container": "none", "extra_sbatch": ["--job-nam=x"]}},
+            "--job-nam starts "
+            "--job-name, and sbatch takes the start of a long option for the option",
+        ),
+        ({"slurm": {"container": "none", "extra_sbatch": ["--outp /x"]}}, "--outp starts --output"),
         ({"mounts": [{"source": "/a,b", "target": "/data"}]}, "cannot carry a path with ','"),
     ],
 )
@@ -745,6 +751,36 @@ def test_validate_passes_exactly_the_extra_sbatch_lines_sbatch_reads(
     misread = "Invalid directive" in checked.stderr or "Unmatched" in checked.stderr
     assert misread == (rules._sbatch_misreads(line) is not None), checked.stderr
     assert misread or checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "value"),
+    [("--job-nam=mine", "JobName", "mine"), ("--chd=/tmp", "WorkDir", "/tmp")],
+)
+def test_sbatch_takes_the_start_of_an_option_taospec_sets_for_that_option(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str, field: str, value: str
+) -> None:
+    # why the spec refuses an abbreviation of an option taospec sets: sbatch honours it
+    script = write(
+        open_tmp / "abbreviated.sbatch",
+        f"#!/bin/bash\n#SBATCH --job-name=taospec\n#SBATCH --chdir={open_tmp}\n"
+        f"#SBATCH {line}\n#SBATCH --output={open_tmp}/out.txt\ntrue\n",
+    )
+    submitted = subprocess.run(["sbatch", "--hold", "--parsable", str(script)],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    job_id = submitted.stdout.strip().split(";")[0]
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    assert f"{field}={value}" in shown.stdout.split(), shown.stdout
+    doc = {"version": 1, "network_arch": "a", "action": "b", "platform": "slurm",
+           "image": "busybox:1", "command": "true", "results_root": "/data/results",
+           "slurm": {"container": "none", "extra_sbatch": [line]}}  # fmt: skip
+    done = taospec("validate", write(open_tmp / "job.yaml", yaml.safe_dump(doc)))
+    assert done.returncode == 2
+    assert "$.slurm.extra_sbatch[0]: " + line.partition("=")[0] + " starts --" in done.stderr
 
 
 def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
