@@ -408,6 +408,8 @@ def build_job(source: Source, name: str, images: Images, applied: Applied | None
     docker = data.get("docker", {})
     brev = data.get("brev")
     gpus = data.get("gpus", [])
+    if isinstance(gpus, list):
+        gpus = tuple(map(_whole, gpus))
     return Job(
         file=source.file,
         name=name,
@@ -418,8 +420,8 @@ def build_job(source: Source, name: str, images: Images, applied: Applied | None
         versions_key=applied.versions_key if applied and applied.versions_key else versions_key,
         command=_command(data["command"]),
         spec=_freeze(data["spec"]) if "spec" in data else None,
-        gpus=gpus if isinstance(gpus, str) else () if isinstance(gpus, dict) else tuple(gpus),
-        nodes=data.get("nodes", 1),
+        gpus=() if isinstance(gpus, dict) else gpus,
+        nodes=_whole(data.get("nodes", 1)),
         storage_tier=data.get("storage_tier", "A"),
         results_root=data["results_root"],
         mounts=tuple(
@@ -441,9 +443,15 @@ def build_job(source: Source, name: str, images: Images, applied: Applied | None
         skill=data.get("skill"),
         spec_inputs=applied.spec_inputs if applied is not None else (),
         notify=_notify(data.get("notify")),
-        retry_max=data.get("retry", {}).get("max", 0),
-        gpus_free=gpus.get("free", 0) if isinstance(gpus, dict) else 0,
+        retry_max=_whole(data.get("retry", {}).get("max", 0)),
+        gpus_free=_whole(gpus.get("free", 0)) if isinstance(gpus, dict) else 0,
     )
+
+
+def _whole(value: Any) -> Any:
+    """An integer the file may spell as a float (JSON Schema counts 2.0 as an integer),
+    written out as 2, as every tool the plan runs reads it."""
+    return int(value) if isinstance(value, float) else value
 
 
 def _notify(value: str | list[str] | None) -> tuple[str, ...]:
@@ -485,7 +493,7 @@ def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
         partition=block.get("partition"),
         account=block.get("account"),
         time=block.get("time"),
-        cpus_per_task=block.get("cpus_per_task"),
+        cpus_per_task=_whole(block.get("cpus_per_task")),
         container=block.get("container", "pyxis"),
         extra_sbatch=tuple(block.get("extra_sbatch", [])),
     )

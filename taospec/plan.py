@@ -291,7 +291,9 @@ class Context:
         """The spec file's content, or None when the job has none."""
         if self.job.spec is None:
             return None
-        return dump_yaml(_thaw(self.job.spec, self.expand))
+        # A stand-in's NUL makes YAML double-quote the string and write the NUL as the escape
+        # \0; put the stand-in back, so that the value replacing it lands in those quotes.
+        return _ESCAPED_STAND_IN.sub(_unescape, dump_yaml(_thaw(self.job.spec, self.expand)))
 
     def runtime_env(self) -> tuple[tuple[str, str], ...]:
         """HOME, USER, LOGNAME and the cache redirects, under the job's results."""
@@ -310,17 +312,39 @@ class Context:
         return tuple(dirs)
 
 
+_ESCAPED_STAND_IN = re.compile(r"\\\\|\\0([A-Za-z_][A-Za-z0-9_]*)\\0")
+"""A stand-in as a double-quoted YAML string writes it (an escaped backslash is read first,
+so that ``\\\\0`` stays a backslash and a 0)."""
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return stand_in(match[1]) if match[1] else match[0]
+
+
 def dump_yaml(data: Any) -> str:
     """YAML that reads back exactly as ``data``: readable unicode when PyYAML can round-trip
-    it, escapes when not (PyYAML writes some line breaks, such as NEL, raw)."""
+    it, escapes when not (PyYAML writes some line breaks, such as NEL, raw).
+
+    A string holding a backslash is double-quoted, where YAML escapes every backslash, so
+    that each ``\\0NAME\\0`` the text holds outside an escaped backslash is a stand-in.
+    """
     import yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Dumper(base):  # type: ignore[misc,valid-type]
+        pass
+
+    def text_scalar(dumper: Any, value: str) -> Any:
+        style = '"' if "\\" in value or "\x00" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text_scalar)
 
     def dump(readable: bool) -> str:
         text: str = yaml.dump(
-            data, Dumper=dumper, sort_keys=True, allow_unicode=readable, width=2**16
+            data, Dumper=Dumper, sort_keys=True, allow_unicode=readable, width=2**16
         )
         return text
 

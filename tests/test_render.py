@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from taospec import plantext
 from taospec.errors import InvalidInput
@@ -150,3 +151,51 @@ def test_rendered_script_passes_shellcheck(path: Path, tmp_path: Path, monkeypat
     assert shutil.which("shellcheck"), "shellcheck is missing: make test installs it as root"
     done = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
+
+
+def test_an_integer_written_as_a_float_is_rendered_as_an_integer(tmp_path: Path) -> None:
+    # JSON Schema counts 2.0 as an integer; sbatch, srun and torchrun were handed "2.0"
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "version: 1\nnetwork_arch: a\naction: b\nplatform: slurm\nimage: busybox:1\n"
+        "command: echo hi\nresults_root: /data/results\nnodes: 2.0\ngpus: [0, 1.0]\n"
+        "retry: {max: 2.0}\nslurm: {cpus_per_task: 16.0, container: none}\n"
+    )
+    job = load_job(path)
+    assert (job.nodes, job.gpus, job.retry_max, job.slurm.cpus_per_task) == (2, (0, 1), 2, 16)
+    shown = plantext.text(render(job, launcher=Identity(1000, 1000, (), "u")))
+    assert "#SBATCH --nodes=2\n" in shown
+    assert "#SBATCH --cpus-per-task=16\n" in shown
+    assert "2.0" not in shown
+    assert "16.0" not in shown
+    path.write_text(path.read_text().replace("gpus: [0, 1.0]", "gpus: {free: 1.0}"))
+    path.write_text(path.read_text().replace("platform: slurm", "platform: docker"))
+    path.write_text(path.read_text().replace("slurm: {cpus_per_task: 16.0, container: none}\n", ""))
+    free = load_job(path).gpus_free  # int("1.0") crashed the pick of free GPUs at submit
+    assert (free, type(free)) == (1, int)
+
+
+def test_the_job_id_and_upstream_results_in_a_spec_are_filled_in(tmp_path: Path) -> None:
+    # YAML wrote a stand-in's NUL as the escape \0, which no substitution found: the spec
+    # file said "\0JOB_ID\0"; a literal backslash-zero in the spec stays as it is
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(
+        "version: 1\ndefaults: {network_arch: a, platform: local, image: busybox:1, "
+        "results_root: /data/results}\njobs:\n  prepare: {action: p, command: 'true'}\n"
+        "  train:\n    action: t\n    needs: [prepare]\n    command: 'true'\n"
+        "    spec: {id: '{job_id}', data: '{needs.prepare.results_dir}/out', "
+        "plain: 'a\\0JOB_ID\\0', quoted: 'b\\\\0JOB_ID\\0'}\n"
+    )
+    job = load_jobfile(path).targets["train"].job
+    upstream = upstream_stand_ins(["prepare"])
+    plan = render(job, launcher=Identity(1000, 1000, (), "u"), upstream=upstream)
+    (content,) = [s.stdin_text for s in plan.with_job_id("t-1").steps if s.stdin_text]
+    assert yaml.safe_load(content.replace(upstream["prepare"], "/up")) == {
+        "id": "t-1",
+        "data": "/up/out",
+        "plain": "a\\0JOB_ID\\0",
+        "quoted": "b\\\\0JOB_ID\\0",
+    }
+    shown = plantext.text(plan)
+    assert 'id: "${JOB_ID}"\n' in shown  # filled in by sed from $JOB_ID as the script runs
+    assert 'data: "${UPSTREAM_PREPARE}/out"\n' in shown
