@@ -164,13 +164,23 @@ def _expecting(step: Step, line: str) -> str:
     )
 
 
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)} | {
+    ord("\n"): "\\n",
+    ord("\t"): "\\t",
+    ord("\r"): "\\r",
+}
+
+
 def comment(text: str) -> str:
-    """A comment line's text, with the placeholder id shown as $JOB_ID."""
-    return STAND_IN.sub(r"$\1", text).replace("\n", " ")
+    """A comment line's text, with the placeholder id shown as $JOB_ID and each control
+    character as its escape (``\\n``): a line break would end the comment, and a shell
+    would run the rest of the line as a command."""
+    return STAND_IN.sub(r"$\1", text).translate(_CONTROL)
 
 
 def _notes(plan: Plan) -> Iterator[str]:
-    yield f"# taospec plan: {plan.file} (target {plan.target}, platform {plan.platform})"
+    where = f"{plan.file} (target {plan.target}, platform {plan.platform})"
+    yield f"# taospec plan: {comment(where)}"
     if plan.has_placeholder_id:
         yield "# The job id is minted when the job is submitted; until then it shows as $JOB_ID."
     yield f"# Results: {comment(plan.record.results_dir)}"
@@ -237,6 +247,6 @@ def script(plan: Plan) -> str:
         out += [
             "",
             f"# after the job ends, {step.name}: {comment(step.why)}",
-            f"# {command_line(step)}",
+            *(f"# {line}" for line in command_line(step).split("\n")),
         ]
     return "\n".join(out) + "\n"

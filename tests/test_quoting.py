@@ -8,6 +8,8 @@ bash, must give exactly the plan's argument lists.
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -208,3 +210,50 @@ def test_a_matrix_value_fills_one_word_of_a_string_command(
     ran = bash_words(plantext.argv_text(launch.argv))
     assert ran == list(launch.argv)
     assert ran[-5:] == ["printf", "%s\\n", value, f"x {value} y", f"/results root/it's/{job_id}"]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=hostile(min_size=1, exclude="/{},=[]\r"), value=hostile(min_size=1, exclude="{},=[]"))
+def test_the_script_s_comments_stay_comments_whatever_the_file_and_target_are_named(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    # a newline in the file's name or a matrix value (so in the target's name) ended the
+    # script's first comment line, and bash ran the rest of it as a command
+    folder = tmp_path / "case"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    path = folder / f"{name}\ntouch INJECTED #.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "defaults": {
+                    "network_arch": "a",
+                    "platform": "local",
+                    "image": "busybox:1",
+                    "results_root": "/data/results",
+                },  # fmt: skip
+                "jobs": {
+                    "t": {
+                        "action": "b",
+                        "matrix": {"v": [f"{value}\ntouch INJECTED #"]},
+                        "command": ["true"],
+                        "notify": f"echo {value}\ntrue #\ntrue",
+                    }
+                },
+            }  # fmt: skip
+        )
+    )
+    (target,) = load_jobfile(path).targets.values()
+    script = plantext.script(render(target.job, launcher=LAUNCHER))
+    fake = folder / "bin"
+    fake.mkdir()
+    (fake / "taospec").write_text("#!/bin/sh\nexit 1\n")  # the script stops at its record
+    (fake / "taospec").chmod(0o755)
+    subprocess.run(["bash", "-c", script], cwd=folder, env={"PATH": f"{fake}:/usr/bin:/bin"},
+                   capture_output=True, check=False)  # fmt: skip
+    assert not (folder / "INJECTED").exists(), script.split("\n")[:4]
+    notes = [line for line in script.split("\n") if line.startswith("# Note: ")]
+    assert any("\\ntrue #\\ntrue" in line for line in notes), notes  # the line breaks show
