@@ -62,7 +62,9 @@ class SpecError(InvalidInput):
     """A file that cannot be used, with every problem found in it."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = tuple(sorted(problems, key=lambda p: (p.file, p.line, p.column, p.message)))
+        self.problems = tuple(
+            sorted(unique(problems), key=lambda p: (p.file, p.line, p.column, p.message))
+        )
         super().__init__("\n".join(str(p) for p in self.problems))
 
     def report(self) -> str:
@@ -78,10 +80,10 @@ class SpecError(InvalidInput):
 
 def unique(problems: Iterable[Problem]) -> list[Problem]:
     """Each place and message once (matrix expansions and schema branches repeat them)."""
-    seen: set[tuple[int, int, str]] = set()
+    seen: set[tuple[str, int, int, str]] = set()
     out = []
     for problem in problems:
-        key = (problem.line, problem.column, problem.message)
+        key = (problem.file, problem.line, problem.column, problem.message)
         if key not in seen:
             seen.add(key)
             out.append(problem)

@@ -34,7 +34,7 @@ class InvalidInput(TaospecError):
 
     exit_code = EXIT_INVALID
 
-    def __init__(self, message: str, *, key: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, *, key: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.key = key
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from taospec import proc
 from taospec.errors import InvalidInput
-from taospec.job import Target
+from taospec.job import Target, unreadable
 from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
 from taospec.plan import Plan
 from taospec.states import COMPLETE
@@ -112,16 +112,15 @@ def _sha256_json(parts: Mapping[str, object]) -> str:
 
 def compute(target: Target, plan: Plan, needs: Mapping[str, str]) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``, its image not yet known
-    (:meth:`Fingerprint.with_image` adds it)."""
-    return Fingerprint(
-        plan=plan.digest(),
-        image=None,
-        inputs={
-            text: hash_path(path)
-            for text, path in zip(target.inputs, target.input_paths(), strict=True)
-        },
-        needs=dict(needs),
-    )
+    (:meth:`Fingerprint.with_image` adds it). An input that cannot be read is refused at
+    its key (``("inputs", index)``)."""
+    digests = {}
+    for index, (text, path) in enumerate(zip(target.inputs, target.input_paths(), strict=True)):
+        try:
+            digests[text] = hash_path(path)
+        except InvalidInput as refused:
+            raise InvalidInput(f"{text}: {refused}", key=("inputs", index)) from None
+    return Fingerprint(plan=plan.digest(), image=None, inputs=digests, needs=dict(needs))
 
 
 def has_image_digest(plan: Plan) -> bool:
@@ -172,21 +171,36 @@ def look_up_image(plan: Plan) -> ImageLookup:
 
 
 def hash_path(path: Path) -> str:
-    """SHA-256 of a file's bytes, or of a folder's relative names and file contents."""
-    if path.is_symlink() and not path.exists():
-        raise InvalidInput(f"input {path} is a broken symbolic link")
+    """SHA-256 of a file's bytes, or of a folder's relative names and file contents.
+
+    Links are followed, into folders too (a folder reached twice is read once, so a link
+    back up ends); anything in a folder that is not a file or a folder (a broken link, a
+    FIFO, a socket, a device) is refused: its content cannot be fingerprinted.
+    """
+    why = unreadable(path)
+    if why:
+        raise InvalidInput(why)
     if path.is_file():
         return _hash_file(path)
-    if path.is_dir():
-        digest = hashlib.sha256()
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                member = Path(root, name)
-                relative = member.relative_to(path).as_posix()
-                digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
-        return digest.hexdigest()
-    raise InvalidInput(f"input {path} does not exist; inputs are files or folders on this machine")
+    digest = hashlib.sha256()
+    seen = {os.path.realpath(path)}
+    for root, dirs, files in os.walk(path, followlinks=True):
+        dirs[:] = [d for d in sorted(dirs) if _first_visit(Path(root, d), seen)]
+        for name in sorted(files):
+            member = Path(root, name)
+            if not member.is_file():
+                raise InvalidInput(unreadable(member) or f"{member} cannot be read")
+            relative = member.relative_to(path).as_posix()
+            digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
+    return digest.hexdigest()
+
+
+def _first_visit(folder: Path, seen: set[str]) -> bool:
+    real = os.path.realpath(folder)
+    if real in seen:
+        return False
+    seen.add(real)
+    return True
 
 
 def _hash_file(path: Path) -> str:

@@ -7,6 +7,7 @@ makes them.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -140,6 +141,17 @@ class Target:
         """The inputs as paths on this machine."""
         folder = Path(self.job.file).parent
         return tuple(Path(p) if Path(p).is_absolute() else folder / p for p in self.inputs)
+
+
+def unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be an input (None when it is a file or a folder)."""
+    if path.is_file() or path.is_dir():
+        return None
+    if path.is_symlink():
+        return f"{path} is a broken symbolic link"
+    if os.path.lexists(path):
+        return f"{path} is neither a file nor a folder; inputs are files or folders"
+    return f"{path} does not exist; inputs are files or folders on this machine"
 
 
 @dataclass(frozen=True, slots=True)

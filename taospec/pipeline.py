@@ -130,7 +130,12 @@ def _decide_one(
     if forced:
         return Decision(target, True, "forced (-B)", plan)
     needs = {need: _digest(decided[need]) for need in target.needs}
-    work = compute(target, plan, needs)
+    try:
+        work = compute(target, plan, needs)
+    except InvalidInput as refused:
+        if source is None:
+            raise
+        raise source.refusal(refused) from None
     if has_image_digest(plan) and not index.may_hold(work):
         # No job of this work was ever launched, on any image: it runs, and the
         # engine is asked for the image's id while it launches.

@@ -2,7 +2,8 @@
 
 Plain ``validate`` judges a job file alone; ``validate --here`` and ``run``
 also ask this machine: do the mount sources exist (a missing one would be
-created by dockerd as an empty root-owned directory), are the ``env.pass``
+created by dockerd as an empty root-owned directory), are the ``inputs`` files
+or folders, are the ``env.pass``
 variables set, are the platform's command-line tools installed, and would
 the platform render the job at all. Every answer is a :class:`Problem` at
 the line that caused it.
@@ -16,10 +17,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import identity, platforms
-from taospec.diagnostics import Problem, SpecError, unique
+from taospec import identity, lint, platforms
+from taospec.diagnostics import JsonPath, Problem, SpecError, unique
 from taospec.identity import Identity
-from taospec.job import Job, JobFile
+from taospec.job import Job, JobFile, Target, unreadable
 from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import Source
 
@@ -49,7 +50,9 @@ def here(
     for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = mount_sources(job, source) + passed_variables(job, source, os.environ)
+        found = mount_sources(job, source) + inputs(target, source)
+        found += passed_variables(job, source, os.environ)
+        found += passed_values_written(job, source, os.environ)
         found += tools(job, source)
         warnings += _user_warnings(job, source, who, user)
         if not found:
@@ -78,6 +81,13 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
     return missing
 
 
+def inputs(target: Target, source: Source) -> list[Problem]:
+    """Inputs that are not a file or a folder here (the fingerprint reads each one)."""
+    paths = target.input_paths()
+    found = ((index, unreadable(path)) for index, path in enumerate(paths))
+    return [source.problem(("inputs", index), why) for index, why in found if why]
+
+
 def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> list[Problem]:
     """``env.pass`` names this environment does not set (brev reads them on the instance)."""
     if job.platform == "brev":
@@ -91,6 +101,51 @@ def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> li
         for index, name in enumerate(job.env_pass)
         if name not in environ
     ]
+
+
+def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) -> list[Problem]:
+    """Values of the job's ``env.pass`` variables written in the job itself, where they would
+    land in argv, the spec file or the plan (and the ledger, which redacts them, would keep
+    paths and names that are not the job's)."""
+    if job.platform == "brev":
+        return []  # brev reads them on the instance
+    values = {
+        name: environ[name]
+        for name in job.env_pass
+        if len(environ.get(name, "")) >= lint.MIN_SECRET_LENGTH
+    }
+    found = [
+        source.problem(path, _WRITTEN.format(name=name), key=is_key)
+        for path, text, is_key in _texts(source.data, ())
+        for name, value in values.items()
+        if value in text
+    ]
+    found += [
+        source.problem(("image",), _WRITTEN.format(name=name) + " (the image versions.yaml names)")
+        for name, value in values.items()
+        if not found and value in job.image
+    ]
+    return found
+
+
+_WRITTEN = (
+    "holds the value of {name}, which env.pass passes by name so that the value is never "
+    "written down (argv, spec file, plan, ledger); write the job without it (a command can "
+    "refer to ${name})"
+)
+
+
+def _texts(value: object, path: JsonPath) -> Iterator[tuple[JsonPath, str, bool]]:
+    """Every text in ``value``, keys too, with its path and whether it is a key."""
+    if isinstance(value, str):
+        yield path, value, False
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield (*path, str(key)), str(key), True
+            yield from _texts(child, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _texts(child, (*path, index))
 
 
 def tools(job: Job, source: Source) -> list[Problem]:

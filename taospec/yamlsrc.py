@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from taospec.diagnostics import JsonPath, Problem, SpecError
+from taospec.errors import InvalidInput
 
 if TYPE_CHECKING:  # the library itself is imported where it is first used
     import yaml
@@ -63,6 +64,10 @@ class Source:
         """A :class:`Problem` at ``path`` in this file."""
         line, column = self.locate(path, key=key)
         return Problem(line, column, path, message, self.file)
+
+    def refusal(self, refused: InvalidInput) -> SpecError:
+        """``refused`` as a problem at the key it is about (the file's top for none)."""
+        return SpecError([self.problem(refused.key, str(refused).removeprefix(f"{self.file}: "))])
 
 
 class MergedSource(Source):

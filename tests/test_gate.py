@@ -132,6 +132,127 @@ def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recordin
     assert list(state_dir.iterdir()) == []  # no record was opened
 
 
+LOCAL_PIPELINE = """\
+version: 1
+defaults: {{network_arch: hello, platform: local, image: busybox:1, results_root: {root}}}
+jobs:
+  greet:
+    action: greet
+    command: sh -c 'echo hi'
+"""
+
+
+def pipeline(tmp_path: Path, extra: str) -> Path:
+    text = LOCAL_PIPELINE.format(root=tmp_path / "results") + extra
+    return write(tmp_path / "pipeline.yaml", text)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda folder: folder.symlink_to(folder.parent / "nowhere"),  # a broken link
+        os.mkfifo,
+        lambda folder: None,  # nothing there
+    ],
+    ids=["broken-link", "fifo", "missing"],
+)
+def test_an_input_that_is_not_a_file_or_folder_is_refused_at_its_key(
+    taospec: Runner, tmp_path: Path, state_dir: Path, make: Any
+) -> None:
+    # a broken link was a traceback (exit 3), a FIFO hung the run, a missing input had no place
+    make(tmp_path / "data")
+    path = pipeline(tmp_path, "    inputs: [data]\n")
+    for verb in (("validate", "--here"), ("run", "-n"), ("run",)):
+        lines = refused(taospec(*verb, path, timeout=60), f"{path}:7:14: $.jobs.greet.inputs[0]: ")
+        assert f"{tmp_path / 'data'} " in lines[0]
+    assert list(state_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("inside", ["broken-link", "fifo"])
+def test_what_an_input_folder_holds_that_is_no_file_is_refused_at_the_input(
+    taospec: Runner, tmp_path: Path, state_dir: Path, inside: str
+) -> None:
+    folder = tmp_path / "data"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.txt").write_text("a\n")
+    odd = folder / "sub" / "odd"
+    odd.symlink_to(tmp_path / "nowhere") if inside == "broken-link" else os.mkfifo(odd)
+    path = pipeline(tmp_path, "    inputs: [data]\n")
+    for verb in (("run", "-n"), ("run",)):
+        lines = refused(taospec(*verb, path, timeout=60), f"{path}:7:14: $.jobs.greet.inputs[0]: ")
+        assert f"data: {odd} " in lines[0]
+    assert list(state_dir.iterdir()) == [] or not (state_dir / "jobs").exists()
+
+
+def test_a_matrix_value_that_would_blur_target_names_is_refused(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # x="1,y=2" y="3" and x="1" y="2,y=3" were both a[x=1,y=2,y=3]: one sweep point was lost
+    path = pipeline(
+        tmp_path,
+        "    matrix: {x: ['1,y=2', '1'], y: ['3', '2,y=3']}\n"
+        "    command: sh -c 'echo \"$1\"' sh {matrix.x}\n",
+    )
+    path.write_text(path.read_text().replace("    command: sh -c 'echo hi'\n", "", 1))
+    lines = refused(taospec("validate", path),
+                    "$.jobs.greet.matrix.x[0]: x='1,y=2' cannot be a matrix value",
+                    "$.jobs.greet.matrix.y[1]: y='2,y=3' cannot be a matrix value")  # fmt: skip
+    assert len(lines) == 2
+
+
+def test_a_problem_every_matrix_target_shares_is_reported_once(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-dataset"
+    path = pipeline(tmp_path, f"    matrix: {{lr: [1, 2]}}\n    mounts: [{{source: {missing}, "
+                    "target: /data}]\n")  # fmt: skip
+    path.write_text(path.read_text().replace("platform: local", "platform: docker, user: '1:1'"))
+    for verb in (("run", "-n"), ("validate", "--here")):
+        lines = refused(taospec(*verb, path), f"$.jobs.greet.mounts[0].source: {missing} does not")
+        assert len(lines) == 1, lines
+
+
+def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # it landed in argv, the spec file and the plan; the ledger redacted it out of the
+    # record's paths, which then named no real folder (and a retry ran "<redacted>")
+    value = "correcthorsebattery"
+    (tmp_path / value).mkdir()
+    path = job(
+        tmp_path,
+        f"env: {{pass: [GATE_VAR], set: {{NOTE: 'a {value}'}}}}\n"
+        f"mounts: [{{source: {tmp_path / value}, target: /data}}]\nspec: {{{value}: 1}}\n",
+    )
+    env = {"GATE_VAR": value}
+    expected = "holds the value of GATE_VAR, which env.pass passes by name"
+    for verb in (("validate", "--here"), ("run", "-n"), ("run",)):
+        done = taospec(*verb, path, env=env)
+        lines = refused(done, f"{path}:9:37: $.env.set.NOTE: {expected}",
+                        f"{path}:10:19: $.mounts[0].source: {expected}",
+                        f"{path}:11:8: $.spec.<redacted>: {expected}")  # fmt: skip
+        assert len(lines) == 3
+        assert value not in done.stdout + done.stderr
+    assert list(state_dir.iterdir()) == []
+    short = taospec("validate", "--here", path, env={"GATE_VAR": "abc"})  # too short to redact
+    assert short.returncode == 0, short.stderr
+
+
+def test_validate_redacts_what_it_prints(taospec: Runner, tmp_path: Path) -> None:
+    token = "nvapi-" + "Qx7Rk2Wm9Lp4Zt8Yv3Nb6Hc1"
+    folder = tmp_path / token
+    folder.mkdir()
+    path = write(folder / "job.yaml", BASE.format(root=tmp_path / "r") + "gpus: 2\n")
+    for fmt in ("text", "json", "github"):
+        done = taospec("validate", "--format", fmt, path)
+        assert done.returncode == 2
+        assert token not in done.stdout + done.stderr
+        assert "<redacted>" in done.stdout + done.stderr
+    ok = taospec("validate", write(folder / "ok.yaml", BASE.format(root=tmp_path / "r")))
+    assert ok.returncode == 0
+    assert ok.stdout == f"{tmp_path}/<redacted>/ok.yaml: ok\n"
+
+
 def test_validate_here_names_missing_platform_tools(taospec: Runner, tmp_path: Path) -> None:
     bare = tmp_path / "bin"
     bare.mkdir()

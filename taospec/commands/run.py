@@ -55,12 +55,21 @@ def run(
         raise InvalidInput("run --json goes with -n (--dry-run): a build reports as it goes")
     jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
-    # Before any record opens: a missing source would be created empty by dockerd.
-    raise_if_any(
-        p for n in names for p in preflight.mount_sources(jobfile.targets[n].job, sources[n])
-    )
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
+    # Opened (not yet written) first, so that even a refusal below prints no passed value.
     ledger = open_ledger(secret_values(tuple(passed)))
+    # Before any record opens: a missing source would be created empty by dockerd, an
+    # input that is not there cannot be fingerprinted, and a passed value written in the
+    # job would be written down.
+    raise_if_any(
+        problem
+        for name in names
+        for problem in (
+            preflight.mount_sources(jobfile.targets[name].job, sources[name])
+            + preflight.inputs(jobfile.targets[name], sources[name])
+            + preflight.passed_values_written(jobfile.targets[name].job, sources[name], os.environ)
+        )
+    )
     forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
     decisions = decide(
         jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources

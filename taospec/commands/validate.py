@@ -14,9 +14,11 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 
+from taospec import lint
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
+from taospec.lint import redacted
 from taospec.loader import load_jobfile, load_located
 from taospec.yamlsrc import STDIN
 
@@ -54,14 +56,14 @@ def run(
     for file, problems in zip(files, answers, strict=True):
         failed += bool(problems)
         if fmt == "json":
-            print(json.dumps(ciformat.file_json(file, problems)))
+            print(redacted(json.dumps(ciformat.file_json(file, problems))))
         elif fmt == "github":
             for problem in problems:
-                print(ciformat.github(file, problem))
+                print(redacted(ciformat.github(file, problem)))
         elif problems:
-            print(SpecError(problems), file=sys.stderr)
+            print(redacted(str(SpecError(problems))), file=sys.stderr)
         elif not quiet:
-            print(f"{file}: ok")
+            print(redacted(f"{file}: ok"))
     if failed:
         print(f"{failed} of {len(files)} job files are invalid", file=sys.stderr)
         return EXIT_INVALID
@@ -88,9 +90,11 @@ def _check_here(
             # schema check of many files does not pay for them.
             from taospec import preflight
 
+            passed = {name for target in jobfile.targets.values() for name in target.job.env_pass}
+            lint.register(os.environ[name] for name in passed if name in os.environ)
             verdict = preflight.here(jobfile, sources, user=user)
             for warning in verdict.warnings:
-                print(warning, file=sys.stderr)
+                print(redacted(warning), file=sys.stderr)
             raise_if_any(verdict.problems)
     except SpecError as exc:
         return exc.problems

@@ -69,8 +69,7 @@ def render(
     except InvalidInput as refused:
         if source is None:
             raise
-        message = str(refused).removeprefix(f"{job.file}: ")
-        raise SpecError([source.problem(refused.key, message)]) from None
+        raise source.refusal(refused) from None
 
 
 def _render(
