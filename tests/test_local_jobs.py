@@ -117,6 +117,18 @@ def test_only_passed_names_reach_the_process(taospec: Runner, tmp_path):
     assert f"HOME={tmp_path / 'results' / job_id}/.tao-runtime/home" in env
 
 
+def test_a_path_the_job_sets_is_the_path_it_runs_with(taospec: Runner, tmp_path):
+    # the launcher's PATH came after env.set, so a job's own PATH was silently dropped
+    spec = job_file(
+        tmp_path, "/bin/sh -c 'echo \"$PATH\" > {results_dir}/path.txt'", env="{set: {PATH: /bin}}"
+    )
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert (tmp_path / "results" / job_id / "path.txt").read_text() == "/bin\n"
+    assert 'PATH="$PATH"' not in taospec("render", spec).stdout
+
+
 def test_a_passed_name_missing_from_the_environment_is_refused_before_anything(
     taospec: Runner, tmp_path, state_dir
 ):

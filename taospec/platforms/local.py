@@ -70,7 +70,8 @@ def plan(context: Context) -> Plan:
         templates.argv(macros.run()),
         "start the command in its own session; output goes to the log file",
         env=tuple(env),
-        pass_env=("PATH", *job.env_pass),
+        # the launcher's PATH, unless env.set gives the job its own
+        pass_env=(*(() if "PATH" in dict(job.env_set) else ("PATH",)), *job.env_pass),
         clean_env=True,
         cwd=context.results_dir,
         log_path=f"{context.results_dir}/{LOG_FILE}",
