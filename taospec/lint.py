@@ -1047,7 +1047,9 @@ def _field_hits(
         if match.start() < taken or not secret(match[1]):
             continue
         taken = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
-        if _raw_literal(text[match.end() : taken]):
+        # a value may end at a shell's separator (``API_TOKEN=$MY_TOKEN; ...``), which is
+        # no literal of its own
+        if _raw_literal(text[match.end() : taken].rstrip(";&|)")):
             yield _Hit(rule, match[1], match.end(), taken)
 
 

@@ -692,6 +692,8 @@ def test_export_keeps_the_items_before_the_secret() -> None:
 
 SPEC_VALUES_FLAGGED = [
     ("password=hunter22", {(ASSIGN, "password")}),
+    ("export password=hunter22; run", {(ASSIGN, "password")}),
+    ("export password=$X;hunter22", {(ASSIGN, "password")}),
     ("db pass=hunter22", {(ASSIGN, "pass")}),
     ("tool --password hunter22", {(FLAG, "--password")}),
     (f"aws configure set aws_secret_access_key {AWS_KEY}", {(AWS, "aws_secret_access_key")}),
@@ -720,6 +722,8 @@ SPEC_VALUES_ALLOWED = [
     "${NGC_KEY}",
     "{results_dir}",
     "visual_changenet train -e {config_path} results_dir={results_dir}",
+    "export API_TOKEN=$MY_TOKEN; exit 3",  # a reference, then the shell's separator
+    'API_TOKEN="$MY_TOKEN"&& run',
     "tool --token {matrix.token}",
     "NGC_KEY={needs.prepare.results_dir}",
     "nvidia/segformer-b5",
