@@ -295,6 +295,15 @@ _SIGNALS: dict[int, Diagnosis] = {
 }
 
 
+KILLED_FROM_OUTSIDE = _infra(
+    "the container was killed (SIGKILL) and docker saw no out-of-memory kill",
+    "something other than taospec stopped it (docker stop or docker kill, an engine "
+    "restart); submit again",
+)
+"""A container's SIGKILL that docker's own OOM report rules out as memory (``docker stop``
+of a command that ignores SIGTERM ends the same way)."""
+
+
 def diagnose(text: str) -> Diagnosis | None:
     """The first known failure ``text`` shows, if any."""
     return _gpu_fault(text) or _first(_KNOWN, text)

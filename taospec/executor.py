@@ -17,19 +17,19 @@ import shlex
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
 from taospec.diagnose import INFRA, classify
 from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
-from taospec.ledger import Ledger, Record, WriteFailed
+from taospec.ledger import Ledger, Record, TerminalStateError, WriteFailed
 from taospec.ledger.record import now
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
 from taospec.platforms import brev
 from taospec.platforms.base import EndedFirst
-from taospec.states import CANCELED, ERROR, RUNNING
+from taospec.states import CANCELED, ERROR, RUNNING, Status
 
 Progress = Callable[[str], None]
 
@@ -346,6 +346,8 @@ def submit(
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
             ref = _run_steps(real, record, ledger, env, progress, stopping=stopping)
+        except _Ended as ended:
+            raise JobFailed(f"{record.id}: {ended}; nothing was launched") from None
         except _Stopped:
             _interrupted(ledger, record)
             raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
@@ -355,7 +357,10 @@ def submit(
                 raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
             failed = _mark_failed(ledger, record, failure)
             raise SubmitFailed(f"{record.id}: {failure}", failed) from None
-        marked = _mark_running(ledger, record, ref)
+        try:
+            marked = _mark_running(ledger, record, ref)
+        except TerminalStateError:
+            raise JobFailed(_stop_late_launch(ledger, record.id, ref)) from None
         progress(f"{record.id}: RUNNING ({ref})")
         on_running(marked)
     except KeyboardInterrupt:
@@ -435,6 +440,31 @@ class _Stopped(Exception):
     """The run is being cancelled: no further step of this submit starts."""
 
 
+class _Ended(Exception):
+    """The record was closed from elsewhere (a cancel) while its steps ran."""
+
+
+def _closed_meanwhile(ledger: Ledger, job_id: str) -> None:
+    """Raise :class:`_Ended` when the record was closed (``taospec cancel`` from another
+    shell) while the steps before the launch ran: the launch would start an untracked job."""
+    record = ledger.get(job_id)
+    if record.terminal_state is not None:
+        last = record.transitions[-1].message if record.transitions else ""
+        raise _Ended(f"recorded {record.terminal_state} while it was prepared ({last})")
+
+
+def _stop_late_launch(ledger: Ledger, job_id: str, ref: str) -> str:
+    """A cancel from elsewhere closed the record while the launch ran: stop what it started."""
+    record = ledger.get(job_id)
+    try:
+        module = platforms.get(record.platform)
+        note = module.cancel(replace(record, backend_ref=ref), ledger.sidecar(job_id))
+    except EndedFirst:
+        note = "what it launched had already ended"
+    last = record.transitions[-1].message if record.transitions else ""
+    return f"{job_id}: recorded {record.terminal_state} while it launched ({last}); {note}"
+
+
 def _run_steps(
     plan: Plan,
     record: Record,
@@ -456,6 +486,7 @@ def _run_steps(
         run_step(step, env, progress)
     if stopping():
         raise _Stopped
+    _closed_meanwhile(ledger, record.id)
     progress(f"{record.id}: {launch.name}")
     launched = platforms.get(plan.platform).submit(launch, plan, _Runner(env, progress))
     if launched.facts:
@@ -621,6 +652,9 @@ def cancel_job(
             found = module.status(record, sidecar)
             if found.terminal:
                 raise EndedFirst(found)
+            if found.gone and record.backend_ref is not None:
+                # launched, and gone before anyone asked to stop it: it ended on its own
+                raise EndedFirst(Status(ERROR, found.message, err_class=INFRA))
             ledger.update_sidecar(job_id, **{CANCEL_NOTE: now()})
             note = module.cancel(record, sidecar)
         except EndedFirst as ended:
@@ -630,6 +664,9 @@ def cancel_job(
             )
             teardown(record, ledger, progress)
             return Cancelled(record, done.message, False)
-        record = ledger.mark(job_id, CANCELED, message=f"{reason}; {note}")
+        try:
+            record = ledger.mark(job_id, CANCELED, message=f"{reason}; {note}")
+        except TerminalStateError:  # a poll recorded its end while it was being stopped
+            return Cancelled(ledger.get(job_id), note, False)
         teardown(record, ledger, progress)
         return Cancelled(record, note, True)

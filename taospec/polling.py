@@ -16,7 +16,7 @@ from taospec.diagnose import INFRA
 from taospec.executor import CANCEL_NOTE, SUBMITTER, submitter_alive, teardown
 from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
-from taospec.states import CANCELED, ERROR, PENDING, RUNNING, Status
+from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
 
 
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
@@ -46,6 +46,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         )
     if status.gone:
         status = _closed(record, sidecar, status)
+    elif status.terminal and status.state != COMPLETE and sidecar.get(CANCEL_NOTE):
+        # the end a cancel under way brought about (docker kill: exit 137), not the job's own
+        status = Status(CANCELED, f"a cancel began at {sidecar[CANCEL_NOTE]}; {status.message}")
     if status.terminal:
         record = ledger.mark(
             record.id,

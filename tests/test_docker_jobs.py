@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import subprocess
 import threading
 import time
@@ -19,7 +20,7 @@ from taospec.errors import JobFailed
 from taospec.executor import submit
 from taospec.ledger import Ledger
 from taospec.platforms import render
-from tests.conftest import Runner, load_job, write
+from tests.conftest import Runner, load_job, taospec_command, write
 
 pytestmark = pytest.mark.engine
 
@@ -260,3 +261,112 @@ def test_a_secret_passed_by_name_lands_nowhere_taospec_writes_or_shows(
         if path.is_file():
             assert canary.encode() not in path.read_bytes(), path
     assert seen_in_cmdline == []
+
+
+def _wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _only_job(state_dir: Path) -> str:
+    jobs = state_dir / "jobs"
+    found = sorted(p.stem for p in jobs.glob("*.json")) if jobs.exists() else []
+    return found[0] if len(found) == 1 else ""
+
+
+def test_a_cancel_that_lands_while_the_container_is_created_stops_it_too(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the cancel recorded CANCELED "no container was left", the container started a moment
+    # later and ran on untracked, and the run said "invalid input" (exit 2)
+    slow = open_tmp / "slow-bin"
+    slow.mkdir()
+    real = shutil.which("docker")
+    (slow / "docker").write_text(f'#!/bin/sh\n[ "$1" = run ] && sleep 3\nexec {real} "$@"\n')
+    (slow / "docker").chmod(0o755)
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    env = {**taospec.env, "PATH": f"{slow}:{taospec.env['PATH']}"}
+    running = subprocess.Popen(
+        [*taospec_command(), "run", str(spec)], env=env, cwd=open_tmp, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: _only_job(state_dir) != "")
+        job_id = _only_job(state_dir)
+        _wait_for((open_tmp / "results" / job_id / ".tao-runtime").exists)
+        time.sleep(1.5)  # inside the slow docker run
+        cancelled = taospec("cancel", job_id)
+        assert cancelled.returncode == 0, cancelled.stderr
+        _, err = running.communicate(timeout=60)
+    finally:
+        running.kill()
+    assert running.returncode == 1, err
+    assert f"{job_id}: recorded CANCELED while it launched" in err
+    assert "container removed" in err
+    assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout.strip() == ""
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_cancel_while_another_process_watches_the_job_is_recorded_canceled(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the watcher's poll saw the killed container's exit 137 first and recorded ERROR
+    # ("most likely the host ran out of memory"), and cancel then exited 2
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    watcher = subprocess.Popen(
+        [*taospec_command(), "logs", "-f", job_id], env=taospec.env, cwd=open_tmp,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(1)
+        cancelled = taospec("cancel", job_id)
+        watcher.wait(timeout=60)
+    finally:
+        watcher.kill()
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_container_removed_outside_taospec_is_recorded_as_it_ended_by_cancel(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # cancel recorded CANCELED "container removed" (the engine's docker rm --force of a
+    # missing container exits 0); status recorded ERROR: which came first decided
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    docker("rm", "-f", job_id)
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "container removed" not in cancelled.stdout
+    kept = record(state_dir, job_id)
+    assert (kept["terminal_state"], kept["err_class"]) == ("ERROR", "ERR_INFRA")
+
+
+def test_a_stop_from_outside_is_an_infrastructure_error(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # docker stop kills a PID 1 that ignores SIGTERM: exit 137 with no OOM kill, which was
+    # classed ERR_PROGRAM "most likely the host ran out of memory" and never retried
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    docker("stop", "-t", "1", job_id)
+    shown = taospec("status", job_id)
+    assert shown.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], shown.stdout
+    assert "docker saw no out-of-memory kill" in shown.stdout
+    retried = taospec("retry", "--detach", job_id)
+    assert retried.returncode == 0, retried.stderr
+
+
+def test_retry_asks_the_backend_whether_the_job_has_ended(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # a detached job that failed but was never polled read as "has not ended (RUNNING)"
+    spec = job_file(open_tmp, engine, "sh -c 'exit 3'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    _wait_for(lambda: docker("inspect", "-f", "{{.State.Status}}", job_id).stdout == "exited\n")
+    retried = taospec("retry", "--detach", job_id)
+    assert retried.returncode == 0, retried.stderr
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"

@@ -26,6 +26,8 @@ def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False)
     """Submit the retry, then (unless ``detach``) follow it: exit 0 when it completes."""
     ledger = open_ledger()
     record = ledger.get(job_id)
+    if record.terminal_state is None:
+        record, _ = poll(record, ledger)  # it may have ended since anyone last asked
     stored = ledger.sidecar(job_id).get("plan")
     names = stored.get("secrets", []) if isinstance(stored, dict) else []
     secrets = [str(n) for n in names]

@@ -8,13 +8,14 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import identity, proc, remote, templates
-from taospec.diagnose import classify, diagnose
+from taospec.diagnose import KILLED_FROM_OUTSIDE, classify, diagnose
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
@@ -252,6 +253,8 @@ def _failed(code: int, oom: bool, tail: str, found: str | None) -> Status:
     if oom:
         message += " (killed by the kernel's out-of-memory killer)"
     diagnosis = classify(code, message, tail)
+    if code == 128 + signal.SIGKILL and not oom and diagnosis == classify(code, message, ""):
+        diagnosis = KILLED_FROM_OUTSIDE  # the exit code's guess (memory), which docker denies
     return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
 
@@ -398,10 +401,9 @@ def _labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> list[str]:
 def _remove(names: list[str], env: tuple[tuple[str, str], ...]) -> bool:
     """``docker rm --force``; True when a container was removed (by us or a concurrent cancel)."""
     result = proc.run(["docker", "rm", "--force", *names], extra_env=env, check=False)
-    if result.ok:
-        return True
     if "already in progress" in result.stderr:
         return True
-    if "No such container" in result.stderr:
-        return False
+    if result.ok or "No such container" in result.stderr:
+        # docker prints each name it removed (some engines exit 0 for a missing one)
+        return bool(result.stdout.split())
     raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())
