@@ -402,17 +402,21 @@ def lint_plan(plan: Plan) -> None:
     """Refuse a plan that would put a secret on a command line or into a file."""
 
     findings = []
+    inputs_only = True  # every finding is in a step's input: the spec file's text
     for step in (*plan.steps, *plan.teardown):
         for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in step.strings()]):
             findings.append(f"step {step.name}: {finding}")
+            inputs_only = False
         if step.stdin_text is not None:
             for finding in lint.lint_text(step.stdin_text):
                 findings.append(f"step {step.name} (input): {finding}")
     if findings:
         listed = "\n".join(f"  {f}" for f in findings)
+        in_image = not inputs_only and lint.lint_argv([plan.record.image])
         raise InvalidInput(
             f"{plan.file}: the plan would carry inline secrets; pass them by name under "
-            f"env.pass instead:\n{listed}"
+            f"env.pass instead:\n{listed}",
+            key=("spec",) if inputs_only else ("image",) if in_image else (),
         )
 
 

@@ -275,12 +275,40 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
         if found:
             yield source.problem(where, message.format(found[0]))
             said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)
-    for path in ARGUMENT_LISTS:
+    for where, key in _keys(source.data, ()):
+        found = secret_literals(key)
+        if found:  # a key is written out too: spec keys in the spec file, env.set names in argv
+            yield source.problem(where, message.format(found[0]), key=True)
+    lists = [*ARGUMENT_LISTS, *_string_lists(source.data.get("spec"), ("spec",))]
+    for path in lists:
         words = _value_at(source.data, path)
         if path not in said and isinstance(words, list) and all(isinstance(w, str) for w in words):
             pair = lint.lint_argv(words)
             if pair:
                 yield source.problem(path, message.format(_description(pair[0])))
+
+
+def _keys(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
+    """Every mapping key in ``value`` that is text, with its path."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if isinstance(key, str):
+                yield (*path, key), key
+            yield from _keys(child, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _keys(child, (*path, index))
+
+
+def _string_lists(value: Any, path: JsonPath) -> Iterator[JsonPath]:
+    """The paths of the lists in ``value`` (a flag and its value may be two items)."""
+    if isinstance(value, list):
+        yield path
+        for index, child in enumerate(value):
+            yield from _string_lists(child, (*path, index))
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _string_lists(child, (*path, str(key)))
 
 
 def _value_at(data: Any, path: JsonPath) -> Any:
@@ -654,9 +682,17 @@ def _image_rules(source: Source, images: Images) -> Iterator[Problem]:
     image = source.data.get("image")
     if isinstance(image, dict) and isinstance(image.get("versions_key"), str):
         try:
-            images.resolve(image["versions_key"])
+            resolved = images.resolve(image["versions_key"])
         except LookupError as exc:
             yield source.problem(("image", "versions_key"), str(exc))
+            return
+        found = secret_literals(resolved)
+        if found:
+            yield source.problem(
+                ("image", "versions_key"),
+                f"names an image that holds what looks like a credential ({found[0]}) in "
+                "versions.yaml; a registry's credentials belong to docker login, not the name",
+            )
 
 
 @lru_cache(maxsize=256)

@@ -321,6 +321,10 @@ TOKEN = "ghp_" + "c" * 36
         (f"upload_excludes: ['{TOKEN}']\n", ":9:19: $.upload_excludes[0]: "),
         (f"mounts: [{{source: /srv/{TOKEN}, target: /data}}]\n", ":9:19: $.mounts[0].source: "),
         (f"docker: {{extra_args: ['--label', 'x={TOKEN}']}}\n", ":9:34: $.docker.extra_args[1]: "),
+        # keys are written out too, and a spec's list can hold a flag and its value
+        (f"spec: {{{TOKEN}: 1}}\n", ":9:8: $.spec.<redacted>: "),
+        (f"env: {{set: {{{TOKEN}: x}}}}\n", ":9:13: $.env.set.<redacted>: "),
+        ("spec: {args: [--password, hunter2pw]}\n", ":9:14: $.spec.args: "),
     ],
 )
 def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
@@ -334,6 +338,21 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         refused(result, f"{path}{where}holds what looks like a credential")
         assert TOKEN not in result.stderr + result.stdout
         assert "hunter2pw" not in result.stderr + result.stdout
+
+
+def test_an_image_versions_yaml_names_with_a_credential_is_refused_at_its_key(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    write(tmp_path / "versions.yaml", f"images:\n  tok: registry.example.com/{TOKEN}:1\n")
+    path = job(tmp_path)
+    path.write_text(
+        path.read_text().replace("image: busybox:1", "image: {versions_key: images.tok}")
+    )
+    for verb in ("validate", "render"):
+        result = taospec(verb, path)
+        refused(result, f"{path}:5:23: $.image.versions_key: names an image that holds what "
+                "looks like a credential (ghp_ token, token prefix) in versions.yaml")  # fmt: skip
+        assert TOKEN not in result.stderr + result.stdout
 
 
 def test_a_refusal_only_rendering_can_make_is_located_by_render_run_and_validate_here(
