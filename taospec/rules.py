@@ -190,6 +190,15 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             )
         if isinstance(value, str):
             yield from _placeholder_rules(source, value, path, known)
+        elif isinstance(value, int | float):  # bool too
+            written = source.written(path)
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            if written is not None and written != shown:
+                yield source.problem(
+                    path,
+                    f"YAML reads {written} as {shown}, the value {name} would get; quote it "
+                    f"to pass it as written: {name}: '{written}'",
+                )
 
 
 def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:

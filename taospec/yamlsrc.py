@@ -60,6 +60,20 @@ class Source:
         """Whether the job's own keys write ``path`` (not a value it inherited)."""
         return _reaches(self.root, path)
 
+    def _origin(self, path: JsonPath) -> JsonPath:
+        return path
+
+    def written(self, path: JsonPath) -> str | None:
+        """The text of the plain (unquoted) scalar at ``path`` as the file writes it."""
+        import yaml
+
+        node: yaml.Node | None = self.root
+        for part in self._origin(path):
+            node = _child(node, part, want_key=False) if node is not None else None
+        if isinstance(node, yaml.ScalarNode) and not node.style:  # libyaml: "", PyYAML: None
+            return str(node.value)
+        return None
+
     def problem(self, path: JsonPath, message: str, *, key: bool = False) -> Problem:
         """A :class:`Problem` at ``path`` in this file."""
         line, column = self.locate(path, key=key)

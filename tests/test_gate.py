@@ -984,3 +984,20 @@ def test_what_validate_passes_renders_for_any_value_anywhere(example: str) -> No
                     render(target.job, upstream=upstream_stand_ins(target.needs))
                 except InvalidInput as refused:
                     pytest.fail(f"{place} = {value!r} passes validate, but render: {refused}")
+
+
+@pytest.mark.parametrize(
+    ("written", "read"), [("1:30", "90"), ("010", "8"), ("NO", "false"), ("1.10", "1.1")]
+)
+def test_an_env_value_yaml_would_change_is_refused_with_its_quoted_form(
+    taospec: Runner, tmp_path: Path, written: str, read: str
+) -> None:
+    # YAML 1.1 reads 1:30 as sexagesimal 90: the job got T=90 and nobody saw it
+    path = job(tmp_path, f"env: {{set: {{T: {written}}}}}\n")
+    refused(taospec("validate", path),
+            f"{path}:9:16: $.env.set.T: YAML reads {written} as {read}, the value T would get; "
+            f"quote it to pass it as written: T: '{written}'")  # fmt: skip
+    path.write_text(path.read_text().replace(f"T: {written}", f"T: '{written}'"))
+    assert taospec("validate", path).returncode == 0
+    path.write_text(path.read_text().replace(f"T: '{written}'", "T: 10"))
+    assert taospec("validate", path).returncode == 0  # a number YAML keeps as written
