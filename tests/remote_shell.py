@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tests.test_quoting import hostile
+from tests import test_quoting
 
 
 def docker(*args: str) -> subprocess.CompletedProcess[str]:
@@ -65,5 +65,5 @@ def remote_calls(text: str, shell: str = "bash", **env: str) -> list[list[str]]:
 
 
 def absolute(exclude: str = ":{}") -> st.SearchStrategy[str]:
-    """A hostile absolute path."""
-    return hostile(exclude=exclude).map(lambda s: "/" + s)
+    """A hostile absolute path (not /, which validate refuses as a results_root)."""
+    return test_quoting.absolute(exclude)

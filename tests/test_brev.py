@@ -31,7 +31,7 @@ from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_quoting import JOB_IDS, docker_args, hostile
+from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
 
@@ -673,7 +673,7 @@ def brev_documents(draw: st.DrawFn) -> dict[str, object]:
         "platform": "brev",
         "brev": {"instance": "box", "ephemeral": True},
         "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
-        "command": draw(st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=4)),
+        "command": draw(commands(max_size=4)),
         "results_root": draw(absolute()),
         "user": "1000:1000",
         "mounts": [

@@ -57,6 +57,13 @@ def docker_args(text: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStr
     return st.lists(text.filter(lambda word: not takes_over(word)), max_size=max_size)
 
 
+def commands(max_size: int = 4) -> st.SearchStrategy[list[str]]:
+    """A hostile command as a list of words, the program's name not empty (validate refuses
+    an empty one)."""
+    words = st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=max_size)
+    return words.filter(lambda command: command[0] != "")
+
+
 def absolute(exclude: str = ":") -> st.SearchStrategy[str]:
     """An absolute path other than / (which validate refuses as a results_root)."""
     return hostile(exclude=exclude).map(lambda s: "/" + s).filter(lambda path: path.strip("/"))
@@ -70,11 +77,7 @@ def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
         "action": "act",
         "platform": platform,
         "image": "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
-        "command": draw(
-            st.lists(hostile(min_size=1, exclude=no_braces), min_size=1, max_size=4).filter(
-                lambda words: words[0] != ""  # validate refuses an empty program name
-            )
-        ),
+        "command": draw(commands()),
         "results_root": draw(absolute(exclude=":{}")),
         "user": "1000:1000",
         "env": {

@@ -28,7 +28,7 @@ from taospec.ledger import Ledger
 from taospec.platforms import render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_quoting import JOB_IDS, docker_args, hostile
+from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
 
@@ -289,7 +289,7 @@ def ssh_documents(draw: st.DrawFn) -> dict[str, object]:
         "platform": "docker",
         "docker": {"host": HOST, "extra_args": draw(docker_args(text, max_size=2))},
         "image": "taospec-test/busybox:1",
-        "command": draw(st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=3)),
+        "command": draw(commands(max_size=3)),
         "results_root": draw(absolute()),
         "user": "1000:1000",
         "mounts": [{"source": draw(absolute()), "target": "/data"}],
