@@ -46,6 +46,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         )
     if status.gone:
         status = _closed(record, sidecar, status)
+    elif status.stalled and record.state == PENDING:
+        abandoned = _abandoned(record, sidecar, status)
+        status = Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
     elif status.terminal and status.state != COMPLETE and sidecar.get(CANCEL_NOTE):
         # the end a cancel under way brought about (docker kill: exit 137), not the job's own
         status = Status(CANCELED, f"a cancel began at {sidecar[CANCEL_NOTE]}; {status.message}")
@@ -70,12 +73,18 @@ def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Statu
     launched = record.backend_ref is not None or record.state == RUNNING
     if launched:
         return Status(ERROR, status.message, err_class=INFRA)
+    abandoned = _abandoned(record, sidecar, status)
+    return Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
+
+
+def _abandoned(record: Record, sidecar: dict[str, object], status: Status) -> str | None:
+    """Why a job never launched, once it is older than ``$TAOSPEC_LAUNCH_GRACE`` seconds and
+    no live taospec process holds it (None while its launch may still come)."""
     age = time.time() - instant(record.submitted_at).timestamp()
     grace = settings.seconds(settings.LAUNCH_GRACE)
     if SUBMITTER in sidecar and age > grace and submitter_alive(sidecar[SUBMITTER]) is False:
-        message = (
+        return (
             f"{status.message}; never launched: the taospec process that opened the record "
             f"{int(age)} s ago is gone"
         )
-        return Status(ERROR, message, err_class=INFRA)
-    return status
+    return None

@@ -20,7 +20,9 @@ class Status(NamedTuple):
     set when the poll discovered the launched object of a record that never
     got its RUNNING mark (a crash between launch and mark). ``gone`` is set
     when the backend confirmed that no object of the job exists (a container
-    removed outside taospec, a process that left no exit code).
+    removed outside taospec, a process that left no exit code); ``stalled``
+    when the object exists but only its launch could start it (a container
+    docker created and nobody started).
     """
 
     state: str
@@ -29,6 +31,7 @@ class Status(NamedTuple):
     err_class: str | None = None
     found_ref: str | None = None
     gone: bool = False
+    stalled: bool = False
 
     @property
     def terminal(self) -> bool:

@@ -10,6 +10,7 @@ import json
 import secrets
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -370,3 +371,31 @@ def test_retry_asks_the_backend_whether_the_job_has_ended(
     retried = taospec("retry", "--detach", job_id)
     assert retried.returncode == 0, retried.stderr
     assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+
+
+def test_a_container_created_by_a_launch_that_died_is_closed_after_the_grace(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # docker created the container, the submitting taospec died before starting it: the
+    # record stayed PENDING "docker: created" for ever, and retry refused it
+    cut = open_tmp / "cut-bin"
+    cut.mkdir()
+    (cut / "docker").write_text(
+        f"#!{sys.executable}\nimport os, signal, subprocess, sys\n"
+        f"real = {shutil.which('docker')!r}\nargs = sys.argv[1:]\nif args[:1] == ['run']:\n"
+        "    subprocess.run([real, 'create', *[a for a in args[1:] if a != '-d']], check=False)\n"
+        "    os.kill(os.getppid(), signal.SIGKILL)\n    sys.exit(0)\n"
+        "os.execv(real, [real, *args])\n"
+    )
+    (cut / "docker").chmod(0o755)
+    spec = job_file(open_tmp, engine, "sh -c 'echo never'")
+    died = taospec("run", spec, env={"PATH": f"{cut}:{taospec.env['PATH']}"})
+    assert died.returncode == -9, died.stderr
+    job_id = _only_job(state_dir)
+    assert docker("inspect", "-f", "{{.State.Status}}", job_id).stdout == "created\n"
+    waiting = taospec("status", job_id)
+    assert waiting.stdout.split()[1] == "PENDING", waiting.stdout  # within the grace
+    closed = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+    assert closed.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], closed.stdout
+    assert "never launched" in closed.stdout
+    assert taospec("retry", "--detach", job_id).returncode == 0

@@ -240,7 +240,8 @@ def interpret(inspected: str, tail: Callable[[], str], found: str | None = None)
     native, code_text, oom = inspected.split()
     code = int(code_text)
     if native in _NATIVE:
-        return Status(_NATIVE[native], f"docker: {native}", found_ref=found)
+        stalled = native == "created"
+        return Status(_NATIVE[native], f"docker: {native}", found_ref=found, stalled=stalled)
     if native == "exited" and code == 0:
         return Status(COMPLETE, "docker: exited 0", 0, found_ref=found)
     if native == "exited":
