@@ -52,13 +52,18 @@ def load_jobfile(path: str | Path, versions: str | Path | None = None) -> JobFil
     return load_located(path, versions)[0]
 
 
+def shown_name(path: str) -> str:
+    """How messages name the job file ``path`` (``-`` is ``<stdin>``)."""
+    return "<stdin>" if path == STDIN else path
+
+
 def load_located(
     path: str | Path, versions: str | Path | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_jobfile`, with the source each target's values are located in."""
     given = Path(path)
     piped = str(path) == STDIN
-    display = "<stdin>" if piped else str(path)
+    display = shown_name(str(path))
     file = Path("stdin") if piped else given
     images = None
     if versions is not None:

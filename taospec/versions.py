@@ -97,7 +97,8 @@ def _no_versions(key: str, spec_file: Path) -> str:
         f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
         "directory, and there is none"
         + (
-            "; a job file read from a pipe has no directory: name one with --versions FILE"
+            "; a job file read from a pipe has no directory to search: validate and render "
+            "take --versions FILE, other verbs need the job file itself"
             if piped
             else ""
         )

@@ -826,7 +826,7 @@ def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> 
     versions = str(JOBS / "versions.yaml")
     ok = taospec("validate", "--versions", versions, "-", input=text)
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout == "-: ok\n"
+    assert ok.stdout == "<stdin>: ok\n"  # as its problems name it
     shown = taospec("render", "--versions", versions, "-", input=text)
     assert shown.returncode == 0, shown.stderr
     assert "taospec-test/busybox:1" in shown.stdout
@@ -834,7 +834,7 @@ def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> 
     assert via_dev.returncode == 0, via_dev.stderr
     lost = taospec("validate", "-", input=text)  # a pipe has no folder: nothing is searched
     refused(lost, "<stdin>:8:23: $.image.versions_key: image key 'images.test.busybox' needs a "
-            "versions.yaml", "name one with --versions FILE")  # fmt: skip
+            "versions.yaml", "validate and render take --versions FILE")  # fmt: skip
     command = " ".join(taospec_command())
     substituted = subprocess.run(
         ["bash", "-c", f"{command} validate --versions {versions} <(cat {JOBS}/hello-docker.yaml)"],
