@@ -62,15 +62,28 @@ def retried_by(ledger: Ledger, job_id: str) -> list[Record]:
     return sorted((r for r in ledger.list() if r.retry_of == job_id), key=lambda r: r.submitted_at)
 
 
+def later(ledger: Ledger, job_id: str) -> list[Record]:
+    """The jobs that retry ``job_id``, directly or not, each job's retries oldest first after
+    it (the ledger is read once)."""
+    by_parent: dict[str, list[Record]] = {}
+    for found in ledger.list():
+        if found.retry_of:
+            by_parent.setdefault(found.retry_of, []).append(found)
+    out: list[Record] = []
+    seen = {job_id}
+    frontier = [job_id]
+    while frontier:
+        for child in sorted(by_parent.get(frontier.pop(0), []), key=lambda r: r.submitted_at):
+            if child.id not in seen:
+                seen.add(child.id)
+                out.append(child)
+                frontier.append(child.id)
+    return out
+
+
 def chain(ledger: Ledger, record: Record) -> list[Record]:
     """Every job of ``record``'s chain, earliest first (later retries after each job)."""
-    out = [*earlier(ledger, record), record]
-    frontier = [record.id]
-    while frontier:
-        later = retried_by(ledger, frontier.pop(0))
-        out += [r for r in later if r.id not in {o.id for o in out}]
-        frontier += [r.id for r in later]
-    return out
+    return [*earlier(ledger, record), record, *later(ledger, record.id)]
 
 
 def retryable(record: Record) -> bool:
@@ -86,10 +99,11 @@ def check(ledger: Ledger, record: Record) -> None:
         )
     if record.state == COMPLETE:
         raise InvalidInput(f"{record.id} COMPLETED; there is nothing to retry")
-    if len(earlier(ledger, record)) >= MAX_CHAIN:
+    first = (earlier(ledger, record) or [record])[0]
+    if len(later(ledger, first.id)) >= MAX_CHAIN:  # retries of one job, however they branch
         raise InvalidInput(
-            f"{record.id} is already retry {MAX_CHAIN} of its chain; a chain holds at most "
-            f"{MAX_CHAIN} retries (taospec show {record.id} lists them)"
+            f"the chain of {record.id} (from {first.id}) already holds {MAX_CHAIN} retries, "
+            f"the most a chain holds (taospec show {record.id} lists them)"
         )
     if not isinstance(ledger.sidecar(record.id).get("plan"), dict):
         raise InvalidInput(f"{record.id} has no stored plan (it was not submitted by taospec)")

@@ -125,24 +125,31 @@ def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path)
         assert taospec("cancel", job_id).returncode == 0
 
 
-def test_a_chain_holds_at_most_ten_retries(taospec: Runner, state_dir: Path) -> None:
+def _failed_job(ledger: Ledger, state_dir: Path, retry_of: str | None) -> str:
+    opened = ledger.open(
+        platform="local",
+        image="busybox:1",
+        network_arch="hello",
+        action="greet",
+        storage_tier="A",
+        results_root=str(state_dir / "results"),
+        retry_of=retry_of,
+    )
+    ledger.mark(opened.id, ERROR, message="stopped from outside", err_class="ERR_INFRA")
+    return opened.id
+
+
+@pytest.mark.parametrize("shape", ["in a line", "branching"])
+def test_a_chain_holds_at_most_ten_retries(taospec: Runner, state_dir: Path, shape: str) -> None:
+    # each retry of one job counts: twelve retries of the same job were all accepted
     ledger = Ledger(state_dir)
-    previous = None
-    for _ in range(MAX_CHAIN + 1):
-        opened = ledger.open(
-            platform="local",
-            image="busybox:1",
-            network_arch="hello",
-            action="greet",
-            storage_tier="A",
-            results_root=str(state_dir / "results"),
-            retry_of=previous,
-        )
-        ledger.mark(opened.id, ERROR, message="stopped from outside", err_class="ERR_INFRA")
-        previous = opened.id
-    refused = taospec("retry", str(previous))
-    assert refused.returncode == 2
-    assert f"already retry {MAX_CHAIN} of its chain" in refused.stderr
+    first = previous = _failed_job(ledger, state_dir, None)
+    for _ in range(MAX_CHAIN):
+        previous = _failed_job(ledger, state_dir, previous if shape == "in a line" else first)
+    for asked in (previous, first):
+        refused = taospec("retry", asked)
+        assert refused.returncode == 2
+        assert f"(from {first}) already holds {MAX_CHAIN} retries" in refused.stderr
     assert len(list((state_dir / "jobs").glob("*.json"))) == MAX_CHAIN + 1
 
 
