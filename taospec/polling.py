@@ -25,7 +25,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     A terminal record answers with its recorded state. A job whose backend
     object is confirmed gone is closed: CANCELED when a cancel had begun,
     else ERROR (ERR_INFRA) once it was launched, or once it is older than
-    ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with no live taospec process holding it.
+    ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with no live taospec process holding it;
+    so is a stalled object (a created container nobody started) past that grace. An
+    end other than COMPLETE while a cancel had begun is that cancel's: CANCELED.
     """
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
