@@ -399,3 +399,16 @@ def test_a_container_created_by_a_launch_that_died_is_closed_after_the_grace(
     assert closed.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], closed.stdout
     assert "never launched" in closed.stdout
     assert taospec("retry", "--detach", job_id).returncode == 0
+
+
+def test_logs_of_a_container_removed_outside_taospec_exit_1_with_why(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # docker logs said "No such container" and taospec logs exited 0
+    spec = job_file(open_tmp, engine, "sh -c 'echo hi; sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    docker("rm", "-f", job_id)
+    shown = taospec("logs", job_id)
+    assert shown.returncode == 1, shown.stderr
+    assert "No such container" in shown.stdout + shown.stderr
+    assert f"{job_id}: its output could not be read (docker exited 1)" in shown.stderr

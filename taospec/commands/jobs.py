@@ -24,13 +24,16 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     if record.terminal_state is None:
         record, _ = poll(record, ledger)  # heals a mark a failed write lost
     module = platforms.get(record.platform)
-    module.logs(
+    code = module.logs(
         record,
         ledger.sidecar(job_id),
         tail=tail,
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
     )
+    if code != 0:  # what the backend said is printed above
+        say(f"{job_id}: its output could not be read ({record.platform} exited {code})")
+        return EXIT_JOB_FAILED
     if not follow:
         return EXIT_OK
     ended, err_class = _ended(ledger, job_id)
