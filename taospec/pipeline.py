@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
-from taospec import __version__, identity, interrupts, notify, platforms, progress
+from taospec import __version__, identity, interrupts, notify, platforms, progress, ticker
 from taospec.errors import InvalidInput, TaospecError
 from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
@@ -538,7 +538,7 @@ class Build:
         Without a live board, a progress line is printed every ``board.interval``."""
         delay = POLL_FIRST
         unknown = 0
-        ticker = progress.Ticker(board.interval)
+        due = ticker.Ticker(board.interval)
         while not self._stop.is_set():
             record, status = poll(record, self.ledger)
             board.update(name, status.state, record.id)
@@ -547,9 +547,9 @@ class Build:
             unknown = unknown + 1 if status.state == UNKNOWN else 0
             if unknown >= UNKNOWN_POLLS:
                 return record, UNKNOWN, status.message
-            if board.plain and ticker.due():
+            if board.plain and due.due():
                 board.progress(self._progress_line(record, name, status))
-            self._stop.wait(max(0.05, min(delay, ticker.wait())))
+            self._stop.wait(max(0.05, min(delay, due.wait())))
             delay = min(delay * 2, POLL_MAX)
         record = self.ledger.get(record.id)
         return record, record.state, record.transitions[-1].message
@@ -566,7 +566,7 @@ class Build:
                 last = redacted(module.log_tail(record, self.ledger.sidecar(record.id), 5))
             except TaospecError:
                 last = ""
-        return progress.line(
+        return ticker.line(
             f"{name} {record.id}", status.state, age(record), latest, last_output=last
         )
 
@@ -629,7 +629,7 @@ class Board:
     live: bool = False
     write: Callable[[str], None] = _nowhere
     out: Callable[[str], None] = _nowhere
-    interval: float = progress.DEFAULT_INTERVAL
+    interval: float = ticker.DEFAULT_INTERVAL
     _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict, init=False)
     _drawn: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                                "taospec.plandiff", "taospec.retrying"}),
     ("executor and preflight", {"taospec.executor", "taospec.doctor"}),
     ("platforms", {"taospec.platforms", "taospec.remote", "taospec.gpupick", "taospec.notify",
-                   "taospec.progress"}),
+                   "taospec.progress", "taospec.ticker"}),
     ("plans and templates", {"taospec.plan", "taospec.plantext", "taospec.templates",
                              "taospec.identity"}),
     ("spec and schema", {"taospec.job", "taospec.rules", "taospec.versions", "taospec.schema",

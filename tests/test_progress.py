@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from taospec import progress
+from taospec import progress, ticker
 from taospec.errors import InvalidInput
-from taospec.progress import Progress, Ticker
+from taospec.progress import Progress
+from taospec.ticker import Ticker
 
 EVENTS = [
     {"date": "6/1/2025", "time": "10:00:01", "status": "STARTED", "verbosity": "INFO",
@@ -100,27 +101,27 @@ def test_a_writer_process_and_a_reader_see_each_step(tmp_path: Path) -> None:
 
 def test_the_progress_line() -> None:
     state = progress.merge(iter(EVENTS))
-    assert progress.line("train[lr=0.1]", "RUNNING", 3725, state) == (
+    assert ticker.line("train[lr=0.1]", "RUNNING", 3725, state) == (
         "train[lr=0.1]  RUNNING  1h02m  epoch 7/10  "
         "train/avg_loss=0.4123 val_acc=0.61 val/avg_loss=0.5"
     )
     started = progress.merge(iter(EVENTS[:1]))
-    assert progress.line("dino-train-a1", "RUNNING", 42, started) == (
+    assert ticker.line("dino-train-a1", "RUNNING", 42, started) == (
         "dino-train-a1  RUNNING  42s  Starting Visual ChangeNet training"
     )
 
 
 def test_without_status_json_the_last_output_line_stands_in() -> None:
     bar = "Epoch 3:  10%|#         | 22/220\rEpoch 3:  11%|#1        | 24/220\x1b[K\r\n"
-    assert progress.line("prepare", "RUNNING", 245, None, last_output="loading\n" + bar) == (
+    assert ticker.line("prepare", "RUNNING", 245, None, last_output="loading\n" + bar) == (
         "prepare  RUNNING  4m05s  Epoch 3:  11%|#1        | 24/220"
     )
-    assert progress.line("prepare", "PENDING", 5, None) == "prepare  PENDING  5s"
+    assert ticker.line("prepare", "PENDING", 5, None) == "prepare  PENDING  5s"
 
 
 def test_a_long_line_is_cut_to_the_width() -> None:
-    text = progress.line("t", "RUNNING", 90000, None, last_output="x" * 500)
-    assert len(text) == progress.WIDTH
+    text = ticker.line("t", "RUNNING", 90000, None, last_output="x" * 500)
+    assert len(text) == ticker.WIDTH
     assert text.startswith("t  RUNNING  1d01h  xxx")
     assert text.endswith("...")
 
@@ -139,9 +140,9 @@ def test_the_ticker_is_due_once_per_interval() -> None:
 
 
 def test_the_interval_comes_from_the_environment() -> None:
-    assert progress.interval({}) == 60.0
-    assert progress.interval({"TAOSPEC_PROGRESS_INTERVAL": "5"}) == 5.0
+    assert ticker.interval({}) == 60.0
+    assert ticker.interval({"TAOSPEC_PROGRESS_INTERVAL": "5"}) == 5.0
     with pytest.raises(InvalidInput, match="TAOSPEC_PROGRESS_INTERVAL='soon'"):
-        progress.interval({"TAOSPEC_PROGRESS_INTERVAL": "soon"})
+        ticker.interval({"TAOSPEC_PROGRESS_INTERVAL": "soon"})
     with pytest.raises(InvalidInput):
-        progress.interval({"TAOSPEC_PROGRESS_INTERVAL": "0"})
+        ticker.interval({"TAOSPEC_PROGRESS_INTERVAL": "0"})

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from taospec import doctor, notify, plandiff, plantext, platforms, preflight, progress, retrying
+from taospec import doctor, notify, plandiff, plantext, platforms, preflight, retrying, ticker
 from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import raise_if_any
 from taospec.errors import (
@@ -83,7 +83,7 @@ def run(
     for decision in decisions:
         if decision.run:
             check_environment(decision.target.job, os.environ)
-    interval = progress.interval(os.environ)
+    interval = ticker.interval(os.environ)
     backoff = retrying.backoff_first(os.environ)
     notifier = notify.notifier(os.environ)  # refused now, not when the first job has ended
     stopped = _preflight([d.target.job for d in decisions if d.run])
@@ -245,9 +245,7 @@ def ending(outcome: Outcome) -> str:
             f"  {outcome.message}" if outcome.message else ""
         )
     state = f"{outcome.state} {record.err_class}" if record.err_class else outcome.state
-    line = (
-        f"{outcome.name}: {state} in {progress.elapsed(age(record))}  results {record.results_dir}"
-    )
+    line = f"{outcome.name}: {state} in {ticker.elapsed(age(record))}  results {record.results_dir}"
     if outcome.state in (COMPLETE, CANCELED):
         return line
     why = record.transitions[-1].message.replace("\n", " ").strip()
