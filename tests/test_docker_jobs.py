@@ -282,26 +282,29 @@ def test_a_cancel_that_lands_while_the_container_is_created_stops_it_too(
 ) -> None:
     # the cancel recorded CANCELED "no container was left", the container started a moment
     # later and ran on untracked, and the run said "invalid input" (exit 2)
-    slow = open_tmp / "slow-bin"
-    slow.mkdir()
-    real = shutil.which("docker")
-    (slow / "docker").write_text(f'#!/bin/sh\n[ "$1" = run ] && sleep 3\nexec {real} "$@"\n')
-    (slow / "docker").chmod(0o755)
+    held = open_tmp / "held-bin"
+    held.mkdir()
+    inside, go = open_tmp / "inside-docker-run", open_tmp / "go"
+    (held / "docker").write_text(  # docker run waits, inside the launch, until the cancel is done
+        f'#!/bin/sh\nif [ "$1" = run ]; then : > {inside}; '
+        f'while [ ! -e {go} ]; do sleep 0.1; done; fi\nexec {shutil.which("docker")} "$@"\n'
+    )
+    (held / "docker").chmod(0o755)
     spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
-    env = {**taospec.env, "PATH": f"{slow}:{taospec.env['PATH']}"}
+    env = {**taospec.env, "PATH": f"{held}:{taospec.env['PATH']}"}
     running = subprocess.Popen(
         [*taospec_command(), "run", str(spec)], env=env, cwd=open_tmp, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        _wait_for(lambda: _only_job(state_dir) != "")
+        _wait_for(inside.exists, timeout=60)
         job_id = _only_job(state_dir)
-        _wait_for((open_tmp / "results" / job_id / ".tao-runtime").exists)
-        time.sleep(1.5)  # inside the slow docker run
         cancelled = taospec("cancel", job_id)
         assert cancelled.returncode == 0, cancelled.stderr
+        go.touch()
         _, err = running.communicate(timeout=60)
     finally:
+        go.touch()
         running.kill()
     assert running.returncode == 1, err
     assert f"{job_id}: recorded CANCELED while it launched" in err
