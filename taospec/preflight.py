@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import identity, lint, platforms
-from taospec.diagnostics import JsonPath, Problem, SpecError, unique
+from taospec import identity, lint, platforms, rules
+from taospec.diagnostics import Problem, SpecError, unique
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, unreadable
 from taospec.plan import upstream_stand_ins
@@ -116,7 +116,7 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
     }
     found = [
         source.problem(path, _WRITTEN.format(name=name), key=is_key)
-        for path, text, is_key in _texts(source.data, ())
+        for path, text, is_key in rules.texts(source.data)
         for name, value in values.items()
         if value in text
     ]
@@ -133,19 +133,6 @@ _WRITTEN = (
     "written down (argv, spec file, plan, ledger); write the job without it (a command can "
     "refer to ${name})"
 )
-
-
-def _texts(value: object, path: JsonPath) -> Iterator[tuple[JsonPath, str, bool]]:
-    """Every text in ``value``, keys too, with its path and whether it is a key."""
-    if isinstance(value, str):
-        yield path, value, False
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            yield (*path, str(key)), str(key), True
-            yield from _texts(child, (*path, str(key)))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _texts(child, (*path, index))
 
 
 def tools(job: Job, source: Source) -> list[Problem]:

@@ -309,6 +309,14 @@ def _keys(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
             yield from _keys(child, (*path, index))
 
 
+def texts(value: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, str, bool]]:
+    """Every text in ``value``: its strings, then its mapping keys (``True``), with paths."""
+    for where, text in _strings(value, path):
+        yield where, text, False
+    for where, key in _keys(value, path):
+        yield where, key, True
+
+
 def _string_lists(value: Any, path: JsonPath) -> Iterator[JsonPath]:
     """The paths of the lists in ``value`` (a flag and its value may be two items)."""
     if isinstance(value, list):
