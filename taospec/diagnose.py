@@ -277,6 +277,12 @@ _XID = re.compile(r"\bXid\b(?:\s*\([^)\n]*\))?:?\s*(\d+)")
 # Xids that the GPU reports for an application's own fault, not the hardware's.
 _PROGRAM_XIDS = frozenset({13, 31, 43})
 _EXCEPTION = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::.*)?$")
+KILLED = _program(
+    "the job was killed (SIGKILL)",
+    "nobody asked taospec to stop it, so most likely the host ran out of memory (dmesg "
+    "says); lower the batch size or the number of data loader workers",
+)
+"""What a SIGKILL nothing else explains is taken for: the kernel's OOM killer."""
 _SIGNAL_IN_MESSAGE = re.compile(r"(?:killed by )?signal:? (\d+)")
 _SENTENCE_WIDTH = 200
 _WRAPPERS = ("ChildFailedError",)  # torchrun's report of a rank that failed before it
@@ -287,11 +293,7 @@ _SIGNALS: dict[int, Diagnosis] = {
         "something other than taospec stopped it (a host shutdown, a scheduler, docker stop); "
         "submit again",
     ),
-    signal.SIGKILL: _program(
-        "the job was killed (SIGKILL)",
-        "nobody asked taospec to stop it, so most likely the host ran out of memory (dmesg "
-        "says); lower the batch size or the number of data loader workers",
-    ),
+    signal.SIGKILL: KILLED,
 }
 
 

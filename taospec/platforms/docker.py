@@ -8,14 +8,13 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import identity, proc, remote, templates
-from taospec.diagnose import KILLED_FROM_OUTSIDE, classify, diagnose
+from taospec.diagnose import KILLED, KILLED_FROM_OUTSIDE, classify, diagnose
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
@@ -254,7 +253,7 @@ def _failed(code: int, oom: bool, tail: str, found: str | None) -> Status:
     if oom:
         message += " (killed by the kernel's out-of-memory killer)"
     diagnosis = classify(code, message, tail)
-    if code == 128 + signal.SIGKILL and not oom and diagnosis == classify(code, message, ""):
+    if diagnosis is KILLED and not oom:
         diagnosis = KILLED_FROM_OUTSIDE  # the exit code's guess (memory), which docker denies
     return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class, found)
 
