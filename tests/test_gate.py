@@ -226,7 +226,7 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
     )
     env = {"GATE_VAR": value}
     expected = "holds the value of GATE_VAR, which env.pass passes by name"
-    for verb in (("validate", "--here"), ("run", "-n"), ("run",)):
+    for verb in (("validate", "--here"), ("render",), ("run", "-n"), ("run",)):
         done = taospec(*verb, path, env=env)
         lines = refused(done, f"{path}:9:37: $.env.set.NOTE: {expected}",
                         f"{path}:10:19: $.mounts[0].source: {expected}",
