@@ -28,8 +28,8 @@ from taospec.ledger import Ledger, Record, TerminalStateError, WriteFailed
 from taospec.ledger.record import now
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
 from taospec.platforms import brev
-from taospec.platforms.base import EndedFirst
-from taospec.states import CANCELED, ERROR, RUNNING, Status
+from taospec.platforms.base import EndedFirst, Platform
+from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, Status
 
 Progress = Callable[[str], None]
 
@@ -373,6 +373,16 @@ SUBMITTER = "submitter"
 """Sidecar note: the pid, host and start time of the taospec process that opened the record."""
 CANCEL_NOTE = "cancel_requested"
 """Sidecar note: when a cancel began (written before anything is stopped or removed)."""
+CANCEL_FAILED = "cancel_failed"
+"""Sidecar note: why the cancel :data:`CANCEL_NOTE` dates failed while the job went on (or
+while its backend could not say), so the job's own later end is not taken for that cancel's."""
+
+
+def cancel_began(sidecar: Mapping[str, object]) -> object:
+    """When a cancel under way began; None when none began or the last one failed."""
+    return None if sidecar.get(CANCEL_FAILED) else sidecar.get(CANCEL_NOTE)
+
+
 ROOM_RECORDS = 16
 """Free space for this many more record-sized writes is required in the state folder
 before a launch, so that the RUNNING and terminal marks can be written after it."""
@@ -655,8 +665,8 @@ def cancel_job(
             if found.gone and record.backend_ref is not None:
                 # launched, and gone before anyone asked to stop it: it ended on its own
                 raise EndedFirst(Status(ERROR, found.message, err_class=INFRA))
-            ledger.update_sidecar(job_id, **{CANCEL_NOTE: now()})
-            note = module.cancel(record, sidecar)
+            ledger.update_sidecar(job_id, **{CANCEL_NOTE: now(), CANCEL_FAILED: None})
+            note = _stop(module, record, sidecar, ledger)
         except EndedFirst as ended:
             done = ended.status
             record = ledger.mark(
@@ -670,3 +680,20 @@ def cancel_job(
             return Cancelled(ledger.get(job_id), note, False)
         teardown(record, ledger, progress)
         return Cancelled(record, note, True)
+
+
+def _stop(module: Platform, record: Record, sidecar: dict[str, object], ledger: Ledger) -> str:
+    """The platform's cancel. When it fails and the job is not seen to have stopped, the
+    failure is noted beside the cancel's start, so the job's own end is recorded as its own."""
+    try:
+        return module.cancel(record, sidecar)
+    except TaospecError as failure:
+        try:
+            found = module.status(record, sidecar)
+            stopped = found.gone or (found.terminal and found.state != COMPLETE)
+        except TaospecError:
+            stopped = False  # the backend cannot say: the stop is not known to have landed
+        if not stopped:
+            reason = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
+            ledger.update_sidecar(record.id, **{CANCEL_FAILED: f"{now()} ({reason})"})
+        raise

@@ -13,7 +13,7 @@ import time
 
 from taospec import platforms, settings
 from taospec.diagnose import INFRA
-from taospec.executor import CANCEL_NOTE, SUBMITTER, submitter_alive, teardown
+from taospec.executor import CANCEL_FAILED, SUBMITTER, cancel_began, submitter_alive, teardown
 from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
@@ -27,7 +27,8 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     else ERROR (ERR_INFRA) once it was launched, or once it is older than
     ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with no live taospec process holding it;
     so is a stalled object (a created container nobody started) past that grace. An
-    end other than COMPLETE while a cancel had begun is that cancel's: CANCELED.
+    end other than COMPLETE while a cancel had begun is that cancel's: CANCELED, unless
+    that cancel failed with the job still running: the job's end is then its own.
     """
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
@@ -51,9 +52,12 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     elif status.stalled and record.state == PENDING:
         abandoned = _abandoned(record, sidecar, status)
         status = Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
-    elif status.terminal and status.state != COMPLETE and sidecar.get(CANCEL_NOTE):
+    elif status.terminal and status.state != COMPLETE and cancel_began(sidecar):
         # the end a cancel under way brought about (docker kill: exit 137), not the job's own
-        status = Status(CANCELED, f"a cancel began at {sidecar[CANCEL_NOTE]}; {status.message}")
+        status = Status(CANCELED, f"a cancel began at {cancel_began(sidecar)}; {status.message}")
+    elif status.terminal and sidecar.get(CANCEL_FAILED):
+        failed = f"{status.message}; an earlier cancel failed at {sidecar[CANCEL_FAILED]}"
+        status = status._replace(message=failed)
     if status.terminal:
         record = ledger.mark(
             record.id,
@@ -70,8 +74,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
 
 def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Status:
     """What a job whose backend object is gone ended as (unchanged while that is unclear)."""
-    if sidecar.get(CANCEL_NOTE):
-        return Status(CANCELED, f"a cancel began at {sidecar[CANCEL_NOTE]}; {status.message}")
+    began = cancel_began(sidecar)
+    if began:
+        return Status(CANCELED, f"a cancel began at {began}; {status.message}")
     launched = record.backend_ref is not None or record.state == RUNNING
     if launched:
         return Status(ERROR, status.message, err_class=INFRA)

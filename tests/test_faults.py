@@ -173,6 +173,60 @@ def test_a_cancel_that_cannot_write_stops_nothing(
     assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
 
 
+def engine_fails(folder: Path, verbs: str) -> dict[str, str]:
+    """A ``docker`` first on PATH that answers the given verbs (``kill|rm``) as an engine
+    that went away does, and hands every other command to the real one."""
+    script = f"""#!/bin/bash
+case "$1" in
+  {verbs}) echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2
+       exit 1;;
+esac
+exec {REAL_DOCKER} "$@"
+"""
+    path = write(folder / "failing" / "docker", script)
+    path.chmod(0o755)
+    return {"PATH": f"{path.parent}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    ("verbs", "ended"),
+    [("kill|rm", "ERROR"), ("rm", "CANCELED")],
+    ids=["nothing-stopped", "killed-not-removed"],
+)
+def test_a_failed_cancel_leaves_the_job_its_own_end_unless_it_stopped_the_job(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    verbs: str,
+    ended: str,
+) -> None:
+    gate = open_tmp / "gate"
+    gate.mkdir(mode=0o777)
+    command = "sh -c 'while [ ! -e /gate/go ]; do sleep 0.1; done; exit 3'"
+    mounts = f"[{{source: {gate}, target: /gate, readonly: true}}]"
+    job_id = taospec("run", "-d", job_file(open_tmp, engine, command, mounts=mounts)).stdout.strip()
+    failed = taospec("cancel", job_id, env=engine_fails(open_tmp, verbs))
+    assert failed.returncode == 1, failed.stderr
+    assert "Cannot connect to the Docker daemon" in failed.stderr
+    (gate / "go").touch()
+    docker("wait", job_id)
+    shown = taospec("status", job_id)
+    rec = record(state_dir, job_id)
+    assert rec["terminal_state"] == ended, rec["transitions"]
+    assert shown.stdout.split()[1] == ended
+    last = rec["transitions"][-1]["message"]
+    if ended == "ERROR":
+        # the job ran on and ended with its own exit code: that end is recorded as the job's
+        assert "exit code 3" in last
+        assert "an earlier cancel failed at" in last
+    else:
+        assert "a cancel began at" in last
+    again = taospec("cancel", job_id)
+    assert again.returncode == 0, again.stderr
+
+
 # -- 2. status records what it learns ------------------------------------------------
 
 
