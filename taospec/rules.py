@@ -157,6 +157,17 @@ def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem
             yield from _dotted_keys(source, child, (*path, index))
 
 
+OWN_VARIABLES = {
+    "TAO_JOB_ID": "taospec sets TAO_JOB_ID to the job's record id, by which it finds a job "
+    "whose launch was not recorded; give the variable another name",
+    "CUDA_VISIBLE_DEVICES": "taospec gives the job the GPUs `gpus:` names, and no two running "
+    "jobs the same GPU; choose them with gpus: instead",
+    "NVIDIA_VISIBLE_DEVICES": "the NVIDIA runtime reads NVIDIA_VISIBLE_DEVICES, which would hand "
+    "the container GPUs beside those `gpus:` names; choose them with gpus: instead",
+}
+"""Variables that say what taospec decides for the job: set or passed, they would undo it."""
+
+
 def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 
     env = source.data.get("env")
@@ -165,6 +176,8 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     passed: list[Any] = env["pass"] if isinstance(env.get("pass"), list) else []
     values: dict[Any, Any] = env["set"] if isinstance(env.get("set"), dict) else {}
     for index, name in enumerate(passed):
+        if isinstance(name, str) and name in OWN_VARIABLES:
+            yield source.problem(("env", "pass", index), OWN_VARIABLES[name])
         found = secret_literals(name) if isinstance(name, str) else []
         if found:
             yield source.problem(
@@ -176,6 +189,8 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         path = ("env", "set", name)
         if name in passed:
             yield source.problem(path, f"{name} is both passed and set; keep one", key=True)
+        if isinstance(name, str) and name in OWN_VARIABLES:
+            yield source.problem(path, OWN_VARIABLES[name], key=True)
         if lint.is_secret_name(str(name)):
             yield source.problem(
                 path,
