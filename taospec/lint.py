@@ -796,7 +796,9 @@ def _header_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("auth-header", match["name"], start + len(scheme), end)
 
 
-_BEARER = _lazy(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[^\s'\"]+)")
+_BEARER = _lazy(r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]+=*)")
+"""The value is RFC 6750's b64token: a ``:`` or ``,`` after it (``-v '/x/Bearer 00:/data'``)
+ends it, as a rendered word's ``:/data`` or ``,readonly`` must not make it look random."""
 
 
 def _bearer_hits(text: str) -> Iterator[_Hit]:
@@ -1207,17 +1209,27 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
 _PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 
 
-def find_secret_literals(value: str) -> list[Finding]:
+def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
     """The inline secrets in ONE literal value of a job file (``env.set``, ``command``, ``spec:``).
 
     Every rule :func:`redact` uses applies, so what it would remove is refused here.
     taospec's ``{name}`` placeholders count as references (``--token {matrix.t}``
-    passes). Lines are counted within the value.
+    passes). Lines are counted within the value. ``open_end`` is for a value that a
+    plan extends (``results_root`` becomes ``<results_root>/<id>/...``): a bearer
+    value that runs to its end then counts however short it is, as what follows it
+    in the plan lengthens it.
     """
     text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value) if "{" in value else value
     if not _may_hold_secret(text):
         return []
-    return _findings(_located(text, free_text=True))
+    found = _findings(_located(text, free_text=True))
+    if open_end and not found and _may_hold(text, "bearer"):
+        ending = [m for m in _BEARER().finditer(text) if m.end() == len(text)]
+        if ending and _raw_literal(ending[-1]["value"]):
+            found = [
+                Finding(text.count("\n", 0, ending[-1].start()) + 1, "bearer-token", "bearer token")
+            ]
+    return found
 
 
 _QUIET_LENGTH = 40

@@ -263,9 +263,14 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             seen[target] = index
 
 
-def secret_literals(value: str) -> list[str]:
-    """What in ``value`` looks like a literal credential (descriptions, never the secret)."""
-    return [_description(f) for f in lint.find_secret_literals(value)]
+def secret_literals(value: str, open_end: bool = False) -> list[str]:
+    """What in ``value`` looks like a literal credential (descriptions, never the secret);
+    ``open_end`` for a value the plan extends (see :func:`taospec.lint.find_secret_literals`)."""
+    return [_description(f) for f in lint.find_secret_literals(value, open_end)]
+
+
+EXTENDED = frozenset({("results_root",)})
+"""Strings every plan extends: ``results_root`` is the start of each job's results directory."""
 
 
 def _description(finding: lint.Finding) -> str:
@@ -295,7 +300,7 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     for where, text in _strings(source.data, ()):
         if where[:1] == ("env",):
             continue
-        found = secret_literals(text)
+        found = secret_literals(text, where in EXTENDED)
         if found:
             yield source.problem(where, message.format(found[0]))
             said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)

@@ -340,6 +340,26 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         assert "hunter2pw" not in result.stderr + result.stdout
 
 
+def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # A mount source "/srv/Bearer 00" passed validate, and render refused "-v /srv/Bearer
+    # 00:/data" as a bearer token "00:/data"; a results_root "/srv/Bearer 0" passed validate
+    # and render refused the results directory "/srv/Bearer 0/JOB_ID" alike.
+    path = job(tmp_path, "mounts: [{source: '/srv/Bearer 00', target: /data}]\n")
+    assert taospec("validate", path).returncode == 0
+    rendered = taospec("render", path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "/srv/Bearer 00" in rendered.stdout
+    path.write_text(
+        path.read_text().replace(
+            f"results_root: {tmp_path}/results", "results_root: '/srv/Bearer 0'"
+        )
+    )
+    for argv in (("validate", path), ("render", path)):
+        refused(taospec(*argv), f"{path}:6:15: $.results_root: holds what looks like a credential")
+
+
 def test_an_image_versions_yaml_names_with_a_credential_is_refused_at_its_key(
     taospec: Runner, tmp_path: Path
 ) -> None:
@@ -935,7 +955,7 @@ HOSTILE_VALUES = [
     "/tmp/a b", "/tmp/a:b", "{results_dir}", "{config_path}", "{job_id}", "{nope}", "a{b",
     "ghp_" + "z" * 36, "nvapi-" + "Q" * 40, "AKIAABCDEFGHIJKLMNOP", "https://u:pw123456@h/x",
     "-----BEGIN RSA PRIVATE KEY-----", "Authorization: Bearer abcdef0123456789",
-    "TOKEN=abcdefgh", "--password=x1234567",
+    "TOKEN=abcdefgh", "--password=x1234567", "/x/Bearer 00", "/Bearer 0",
 ]  # fmt: skip
 
 

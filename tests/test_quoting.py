@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taospec import plantext, templates
+from taospec import lint, plantext, templates
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
 from taospec.plan import JOB_ID
@@ -32,11 +32,12 @@ JOB_IDS = st.from_regex(r"[a-z][a-z0-9_.-]{0,20}", fullmatch=True)
 
 
 def hostile(min_size: int = 0, exclude: str = "") -> st.SearchStrategy[str]:
+    """Hostile text that holds no credential: validate refuses one (``/BEARER\r0000`` is
+    a bearer token), so it is not a value a spec can hold."""
     alphabet = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00" + exclude)
     pieces = st.sampled_from([p for p in HOSTILE_PIECES if not set(p) & set(exclude)])
-    return st.lists(st.one_of(st.text(alphabet, max_size=6), pieces), min_size=min_size).map(
-        "".join
-    )
+    texts = st.lists(st.one_of(st.text(alphabet, max_size=6), pieces), min_size=min_size)
+    return texts.map("".join).filter(lambda text: not lint.find_secret_literals(text))
 
 
 TAKEN = (*DOCKER_OWN_OPTIONS, "--label", "--label-file", "--volume", "--mount", "--tmpfs")
@@ -61,12 +62,13 @@ def commands(max_size: int = 4) -> st.SearchStrategy[list[str]]:
     """A hostile command as a list of words, the program's name not empty (validate refuses
     an empty one)."""
     words = st.lists(hostile(min_size=1, exclude="{}"), min_size=1, max_size=max_size)
-    return words.filter(lambda command: command[0] != "")
+    return words.filter(lambda command: command[0] != "" and not lint.lint_argv(command))
 
 
 def absolute(exclude: str = ":") -> st.SearchStrategy[str]:
     """An absolute path other than / (which validate refuses as a results_root)."""
-    return hostile(exclude=exclude).map(lambda s: "/" + s).filter(lambda path: path.strip("/"))
+    paths = hostile(exclude=exclude).map(lambda s: "/" + s)
+    return paths.filter(lambda path: path.strip("/") and not lint.find_secret_literals(path))
 
 
 def spec_document(draw: st.DrawFn, platform: str) -> dict[str, object]:
