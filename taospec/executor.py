@@ -17,7 +17,7 @@ import shlex
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
 from taospec.diagnose import INFRA, classify
@@ -468,7 +468,7 @@ def _stop_late_launch(ledger: Ledger, job_id: str, ref: str) -> str:
     record = ledger.get(job_id)
     try:
         module = platforms.get(record.platform)
-        note = module.cancel(replace(record, backend_ref=ref), ledger.sidecar(job_id))
+        note = module.cancel(record._replace(backend_ref=ref), ledger.sidecar(job_id))
     except EndedFirst:
         note = "what it launched had already ended"
     last = record.transitions[-1].message if record.transitions else ""
