@@ -102,9 +102,11 @@ class Step:
     expect: str | None = None
     attempts: int = 1
 
-    def strings(self) -> list[str]:
-        """Every string the step would hand to a process, for the lint."""
-        return [*self.argv, *self.unless, *(f"{k}={v}" for k, v in self.env)]
+    def word_lists(self) -> tuple[tuple[str, ...], ...]:
+        """What the step hands to processes, for the lint: its command, its ``unless``
+        command and its environment, each read apart (a command's last word takes no
+        value from the environment after it)."""
+        return (self.argv, self.unless, tuple(f"{k}={v}" for k, v in self.env))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -398,25 +400,31 @@ def job_plan(
     )
 
 
+SPEC_STEP = "spec-file"
+"""The step that writes the experiment spec file, its text on stdin."""
+
+
 def lint_plan(plan: Plan) -> None:
     """Refuse a plan that would put a secret on a command line or into a file."""
 
     findings = []
-    inputs_only = True  # every finding is in a step's input: the spec file's text
+    spec_only = True  # every finding is in the spec file's text, which the job's spec: makes
     for step in (*plan.steps, *plan.teardown):
-        for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in step.strings()]):
-            findings.append(f"step {step.name}: {finding}")
-            inputs_only = False
+        for words in step.word_lists():
+            for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in words]):
+                findings.append(f"step {step.name}: {finding}")
+                spec_only = False
         if step.stdin_text is not None:
             for finding in lint.lint_text(step.stdin_text):
                 findings.append(f"step {step.name} (input): {finding}")
+                spec_only = spec_only and step.name == SPEC_STEP
     if findings:
         listed = "\n".join(f"  {f}" for f in findings)
-        in_image = not inputs_only and lint.lint_argv([plan.record.image])
+        in_image = not spec_only and lint.lint_argv([plan.record.image])
         raise InvalidInput(
             f"{plan.file}: the plan would carry inline secrets; pass them by name under "
             f"env.pass instead:\n{listed}",
-            key=("spec",) if inputs_only else ("image",) if in_image else (),
+            key=("spec",) if spec_only else ("image",) if in_image else (),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
-from taospec.plan import JOB_ID, upstream_stand_ins
+from taospec.plan import JOB_ID, SPEC_STEP, Step, lint_plan, upstream_stand_ins
 from taospec.platforms import render
 from tests.conftest import load_job
 
@@ -199,3 +200,26 @@ def test_the_job_id_and_upstream_results_in_a_spec_are_filled_in(tmp_path: Path)
     shown = plantext.text(plan)
     assert 'id: "${JOB_ID}"\n' in shown  # filled in by sed from $JOB_ID as the script runs
     assert 'data: "${UPSTREAM_PREPARE}/out"\n' in shown
+
+
+def test_the_plan_lint_reads_each_word_list_apart_and_places_only_spec_findings_at_spec(
+    monkeypatch,
+) -> None:
+    # A command ending in --token took the environment's first entry as its value; and a
+    # finding in the sbatch script (made of env.set, among others) was placed at spec:.
+    monkeypatch.chdir(ROOT)
+    plan = render(load_job("jobs/train-remote-docker.yaml"), launcher=ROOT_LAUNCHER)
+    launch = plan.steps[-1]
+    assert launch.env  # DOCKER_HOST, after the command's last word
+    ending = dataclasses.replace(launch, argv=(*launch.argv, "--token"))
+    lint_plan(dataclasses.replace(plan, steps=(*plan.steps[:-1], ending)))
+
+    def refused_at(step: Step) -> tuple[str | int, ...]:
+        with pytest.raises(InvalidInput) as caught:
+            lint_plan(dataclasses.replace(plan, steps=(*plan.steps, step)))
+        assert "secret-value" not in str(caught.value)
+        return caught.value.key
+
+    text = "export T='Authorization: Bearer secret-value'\n"
+    assert refused_at(Step(SPEC_STEP, ("cat",), "spec", stdin_text=text)) == ("spec",)
+    assert refused_at(Step("script", ("cat",), "script", stdin_text=text)) == ()

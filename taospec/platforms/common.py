@@ -7,7 +7,7 @@ from typing import Any
 from taospec import templates
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job
-from taospec.plan import GPU_IDS, Context, Step, stand_in
+from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step, stand_in
 
 
 def owner(context: Context) -> Identity | None:
@@ -47,7 +47,7 @@ def local_steps(context: Context) -> list[Step]:
     if spec is not None:
         steps.append(
             Step(
-                "spec-file",
+                SPEC_STEP,
                 templates.argv(macros.spec_file()),
                 f"write the experiment spec the job reads as {context.config_path}",
                 stdin_text=spec,
