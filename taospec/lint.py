@@ -63,7 +63,7 @@ _MESSAGES = {
         "{s} is assigned an inline secret value; pass it by name (-e {s}) or through stdin"
     ),
     "secret-flag": (
-        "{s} is given an inline secret value; pass it through stdin "
+        "an inline secret value is given to {s}; pass it through stdin "
         "(e.g. --password-stdin) or an environment variable"
     ),
     "login-password-flag": (
@@ -82,7 +82,7 @@ _MESSAGES = {
     ),
     "auth-header": (
         'the "{s}" header carries an inline credential; build it from an environment '
-        'variable ("{s}: Bearer $TOKEN")'
+        'variable ("{s}: $TOKEN")'
     ),
     "bearer-token": "an inline {s} appears; read it from an environment variable",
     "aws-secret-key": (
@@ -776,13 +776,18 @@ def _header_hits(text: str) -> Iterator[_Hit]:
         if match.start() < taken:
             continue
         start = match.end()
+        quote = text[start : start + 1]
+        if quote in ("'", '"') and not match["q"]:
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            if text.count(quote, line_start, match.start()) % 2:
+                continue  # it closes a quote opened before the name (-e 'V=Authorization: ')
+        before = text[match.start() - 1 : match.start()]
         end = _line_end(text, start)
         if text[start : start + 1] in ("'", '"'):
             closing = _quote_end(text, start)
             end = end if closing < 0 else closing - 1
             start += 1
         else:
-            before = text[match.start() - 1 : match.start()]
             closing = -1
             if before in ("'", '"') and not match["q"]:  # a quote opened before the name
                 closing = _quote_end(before + text[start:], 0)
@@ -1214,22 +1219,33 @@ def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
 
     Every rule :func:`redact` uses applies, so what it would remove is refused here.
     taospec's ``{name}`` placeholders count as references (``--token {matrix.t}``
-    passes). Lines are counted within the value. ``open_end`` is for a value that a
-    plan extends (``results_root`` becomes ``<results_root>/<id>/...``): a bearer
-    value that runs to its end then counts however short it is, as what follows it
-    in the plan lengthens it.
+    passes). Lines are counted within the value.
+
+    A bearer value is judged by its length, which the plan can change: a placeholder
+    right after it (``Bearer 0{results_dir}``) lengthens it, and so does what the plan
+    appends to a value it extends, ``open_end`` (``results_root`` becomes
+    ``<results_root>/<id>/...``). Such a bearer value counts however short it is.
     """
-    text = _PLACEHOLDER_REFERENCE().sub("${TAOSPEC_PLACEHOLDER}", value) if "{" in value else value
+    text = _PLACEHOLDER_REFERENCE().sub(_STAND_IN, value) if "{" in value else value
     if not _may_hold_secret(text):
         return []
     found = _findings(_located(text, free_text=True))
-    if open_end and not found and _may_hold(text, "bearer"):
-        ending = [m for m in _BEARER().finditer(text) if m.end() == len(text)]
-        if ending and _raw_literal(ending[-1]["value"]):
-            found = [
-                Finding(text.count("\n", 0, ending[-1].start()) + 1, "bearer-token", "bearer token")
-            ]
+    if not found and _may_hold(text, "bearer"):
+        for match in _BEARER_RUN().finditer(text):
+            if match["placeholder"] or (open_end and match.end() == len(text)):
+                line = text.count("\n", 0, match.start()) + 1
+                return [Finding(line, "bearer-token", "bearer token")]
     return found
+
+
+_STAND_IN = "${TAOSPEC_PLACEHOLDER}"
+"""What a placeholder reads as while a job file's values are judged: a reference."""
+_BEARER_RUN = _lazy(
+    r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+[A-Za-z0-9._~+/-]*(?P<placeholder>"
+    + re.escape(_STAND_IN)
+    + ")?"
+)
+"""A bearer scheme and the b64token characters after it, then a placeholder if one follows."""
 
 
 _QUIET_LENGTH = 40
