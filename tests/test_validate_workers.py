@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -84,6 +85,7 @@ def started_with_workers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[s
     files = valid_files(tmp_path, count)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAOSPEC_")}
     env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack (see finished)
     process = subprocess.Popen(
         [*taospec_command(), "validate", "-q", "-j", "2", *files],
         stdout=subprocess.PIPE,
@@ -100,6 +102,19 @@ def started_with_workers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[s
     return process, found
 
 
+def finished(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """``process``'s output once it has ended; if it has not within a minute, it is
+    stopped with SIGABRT and the test fails showing where each of its threads was."""
+    try:
+        return process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGABRT)
+        _, stderr = process.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the workers, if they outlived it
+        raise AssertionError(f"validate did not end; its threads were at:\n{stderr}") from None
+
+
 def no_process_left(group: int) -> bool:
     try:
         os.killpg(group, 0)
@@ -111,7 +126,7 @@ def no_process_left(group: int) -> bool:
 def test_ctrl_c_stops_every_process_and_exits_130(tmp_path: Path) -> None:
     process, _ = started_with_workers(tmp_path, 3000)
     os.killpg(process.pid, signal.SIGINT)  # what a terminal does: the whole group
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = finished(process)
     assert process.returncode == 130
     assert stderr.strip() == "taospec: interrupted"  # after the blank line closing the ^C echo
     assert stdout == ""
@@ -121,7 +136,7 @@ def test_ctrl_c_stops_every_process_and_exits_130(tmp_path: Path) -> None:
 def test_ctrl_c_sent_to_the_parent_alone_stops_the_workers(tmp_path: Path) -> None:
     process, _ = started_with_workers(tmp_path, 3000)
     os.kill(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    _, stderr = finished(process)
     assert process.returncode == 130
     assert stderr.strip() == "taospec: interrupted"  # after the blank line closing the ^C echo
     assert no_process_left(process.pid)
@@ -130,7 +145,7 @@ def test_ctrl_c_sent_to_the_parent_alone_stops_the_workers(tmp_path: Path) -> No
 def test_a_killed_worker_is_an_internal_error_not_a_missing_file(tmp_path: Path) -> None:
     process, found = started_with_workers(tmp_path, 3000)
     os.kill(found[0], signal.SIGKILL)
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = finished(process)
     assert process.returncode == 3
     assert "a validate worker process died; no verdict was given" in stderr
     assert "job files are invalid" not in stderr
