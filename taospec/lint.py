@@ -1218,34 +1218,45 @@ def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
     """The inline secrets in ONE literal value of a job file (``env.set``, ``command``, ``spec:``).
 
     Every rule :func:`redact` uses applies, so what it would remove is refused here.
-    taospec's ``{name}`` placeholders count as references (``--token {matrix.t}``
-    passes). Lines are counted within the value.
+    Lines are counted within the value. A value is judged twice when it holds
+    placeholders: with each as a reference, and as the plan's lint reads it, each
+    filled in (:func:`_filled`); so ``--token={results_dir}`` counts, as the plan
+    carries ``--token=/results``, and ``--token {matrix.t}`` is judged by the values
+    the matrix gives it, where the loader expands it.
 
-    A bearer value is judged by its length, which the plan can change: a placeholder
-    right after it (``Bearer 0{results_dir}``) lengthens it, and so does what the plan
-    appends to a value it extends, ``open_end`` (``results_root`` becomes
-    ``<results_root>/<id>/...``). Such a bearer value counts however short it is.
+    A bearer value is judged by its length, which the plan changes in a value it
+    extends, ``open_end`` (``results_root`` becomes ``<results_root>/<id>/...``): a
+    bearer value that runs to its end counts however short it is.
     """
-    text = _PLACEHOLDER_REFERENCE().sub(_STAND_IN, value) if "{" in value else value
-    if not _may_hold_secret(text):
-        return []
-    found = _findings(_located(text, free_text=True))
-    if not found and _may_hold(text, "bearer"):
-        for match in _BEARER_RUN().finditer(text):
-            if match["placeholder"] or (open_end and match.end() == len(text)):
-                line = text.count("\n", 0, match.start()) + 1
-                return [Finding(line, "bearer-token", "bearer token")]
-    return found
+    texts = [value]
+    if "{" in value:
+        texts = [_PLACEHOLDER_REFERENCE().sub(filler, value) for filler in (_STAND_IN, _filled)]
+    for text in texts:
+        if _may_hold_secret(text) and (found := _findings(_located(text, free_text=True))):
+            return found
+    if open_end and _may_hold(texts[0], "bearer"):
+        ending = [m for m in _BEARER().finditer(texts[0]) if m.end() == len(texts[0])]
+        if ending and _raw_literal(ending[-1]["value"]):
+            return [
+                Finding(
+                    texts[0].count("\n", 0, ending[-1].start()) + 1, "bearer-token", "bearer token"
+                )
+            ]
+    return []
 
 
 _STAND_IN = "${TAOSPEC_PLACEHOLDER}"
-"""What a placeholder reads as while a job file's values are judged: a reference."""
-_BEARER_RUN = _lazy(
-    r"(?i)(?<![A-Za-z0-9_-])bearer[ \t]+[A-Za-z0-9._~+/-]*(?P<placeholder>"
-    + re.escape(_STAND_IN)
-    + ")?"
-)
-"""A bearer scheme and the b64token characters after it, then a placeholder if one follows."""
+"""A placeholder read as a reference."""
+
+
+def _filled(match: re.Match[str]) -> str:
+    """A placeholder as the plan's lint reads it once filled in: ``{job_id}`` as ``JOB_ID``,
+    a path (``{results_dir}``, ``{config_path}``, ``{needs.<target>.results_dir}``) as
+    ``/JOB_ID``; a matrix value stays a reference, as the loader judges its values."""
+    name = match.group()[1:-1]
+    if name.startswith("matrix."):
+        return _STAND_IN
+    return "JOB_ID" if name == "job_id" else "/JOB_ID"
 
 
 _QUIET_LENGTH = 40
