@@ -567,6 +567,21 @@ def _split_scheme(value: str) -> tuple[str, str]:
     return ("", value) if match is None else (match.group(), value[match.end() :])
 
 
+def _open_quote(text: str, index: int) -> str:
+    """The quote left open at ``index`` on its line (an odd number of them before it), or ""."""
+    line_start = text.rfind("\n", 0, index) + 1
+    return next((q for q in ("'", '"') if text.count(q, line_start, index) % 2), "")
+
+
+def _bare_scheme(name: str, credential: str) -> bool:
+    """Whether an authorization header holds a scheme word alone (``Authorization: Bearer``,
+    the value to come elsewhere): no credential is written."""
+    return (
+        name.upper() in _AUTH_HEADERS
+        and _AUTH_SCHEME().fullmatch(credential.strip() + " ") is not None
+    )
+
+
 def _header_word_hit(words: Sequence[_Word], index: int) -> _Hit | None:
     """A word such as ``'Authorization: Bearer x'`` or ``'X-Api-Key: x'`` (curl ``-H``)."""
     word = words[index]
@@ -580,6 +595,8 @@ def _header_word_hit(words: Sequence[_Word], index: int) -> _Hit | None:
         return None
     scheme, credential = _split_scheme(match["value"])
     if credential.strip() == PLACEHOLDER or not _carries_literal(credential):
+        return None
+    if _bare_scheme(name, credential):
         return None
     replacement = _requote(f"{name}: {scheme}") + PLACEHOLDER
     return _Hit("auth-header", name, word.start, word.end, replacement)
@@ -776,27 +793,22 @@ def _header_hits(text: str) -> Iterator[_Hit]:
         if match.start() < taken:
             continue
         start = match.end()
-        quote = text[start : start + 1]
-        if quote in ("'", '"') and not match["q"]:
-            line_start = text.rfind("\n", 0, match.start()) + 1
-            if text.count(quote, line_start, match.start()) % 2:
-                continue  # it closes a quote opened before the name (-e 'V=Authorization: ')
-        before = text[match.start() - 1 : match.start()]
         end = _line_end(text, start)
-        if text[start : start + 1] in ("'", '"'):
+        opened = "" if match["q"] else _open_quote(text, match.start())
+        if opened:  # the name is in a quoted word (-H 'Authorization: x', -e 'V=Authorization: x')
+            closing = _quote_end(opened + text[start:], 0)
+            if closing > 0 and start + closing - 2 < end:
+                end = start + closing - 2
+        elif text[start : start + 1] in ("'", '"'):
             closing = _quote_end(text, start)
             end = end if closing < 0 else closing - 1
             start += 1
-        else:
-            closing = -1
-            if before in ("'", '"') and not match["q"]:  # a quote opened before the name
-                closing = _quote_end(before + text[start:], 0)
-            if closing > 0 and start + closing - 2 < end:
-                end = start + closing - 2
-            elif text[start:end].endswith("\r"):
-                end -= 1
+        elif text[start:end].endswith("\r"):
+            end -= 1
         taken = end
         scheme, credential = _split_scheme(text[start:end])
+        if _bare_scheme(match["name"], credential):
+            continue
         if _has_break(text[match.start() : end]) and _raw_literal(credential):
             yield _Hit("auth-header", match["name"], start + len(scheme), end)
 

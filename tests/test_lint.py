@@ -134,6 +134,9 @@ ALLOWED = [
     # a header name with nothing after it: the quote after it closes the word it is in
     "export WANDB_MODE='Authorization: '\n\nexec srun --container-image='nvcr.io#nvidia/tao' x",
     "docker run -e 'MODE=Authorization: ' \\\n  img train \\\n  -e /results/spec.yaml",
+    "exec srun --container-image=img \\\n  Authorization: Bearer",  # a scheme word, no credential
+    "curl -H 'Authorization: Basic' h",
+    "docker run -e 'MODE=Authorization: Bearer ' \\\n  img",
     "printf %s \"$NGC_KEY\" | docker login -u '$oauthtoken' --password-stdin nvcr.io",
     "docker run -p 8080:8080 img",
     "docker run -p 8080:8080 img login",

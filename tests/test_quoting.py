@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from taospec import lint, plantext, templates
@@ -207,8 +207,9 @@ def test_a_matrix_value_fills_one_word_of_a_string_command(
     tmp_path: Path, value: str, job_id: str
 ) -> None:
     command = "printf '%s\\n' {matrix.v} 'x {matrix.v} y' {results_dir}"
-    (target,) = load_jobfile(sweep(tmp_path, value, command)).targets.values()
     words = ("printf", "%s\\n", value, f"x {value} y", "{results_dir}")
+    assume(not lint.lint_argv(words))  # validate refuses a command that carries a credential
+    (target,) = load_jobfile(sweep(tmp_path, value, command)).targets.values()
     assert target.job.command == words
     plan = render(target.job, launcher=LAUNCHER).with_job_id(job_id)
     launch = next(step for step in plan.steps if step.name == "launch")
