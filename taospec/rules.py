@@ -311,10 +311,20 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     lists = [*ARGUMENT_LISTS, *_string_lists(source.data.get("spec"), ("spec",))]
     for path in lists:
         words = _value_at(source.data, path)
+        if path == ("command",) and isinstance(words, str):
+            words = _words_or_none(words)  # the words argv gets: nvapi-x\y is nvapi-xy
         if path not in said and isinstance(words, list) and all(isinstance(w, str) for w in words):
             pair = lint.lint_argv(words)
             if pair:
                 yield source.problem(path, message.format(_description(pair[0])))
+
+
+def _words_or_none(command: str) -> list[str] | None:
+    """A string command's words, or None where it does not split (another rule says so)."""
+    try:
+        return list(split_command(command))
+    except ValueError:
+        return None
 
 
 def _keys(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:

@@ -956,7 +956,7 @@ HOSTILE_VALUES = [
     "ghp_" + "z" * 36, "nvapi-" + "Q" * 40, "AKIAABCDEFGHIJKLMNOP", "https://u:pw123456@h/x",
     "-----BEGIN RSA PRIVATE KEY-----", "Authorization: Bearer abcdef0123456789",
     "TOKEN=abcdefgh", "--password=x1234567", "/x/Bearer 00", "/Bearer 0", "--token", "Bearer 0{results_dir}", "Authorization: ", "--token={results_dir}",
-    "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ",
+    "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ", "nvapi-xxxxxxxxxxxx\\\\y",
 ]  # fmt: skip
 
 
