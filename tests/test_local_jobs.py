@@ -117,6 +117,24 @@ def test_only_passed_names_reach_the_process(taospec: Runner, tmp_path):
     assert f"HOME={tmp_path / 'results' / job_id}/.tao-runtime/home" in env
 
 
+@pytest.mark.parametrize("value", ["COMPLETE", "RUNNING", "PENDING", "agent"])
+def test_a_passed_value_that_is_a_word_of_the_record_leaves_the_record_readable(
+    taospec: Runner, tmp_path, state_dir, value: str
+) -> None:
+    # MY_TOKEN=COMPLETE made the ledger's redaction write "<redacted>" as a state: the run
+    # said FAILED for a job that exited 0, and left its record RUNNING and unreadable.
+    spec = job_file(tmp_path, "true", env="{pass: [MY_TOKEN]}")
+    done = taospec("run", spec, env={"MY_TOKEN": value})
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    rec = record(state_dir, job_id)
+    assert [t["state"] for t in rec["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+    assert {t["source"] for t in rec["transitions"]} <= {"agent", "poller"}
+    assert (rec["platform"], rec["terminal_state"]) == ("local", "COMPLETE")
+    shown = taospec("status", job_id, env={"MY_TOKEN": value})
+    assert shown.returncode == 0, shown.stderr
+
+
 def test_a_path_the_job_sets_is_the_path_it_runs_with(taospec: Runner, tmp_path):
     # the launcher's PATH came after env.set, so a job's own PATH was silently dropped
     spec = job_file(

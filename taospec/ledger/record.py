@@ -28,6 +28,22 @@ ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
 EXAMPLE_PLATFORMS = ("docker", "slurm", "kubernetes", "brev", "virtualenv", "kratos")
 LOCATION_FIELDS = frozenset({"results_dir", "image", "backend_ref"})
 """Fields holding a path or URI: only format rules redact them (see taospec.lint)."""
+NAME_FIELDS = frozenset(
+    {
+        "id",
+        "platform",
+        "state",
+        "source",
+        "terminal_state",
+        "terminal_write_by",
+        "err_class",
+        "storage_tier",
+    }
+)
+"""Fields whose values are names from the record's own vocabulary (a state, a source, a
+platform's slug) or the record's id, which is its file's name: redaction leaves such a
+name (:data:`ID_RE`) as it is. A passed secret whose value is COMPLETE made a mark write ``<redacted>`` as the
+state, and the record could be read no more."""
 OPENED_MESSAGE = "record opened before launch"
 
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -441,6 +457,8 @@ def redact_document(
     that ``d`` is already redacted.
     """
     if isinstance(value, str):
+        if key in NAME_FIELDS and ID_RE.fullmatch(value):
+            return value
         return location(value) if key in LOCATION_FIELDS else text(value)
     if isinstance(value, list):
         items = [redact_document(item, text, location, key) for item in value]
