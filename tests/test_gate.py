@@ -955,8 +955,12 @@ HOSTILE_VALUES = [
     "/tmp/a b", "/tmp/a:b", "{results_dir}", "{config_path}", "{job_id}", "{nope}", "a{b",
     "ghp_" + "z" * 36, "nvapi-" + "Q" * 40, "AKIAABCDEFGHIJKLMNOP", "https://u:pw123456@h/x",
     "-----BEGIN RSA PRIVATE KEY-----", "Authorization: Bearer abcdef0123456789",
-    "TOKEN=abcdefgh", "--password=x1234567", "/x/Bearer 00", "/Bearer 0", "--token", "Bearer 0{results_dir}", "Authorization: ", "--token={results_dir}",
-    "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ", "nvapi-xxxxxxxxxxxx\\\\y",
+    "TOKEN=abcdefgh", "--password=x1234567",
+    # values that become a credential only as the plan carries them, and values that look
+    # like one only until the plan's words are read as a shell reads them
+    "/x/Bearer 00", "/Bearer 0", "--token", "Bearer 0{results_dir}", "Authorization: ",
+    "--token={results_dir}", "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ",
+    "nvapi-xxxxxxxxxxxxxx\\yy",  # as a string command, shlex makes it one 16-letter token
 ]  # fmt: skip
 
 
