@@ -8,9 +8,11 @@ the folder, so after a crash the file holds the old bytes or the new ones.
 recorder's ``open`` does, so an existing file is never overwritten.
 
 The temp name carries only the process id, so two threads of one process writing
-the same file take turns here. A temp file whose process is gone is debris of a
-writer that died between writing and renaming; :func:`sweep_stale_temps`
-removes those and leaves the temp files of live writers alone.
+the same file take turns here. A temp file whose process is gone, and that nobody
+has written for :data:`STALE_AFTER`, is debris of a writer that died between
+writing and renaming; :func:`sweep_stale_temps` removes those and leaves the
+temp files of live writers alone. The age matters: a writer in a container, or
+on another host sharing the folder, is alive where this process cannot see it.
 
 A write that fails (no space, a read-only or foreign-owned folder) raises
 :class:`WriteFailed`, one line naming the file and the system's reason, and
@@ -25,12 +27,15 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 
 from taospec.errors import TaospecError
 
 TEMP_RE = re.compile(r"\..+\.(\d+)\.tmp")
+STALE_AFTER = 600.0
+"""Seconds a temp file stays untouched before a sweep may take it for a dead writer's."""
 """A temp file of this module or of the recorder: ``.<name>.<pid>.tmp``."""
 
 _turns: dict[str, threading.Lock] = {}
@@ -148,15 +153,19 @@ def fsync_folder(folder: str | os.PathLike[str]) -> None:
 
 
 def sweep_stale_temps(folder: str | os.PathLike[str], names: Iterable[str]) -> list[str]:
-    """Remove the temp files among ``names`` whose writing process is gone; return them."""
+    """Remove the temp files among ``names`` whose writing process is gone and that were
+    last written more than :data:`STALE_AFTER` ago; return them."""
     removed = []
+    before = time.time() - STALE_AFTER
     for name in names:
         found = TEMP_RE.fullmatch(name)
         if found is None or process_alive(int(found.group(1))):
             continue
+        path = os.path.join(folder, name)
         with suppress(FileNotFoundError, PermissionError):
-            os.unlink(os.path.join(folder, name))
-            removed.append(name)
+            if os.stat(path).st_mtime < before:
+                os.unlink(path)
+                removed.append(name)
     return removed
 
 

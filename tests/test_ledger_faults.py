@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from taospec import durable
 from taospec.ledger import Ledger, LedgerCorrupt, WriteFailed
-from tests.conftest import Runner
+from tests.conftest import Runner, write
 from tests.ledgers import open_job
 
 DEAD_PID = 4_194_305  # above the largest pid_max Linux allows
@@ -96,13 +98,20 @@ def test_record_list_reports_unreadable_records_and_goes_on(
     assert len(listed.stderr.splitlines()) == len(files)
 
 
+def aged(path: Path) -> Path:
+    """``path``, last written longer ago than a sweep waits for."""
+    then = time.time() - durable.STALE_AFTER - 1
+    os.utime(path, (then, then))
+    return path
+
+
 def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
     record = open_job(ledger)
     dead = Path(ledger.jobs_dir) / f".{record.id}.json.{DEAD_PID}.tmp"
     live = Path(ledger.jobs_dir) / f".{record.id}.json.{os.getpid()}.tmp"
     foreign = Path(ledger.jobs_dir) / f".{record.id}.json.lock"
     for path in (dead, live, foreign):
-        path.write_text("{")
+        aged(write(path, "{"))
     assert [r.id for r in ledger.list()] == [record.id]
     assert not dead.exists()
     assert live.exists()
@@ -110,11 +119,24 @@ def test_dead_writers_temp_files_go_and_live_ones_stay(ledger: Ledger) -> None:
     live.unlink()
 
 
+def test_a_fresh_temp_file_of_a_process_this_host_cannot_see_stays(ledger: Ledger) -> None:
+    # A writer in a container (another pid namespace) or on another host sharing the folder
+    # is alive where os.kill cannot see it: ls removed its temp file between its fsync and
+    # its rename, and the recorder's mark failed with FileNotFoundError and was lost.
+    record = open_job(ledger)
+    other = Path(ledger.jobs_dir) / f".{record.id}.json.{DEAD_PID}.tmp"
+    write(other, "{")
+    ledger.list()
+    assert other.exists()
+    aged(other)
+    Ledger(ledger.root).list()
+    assert not other.exists()
+
+
 def test_a_write_removes_the_temp_files_of_writers_that_died_since_ls(ledger: Ledger) -> None:
     record = open_job(ledger)
     writer = subprocess.Popen(["sleep", "60"])
-    temp = Path(ledger.jobs_dir) / f".{record.id}.json.{writer.pid}.tmp"
-    temp.write_text("{")
+    temp = aged(write(Path(ledger.jobs_dir) / f".{record.id}.json.{writer.pid}.tmp", "{"))
     stat = Path(ledger.jobs_dir).stat()  # settled, so the listing remembers what it saw
     os.utime(ledger.jobs_dir, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10_000_000_000))
     ledger.list()
@@ -127,8 +149,7 @@ def test_a_write_removes_the_temp_files_of_writers_that_died_since_ls(ledger: Le
 
 def test_record_list_removes_dead_writers_temp_files(taospec: Runner, state_dir: Path) -> None:
     record = open_job(Ledger(state_dir))
-    dead = state_dir / "jobs" / f".{record.id}.json.{DEAD_PID}.tmp"
-    dead.write_text("{")
+    dead = aged(write(state_dir / "jobs" / f".{record.id}.json.{DEAD_PID}.tmp", "{"))
     assert taospec("record", "list").returncode == 0
     assert not dead.exists()
 
