@@ -1448,6 +1448,12 @@ def redacted(text: str) -> str:
     return redact(text, _registered)
 
 
+def redacted_location(text: str) -> str:
+    """A path or URI redacted as :func:`redact_location` does, values given to
+    :func:`register` too: ``/exp/token=v1/run`` survives, as it does in a record."""
+    return redact_location(text, _registered)
+
+
 def redact(text: str, secret_values: Iterable[str] = ()) -> str:
     """Free text with secret material replaced by ``<redacted>``: the given values (of
     :data:`MIN_SECRET_LENGTH` or more), secret-named environment variables' values, and

@@ -253,6 +253,25 @@ def test_validate_redacts_what_it_prints(taospec: Runner, tmp_path: Path) -> Non
     assert ok.stdout == f"{tmp_path}/<redacted>/ok.yaml: ok\n"
 
 
+def test_a_folder_named_like_a_credential_keeps_the_output_s_form(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # The whole finished line was redacted as free text: api_token=v1/bad.yaml:9:7 lost the
+    # file, line and column, and --format json printed {"file": api_token=<redacted> ...
+    write(tmp_path / "api_token=v1" / "bad.yaml", BASE.format(root=tmp_path / "r") + "gpus: 2\n")
+    write(tmp_path / "api_token=v1" / "ok.yaml", BASE.format(root=tmp_path / "r"))
+    bad = "api_token=v1/bad.yaml"  # as given, relative to the runner's folder (tmp_path)
+    done = taospec("validate", "--format", "json", bad)
+    assert done.returncode == 2
+    verdict = json.loads(done.stdout)
+    assert verdict["file"] == bad
+    assert [(p["line"], p["column"], p["path"]) for p in verdict["problems"]] == [(9, 7, "$.gpus")]
+    github = taospec("validate", "--format", "github", bad).stdout
+    assert github.startswith(f"::error file={bad},line=9,col=7::$.gpus: "), github
+    ok = taospec("validate", "api_token=v1/ok.yaml")
+    assert ok.stdout == "api_token=v1/ok.yaml: ok\n"
+
+
 def test_validate_here_names_missing_platform_tools(taospec: Runner, tmp_path: Path) -> None:
     bare = tmp_path / "bin"
     bare.mkdir()

@@ -5,18 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from taospec.diagnostics import Problem, format_path
+from taospec.lint import redacted, redacted_location
+
+# Each field is redacted as what it is, the file as a path (``/exp/token=v1/run`` stays),
+# before it is put in its form: redacting the finished line would take a path's
+# ``token=v1`` for a credential and cut the JSON, or the annotation's line, with it.
 
 
 def file_json(file: str, problems: Sequence[Problem]) -> dict[str, object]:
     """``validate --format json``: one file's verdict, and where each problem is and what."""
     return {
-        "file": file,
+        "file": redacted_location(file),
         "valid": not problems,
         "problems": [
-            {"line": p.line, "column": p.column, "path": format_path(p.path), "message": p.message}
+            {"line": p.line, "column": p.column, "path": _path(p), "message": p.message}
             for p in problems
         ],
     }
+
+
+def _path(problem: Problem) -> str:
+    """A problem's JSON path, redacted (a key may be a token)."""
+    return redacted(format_path(problem.path))
 
 
 def _escape_data(text: str) -> str:
@@ -29,8 +39,7 @@ def _escape_property(text: str) -> str:
 
 def github(file: str, problem: Problem) -> str:
     """A GitHub Actions error annotation, shown on the line of the file in a pull request."""
-    where = (
-        f"file={_escape_property(problem.file or file)},line={problem.line},col={problem.column}"
-    )
-    message = f"{format_path(problem.path)}: {problem.message}"
+    shown = _escape_property(redacted_location(problem.file or file))
+    where = f"file={shown},line={problem.line},col={problem.column}"
+    message = f"{_path(problem)}: {problem.message}"
     return f"::error {where}::{_escape_data(message)}"

@@ -18,7 +18,7 @@ from taospec import lint
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
-from taospec.lint import redacted
+from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
 from taospec.yamlsrc import STDIN
 
@@ -56,14 +56,14 @@ def run(
     for file, problems in zip(files, answers, strict=True):
         failed += bool(problems)
         if fmt == "json":
-            print(redacted(json.dumps(ciformat.file_json(shown_name(file), problems))))
+            print(json.dumps(ciformat.file_json(shown_name(file), problems)))
         elif fmt == "github":
             for problem in problems:
-                print(redacted(ciformat.github(file, problem)))
+                print(ciformat.github(file, problem))
         elif problems:
             print(redacted(str(SpecError(problems))), file=sys.stderr)
         elif not quiet:
-            print(redacted(f"{shown_name(file)}: ok"))
+            print(f"{redacted_location(shown_name(file))}: ok")
     if failed:
         print(f"{failed} of {len(files)} job files are invalid", file=sys.stderr)
         return EXIT_INVALID

@@ -42,8 +42,8 @@ NAME_FIELDS = frozenset(
 )
 """Fields whose values are names from the record's own vocabulary (a state, a source, a
 platform's slug) or the record's id, which is its file's name: redaction leaves such a
-name (:data:`ID_RE`) as it is. A passed secret whose value is COMPLETE made a mark write ``<redacted>`` as the
-state, and the record could be read no more."""
+name (:data:`ID_RE`) as it is. A passed secret whose value is COMPLETE made a mark write
+``<redacted>`` as the state, and the record could be read no more."""
 OPENED_MESSAGE = "record opened before launch"
 
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
