@@ -55,6 +55,33 @@ def test_refusals_exit_1_with_the_recorders_messages(taospec: Runner, state_dir:
     not_a_folder.write_text("")
     refused(taospec(*OPEN, "--results-root", "/r", env={"TAO_STATE_DIR": str(not_a_folder)}),
             f"TAO_STATE_DIR is not a directory: {not_a_folder}")  # fmt: skip
+    # every verb says so, as the recorder does; show and list ended in a traceback (exit 3)
+    for verb in (("show", job_id), ("list",), ("mark", job_id, "--state", "RUNNING")):
+        refused(taospec("record", *verb, env={"TAO_STATE_DIR": str(not_a_folder)}),
+                f"TAO_STATE_DIR is not a directory: {not_a_folder}")  # fmt: skip
+    listed = taospec("ls", env={"TAO_STATE_DIR": str(not_a_folder)})
+    assert (listed.returncode, listed.stderr) == (
+        2,
+        f"taospec: TAO_STATE_DIR is not a directory: {not_a_folder}\n",
+    )
+    long_id = "a" * 300  # no file can have its name; a traceback, now no record
+    refused(taospec("record", "show", long_id), f"no job-record at {state_dir}/jobs/{long_id}.json")
+
+
+def test_a_folder_where_a_record_would_be_is_listed_as_damaged(
+    taospec: Runner, state_dir: Path
+) -> None:
+    job_id = opened(taospec, "--results-root", "/r")
+    (state_dir / "jobs" / "dir.json").mkdir()
+    listed = taospec("record", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith(f"{job_id}\t")
+    assert listed.stderr == "dir\t<corrupt>\n"
+    shown = taospec("ls")
+    assert shown.returncode == 0, shown.stderr
+    assert job_id in shown.stdout
+    assert "a folder, not a record" in shown.stderr
+    refused(taospec("record", "show", "dir"), f"{state_dir}/jobs/dir.json: a folder, not a record")
 
 
 def test_an_existing_explicit_record_is_refused(taospec: Runner, state_dir: Path) -> None:

@@ -37,6 +37,7 @@ from its file.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import itertools
 import json
@@ -481,6 +482,8 @@ class Ledger:
             entries = os.scandir(self.jobs_dir)
         except FileNotFoundError:
             return listing.Scan((), ())
+        except NotADirectoryError:
+            raise _not_a_folder(self.jobs_dir) from None
         with entries:
             for entry in entries:
                 name = entry.name
@@ -523,6 +526,8 @@ class Ledger:
 
     def _require_record(self, job_id: str) -> None:
         if not os.path.isfile(self._record_path(job_id)):
+            if any(os.path.exists(p) and not os.path.isdir(p) for p in (self.root, self.jobs_dir)):
+                raise _not_a_folder(self.jobs_dir)
             raise UnknownJob(f"no job-record at {self._record_path(job_id)}")
 
     def _read(self, job_id: str) -> tuple[Document, Record]:
@@ -594,8 +599,29 @@ def check_id_quietly(job_id: str) -> bool:
 
 
 def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as stream:
-        return stream.read()
+    """A ledger file's bytes: FileNotFoundError when there is none (also for a name too
+    long to be a file's), LedgerCorrupt when it is a folder or cannot be read."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except FileNotFoundError:
+        raise
+    except NotADirectoryError:
+        raise _not_a_folder(os.path.dirname(path)) from None
+    except IsADirectoryError:
+        raise LedgerCorrupt(f"{path}: a folder, not a record") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise FileNotFoundError(exc.errno, exc.strerror, path) from None
+        raise LedgerCorrupt(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _not_a_folder(jobs_dir: str) -> InvalidInput:
+    """The refusal for a ledger whose state root, or its jobs folder, is not a folder."""
+    root = os.path.dirname(jobs_dir)
+    if os.path.isdir(root):
+        return InvalidInput(f"{jobs_dir} is not a directory")
+    return InvalidInput(f"TAO_STATE_DIR is not a directory: {root}")
 
 
 def _decode(raw: bytes, path: str) -> object:
