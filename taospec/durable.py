@@ -34,9 +34,9 @@ from contextlib import contextmanager, suppress
 from taospec.errors import TaospecError
 
 TEMP_RE = re.compile(r"\..+\.(\d+)\.tmp")
+"""A temp file of this module or of the recorder: ``.<name>.<pid>.tmp``."""
 STALE_AFTER = 600.0
 """Seconds a temp file stays untouched before a sweep may take it for a dead writer's."""
-"""A temp file of this module or of the recorder: ``.<name>.<pid>.tmp``."""
 
 _turns: dict[str, threading.Lock] = {}
 _turns_guard = threading.Lock()

@@ -803,7 +803,7 @@ def _header_hits(text: str) -> Iterator[_Hit]:
             closing = _quote_end(text, start)
             end = end if closing < 0 else closing - 1
             start += 1
-        elif text[start:end].endswith("\r"):
+        if text[start:end].endswith("\r"):
             end -= 1
         taken = end
         scheme, credential = _split_scheme(text[start:end])
