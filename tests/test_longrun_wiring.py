@@ -178,7 +178,7 @@ def test_a_notifier_from_the_environment_carrying_a_secret_is_refused_before_any
     done = taospec("run", spec, env={"TAOSPEC_NOTIFY": "curl --password hunter2 https://x"})
     assert done.returncode == 2
     assert done.stderr.startswith("taospec: TAOSPEC_NOTIFY would carry inline secrets")
-    assert "TAOSPEC_NOTIFY: line 1: --password" in done.stderr
+    assert "TAOSPEC_NOTIFY: line 1: an inline secret value is given to --password;" in done.stderr
     assert "hunter2" not in done.stderr
     assert not (state_dir / "jobs").exists()
 
