@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import identity, lint, platforms, rules
-from taospec.diagnostics import Problem, SpecError, unique
+from taospec.diagnostics import Problem, SpecError, raise_if_any, unique
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, unreadable
 from taospec.plan import upstream_stand_ins
-from taospec.yamlsrc import Source
+from taospec.yamlsrc import MergedSource, Source
 
 TOOLS = {"docker": ("docker",), "brev": ("brev",), "local": ()}
 """The command-line tools each platform runs on this machine (slurm: see :func:`_tools`)."""
@@ -103,6 +103,21 @@ def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> li
     ]
 
 
+def refuse_passed_values_shown(
+    jobfile: JobFile, sources: Mapping[str, Source], names: Iterable[str]
+) -> None:
+    """For a verb that shows the job (render, graph): keep the passed variables' values out
+    of what it prints, and refuse a job that writes one (:func:`passed_values_written`)."""
+    names = tuple(names)
+    passed = {n for name in names for n in jobfile.targets[name].job.env_pass}
+    lint.register(os.environ[n] for n in passed if n in os.environ)
+    raise_if_any(
+        problem
+        for name in names
+        for problem in passed_values_written(jobfile.targets[name].job, sources[name], os.environ)
+    )
+
+
 def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) -> list[Problem]:
     """Values of the job's ``env.pass`` variables written in the job itself, where they would
     land in argv, the spec file or the plan (and the ledger, which redacts them, would keep
@@ -120,6 +135,13 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
         for name, value in values.items()
         if value in text
     ]
+    if isinstance(source, MergedSource) and source.job_path:  # a pipeline job: its name
+        named = str(source.job_path[-1])  # is printed, recorded and stored as the target's
+        found += [
+            source.problem((), _NAMED.format(name=name))
+            for name, value in values.items()
+            if value in named
+        ]
     found += [
         source.problem(("image",), _WRITTEN.format(name=name) + " (the image versions.yaml names)")
         for name, value in values.items()
@@ -128,6 +150,11 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
     return found
 
 
+_NAMED = (
+    "this job's name holds the value of {name}, which env.pass passes by name so that the "
+    "value is never written down; a job's name is printed, recorded and stored as its "
+    "target's: name the job otherwise"
+)
 _WRITTEN = (
     "holds the value of {name}, which env.pass passes by name so that the value is never "
     "written down (argv, spec file, plan, ledger); write the job without it (a command can "

@@ -238,6 +238,26 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
     assert short.returncode == 0, short.stderr
 
 
+def test_a_pipeline_job_named_after_a_passed_value_is_refused_at_its_name(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # validate --here passed it; run -n, run --check and graph printed the value as the
+    # target's name, and the target's state file stored it (run itself redacted it)
+    value = "correcthorsebattery"
+    path = write(tmp_path / "p.yaml", (
+        f"version: 1\ndefaults: {{network_arch: a, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'r'}, env: {{pass: [GATE_VAR]}}}}\n"
+        f"jobs:\n  {value}:\n    action: b\n    command: 'true'\n"
+    ))  # fmt: skip
+    expected = f"{path}:5:3: $.jobs.<redacted>: this job's name holds the value of GATE_VAR"
+    verbs = (("validate", "--here"), ("render",), ("run", "-n"), ("run", "--check"), ("graph",))
+    for verb in verbs:
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        refused(done, expected)
+        assert value not in done.stdout + done.stderr, verb
+    assert list(state_dir.iterdir()) == []
+
+
 def test_validate_redacts_what_it_prints(taospec: Runner, tmp_path: Path) -> None:
     token = "nvapi-" + "Qx7Rk2Wm9Lp4Zt8Yv3Nb6Hc1"
     folder = tmp_path / token

@@ -6,9 +6,10 @@ import json
 import re
 from collections.abc import Sequence
 
+from taospec import preflight
 from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_OK
-from taospec.loader import load_jobfile
+from taospec.loader import load_located
 from taospec.pipeline import Decision, decide
 
 
@@ -16,8 +17,9 @@ def run(
     file: str, targets: Sequence[str] = (), *, fmt: str = "mermaid", user: str | None = None
 ) -> int:
     """Print the graph of ``file``'s targets (and what they need)."""
-    jobfile = load_jobfile(file)
+    jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
+    preflight.refuse_passed_values_shown(jobfile, sources, names)  # target names are shown
     decisions = decide(jobfile, names, open_ledger(), user=user)
     print("\n".join(mermaid(decisions) if fmt == "mermaid" else dot(decisions)))
     return EXIT_OK

@@ -7,12 +7,10 @@ first: an upstream result appears as ``$UPSTREAM_<TARGET>`` until it exists.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Sequence
 
-from taospec import lint, plantext, preflight
-from taospec.diagnostics import raise_if_any
+from taospec import plantext, preflight
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
@@ -32,15 +30,7 @@ def run(
     jobfile, sources = load_located(file, versions=versions)
     names = jobfile.closure(tuple(targets))
     # A passed variable's value written in the job would be shown here: refused, as run does.
-    passed = {n for name in names for n in jobfile.targets[name].job.env_pass}
-    lint.register(os.environ[n] for n in passed if n in os.environ)
-    raise_if_any(
-        problem
-        for name in names
-        for problem in preflight.passed_values_written(
-            jobfile.targets[name].job, sources[name], os.environ
-        )
-    )
+    preflight.refuse_passed_values_shown(jobfile, sources, names)
     rendered = []
     for name in names:
         target = jobfile.targets[name]
