@@ -4,8 +4,12 @@
 (the TAO recorder's temp name, so neither takes the other's temp file for a
 record), fsyncs it, renames it over the file with :func:`os.replace` and fsyncs
 the folder, so after a crash the file holds the old bytes or the new ones.
-:func:`create_exclusive` first reserves the name with ``O_CREAT|O_EXCL``, as the
-recorder's ``open`` does, so an existing file is never overwritten.
+:func:`create_exclusive` writes the temp file the same way and hard-links it to
+the name, which fails when the name exists: an existing file is never
+overwritten, and the name never holds less than the whole file, even when the
+writer is killed half way. (The recorder's ``open`` reserves the name empty with
+``O_CREAT|O_EXCL`` and renames over it; either way, one of two racing creators
+gets the name and the other is told it is taken.)
 
 The temp name carries only the process id, so two threads of one process writing
 the same file take turns here. A temp file whose process is gone, and that nobody
@@ -112,21 +116,52 @@ def write_json_atomic(path: str | os.PathLike[str], data: object) -> None:
 def create_exclusive(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600) -> bool:
     """Create ``path`` holding ``data`` unless it exists; return whether it was created.
 
-    The name is reserved with ``O_CREAT|O_EXCL`` (empty until the data is renamed
-    over it). If writing fails the reservation is removed, so a failed create
-    leaves no file behind.
+    The data is written whole to the temp file, which is then linked to ``path``.
+    On a file system without hard links the name is reserved with
+    ``O_CREAT|O_EXCL`` instead and the temp file renamed over the reservation.
+    A failed create leaves no file behind.
     """
     target = os.path.abspath(path)
+    with _turn(target):
+        temp = temp_path(target)
+        try:
+            try:
+                _write_file(temp, data, mode)
+                if not _link_or_reserve(temp, target, mode):
+                    return False
+            finally:
+                with suppress(FileNotFoundError):
+                    os.unlink(temp)  # linked, renamed or abandoned: never left behind
+            fsync_folder(os.path.dirname(target))
+        except OSError as exc:
+            raise WriteFailed(target, exc) from None
+    return True
+
+
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK})
+"""What ``link`` says on a file system that has no hard links (FAT, some FUSE mounts)."""
+
+
+def _link_or_reserve(temp: str, target: str, mode: int) -> bool:
+    """Give ``temp``'s file the name ``target`` unless that name exists."""
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+    else:
+        return True
     try:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
     except FileExistsError:
         return False
-    except OSError as exc:
-        raise WriteFailed(target, exc) from None
     try:
-        write_atomic(target, data, mode=mode)
+        os.replace(temp, target)
     except BaseException:
-        remove(target)
+        with suppress(OSError):
+            os.unlink(target)
         raise
     return True
 

@@ -817,7 +817,9 @@ def test_an_open_reserves_the_name_exclusively(ledger: Ledger) -> None:
     assert (Path(ledger.jobs_dir) / "taken-1.json").read_bytes() == b""
     record = open_job(ledger, job_id="free-1")
     assert ledger.get("free-1") == record
-    assert sorted(os.listdir(ledger.jobs_dir)) == ["free-1.json", "taken-1.json"]
+    names = sorted(os.listdir(ledger.jobs_dir))
+    # the open took each id's lock, the recorder's lock file, and left no temp file
+    assert names == [".free-1.json.lock", ".taken-1.json.lock", "free-1.json", "taken-1.json"]
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,12 @@ state root (the tests run as root and unmount what they mount).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import select
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -246,3 +249,90 @@ def test_a_damaged_record_is_refused_when_read_by_id(ledger: Ledger) -> None:
     (Path(ledger.jobs_dir) / f"{record.id}.json").write_text("[]")
     with pytest.raises(LedgerCorrupt, match="must be a JSON object"):
         ledger.mark(record.id, "RUNNING")
+
+
+def killed_while_writing(temp: Path, start: list[str]) -> None:
+    """Run ``start`` (a Python program that waits for a line on stdin, then writes) and
+    SIGKILL it in the middle of writing ``temp``, a name that holds its pid as ``{pid}``.
+
+    ``temp`` is made a FIFO that this test reads from: the writer's bytes are seen
+    arriving, then it dies with the rest of them unwritten, exactly where the kill
+    of a real writer would leave it.
+    """
+    writer = subprocess.Popen([sys.executable, *start], stdin=subprocess.PIPE)
+    fifo = Path(str(temp).format(pid=writer.pid))
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert writer.stdin is not None
+        writer.stdin.write(b"go\n")
+        writer.stdin.flush()
+        ready, _, _ = select.select([reader], [], [], 60)
+        assert ready, "the writer never began writing"
+        assert os.read(reader, 4096)
+    finally:
+        writer.kill()
+        writer.communicate()  # reaps it and closes its stdin
+        os.close(reader)
+        fifo.unlink()
+
+
+def test_a_create_killed_half_way_leaves_the_name_free(tmp_path: Path) -> None:
+    # the name was reserved empty before the bytes were written: a kill between the two
+    # left an empty file that no reader could use and no creator could take again
+    target = tmp_path / "one.json"
+    program = (
+        "import sys; from taospec import durable; sys.stdin.readline(); "
+        f"durable.create_exclusive({str(target)!r}, b'x' * (1 << 20))"
+    )
+    killed_while_writing(tmp_path / ".one.json.{pid}.tmp", ["-c", program])
+    assert not target.exists()
+    assert durable.create_exclusive(target, b"whole\n")
+    assert target.read_bytes() == b"whole\n"
+    assert not durable.create_exclusive(target, b"again\n")
+    assert target.read_bytes() == b"whole\n"
+    assert sorted(os.listdir(tmp_path)) == ["one.json"]
+
+
+def test_without_hard_links_a_create_reserves_the_name_and_renames_over_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on FAT or a FUSE mount: link() is refused, the file system itself is real
+    def refused(*_: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(durable.os, "link", refused)
+    target = tmp_path / "one.json"
+    assert durable.create_exclusive(target, b"whole\n", mode=0o644)
+    assert target.read_bytes() == b"whole\n"
+    assert target.stat().st_mode & 0o777 == 0o644 & ~current_umask()
+    assert not durable.create_exclusive(target, b"again\n")
+    assert target.read_bytes() == b"whole\n"
+    assert sorted(os.listdir(tmp_path)) == ["one.json"]
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("killed_in", ["taospec", "json"])
+def test_an_open_killed_before_its_record_is_whole_leaves_no_record(
+    ledger: Ledger, killed_in: str
+) -> None:
+    # the record was written before its sidecar: a kill between the two left a PENDING
+    # record without the submitter note that lets `status` close a launch that died
+    Path(ledger.jobs_dir).mkdir(parents=True)
+    program = (
+        "import sys; from taospec.ledger import Ledger; from tests.ledgers import open_job; "
+        f"sys.stdin.readline(); open_job(Ledger({str(ledger.root)!r}), job_id='cut-1', "
+        "sidecar={'note': 'x' * (1 << 20)}, upload_excludes=['y' * (1 << 20)])"
+    )
+    temp = Path(ledger.jobs_dir) / f".cut-1.{killed_in}.{{pid}}.tmp"  # the sidecar or the record
+    killed_while_writing(temp, ["-c", program])
+    assert not (Path(ledger.jobs_dir) / "cut-1.json").exists()
+    assert [r.id for r in ledger.list()] == []
+    record = open_job(ledger, job_id="cut-1", sidecar={"note": "the second open's"})
+    assert ledger.get("cut-1") == record
+    assert ledger.sidecar("cut-1") == {"note": "the second open's"}

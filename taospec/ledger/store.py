@@ -11,9 +11,10 @@ Layout under the state root (``$TAO_STATE_DIR``, default ``~/.tao``)::
 
 Guarantees, shared with the recorder so either may write the same record:
 
-* ``open`` reserves ``jobs/<id>.json`` with ``O_CREAT|O_EXCL`` (an existing
-  record is never overwritten) and renames the record over the reservation.
-  An open that fails after that removes what it wrote and raises.
+* ``open`` creates ``jobs/<id>.json`` whole or not at all, and never over an
+  existing record (:func:`taospec.durable.create_exclusive`); it writes the
+  sidecar first, under the record's lock. An open that fails removes what it
+  wrote and raises.
 * Every read-modify-write of a record holds an exclusive ``flock`` on
   ``jobs/.<id>.json.lock`` from the read to the rename; nothing else decides
   who may write a record.
@@ -229,27 +230,44 @@ class Ledger:
                 yield candidate
 
     def _create(self, record: Record, notes: dict[str, object]) -> Record | None:
-        """Write a new record unless its id is taken; then its sidecar and journal line.
+        """Write a new record unless its id is taken; its sidecar first, then its journal line.
 
-        The record is written redacted; only when redaction changed one of its strings
-        is the typed record read back from what is written. Anything failing after the
-        record exists removes the record (and the sidecar) before raising, so a failed
-        open leaves no record behind.
+        Under the record's lock, the sidecar is written before the record, so a record
+        taospec opens is never without its notes (the submitter a status check uses to
+        close a launch that died), even when the process is killed between the two. A
+        sidecar without a record is what such a kill leaves; the next open of that id
+        replaces it. The record is written redacted; only when redaction changed one of
+        its strings is the typed record read back from what is written. Anything failing
+        after the record exists removes the record and the sidecar before raising, so a
+        failed open leaves no record behind.
         """
         document = record.to_json()
         data = self.redacted(document)
         path = self._record_path(record.id)  # ids are left as they are by redaction
         if data is not document:
             record = parse_record(data, str(path))
-        if not durable.create_exclusive(path, durable.encode_json(data), mode=_RECORD_MODE):
-            return None
+        sidecar = self._sidecar_path(record.id)
+        with self._locked(record.id):
+            if os.path.lexists(path):
+                return None  # taken: its sidecar is not ours to touch
+            try:
+                if notes:
+                    durable.write_atomic(sidecar, durable.encode_json(notes))
+                else:
+                    durable.remove(sidecar)
+                created = durable.create_exclusive(
+                    path, durable.encode_json(data), mode=_RECORD_MODE
+                )
+            except BaseException:
+                durable.remove(sidecar)
+                raise
+            if not created:  # the recorder opened the id meanwhile; it takes no lock to
+                durable.remove(sidecar)
+                return None
         try:
-            event = _open_event(record, notes)
-            if notes:
-                durable.write_atomic(self._sidecar_path(record.id), durable.encode_json(notes))
-            journal.append(self.journal_path, event)
+            journal.append(self.journal_path, _open_event(record, notes))
         except BaseException:
-            durable.remove(self._sidecar_path(record.id))
+            durable.remove(sidecar)
             durable.remove(path)
             raise
         return record
