@@ -26,7 +26,8 @@ from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
 from taospec.ledger import Ledger, Record, TerminalStateError, WriteFailed
 from taospec.ledger.record import now
-from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json, stand_in
+from taospec.placeholders import stand_in
+from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json
 from taospec.platforms import brev
 from taospec.platforms.base import EndedFirst, Platform
 from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, Status

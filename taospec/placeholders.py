@@ -8,9 +8,11 @@ literally, so ``{"a": 1}`` needs no escaping unless it looks like a name.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from taospec.diagnostics import closest
+from taospec.yamlsrc import dump_yaml
 
 JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
 """Every job may use these; pipeline jobs also ``needs.<target>.results_dir``."""
@@ -19,6 +21,19 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
 _SCRIPT_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
 _PLAIN = re.compile(r"[\w@%+=:,./-]*", re.ASCII)
 """What ``shlex.quote`` leaves as it is: text every shell context reads as itself."""
+
+
+def stand_in(name: str) -> str:
+    """A value that is not known yet, shown as ``$NAME`` until it is."""
+    return f"\x00{name}\x00"
+
+
+JOB_ID = stand_in("JOB_ID")
+"""Stands for the job id until the record is opened; no spec value can hold a NUL.
+
+Any ``\\x00NAME\\x00`` is such a stand-in, shown to a reviewer as ``$NAME``.
+"""
+STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}")
 
@@ -115,3 +130,32 @@ def in_scripts(
                     f"{{{name}}}"
                 )
     return found
+
+
+def spec_file_text(spec: Mapping[str, Any], expand: Callable[[str], str]) -> str:
+    """The spec file a plan writes: ``spec`` as YAML, each string value filled by ``expand``.
+
+    A stand-in's NUL makes YAML double-quote its string and write the NUL as the escape
+    ``\\0``; the stand-in is put back, so that the value replacing it lands in those quotes.
+    """
+    return _ESCAPED_STAND_IN.sub(_unescape, dump_yaml(_thaw(spec, expand)))
+
+
+_ESCAPED_STAND_IN = re.compile(r"\\\\|\\0([A-Za-z_][A-Za-z0-9_]*)\\0")
+"""A stand-in as a double-quoted YAML string writes it (an escaped backslash is read first,
+so that ``\\\\0`` stays a backslash and a 0)."""
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return stand_in(match[1]) if match[1] else match[0]
+
+
+def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
+    """``value`` as plain dicts and lists, each string filled by ``expand``."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v, expand) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_thaw(v, expand) for v in value]
+    if isinstance(value, str):
+        return expand(value)
+    return value

@@ -20,19 +20,7 @@ from taospec import lint, placeholders
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job, Mount
-
-JOB_ID = "\x00JOB_ID\x00"
-"""Stands for the job id until the record is opened; no spec value can hold a NUL.
-
-Any ``\\x00NAME\\x00`` is such a stand-in, shown to a reviewer as ``$NAME``.
-"""
-STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
-
-
-def stand_in(name: str) -> str:
-    """A value that is not known yet, shown as ``$NAME`` until it is."""
-    return f"\x00{name}\x00"
-
+from taospec.placeholders import JOB_ID, STAND_IN, stand_in
 
 GPU_IDS = "GPU_IDS"
 """The stand-in for the GPU ids ``gpus: {free: N}`` picks at submit."""
@@ -293,9 +281,7 @@ class Context:
         """The spec file's content, or None when the job has none."""
         if self.job.spec is None:
             return None
-        # A stand-in's NUL makes YAML double-quote the string and write the NUL as the escape
-        # \0; put the stand-in back, so that the value replacing it lands in those quotes.
-        return _ESCAPED_STAND_IN.sub(_unescape, dump_yaml(_thaw(self.job.spec, self.expand)))
+        return placeholders.spec_file_text(self.job.spec, self.expand)
 
     def runtime_env(self) -> tuple[tuple[str, str], ...]:
         """HOME, USER, LOGNAME and the cache redirects, under the job's results."""
@@ -312,59 +298,6 @@ class Context:
         dirs = [root, f"{root}/stage", f"{root}/.tao-runtime", home, f"{home}/.cache"]
         dirs += [f"{home}/.cache/{sub}" for _, sub in CACHE_DIRS if sub]
         return tuple(dirs)
-
-
-_ESCAPED_STAND_IN = re.compile(r"\\\\|\\0([A-Za-z_][A-Za-z0-9_]*)\\0")
-"""A stand-in as a double-quoted YAML string writes it (an escaped backslash is read first,
-so that ``\\\\0`` stays a backslash and a 0)."""
-
-
-def _unescape(match: re.Match[str]) -> str:
-    return stand_in(match[1]) if match[1] else match[0]
-
-
-def dump_yaml(data: Any) -> str:
-    """YAML that reads back exactly as ``data``: readable unicode when PyYAML can round-trip
-    it, escapes when not (PyYAML writes some line breaks, such as NEL, raw).
-
-    A string holding a backslash is double-quoted, where YAML escapes every backslash, so
-    that each ``\\0NAME\\0`` the text holds outside an escaped backslash is a stand-in.
-    """
-    import yaml
-
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Dumper(base):  # type: ignore[misc,valid-type]
-        pass
-
-    def text_scalar(dumper: Any, value: str) -> Any:
-        style = '"' if "\\" in value or "\x00" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, text_scalar)
-
-    def dump(readable: bool) -> str:
-        text: str = yaml.dump(
-            data, Dumper=Dumper, sort_keys=True, allow_unicode=readable, width=2**16
-        )
-        return text
-
-    text = dump(readable=True)
-    # Text that came out all ASCII has no raw character for allow_unicode to have chosen.
-    if not text.isascii() and yaml.load(text, Loader=loader) != data:  # noqa: S506 - safe
-        text = dump(readable=False)
-    return text
-
-
-def _thaw(value: Any, expand: Callable[[str], str]) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v, expand) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(v, expand) for v in value]
-    if isinstance(value, str):
-        return expand(value)
-    return value
 
 
 def job_plan(

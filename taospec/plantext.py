@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Iterable, Iterator
 
-from taospec.plan import STAND_IN, Plan, Step
+from taospec.placeholders import STAND_IN
+from taospec.plan import Plan, Step
 
 WRAP = 88
 HEAD = 40

@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from taospec.plan import JOB_ID
+from taospec.placeholders import JOB_ID
 
 if TYPE_CHECKING:  # the library itself is imported where it is first used
     import jinja2

@@ -1,4 +1,4 @@
-"""Reading YAML safely while remembering where every value came from.
+"""Reading YAML safely while remembering where every value came from, and writing it back.
 
 The loader refuses what a job file should never contain (duplicate keys,
 files over 1 MiB, bytes that are not UTF-8, aliases that expand without
@@ -369,3 +369,37 @@ _BOMB = (
     f"expands to more than {MAX_NODES} values through aliases (or an alias refers to "
     "itself); refusing to load it"
 )
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML that reads back exactly as ``data``: readable unicode when PyYAML can round-trip
+    it, escapes when not (PyYAML writes some line breaks, such as NEL, raw).
+
+    A string holding a backslash is double-quoted, where YAML escapes every backslash, so
+    that each ``\\0NAME\\0`` the text holds outside an escaped backslash is a stand-in.
+    """
+    import yaml
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Dumper(base):  # type: ignore[misc,valid-type]
+        pass
+
+    def text_scalar(dumper: Any, value: str) -> Any:
+        style = '"' if "\\" in value or "\x00" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text_scalar)
+
+    def dump(readable: bool) -> str:
+        text: str = yaml.dump(
+            data, Dumper=Dumper, sort_keys=True, allow_unicode=readable, width=2**16
+        )
+        return text
+
+    text = dump(readable=True)
+    # Text that came out all ASCII has no raw character for allow_unicode to have chosen.
+    if not text.isascii() and yaml.load(text, Loader=loader) != data:  # noqa: S506 - safe
+        text = dump(readable=False)
+    return text

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from taospec import lint, plantext, templates
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
-from taospec.plan import JOB_ID
+from taospec.placeholders import JOB_ID
 from taospec.platforms import render
 from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS
 from tests.conftest import bash_words, load_job
@@ -138,7 +138,7 @@ def test_spec_file_heredoc_is_written_byte_for_byte(tmp_path: Path, doc) -> None
 
 @given(text=hostile())
 def test_the_spec_file_reads_back_as_the_spec_for_any_text(text: str) -> None:
-    from taospec.plan import dump_yaml
+    from taospec.yamlsrc import dump_yaml
 
     assert yaml.safe_load(dump_yaml({"note": text, "list": [text]})) == {
         "note": text,

@@ -16,7 +16,8 @@ from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
-from taospec.plan import JOB_ID, SPEC_STEP, Step, lint_plan, upstream_stand_ins
+from taospec.placeholders import JOB_ID
+from taospec.plan import SPEC_STEP, Step, lint_plan, upstream_stand_ins
 from taospec.platforms import render
 from tests.conftest import load_job
 

@@ -26,7 +26,7 @@ import yaml
 
 from taospec import lint, plantext, rules
 from taospec.identity import Identity
-from taospec.plan import JOB_ID
+from taospec.placeholders import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING

@@ -16,7 +16,8 @@ from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
-from taospec.plan import JOB_ID, Context, Plan, lint_plan
+from taospec.placeholders import JOB_ID
+from taospec.plan import Context, Plan, lint_plan
 from taospec.platforms.base import Platform
 
 NAMES = ("docker", "brev", "slurm", "local")

@@ -7,7 +7,8 @@ from typing import Any
 from taospec import templates
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job
-from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step, stand_in
+from taospec.placeholders import stand_in
+from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step
 
 
 def owner(context: Context) -> Identity | None:

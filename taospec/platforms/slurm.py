@@ -27,8 +27,8 @@ from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import CONTAINER_RESULTS
+from taospec.placeholders import JOB_ID
 from taospec.plan import (
-    JOB_ID,
     LOG_FILE,
     Context,
     Plan,
