@@ -20,15 +20,15 @@ while its plan runs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taospec import proc
 from taospec.errors import InvalidInput
-from taospec.job import Target, unreadable
+from taospec.job import Target, input_files
 from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
 from taospec.plan import Plan
 from taospec.states import COMPLETE
@@ -171,36 +171,16 @@ def look_up_image(plan: Plan) -> ImageLookup:
 
 
 def hash_path(path: Path) -> str:
-    """SHA-256 of a file's bytes, or of a folder's relative names and file contents.
-
-    Links are followed, into folders too (a folder reached twice is read once, so a link
-    back up ends); anything in a folder that is not a file or a folder (a broken link, a
-    FIFO, a socket, a device) is refused: its content cannot be fingerprinted.
-    """
-    why = unreadable(path)
-    if why:
-        raise InvalidInput(why)
-    if path.is_file():
-        return _hash_file(path)
+    """SHA-256 of a file's bytes, or of a folder's relative names and file contents (the
+    files :func:`taospec.job.input_files` finds; what it refuses is refused here)."""
+    files = input_files(path)
+    first = next(files, None)
+    if first is not None and not first[0]:  # the input is one file
+        return _hash_file(first[1])
     digest = hashlib.sha256()
-    seen = {os.path.realpath(path)}
-    for root, dirs, files in os.walk(path, followlinks=True):
-        dirs[:] = [d for d in sorted(dirs) if _first_visit(Path(root, d), seen)]
-        for name in sorted(files):
-            member = Path(root, name)
-            if not member.is_file():
-                raise InvalidInput(unreadable(member) or f"{member} cannot be read")
-            relative = member.relative_to(path).as_posix()
-            digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
+    for relative, member in itertools.chain([first] if first else [], files):
+        digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
     return digest.hexdigest()
-
-
-def _first_visit(folder: Path, seen: set[str]) -> bool:
-    real = os.path.realpath(folder)
-    if real in seen:
-        return False
-    seen.add(real)
-    return True
 
 
 def _hash_file(path: Path) -> str:

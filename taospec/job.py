@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from taospec.diagnostics import SpecError, closest
+from taospec.errors import InvalidInput
 
 _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
 
@@ -141,6 +142,39 @@ class Target:
         """The inputs as paths on this machine."""
         folder = Path(self.job.file).parent
         return tuple(Path(p) if Path(p).is_absolute() else folder / p for p in self.inputs)
+
+
+def input_files(path: Path) -> Iterator[tuple[str, Path]]:
+    """The files the input ``path`` is made of, each with its name within the input: the
+    file itself (named ""), or a folder's files, by sorted relative names.
+
+    Links are followed, into folders too (a folder reached twice is walked once, so a
+    link back up ends). Anything that is not a file or a folder, the input or a member
+    of it (a broken link, a FIFO, a socket, a device), is refused with
+    :class:`InvalidInput`: its content cannot be fingerprinted.
+    """
+    why = unreadable(path)
+    if why:
+        raise InvalidInput(why)
+    if path.is_file():
+        yield "", path
+        return
+    seen = {os.path.realpath(path)}
+    for root, dirs, files in os.walk(path, followlinks=True):
+        dirs[:] = [d for d in sorted(dirs) if _first_visit(Path(root, d), seen)]
+        for name in sorted(files):
+            member = Path(root, name)
+            if not member.is_file():
+                raise InvalidInput(unreadable(member) or f"{member} cannot be read")
+            yield member.relative_to(path).as_posix(), member
+
+
+def _first_visit(folder: Path, seen: set[str]) -> bool:
+    real = os.path.realpath(folder)
+    if real in seen:
+        return False
+    seen.add(real)
+    return True
 
 
 def unreadable(path: Path) -> str | None:

@@ -11,6 +11,7 @@ the line that caused it.
 
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,8 +20,9 @@ from pathlib import Path
 
 from taospec import identity, lint, platforms, rules
 from taospec.diagnostics import Problem, SpecError, raise_if_any, unique
+from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.job import Job, JobFile, Target, unreadable
+from taospec.job import Job, JobFile, Target, input_files, unreadable
 from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import MergedSource, Source
 
@@ -82,10 +84,19 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
 
 
 def inputs(target: Target, source: Source) -> list[Problem]:
-    """Inputs that are not a file or a folder here (the fingerprint reads each one)."""
-    paths = target.input_paths()
-    found = ((index, unreadable(path)) for index, path in enumerate(paths))
-    return [source.problem(("inputs", index), why) for index, why in found if why]
+    """Inputs that are not a file or a folder here, or hold what is neither: the
+    fingerprint reads each of their files (only their names are looked at here)."""
+    problems = []
+    for index, path in enumerate(target.input_paths()):
+        why = unreadable(path)
+        if why is None:
+            try:
+                collections.deque(input_files(path), maxlen=0)
+            except InvalidInput as refused:  # said as the fingerprint says it
+                why = f"{target.inputs[index]}: {refused}"
+        if why:
+            problems.append(source.problem(("inputs", index), why))
+    return problems
 
 
 def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> list[Problem]:
