@@ -54,12 +54,19 @@ class Problem:
         object.__setattr__(self, "message", redacted(self.message))
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
-        return f"{where}: {format_path(self.path)}: {self.message}"
+        """The line editors jump to, each part redacted as what it is: the file as a path,
+        the path and the message as text. Redacting the whole line instead would take
+        ``$.spec.Authorization: holds ...`` for a header and cut the message."""
+        from taospec.lint import redacted, redacted_location  # only a mistake pays for it
+
+        where = f"{redacted_location(self.file)}:{self.line}:{self.column}"
+        return f"{where}: {redacted(format_path(self.path))}: {redacted(self.message)}"
 
 
 class SpecError(InvalidInput):
     """A file that cannot be used, with every problem found in it."""
+
+    redacted_in_parts = True  # each problem's line is (see Problem.__str__)
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = tuple(

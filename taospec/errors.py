@@ -18,6 +18,9 @@ class TaospecError(Exception):
     """A failure with a message a person can act on."""
 
     exit_code = EXIT_INTERNAL
+    redacted_in_parts = False
+    """Whether :meth:`report` is made of parts each already redacted as what it is, so that
+    it is printed as it is (a redaction of its whole text could cut it)."""
 
     def report(self) -> str:
         """What the command line prints for this failure."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from taospec import lint, placeholders, schema
+from taospec import lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.versions import Images
 from taospec.yamlsrc import Source
@@ -297,6 +297,7 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
         "by name under env.pass and refer to $NAME instead"
     )
     said: set[JsonPath] = set()  # the argument lists an item of which was refused
+    in_spec = False  # whether a problem was found in the spec
     for where, text in _strings(source.data, ()):
         if where[:1] == ("env",):
             continue
@@ -304,10 +305,12 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
         if found:
             yield source.problem(where, message.format(found[0]))
             said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)
+            in_spec = in_spec or where[:1] == ("spec",)
     for where, key in _keys(source.data, ()):
         found = secret_literals(key)
         if found:  # a key is written out too: spec keys in the spec file, env.set names in argv
             yield source.problem(where, message.format(found[0]), key=True)
+            in_spec = in_spec or where[:1] == ("spec",)
     lists = [*ARGUMENT_LISTS, *_string_lists(source.data.get("spec"), ("spec",))]
     for path in lists:
         words = _value_at(source.data, path)
@@ -317,6 +320,43 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
             pair = lint.lint_argv(words)
             if pair:
                 yield source.problem(path, message.format(_description(pair[0])))
+                in_spec = in_spec or path[:1] == ("spec",)
+    if not in_spec:
+        yield from _spec_file_rules(source, message)
+
+
+def _spec_file_rules(source: Source, message: str) -> Iterator[Problem]:
+    """The spec file as a plan writes it, judged as the plan's lint judges it.
+
+    The file can read otherwise than its values one by one: a key and its value
+    share a line (``Authorization: Basic ...``), and YAML writes some characters
+    as escapes (a tab as ``\\t``). A finding is placed at the value its line is in.
+    """
+    spec = source.data.get("spec")
+    if not isinstance(spec, dict) or not spec:
+        return
+    text = placeholders.spec_file_text(spec, _as_planned)
+    for finding in lint.lint_text(text):
+        readable = text.replace("\x00", "_")  # YAML allows no NUL; a stand-in's lines stay
+        yield source.problem(
+            ("spec", *yamlsrc.path_at_line(readable, finding.line)),
+            message.format(f"{_description(finding)}, at line {finding.line} of the spec file"),
+        )
+
+
+def _as_planned(value: str) -> str:
+    """A spec value as the plan's spec file holds it before submit: the job id and every
+    path placeholder a stand-in; a matrix value, or a name another rule refuses, a reference.
+    """
+    return placeholders.expand(value, {name: _planned(name) for name in placeholders.names(value)})
+
+
+def _planned(name: str) -> str:
+    if name == "job_id":
+        return placeholders.JOB_ID
+    if name in placeholders.JOB_PLACEHOLDERS or name.startswith("needs."):
+        return f"/{placeholders.JOB_ID}"
+    return "${TAOSPEC_PLACEHOLDER}"
 
 
 def _words_or_none(command: str) -> list[str] | None:

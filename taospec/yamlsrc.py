@@ -380,26 +380,53 @@ def dump_yaml(data: Any) -> str:
     """
     import yaml
 
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Dumper(base):  # type: ignore[misc,valid-type]
-        pass
-
-    def text_scalar(dumper: Any, value: str) -> Any:
-        style = '"' if "\\" in value or "\x00" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, text_scalar)
-
     def dump(readable: bool) -> str:
         text: str = yaml.dump(
-            data, Dumper=Dumper, sort_keys=True, allow_unicode=readable, width=2**16
+            data, Dumper=_dumper(), sort_keys=True, allow_unicode=readable, width=2**16
         )
         return text
 
     text = dump(readable=True)
     # Text that came out all ASCII has no raw character for allow_unicode to have chosen.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     if not text.isascii() and yaml.load(text, Loader=loader) != data:  # noqa: S506 - safe
         text = dump(readable=False)
     return text
+
+
+@lru_cache(maxsize=1)
+def _dumper() -> type:
+    """The safe dumper (libyaml's, where PyYAML has it) with :func:`dump_yaml`'s string style,
+    made once: a class costs more to make than a small spec to write."""
+    import yaml
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    def text_scalar(dumper: Any, value: str) -> Any:
+        style = '"' if "\\" in value or "\x00" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    dumper: type = type("Dumper", (base,), {})
+    dumper.add_representer(str, text_scalar)  # type: ignore[attr-defined]
+    return dumper
+
+
+def path_at_line(text: str, line: int) -> JsonPath:
+    """The path of the deepest value of the YAML document ``text`` that its ``line`` (from 1)
+    is part of: the entry that starts last at or before it, at each level."""
+    import yaml
+
+    node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    row = line - 1
+    path: list[str | int] = []
+    while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if isinstance(node, yaml.MappingNode):
+            entries = [(key.value, key.start_mark.line, value) for key, value in node.value]
+        else:
+            entries = [(i, item.start_mark.line, item) for i, item in enumerate(node.value)]
+        started = [(part, child) for part, start, child in entries if start <= row]
+        if not started:
+            break
+        part, node = started[-1]
+        path.append(part)
+    return tuple(path)

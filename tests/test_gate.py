@@ -178,7 +178,8 @@ def test_what_an_input_folder_holds_that_is_no_file_is_refused_at_the_input(
     odd = folder / "sub" / "odd"
     odd.symlink_to(tmp_path / "nowhere") if inside == "broken-link" else os.mkfifo(odd)
     path = pipeline(tmp_path, "    inputs: [data]\n")
-    for verb in (("run", "-n"), ("run",)):
+    # validate --here looked at the input itself only, and passed what run then refused
+    for verb in (("validate", "--here"), ("run", "--check"), ("run", "-n"), ("run",)):
         lines = refused(taospec(*verb, path, timeout=60), f"{path}:7:14: $.jobs.greet.inputs[0]: ")
         assert f"data: {odd} " in lines[0]
     assert list(state_dir.iterdir()) == [] or not (state_dir / "jobs").exists()
@@ -290,6 +291,21 @@ def test_a_folder_named_like_a_credential_keeps_the_output_s_form(
     assert github.startswith(f"::error file={bad},line=9,col=7::$.gpus: "), github
     ok = taospec("validate", "api_token=v1/ok.yaml")
     assert ok.stdout == "api_token=v1/ok.yaml: ok\n"
+    for verb in ("validate", "render", "run"):  # the text form, on stderr, keeps its place too
+        said = taospec(verb, bad).stderr
+        assert said.startswith(f"{bad}:9:7: $.gpus: GPUs are chosen by id"), said
+
+
+def test_a_problem_at_a_key_named_like_a_header_keeps_its_message(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # "$.spec.Authorization: holds what looks like ..." was redacted as a whole line, and
+    # the output's redaction read the path and the message as one header and its value
+    path = job(tmp_path, "spec: {Authorization: 'Basic dXNlcjpwYXNzd29yZA'}\n")
+    for verb in ("validate", "render"):
+        said = taospec(verb, path)
+        refused(said, f"{path}:9:23: $.spec.Authorization: holds what looks like a credential")
+        assert "dXNlcjpwYXNzd29yZA" not in said.stderr + said.stdout
 
 
 def test_validate_here_names_missing_platform_tools(taospec: Runner, tmp_path: Path) -> None:
@@ -377,6 +393,32 @@ def test_a_secret_in_any_field_a_plan_carries_is_refused_at_its_line(
         refused(result, f"{path}{where}holds what looks like a credential")
         assert TOKEN not in result.stderr + result.stdout
         assert "hunter2pw" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        # a key and its value share the spec file's line
+        ("{Authorization: 'Basic dXNlcjpwYXNzd29yZA'}", ":9:23: $.spec.Authorization"),
+        ("{a: {b: [1, {Proxy-Authorization: 'Basic dXNlcjpwYXNzd29yZA'}]}}",
+         ":9:41: $.spec.a.b[1]['Proxy-Authorization']"),
+        # YAML writes the tab as \t, a credential's letters to a text lint
+        ('{header: "Authorization: bearer\\t"}', ":9:16: $.spec.header"),
+        ('{Authorization: "bearer\\t"}', ":9:23: $.spec.Authorization"),
+        # a placeholder's value is written in the quotes around it
+        ("{o: '{results_dir}', Authorization: 'Basic {job_id}dXNlcjpwYXNzd29yZA'}",
+         ":9:43: $.spec.Authorization"),
+    ],
+)  # fmt: skip
+def test_the_spec_file_is_judged_as_the_plan_writes_it(
+    taospec: Runner, tmp_path: Path, spec: str, where: str
+) -> None:
+    # each spec value was judged alone, as written: these passed validate, and render
+    # refused the spec file's text at $.spec with no more of a place than that
+    path = job(tmp_path, f"spec: {spec}\n")
+    for verb in ("validate", "render", "run"):
+        said = taospec(verb, "--check", path) if verb == "run" else taospec(verb, path)
+        refused(said, f"{path}{where}: holds what looks like a credential")
 
 
 def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
@@ -1000,6 +1042,7 @@ HOSTILE_VALUES = [
     "/x/Bearer 00", "/Bearer 0", "--token", "Bearer 0{results_dir}", "Authorization: ",
     "--token={results_dir}", "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ",
     "nvapi-xxxxxxxxxxxxxx\\yy",  # as a string command, shlex makes it one 16-letter token
+    "Authorization: bearer\t", "bearer\t",  # YAML writes the tab as \t in the spec file
 ]  # fmt: skip
 
 

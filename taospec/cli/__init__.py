@@ -37,12 +37,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _say(text: str) -> None:
+def _say(text: str, *, redacted_in_parts: bool = False) -> None:
     """Write ``text`` to stderr without secret material: a failure's message may quote a
-    value it refuses, from a job file or the command line."""
-    from taospec.lint import redacted  # only a failure pays for it
+    value it refuses, from a job file or the command line. Text made of parts each
+    redacted already (:attr:`TaospecError.redacted_in_parts`) is written as it is."""
+    if not redacted_in_parts:
+        from taospec.lint import redacted  # only a failure pays for it
 
-    sys.stderr.write(redacted(text))
+        text = redacted(text)
+    sys.stderr.write(text)
     sys.stderr.flush()
 
 
@@ -51,7 +54,7 @@ def run_guarded(call: Callable[[], object]) -> int:
     try:
         result = call()
     except TaospecError as exc:
-        _say(exc.report() + "\n")
+        _say(exc.report() + "\n", redacted_in_parts=exc.redacted_in_parts)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

@@ -61,7 +61,7 @@ def run(
             for problem in problems:
                 print(ciformat.github(file, problem))
         elif problems:
-            print(redacted(str(SpecError(problems))), file=sys.stderr)
+            print(SpecError(problems), file=sys.stderr)  # redacted line by line, part by part
         elif not quiet:
             print(f"{redacted_location(shown_name(file))}: ok")
     if failed:
