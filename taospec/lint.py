@@ -1080,8 +1080,9 @@ def _key_value_end(text: str, start: int, column: int, yaml_style: bool) -> int:
         closing = _quote_end(text, start)
         if closing > 0 and text[closing : closing + 1] in _AFTER_QUOTED:
             rest = text[closing:end].lstrip(" \t\r")
-            if not rest or rest[0] in "#,]}":  # else the quotes open an INI value: `"" 22`
-                return closing
+            # a comma or bracket ends a YAML flow value, never an INI one: `= '',22`
+            if not rest or rest[0] == "#" or (yaml_style and rest[0] in ",]}"):
+                return closing  # else the quotes open an INI value: `"" 22`
     comment = text.find(" #", start, end) if yaml_style else -1
     return comment if comment >= 0 else _continuation_end(text, end, column)
 

@@ -152,6 +152,9 @@ QUOTED_THEN_MORE = [
     ("password = 'ab' cd\nregion = us", "password = <redacted>\nregion = us"),
     ('password: "abcdefgh12" # a comment', "password: <redacted> # a comment"),
     ('password = "abcdefgh12"  \nnext=1', "password = <redacted>  \nnext=1"),
+    # a comma ends a YAML flow value after its quotes, an INI value never: `'',22` survived
+    ("[default]\npassword = '',22\nregion = us", "[default]\npassword = <redacted>\nregion = us"),
+    ("{password: '', region: us}", "{password: '', region: us}"),
 ]
 
 
