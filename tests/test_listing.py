@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from taospec.ledger import Ledger, Record, listing, store
+from taospec.ledger.journal import OPEN_MARK
 from tests.ledgers import IMAGE, open_job
 
 
@@ -167,5 +168,5 @@ def test_counting_resumes_exactly_after_any_appends(tmp_path: Path) -> None:
         opens, state = listing._count_opens(journal, state)
         content = journal.read_bytes()
         complete = content[: content.rfind(b"\n") + 1]
-        assert opens == complete.count(listing.OPEN_MARK)
+        assert opens == complete.count(OPEN_MARK)
         assert state["offset"] == len(complete)

@@ -22,6 +22,9 @@ from collections.abc import Iterator, Mapping
 from taospec.durable import WriteFailed, fsync_folder
 from taospec.ledger.record import ID_RE
 
+OPEN_MARK = b'"event":"open"'
+"""What every ``open`` line holds, as :func:`encode_line` writes it (and no other line)."""
+
 NAME = "ledger.jsonl"
 MAX_LINE = 4094
 """Most bytes in one line, newline included; with a fence byte, each append is under 4 KiB."""

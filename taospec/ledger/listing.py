@@ -41,11 +41,11 @@ from contextlib import suppress
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from taospec.ledger.journal import OPEN_MARK
 from taospec.ledger.record import instant
 
 STATE_FILE = "taospec/listing.json"
 SETTLE_NS = 2_000_000_000
-OPEN_MARK = b'"event":"open"'
 TAIL = 64
 BLOCK = 1 << 20
 FORMAT = 1

@@ -461,6 +461,8 @@ class Ledger:
         """Records in the order of their journal ``open`` lines, newest first."""
         seen: set[str] = set()
         for line in journal.lines_backwards(self.journal_path):
+            if journal.OPEN_MARK not in line:
+                continue  # a transition's line; only open lines name the records, once each
             entry = journal.parse_line(line)
             job_id = None if entry is None else journal.opened_id(entry)
             if job_id is None or job_id in seen:
