@@ -218,8 +218,14 @@ def process_alive(pid: int) -> bool:
 
 
 def _write_file(path: str, data: bytes, mode: int) -> None:
-    """Write all of ``data`` to ``path`` (made or emptied) and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    """Write all of ``data`` to a new file ``path`` and fsync it.
+
+    A file left at ``path`` by a dead writer of the same pid is removed first, never
+    emptied: one killed between linking a record and removing its temp file left the
+    temp as a second name of the record, which truncating would empty."""
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
         while view:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import select
 import subprocess
 import sys
 import time
@@ -251,47 +250,35 @@ def test_a_damaged_record_is_refused_when_read_by_id(ledger: Ledger) -> None:
         ledger.mark(record.id, "RUNNING")
 
 
-def killed_while_writing(temp: Path, start: list[str]) -> None:
-    """Run ``start`` (a Python program that waits for a line on stdin, then writes) and
-    SIGKILL it in the middle of writing ``temp``, a name that holds its pid as ``{pid}``.
+KILL_AT_FSYNC = (
+    "import os, sys; from taospec import durable; real = os.fsync\n"
+    "def dying(fd):\n"
+    "    if os.path.basename(os.readlink(f'/proc/self/fd/{fd}')).startswith(sys.argv[1]):\n"
+    "        os._exit(137)  # as SIGKILL: the data is written, nothing after it happens\n"
+    "    real(fd)\n"
+    "durable.os.fsync = dying\n"
+)
+"""A program's start that makes it die when it fsyncs a file whose name starts with argv[1]."""
 
-    ``temp`` is made a FIFO that this test reads from: the writer's bytes are seen
-    arriving, then it dies with the rest of them unwritten, exactly where the kill
-    of a real writer would leave it.
-    """
-    writer = subprocess.Popen([sys.executable, *start], stdin=subprocess.PIPE)
-    fifo = Path(str(temp).format(pid=writer.pid))
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        assert writer.stdin is not None
-        writer.stdin.write(b"go\n")
-        writer.stdin.flush()
-        ready, _, _ = select.select([reader], [], [], 60)
-        assert ready, "the writer never began writing"
-        assert os.read(reader, 4096)
-    finally:
-        writer.kill()
-        writer.communicate()  # reaps it and closes its stdin
-        os.close(reader)
-        fifo.unlink()
+
+def killed_while_writing(start: str, program: str) -> None:
+    """Run ``program`` in a new Python, killed the moment it has written a file whose name
+    starts with ``start`` (before that file is renamed or linked anywhere)."""
+    died = subprocess.run([sys.executable, "-c", KILL_AT_FSYNC + program, start], check=False)
+    assert died.returncode == 137
 
 
 def test_a_create_killed_half_way_leaves_the_name_free(tmp_path: Path) -> None:
     # the name was reserved empty before the bytes were written: a kill between the two
     # left an empty file that no reader could use and no creator could take again
     target = tmp_path / "one.json"
-    program = (
-        "import sys; from taospec import durable; sys.stdin.readline(); "
-        f"durable.create_exclusive({str(target)!r}, b'x' * (1 << 20))"
-    )
-    killed_while_writing(tmp_path / ".one.json.{pid}.tmp", ["-c", program])
+    killed_while_writing(".one.json.", f"durable.create_exclusive({str(target)!r}, b'x' * 1000)")
     assert not target.exists()
     assert durable.create_exclusive(target, b"whole\n")
     assert target.read_bytes() == b"whole\n"
     assert not durable.create_exclusive(target, b"again\n")
     assert target.read_bytes() == b"whole\n"
-    assert sorted(os.listdir(tmp_path)) == ["one.json"]
+    assert [n for n in os.listdir(tmp_path) if not n.endswith(".tmp")] == ["one.json"]
 
 
 def test_without_hard_links_a_create_reserves_the_name_and_renames_over_it(
@@ -325,14 +312,28 @@ def test_an_open_killed_before_its_record_is_whole_leaves_no_record(
     # record without the submitter note that lets `status` close a launch that died
     Path(ledger.jobs_dir).mkdir(parents=True)
     program = (
-        "import sys; from taospec.ledger import Ledger; from tests.ledgers import open_job; "
-        f"sys.stdin.readline(); open_job(Ledger({str(ledger.root)!r}), job_id='cut-1', "
-        "sidecar={'note': 'x' * (1 << 20)}, upload_excludes=['y' * (1 << 20)])"
+        "from taospec.ledger import Ledger; from tests.ledgers import open_job\n"
+        f"open_job(Ledger({str(ledger.root)!r}), job_id='cut-1', sidecar={{'note': 'x'}})"
     )
-    temp = Path(ledger.jobs_dir) / f".cut-1.{killed_in}.{{pid}}.tmp"  # the sidecar or the record
-    killed_while_writing(temp, ["-c", program])
+    killed_while_writing(f".cut-1.{killed_in}.", program)  # the sidecar's or the record's temp
     assert not (Path(ledger.jobs_dir) / "cut-1.json").exists()
     assert [r.id for r in ledger.list()] == []
     record = open_job(ledger, job_id="cut-1", sidecar={"note": "the second open's"})
     assert ledger.get("cut-1") == record
     assert ledger.sidecar("cut-1") == {"note": "the second open's"}
+
+
+def test_a_temp_file_left_linked_to_the_record_is_never_written_through(ledger: Ledger) -> None:
+    # a creator killed between linking the record and removing its temp left the temp as a
+    # second name of the record; the next writer of that pid (pid 1 in every container)
+    # opened it with O_TRUNC and emptied the record in place
+    record = open_job(ledger)
+    path = Path(ledger.jobs_dir) / f"{record.id}.json"
+    temp = Path(durable.temp_path(str(path)))
+    os.link(path, temp)
+    before = path.read_bytes()
+    ledger.mark(record.id, "RUNNING", message="launched")
+    assert ledger.get(record.id).state == "RUNNING"
+    assert path.stat().st_nlink == 1
+    assert not temp.exists()
+    assert before != path.read_bytes()
