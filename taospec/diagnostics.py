@@ -60,7 +60,10 @@ class Problem:
         from taospec.lint import redacted, redacted_location  # only a mistake pays for it
 
         where = f"{redacted_location(self.file)}:{self.line}:{self.column}"
-        return f"{where}: {redacted(format_path(self.path))}: {redacted(self.message)}"
+        # each key is redacted before repr() escapes it: "w\nnvapi-..." shown as 'w\\nnvapi-...'
+        # puts the escape's letter against the token, where no rule sees a token start
+        keys = tuple(redacted(part) if isinstance(part, str) else part for part in self.path)
+        return f"{where}: {redacted(format_path(keys))}: {redacted(self.message)}"
 
 
 class SpecError(InvalidInput):

@@ -296,6 +296,17 @@ def test_a_folder_named_like_a_credential_keeps_the_output_s_form(
         assert said.startswith(f"{bad}:9:7: $.gpus: GPUs are chosen by id"), said
 
 
+def test_a_token_in_a_key_after_an_escape_is_not_shown(taospec: Runner, tmp_path: Path) -> None:
+    # the path shows keys by repr: "w\nnvapi-..." became 'w\\nnvapi-...', and the escape's n
+    # against the token hid it from the redaction, which printed it whole
+    token = "nvapi-abcdefghijklmnopqrstuvwxyz0123456789"
+    path = job(tmp_path, f'spec: {{"w\\n{token}": 4}}\n')
+    for verb in ("validate", "render"):
+        said = taospec(verb, path)
+        assert said.returncode == 2, said.stderr
+        assert token not in said.stderr + said.stdout
+
+
 def test_a_problem_at_a_key_named_like_a_header_keeps_its_message(
     taospec: Runner, tmp_path: Path
 ) -> None:
