@@ -336,8 +336,8 @@ def _spec_file_rules(source: Source, message: str) -> Iterator[Problem]:
     if not isinstance(spec, dict) or not spec:
         return
     text = placeholders.spec_file_text(spec, _as_planned)
+    readable = text.replace("\x00", "_")  # YAML allows no NUL; a stand-in's lines stay
     for finding in lint.lint_text(text):
-        readable = text.replace("\x00", "_")  # YAML allows no NUL; a stand-in's lines stay
         yield source.problem(
             ("spec", *yamlsrc.path_at_line(readable, finding.line)),
             message.format(f"{_description(finding)}, at line {finding.line} of the spec file"),
