@@ -62,8 +62,14 @@ class Problem:
         where = f"{redacted_location(self.file)}:{self.line}:{self.column}"
         # each key is redacted before repr() escapes it: "w\nnvapi-..." shown as 'w\\nnvapi-...'
         # puts the escape's letter against the token, where no rule sees a token start
-        keys = tuple(redacted(part) if isinstance(part, str) else part for part in self.path)
-        return f"{where}: {redacted(format_path(keys))}: {redacted(self.message)}"
+        path = "$"
+        for part in self.path:
+            hidden = redacted(part) if isinstance(part, str) else part
+            if hidden is part or not isinstance(part, str):
+                path += format_path((part,))[1:]
+            else:  # in the form the key itself has: $.<redacted>, ['w\\n<redacted>']
+                path += f".{hidden}" if part.isidentifier() else f"[{hidden!r}]"
+        return f"{where}: {redacted(path)}: {redacted(self.message)}"
 
 
 class SpecError(InvalidInput):
