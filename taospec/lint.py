@@ -36,7 +36,7 @@ import itertools
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 PLACEHOLDER = "<redacted>"
@@ -1260,6 +1260,41 @@ def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
 
 _STAND_IN = "${TAOSPEC_PLACEHOLDER}"
 """A placeholder read as a reference."""
+
+
+def secret_keyed_values(
+    value: object, path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Where a parsed document (a job's spec) gives a secret-named key a literal string.
+
+    Yields the value's path and the key's name: ``password: hunter2`` and the
+    manifest form ``{name: NGC_KEY, value: ...}``. Only a string counts, one
+    that carries text once its placeholders are read as references: a boolean
+    or a number is configuration (TAO specs set ``use_summary_token: true``),
+    and ``password: $DB_PASSWORD`` or ``""`` holds no secret. The lint reads
+    text and cannot tell ``true`` from ``"true"``, so this walk, not a text
+    rule, is what keeps such values out of a spec file.
+    """
+    if isinstance(value, Mapping):
+        name = value.get("name")
+        if isinstance(name, str) and is_secret_name(name) and _literal_string(value.get("value")):
+            yield (*path, "value"), name
+        for key, child in value.items():
+            where = (*path, str(key))
+            if isinstance(key, str) and is_secret_name(key) and _literal_string(child):
+                yield where, key
+            else:
+                yield from secret_keyed_values(child, where)
+    elif isinstance(value, (list, tuple)):
+        for index, child in enumerate(value):
+            yield from secret_keyed_values(child, (*path, index))
+
+
+def _literal_string(value: object) -> bool:
+    """Whether ``value`` is a string holding literal text, placeholders read as references."""
+    if not isinstance(value, str):
+        return False
+    return _carries_literal(_PLACEHOLDER_REFERENCE().sub(_STAND_IN, value.strip()))
 
 
 def _filled(match: re.Match[str]) -> str:

@@ -273,6 +273,15 @@ EXTENDED = frozenset({("results_root",)})
 """Strings every plan extends: ``results_root`` is the start of each job's results directory."""
 
 
+def secret_key_message(name: str) -> str:
+    """Why a spec value under a secret-named key is refused (the name, never the value)."""
+    return (
+        "a spec file is written with the job's results and shown by render, so it cannot "
+        "hold secrets; pass this value by name under env.pass for the job to read from its "
+        f"environment (the secret-named key is {name})"  # the name last: see redact's flags
+    )
+
+
 def _description(finding: lint.Finding) -> str:
     """``NGC_KEY, inline secret assignment``: what was found, in words redaction leaves alone."""
     return f"{finding.subject}, {finding.rule.replace('-', ' ')}"
@@ -298,14 +307,20 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     )
     said: set[JsonPath] = set()  # the argument lists an item of which was refused
     in_spec = False  # whether a problem was found in the spec
+    refused: set[JsonPath] = set()  # the strings refused
     for where, text in _strings(source.data, ()):
         if where[:1] == ("env",):
             continue
         found = secret_literals(text, where in EXTENDED)
         if found:
             yield source.problem(where, message.format(found[0]))
+            refused.add(where)
             said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)
             in_spec = in_spec or where[:1] == ("spec",)
+    for where, name in lint.secret_keyed_values(source.data.get("spec"), ("spec",)):
+        if where not in refused:
+            yield source.problem(where, secret_key_message(name))
+            in_spec = True
     for where, key in _keys(source.data, ()):
         found = secret_literals(key)
         if found:  # a key is written out too: spec keys in the spec file, env.set names in argv

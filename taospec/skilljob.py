@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taospec import placeholders
+from taospec import lint, placeholders
 from taospec.diagnostics import JsonPath, Problem
 from taospec.job import SpecInput
-from taospec.rules import split_command
+from taospec.rules import secret_key_message, split_command
 from taospec.skills import (
     Action,
     KeyPath,
@@ -203,6 +203,13 @@ def _spec(
     literal = _literal_template(merged, (), users)
     if ("results_dir",) not in users and _writes_results_dir(action, literal):
         literal["results_dir"] = "{results_dir}"
+    line, column = source.locate(("skill",))
+    for path, name in lint.secret_keyed_values(literal):
+        if path not in users:  # the job file's own values are the rules' to refuse
+            message = secret_key_message(name)
+            if action.template_path is not None:
+                message += f" (the value comes from {action.template_path})"
+            problems.append(Problem(line, column, ("spec", *path), message, source.file))
     return literal, problems, warnings
 
 

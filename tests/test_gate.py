@@ -432,6 +432,54 @@ def test_the_spec_file_is_judged_as_the_plan_writes_it(
         refused(said, f"{path}{where}: holds what looks like a credential")
 
 
+@pytest.mark.parametrize(
+    ("spec", "path", "name"),
+    [
+        ("{db: {password: hunter2pw}}", "$.spec.db.password", "password"),
+        ("{X-Api-Key: hunter2pw}", "$.spec['X-Api-Key']", "X-Api-Key"),
+        ('{"--token": hunter2pw}', "$.spec['--token']", "--token"),
+        ("{auth: {db_pass: 'hunter2pw and more'}}", "$.spec.auth.db_pass", "db_pass"),
+        ("{env: [{name: NGC_KEY, value: hunter2pw}]}", "$.spec.env[0].value", "NGC_KEY"),
+        ('{hf: {HF_TOKEN: "hunter2pw{job_id}"}}', "$.spec.hf.HF_TOKEN", "HF_TOKEN"),
+    ],
+)
+def test_a_secret_named_spec_key_with_a_literal_value_is_refused_at_the_value(
+    taospec: Runner, tmp_path: Path, spec: str, path: str, name: str
+) -> None:
+    # The lint reads command lines, where "password: x" is no shell word: these passed
+    # validate, render and run, and the spec file, the plan and render's output held them.
+    file = job(tmp_path, f"spec: {spec}\n")
+    line = f"spec: {spec}"
+    column = line.index("hunter2pw") + (line[line.index("hunter2pw") - 1] not in "'\"")
+    expected = (
+        f"{file}:9:{column}: {path}: a spec file is written with the job's results and shown "
+        "by render, so it cannot hold secrets; pass this value by name under env.pass for the "
+        f"job to read from its environment (the secret-named key is {name})"
+    )
+    for verb in ("validate", "render", "run"):
+        said = taospec(verb, "--check", file) if verb == "run" else taospec(verb, file)
+        assert expected in refused(said), said.stderr
+        assert "hunter2pw" not in said.stdout + said.stderr
+
+
+def test_a_secret_named_spec_key_holding_no_literal_text_passes(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # TAO specs set use_summary_token: true (Visual ChangeNet); a number, a reference, an
+    # empty value, a placeholder or a key that names where a secret lives holds none.
+    spec = (
+        "{model: {use_summary_token: true, max_token: 77}, auth: {password: $DB_PASSWORD, "
+        "api_key: '', token_file: /run/secrets/t, session_token: '{job_id}'}}"
+    )
+    file = job(tmp_path, f"spec: {spec}\n")
+    assert taospec("validate", file).returncode == 0
+    rendered = taospec("render", "--format", "json", file)
+    assert rendered.returncode == 0, rendered.stderr
+    spec_file = next(s for s in json.loads(rendered.stdout)["steps"] if s["name"] == "spec-file")
+    assert "use_summary_token: true" in spec_file["stdin_text"]
+    assert "password: $DB_PASSWORD" in spec_file["stdin_text"]
+
+
 def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
     taospec: Runner, tmp_path: Path
 ) -> None:

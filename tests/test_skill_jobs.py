@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +314,29 @@ def test_hostile_keys_and_values_reach_the_spec_file_unchanged(
     ]
     assert written["train"]["optim"]["warmup_lr"] == "${train.optim.lr}"
     assert not canary.exists()
+
+
+def test_a_secret_in_the_skill_s_template_is_refused_at_the_skill_line(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # the job file's own spec values are the rules' to judge; a template's are merged in
+    # after them, so a bank whose template gave a password wrote it into the spec file
+    own = tmp_path / "bank"
+    shutil.copytree(BANK, own)
+    template = own / TEMPLATE.relative_to(BANK)
+    template.write_text(template.read_text() + "auth: {user: me, password: hunter2pw}\n")
+    bank.env["TAO_SKILL_BANK"] = str(own)
+    file = job(tmp_path, *TRAIN)
+    for verb in ("validate", "render"):
+        said = bank(verb, file)
+        assert said.returncode == 2, said.stderr
+        assert "hunter2pw" not in said.stdout + said.stderr
+        assert f"{file}:2:8: $.spec.auth.password: a spec file is written" in said.stderr
+        assert f"(the secret-named key is password) (the value comes from {template})" in (
+            said.stderr
+        )
+    overridden = job(tmp_path, *TRAIN, "  auth: {password: $DB_PASSWORD}", name="own.yaml")
+    assert bank("validate", overridden).returncode == 0
 
 
 def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: Path) -> None:
