@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, fields, replace
 from typing import Any
 
-from taospec import lint, placeholders
+from taospec import lint, placeholders, templates
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job, Mount
@@ -337,13 +337,24 @@ SPEC_STEP = "spec-file"
 """The step that writes the experiment spec file, its text on stdin."""
 
 
-def lint_plan(plan: Plan) -> None:
-    """Refuse a plan that would put a secret on a command line or into a file."""
+def lint_plan(plan: Plan, spec: str | None = None) -> None:
+    """Refuse a plan that would put a secret on a command line or into a file.
+
+    ``spec`` is the spec file's text. A step that writes it on a remote host
+    carries it quoted in its remote script, where the YAML's own quotes would
+    read as shell text (``x: 'Authorization: Basic '``); that step's script is
+    judged without it, and the spec as the document it is, as everywhere else.
+    """
 
     findings = []
     spec_only = True  # every finding is in the spec file's text, which the job's spec: makes
+    embedded = templates.quote(spec) if spec else None
     for step in (*plan.steps, *plan.teardown):
         for words in step.word_lists():
+            if embedded is not None and any(embedded in word for word in words):
+                words = tuple(word.replace(embedded, "''") for word in words)
+                for finding in lint.lint_text(spec or ""):
+                    findings.append(f"step {step.name} (spec file): {finding}")
             for finding in lint.lint_argv([s.replace(JOB_ID, "JOB_ID") for s in words]):
                 findings.append(f"step {step.name}: {finding}")
                 spec_only = False

@@ -480,6 +480,27 @@ def test_a_secret_named_spec_key_holding_no_literal_text_passes(
     assert "password: $DB_PASSWORD" in spec_file["stdin_text"]
 
 
+@pytest.mark.parametrize(
+    ("platform", "extra"),
+    [("docker", "docker: {host: 'ssh://u@gpu-box'}\n"), ("brev", "brev: {instance: box}\n")],
+)
+def test_a_remote_script_judges_the_spec_file_as_the_document_it_is(
+    taospec: Runner, tmp_path: Path, platform: str, extra: str
+) -> None:
+    # On a remote host the spec file is written by a quoted printf in the remote script;
+    # the lint read YAML's quotes there as shell text and refused a bare scheme at "$",
+    # line 1, that validate and every other platform pass.
+    bare = "spec: {x: 'Authorization: Basic ', y: \"it's\"}\n"
+    path = job(tmp_path, extra + bare)
+    path.write_text(path.read_text().replace("platform: docker", f"platform: {platform}"))
+    for verb in ("validate", "render"):
+        said = taospec(verb, path)
+        assert said.returncode == 0, said.stderr
+    path.write_text(path.read_text().replace("Basic '", "Basic dXNlcjpwYXNzd29yZA'"))
+    for verb in ("validate", "render"):
+        refused(taospec(verb, path), f"{path}:10:11: $.spec.x: holds what looks like a credential")
+
+
 def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
     taospec: Runner, tmp_path: Path
 ) -> None:
@@ -1102,6 +1123,7 @@ HOSTILE_VALUES = [
     "--token={results_dir}", "nvapi-00000000{job_id}Bearer ", "Authorization: Bearer ",
     "nvapi-xxxxxxxxxxxxxx\\yy",  # as a string command, shlex makes it one 16-letter token
     "Authorization: bearer\t", "bearer\t",  # YAML writes the tab as \t in the spec file
+    "Authorization: Basic ",  # YAML quotes it; a remote script quotes the spec file again
 ]  # fmt: skip
 
 

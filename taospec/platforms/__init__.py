@@ -96,7 +96,7 @@ def _render(
     plan = platform.plan(context)
     if job.spec_inputs:
         plan = replace(plan, notes=(*plan.notes, *_input_notes(context)))
-    lint_plan(plan)
+    lint_plan(plan, context.spec_yaml)
     if job.notify:
         _lint_notify(job)
         note = f"notify: when the job ends, taospec run runs {proc.shown(job.notify)} here"
