@@ -79,9 +79,9 @@ def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[P
 
 def _nul_bytes(source: Source) -> Iterator[Problem]:
     message = "contains a NUL character, which no process argument can hold"
-    for where, text in _strings(source.data, ()):
+    for where, text, is_key in texts(source.data):
         if "\x00" in text:
-            yield source.problem(where, message)
+            yield source.problem(where, message, key=is_key)
 
 
 def _strings(value: Any, path: JsonPath) -> list[tuple[JsonPath, str]]:

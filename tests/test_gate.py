@@ -80,10 +80,14 @@ def test_non_text_keys_are_refused_at_the_key(
 
 
 def test_a_nul_character_is_refused_where_it_is_written(taospec: Runner, tmp_path: Path) -> None:
-    path = job(tmp_path, 'env: {set: {A: "a\\0b"}}\nspec: {train: {tags: [x, "y\\0"]}}\n')
+    # a key too: the plan's stand-ins are NUL-delimited, and a spec key "\0JOB_ID\0" was
+    # filled with the job id at submit
+    spec = 'spec: {train: {tags: [x, "y\\0"]}, "\\0JOB_ID\\0": 1}\n'
+    path = job(tmp_path, 'env: {set: {A: "a\\0b"}}\n' + spec)
     lines = refused(taospec("validate", path), "contains a NUL character")
     paths = [LOCATED.match(line)["path"] for line in lines]
-    assert paths == ["$.env.set.A", "$.spec.train.tags[1]"]
+    assert paths == ["$.env.set.A", "$.spec.train.tags[1]", "$.spec['\\x00JOB_ID\\x00']"]
+    assert lines[-1].startswith(f"{path}:10:35: ")  # at the key
 
 
 @pytest.mark.parametrize(
