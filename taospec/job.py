@@ -117,11 +117,14 @@ class Job:
     def sees_results_at(self, results_dir: str) -> str:
         """``results_dir`` as the job itself sees it: at /results in a container (docker,
         brev, and slurm unless ``container: none``), where it is for a local process."""
-        if self.platform == "local" or (
-            self.platform == "slurm" and self.slurm.container == "none"
-        ):
-            return results_dir
-        return CONTAINER_RESULTS
+        return results_seen_at(self.platform, self.slurm.container, results_dir)
+
+
+def results_seen_at(platform: str, slurm_container: str, results_dir: str) -> str:
+    """Where a job on ``platform`` sees ``results_dir`` (see :meth:`Job.sees_results_at`)."""
+    if platform == "local" or (platform == "slurm" and slurm_container == "none"):
+        return results_dir
+    return CONTAINER_RESULTS
 
 
 @dataclass(frozen=True, slots=True)

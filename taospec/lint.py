@@ -1227,15 +1227,18 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
 _PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 
 
-def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
+def find_secret_literals(
+    value: str, open_end: bool = False, fill: Callable[[str], str] | None = None
+) -> list[Finding]:
     """The inline secrets in ONE literal value of a job file (``env.set``, ``command``, ``spec:``).
 
     Every rule :func:`redact` uses applies, so what it would remove is refused here.
     Lines are counted within the value. A value is judged twice when it holds
     placeholders: with each as a reference, and as the plan's lint reads it, each
-    filled in (:func:`_filled`); so ``--token={results_dir}`` counts, as the plan
-    carries ``--token=/results``, and ``--token {matrix.t}`` is judged by the values
-    the matrix gives it, where the loader expands it.
+    filled in by ``fill`` (a name to the text the plan writes, :func:`_filled` when
+    None); so ``--token={results_dir}`` counts, as the plan carries
+    ``--token=/results``, and ``--token {matrix.t}`` is judged by the values the
+    matrix gives it, where the loader expands it.
 
     A bearer value is judged by its length, which the plan changes in a value it
     extends, ``open_end`` (``results_root`` becomes ``<results_root>/<id>/...``): a
@@ -1243,7 +1246,8 @@ def find_secret_literals(value: str, open_end: bool = False) -> list[Finding]:
     """
     texts = [value]
     if "{" in value:
-        texts = [_PLACEHOLDER_REFERENCE().sub(filler, value) for filler in (_STAND_IN, _filled)]
+        filled = _filled if fill is None else (lambda match: fill(match.group()[1:-1]))
+        texts = [_PLACEHOLDER_REFERENCE().sub(filler, value) for filler in (_STAND_IN, filled)]
     for text in texts:
         if _may_hold_secret(text) and (found := _findings(_located(text, free_text=True))):
             return found

@@ -10,12 +10,13 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
 from taospec import lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
+from taospec.job import SPEC_FILE, results_seen_at
 from taospec.versions import Images
 from taospec.yamlsrc import Source
 
@@ -198,7 +199,9 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
                 "the launcher's environment and is never written down",
                 key=True,
             )
-        elif isinstance(value, str) and secret_literals(value):
+        elif isinstance(value, str) and secret_literals(
+            value, fill=plan_fill(source.data, "JOB_ID")
+        ):
             yield source.problem(
                 path,
                 f"the value of {name} looks like a credential; pass it by name under env.pass",
@@ -263,10 +266,39 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             seen[target] = index
 
 
-def secret_literals(value: str, open_end: bool = False) -> list[str]:
+def secret_literals(
+    value: str, open_end: bool = False, fill: Callable[[str], str] | None = None
+) -> list[str]:
     """What in ``value`` looks like a literal credential (descriptions, never the secret);
-    ``open_end`` for a value the plan extends (see :func:`taospec.lint.find_secret_literals`)."""
-    return [_description(f) for f in lint.find_secret_literals(value, open_end)]
+    ``open_end`` for a value the plan extends, ``fill`` how it fills placeholders (see
+    :func:`taospec.lint.find_secret_literals`)."""
+    return [_description(f) for f in lint.find_secret_literals(value, open_end, fill)]
+
+
+def plan_fill(data: Any, job_id: str) -> Callable[[str], str]:
+    """How the plan of the job in ``data`` fills a placeholder, the id written ``job_id``.
+
+    ``{results_dir}`` is where the job sees its results (``/results`` in a
+    container, ``<results_root>/<id>`` for a local process), ``{config_path}`` the
+    spec file there, an upstream's results its directory on the host (judged under
+    this job's ``results_root``); a matrix value, or a name another rule refuses,
+    stays a reference. A value is then judged with the length and the characters the
+    plan gives it: ``Bearer {results_dir}`` is ``Bearer /results`` in a container.
+    """
+    fields = data if isinstance(data, dict) else {}
+    root = fields.get("results_root")
+    host = f"{root.rstrip('/')}/{job_id}" if isinstance(root, str) else f"/{job_id}"
+    slurm = fields.get("slurm")
+    container = slurm.get("container", "pyxis") if isinstance(slurm, dict) else "pyxis"
+    seen = results_seen_at(str(fields.get("platform", "local")), str(container), host)
+    values = {"job_id": job_id, "results_dir": seen, "config_path": f"{seen}/{SPEC_FILE}"}
+
+    def fill(name: str) -> str:
+        if name in values:
+            return values[name]
+        return host if name.startswith("needs.") else "${TAOSPEC_PLACEHOLDER}"
+
+    return fill
 
 
 EXTENDED = frozenset({("results_root",)})
@@ -308,10 +340,11 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     said: set[JsonPath] = set()  # the argument lists an item of which was refused
     in_spec = False  # whether a problem was found in the spec
     refused: set[JsonPath] = set()  # the strings refused
+    fill = plan_fill(source.data, "JOB_ID")  # as the plan's lint reads the id in argv
     for where, text in _strings(source.data, ()):
         if where[:1] == ("env",):
             continue
-        found = secret_literals(text, where in EXTENDED)
+        found = secret_literals(text, where in EXTENDED, fill)
         if found:
             yield source.problem(where, message.format(found[0]))
             refused.add(where)
@@ -322,7 +355,7 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
             yield source.problem(where, secret_key_message(name))
             in_spec = True
     for where, key in _keys(source.data, ()):
-        found = secret_literals(key)
+        found = secret_literals(key, fill=fill)
         if found:  # a key is written out too: spec keys in the spec file, env.set names in argv
             yield source.problem(where, message.format(found[0]), key=True)
             in_spec = in_spec or where[:1] == ("spec",)
@@ -350,28 +383,18 @@ def _spec_file_rules(source: Source, message: str) -> Iterator[Problem]:
     spec = source.data.get("spec")
     if not isinstance(spec, dict) or not spec:
         return
-    text = placeholders.spec_file_text(spec, _as_planned)
+    fill = plan_fill(source.data, placeholders.JOB_ID)  # the id's stand-in, as submit fills it
+
+    def as_planned(value: str) -> str:
+        return placeholders.expand(value, {name: fill(name) for name in placeholders.names(value)})
+
+    text = placeholders.spec_file_text(spec, as_planned)
     readable = text.replace("\x00", "_")  # YAML allows no NUL; a stand-in's lines stay
     for finding in lint.lint_text(text):
         yield source.problem(
             ("spec", *yamlsrc.path_at_line(readable, finding.line)),
             message.format(f"{_description(finding)}, at line {finding.line} of the spec file"),
         )
-
-
-def _as_planned(value: str) -> str:
-    """A spec value as the plan's spec file holds it before submit: the job id and every
-    path placeholder a stand-in; a matrix value, or a name another rule refuses, a reference.
-    """
-    return placeholders.expand(value, {name: _planned(name) for name in placeholders.names(value)})
-
-
-def _planned(name: str) -> str:
-    if name == "job_id":
-        return placeholders.JOB_ID
-    if name in placeholders.JOB_PLACEHOLDERS or name.startswith("needs."):
-        return f"/{placeholders.JOB_ID}"
-    return "${TAOSPEC_PLACEHOLDER}"
 
 
 def _words_or_none(command: str) -> list[str] | None:

@@ -525,6 +525,18 @@ def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
         refused(taospec(*argv), f"{path}:6:15: $.results_root: holds what looks like a credential")
 
 
+@pytest.mark.parametrize("platform", ["local", "docker"])
+def test_a_placeholder_is_judged_as_the_path_the_plan_fills_in(
+    taospec: Runner, tmp_path: Path, platform: str
+) -> None:
+    # validate filled {results_dir} as "/<id>", shorter than any real results directory:
+    # "Bearer {results_dir}" passed it, and render refused the spec file at $.spec
+    path = job(tmp_path, 'spec: {auth: "Bearer {results_dir}"}\n')
+    path.write_text(path.read_text().replace("platform: docker", f"platform: {platform}"))
+    for verb in ("validate", "render"):
+        refused(taospec(verb, path), f"{path}:9:14: $.spec.auth: holds what looks like a")
+
+
 def test_an_image_versions_yaml_names_with_a_credential_is_refused_at_its_key(
     taospec: Runner, tmp_path: Path
 ) -> None:
