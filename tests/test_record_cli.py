@@ -235,3 +235,35 @@ def test_a_record_whose_id_the_redactor_would_change_can_still_be_marked(
     assert [t["state"] for t in marked["transitions"]] == ["PENDING", "RUNNING"]
     listed = taospec("record", "list")
     assert f"{job_id}\tdocker\tRUNNING\t/out/plain\n" in listed.stdout, listed.stdout
+
+
+def test_a_long_option_may_be_shortened_as_the_recorders_argparse_allows(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # click refused --sta, which the recorder takes for --state
+    shortened = taospec(
+        "record", "open", "--plat", "docker", "--ima", "nvcr.io/x/y:1", "--network-a", "dino",
+        "--act", "train", "--storage", "A", "--results-ro", "/r",
+    )  # fmt: skip
+    assert shortened.returncode == 0, shortened.stderr
+    job_id = shortened.stdout.strip()
+    for message in ("-5", "-a b", "-"):  # values argparse does not read as options
+        marked = taospec("record", "mark", job_id, "--sta", "RUNNING", "--mes", message)
+        assert marked.returncode == 0, marked.stderr
+    shown = json.loads(taospec("record", "show", job_id).stdout)
+    assert [t["message"] for t in shown["transitions"][1:]] == ["-5", "-a b", "-"]
+    assert shown["results_dir"] == f"/r/{job_id}"
+
+    ambiguous = taospec("record", "mark", job_id, "--s", "COMPLETE")
+    assert ambiguous.returncode == 2
+    assert "ambiguous option: --s could match --state, --source" in ambiguous.stderr
+    ambiguous = taospec(*OPEN, "--res", "/r")
+    assert ambiguous.returncode == 2
+    assert "ambiguous option: --res could match --results-dir, --results-root" in ambiguous.stderr
+    # an option's value that reads as an option is refused, not taken (or expanded)
+    taken = taospec("record", "mark", job_id, "--state", "COMPLETE", "--message", "--sta")
+    assert taken.returncode == 2
+    assert "argument --message: expected one argument" in taken.stderr
+    assert json.loads(taospec("record", "show", job_id).stdout)["transitions"][-1]["state"] == (
+        "RUNNING"
+    )

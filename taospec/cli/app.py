@@ -11,6 +11,7 @@ that ``render`` never loads the ledger, the pipeline or the worker pool, and
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -92,6 +93,58 @@ class _Verb(click.Command):
 class _Verbs(click.Group):
     command_class = _Verb
     group_class = type  # ``record`` is a group of verbs too
+
+
+class _RecorderVerb(_Verb):
+    """A ``record`` verb: a long option may be shortened to any prefix that names one
+    option, as the TAO recorder's argparse allows (``--sta`` for ``--state``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options = {
+            name: not (param.is_flag or param.count)
+            for param in self.get_params(ctx)
+            if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)
+            if name.startswith("--")
+        }  # each long option, and whether it takes a value
+        spelled: list[str] = []
+        words = iter(args)
+        for word in words:
+            if word == "--":
+                spelled += [word, *words]
+                break
+            name, equals, value = word.partition("=")
+            if name.startswith("--") and name not in options:
+                matches = [option for option in options if option.startswith(name)]
+                if len(matches) > 1:
+                    raise click.UsageError(
+                        f"ambiguous option: {name} could match {', '.join(matches)}", ctx
+                    )
+                if matches:
+                    name = matches[0]
+            spelled.append(name + equals + value)
+            if options.get(name) and not equals:
+                following = next(words, None)
+                if following is not None and _reads_as_option(following):
+                    raise click.UsageError(f"argument {name}: expected one argument", ctx)
+                if following is not None:
+                    spelled.append(following)  # the option's value, as written
+        return super().parse_args(ctx, spelled)
+
+
+def _reads_as_option(word: str) -> bool:
+    """Whether argparse takes ``word`` for an option rather than a value: it starts with
+    a dash and is not ``-`` alone, a negative number or a word holding a space."""
+    return (
+        word.startswith("-")
+        and len(word) > 1
+        and re.fullmatch(r"-\d+|-\d*\.\d+", word) is None
+        and " " not in word
+    )
+
+
+class _RecorderVerbs(_Verbs):
+    command_class = _RecorderVerb
 
 
 @click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
@@ -403,7 +456,7 @@ def prune(older_than: str | None, dry_run: bool) -> None:
     sys.exit(prune_verb.run(older_than=older_than, dry_run=dry_run))
 
 
-@cli.group()
+@cli.group(cls=_RecorderVerbs)
 def record() -> None:
     """The job-record ledger's verbs, flag for flag like the TAO recorder.
 
