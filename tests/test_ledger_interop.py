@@ -133,3 +133,25 @@ def test_the_recorder_shows_and_lists_a_taospec_record_as_taospec_does(
     )  # fmt: skip
     assert again.stdout == taospec("record", "show", made).stdout
     assert json.loads(again.stdout)["terminal_state"] == "COMPLETE"
+
+
+def recorded(script: Path, state_dir: Path | str, *args: str) -> tuple[int, str, str]:
+    """The recorder's exit code, stdout and stderr for ``args`` on the ledger at ``state_dir``."""
+    env = {**os.environ, "TAO_STATE_DIR": str(state_dir)}
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          env=env, check=False)  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_bad_id_and_a_bad_state_root_are_refused_in_the_recorders_order(
+    taospec: Runner, state_dir: Path, tmp_path: Path, skill_bank: Path
+) -> None:
+    script = recorder_script(skill_bank, tmp_path)
+    not_a_folder = state_dir / "file"
+    not_a_folder.write_text("")
+    for root in ("", "relative/state", str(not_a_folder)):
+        for job_id in ("../x", ".hidden", "ok-id"):
+            for verb in (("show", job_id), ("mark", job_id, "--state", "RUNNING")):
+                ours = taospec("record", *verb, env={"TAO_STATE_DIR": root})
+                mine = (ours.returncode, ours.stdout, ours.stderr)
+                assert mine == recorded(script, root, *verb), (root, verb)

@@ -68,6 +68,20 @@ def test_refusals_exit_1_with_the_recorders_messages(taospec: Runner, state_dir:
     refused(taospec("record", "show", long_id), f"no job-record at {state_dir}/jobs/{long_id}.json")
 
 
+@pytest.mark.parametrize("root", ["", "relative/state"])
+def test_a_bad_job_id_is_named_before_a_bad_state_root(taospec: Runner, root: str) -> None:
+    # The recorder checks the id before it reads TAO_STATE_DIR; taospec named the root.
+    for verb in (("show", "../x"), ("mark", ".hidden", "--state", "RUNNING")):
+        refused(taospec("record", *verb, env={"TAO_STATE_DIR": root}),
+                f"invalid job id: {verb[1]!r}")  # fmt: skip
+    message = {
+        "": "TAO_STATE_DIR is set but empty; unset it or give an absolute path",
+        "relative/state": "TAO_STATE_DIR must be an absolute path (got 'relative/state')",
+    }
+    for verb in (("show", "ok-id"), ("mark", "ok-id", "--state", "RUNNING"), ("list",)):
+        refused(taospec("record", *verb, env={"TAO_STATE_DIR": root}), message[root])
+
+
 def test_a_folder_where_a_record_would_be_is_listed_as_damaged(
     taospec: Runner, state_dir: Path
 ) -> None:

@@ -18,7 +18,7 @@ from typing import ParamSpec
 from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.ledger import LedgerCorrupt, Mark
-from taospec.ledger.record import require_text
+from taospec.ledger.record import check_job_id, require_text
 
 _P = ParamSpec("_P")
 EXIT_REFUSED = EXIT_JOB_FAILED
@@ -89,6 +89,7 @@ def mark(
     err_class: str | None,
 ) -> int:
     """Append a transition; a repeated terminal state appends nothing and says so."""
+    check_job_id(job_id)  # before the state root, as the recorder checks them
     change = Mark(state, message, source, backend_ref, err_class)
     marked = open_ledger().apply(job_id, change)
     if not marked.appended and message:
@@ -99,6 +100,7 @@ def mark(
 @refusing
 def show(job_id: str) -> int:
     """Print the record as the recorder's ``show`` does: indented JSON of the redacted record."""
+    check_job_id(job_id)  # before the state root, as the recorder checks them
     print(json.dumps(open_ledger().document(job_id), indent=2))
     return EXIT_OK
 
