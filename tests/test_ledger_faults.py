@@ -91,8 +91,12 @@ def test_record_list_reports_unreadable_records_and_goes_on(
     files = damaged(ledger, good.id)
     done = taospec("record", "list")
     assert done.returncode == 0
-    assert done.stdout == f"{good.id}\tdocker\tPENDING\t/r/{good.id}\n"
-    corrupt = sorted(f"{Path(name).stem}\t<corrupt>" for name in files)
+    # As the recorder lists them: a JSON object field by field, "?" where it lacks one,
+    # and the id it holds (copy-1 holds the good record), in file-name order.
+    line = f"{good.id}\tdocker\tPENDING\t/r/{good.id}"
+    assert done.stdout.splitlines() == [line, "foreign-1\t?\t?\t?", line]
+    unlisted = [name for name in files if name not in ("foreign-1.json", "copy-1.json")]
+    corrupt = sorted(f"{Path(name).stem}\t<corrupt>" for name in unlisted)
     assert sorted(done.stderr.splitlines()) == corrupt
     listed = taospec("ls")
     assert listed.returncode == 0

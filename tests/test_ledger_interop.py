@@ -155,3 +155,24 @@ def test_a_bad_id_and_a_bad_state_root_are_refused_in_the_recorders_order(
                 ours = taospec("record", *verb, env={"TAO_STATE_DIR": root})
                 mine = (ours.returncode, ours.stdout, ours.stderr)
                 assert mine == recorded(script, root, *verb), (root, verb)
+
+
+def test_the_recorder_lists_and_shows_partial_records_as_taospec_does(
+    taospec: Runner, state_dir: Path, tmp_path: Path, skill_bank: Path
+) -> None:
+    script = recorder_script(skill_bank, tmp_path)
+    job_id = open_and_mark(taospec)
+    jobs = state_dir / "jobs"
+    whole = json.loads((jobs / f"{job_id}.json").read_text())
+    partial = {
+        "empty": {},
+        "no-platform": {"id": "no-platform", "transitions": [{"state": "RUNNING"}]},
+        "nulls": {"id": None, "platform": None, "transitions": [{"state": 3}], "results_dir": []},
+        "no-steps": {**whole, "transitions": [], "platform": {"a": 1}},
+        "renamed": whole,
+    }
+    for name, data in partial.items():
+        (jobs / f"{name}.json").write_text(json.dumps(data))
+    (jobs / "torn.json").write_text('{"id": ')
+    ours = taospec("record", "list")
+    assert (ours.returncode, ours.stdout, ours.stderr) == recorded(script, state_dir, "list")

@@ -281,3 +281,46 @@ def test_a_long_option_may_be_shortened_as_the_recorders_argparse_allows(
     assert json.loads(taospec("record", "show", job_id).stdout)["transitions"][-1]["state"] == (
         "RUNNING"
     )
+
+
+def test_list_prints_a_partial_record_with_a_question_mark_in_each_missing_field(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # The recorder prints what a record has and "?" for a field it lacks, and any other
+    # value as Python's str() gives it; taospec printed every such record as <corrupt>.
+    job_id = opened(taospec, "--results-dir", "/out/a")
+    jobs = state_dir / "jobs"
+    whole = json.loads((jobs / f"{job_id}.json").read_text())
+    files = {
+        "a-empty": {},
+        "b-no-platform": {"id": "b-no-platform", "transitions": [{"state": "RUNNING"}],
+                          "results_dir": "/r"},
+        "c-nulls": {"id": None, "platform": None, "transitions": [{"state": None}],
+                    "results_dir": 7},
+        "d-no-steps": {**whole, "transitions": []},
+        "e-renamed": whole,  # the id it holds is printed, not its file's name
+        # The recorder stops the listing with a traceback on these; taospec prints "?"
+        # for the state it cannot read, and the listing goes on.
+        "f-stateless-step": {"id": "f", "transitions": [{"ts": "now"}]},
+        "g-steps-text": {"id": "g", "transitions": "RUNNING"},
+    }  # fmt: skip
+    for name, data in files.items():
+        (jobs / f"{name}.json").write_text(json.dumps(data))
+    # not an object: the recorder stops with a traceback; taospec calls it corrupt, goes on
+    (jobs / "h-list.json").write_text("[1, 2]")
+    (jobs / "i-null.json").write_text("null")
+    done = taospec("record", "list")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "a-empty\t?\t?\t?",
+        "b-no-platform\t?\tRUNNING\t/r",
+        "None\tNone\tNone\t7",
+        f"{job_id}\tdocker\t?\t/out/a",
+        f"{job_id}\tdocker\tPENDING\t/out/a",
+        f"{job_id}\tdocker\tPENDING\t/out/a",
+        "f\t?\t?\t?",
+        "g\t?\t?\t?",
+    ]
+    assert done.stderr == "h-list\t<corrupt>\ni-null\t<corrupt>\n"
+    as_json = [json.loads(line) for line in taospec("record", "list", "--json").stdout.splitlines()]
+    assert [r["id"] for r in as_json] == [job_id]  # --json lists whole records only

@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ParamSpec
 
 from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
-from taospec.ledger import LedgerCorrupt, Mark
+from taospec.ledger import Ledger, LedgerCorrupt, Mark
 from taospec.ledger.record import check_job_id, require_text
 
 _P = ParamSpec("_P")
@@ -109,18 +109,46 @@ def show(job_id: str) -> int:
 def list_records(*, as_json: bool) -> int:
     """One line per record in file-name order: id, platform, last state, results_dir.
 
-    An unreadable record prints ``<name>\\t<corrupt>`` on stderr and the listing
-    goes on. ``as_json`` prints each record as a JSON line with its ``state``.
+    Each field is printed as the recorder prints it (:func:`listed_line`). A file
+    that holds no JSON object prints ``<name>\\t<corrupt>`` on stderr and the
+    listing goes on. ``as_json`` prints each whole record as a JSON line with its
+    ``state``, and every other file as ``<corrupt>``.
     """
     ledger = open_ledger()
     for path, found in ledger.files():
-        if isinstance(found, LedgerCorrupt):
-            name = path.rpartition("/")[2].removesuffix(".json")
+        name = path.rpartition("/")[2].removesuffix(".json")
+        line = None if isinstance(found, LedgerCorrupt) else _listed(ledger, path, found, as_json)
+        if line is None:
             print(f"{name}\t<corrupt>", file=sys.stderr, flush=True)
-        elif as_json:
-            print(json.dumps({**ledger.shown(found), "state": found.state}))
         else:
-            shown = ledger.shown(found, "platform", "results_dir")
-            last = found.transitions[-1].state
-            print(f"{found.id}\t{shown['platform']}\t{last}\t{shown['results_dir']}")
+            print(line)
     return EXIT_OK
+
+
+def _listed(ledger: Ledger, path: str, data: object, as_json: bool) -> str | None:
+    """The line listing the JSON ``data`` read from ``path``; None when it is not to be listed."""
+    if as_json:
+        try:
+            record = ledger.typed(path, data)
+        except LedgerCorrupt:
+            return None
+        return json.dumps({**ledger.shown(record), "state": record.state})
+    if not isinstance(data, dict):
+        return None  # the recorder stops the listing with a traceback here
+    name = path.rpartition("/")[2].removesuffix(".json")
+    return listed_line(name, ledger.redacted(data))
+
+
+def listed_line(name: str, data: Mapping[str, object]) -> str:
+    """The recorder's line for the record ``data`` in ``<name>.json``.
+
+    A field the record lacks is ``?`` (the id: the file's name), any other value is
+    printed as ``str()`` prints it (``None`` for null). Where the recorder stops
+    with a traceback, on transitions whose last item has no state, the state is ``?``.
+    """
+    steps = data.get("transitions")
+    state: object = "?"
+    if isinstance(steps, list) and steps and isinstance(steps[-1], dict):
+        state = steps[-1].get("state", "?")
+    fields = (data.get("id", name), data.get("platform", "?"), state, data.get("results_dir", "?"))
+    return "\t".join(map(str, fields))

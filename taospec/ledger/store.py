@@ -409,8 +409,9 @@ class Ledger:
         matching = (r for r in newest if state is None or r.state == state)
         return list(itertools.islice(matching, limit))
 
-    def files(self) -> Iterator[tuple[str, Record | LedgerCorrupt]]:
-        """Every record file in name order (as the recorder lists), with its record or fault.
+    def files(self) -> Iterator[tuple[str, object]]:
+        """Every record file in name order (as the recorder lists them), with its JSON as read
+        (any JSON value) or the :class:`LedgerCorrupt` that says why it has none.
 
         Temp files of writers that died are removed on the way.
         """
@@ -419,9 +420,20 @@ class Ledger:
         for job_id in sorted(folder.record_ids, key=lambda i: f"{i}.json"):
             path = self._record_path(job_id)
             try:
-                yield path, self._parse_file(path, job_id)
+                yield path, _decode(_read_bytes(path), path)
+            except FileNotFoundError:
+                continue  # removed since the scan
             except LedgerCorrupt as fault:
                 yield path, fault
+
+    def typed(self, path: str, data: object) -> Record:
+        """The record ``data``, read from the record file ``path``, holds; :class:`LedgerCorrupt`
+        unless it is a whole record of the id the file's name gives."""
+        record = parse_record(data, path)
+        named = path.rpartition("/")[2].removesuffix(".json")
+        if record.id != named:
+            raise LedgerCorrupt(f"{path}: holds the record of {record.id}, not {named}")
+        return record
 
     def _newest_first(self, warn: Warn) -> Iterator[Record]:
         if not os.path.exists(self.journal_path):
