@@ -324,3 +324,31 @@ def test_list_prints_a_partial_record_with_a_question_mark_in_each_missing_field
     assert done.stderr == "h-list\t<corrupt>\ni-null\t<corrupt>\n"
     as_json = [json.loads(line) for line in taospec("record", "list", "--json").stdout.splitlines()]
     assert [r["id"] for r in as_json] == [job_id]  # --json lists whole records only
+
+
+def test_list_lists_every_json_file_as_the_recorder_finds_them(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # The recorder lists Path.glob("*.json"), which, unlike glob.glob, matches dot-named
+    # files too, and names that are no job id; taospec listed only valid ids.
+    job_id = opened(taospec, "--results-dir", "/out/a")
+    assert taospec("record", "mark", job_id, "--state", "RUNNING").returncode == 0
+    jobs = state_dir / "jobs"
+    (jobs / ".hidden.json").write_bytes((jobs / f"{job_id}.json").read_bytes())
+    (jobs / ".json").write_text("{}")  # pathlib's stem of ".json" is ".json"
+    (jobs / "a b.json").write_text('{"platform": "slurm"}')
+    (jobs / ".torn.json").write_text("")
+    (jobs / "upper.JSON").write_text("{}")  # the pattern is case-sensitive
+    done = taospec("record", "list")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{job_id}\tdocker\tRUNNING\t/out/a",
+        ".json\t?\t?\t?",
+        "a b\tslurm\t?\t?",
+        f"{job_id}\tdocker\tRUNNING\t/out/a",
+    ]
+    assert done.stderr == ".torn\t<corrupt>\n"
+    # plain ls lists the ledger's records, by id, as before
+    listed = taospec("ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["id"] for r in map(json.loads, listed.stdout.splitlines())] == [job_id]

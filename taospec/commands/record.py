@@ -116,10 +116,9 @@ def list_records(*, as_json: bool) -> int:
     """
     ledger = open_ledger()
     for path, found in ledger.files():
-        name = path.rpartition("/")[2].removesuffix(".json")
         line = None if isinstance(found, LedgerCorrupt) else _listed(ledger, path, found, as_json)
         if line is None:
-            print(f"{name}\t<corrupt>", file=sys.stderr, flush=True)
+            print(f"{stem(path)}\t<corrupt>", file=sys.stderr, flush=True)
         else:
             print(line)
     return EXIT_OK
@@ -135,8 +134,14 @@ def _listed(ledger: Ledger, path: str, data: object, as_json: bool) -> str | Non
         return json.dumps({**ledger.shown(record), "state": record.state})
     if not isinstance(data, dict):
         return None  # the recorder stops the listing with a traceback here
-    name = path.rpartition("/")[2].removesuffix(".json")
-    return listed_line(name, ledger.redacted(data))
+    return listed_line(stem(path), ledger.redacted(data))
+
+
+def stem(path: str) -> str:
+    """The name of the file at ``path`` without ``.json``, as pathlib's ``stem`` gives it:
+    the recorder names a file so. A name that is only ``.json`` has no suffix to drop."""
+    name = path.rpartition("/")[2]
+    return name[: -len(".json")] if len(name) > len(".json") else name
 
 
 def listed_line(name: str, data: Mapping[str, object]) -> str:

@@ -410,15 +410,18 @@ class Ledger:
         return list(itertools.islice(matching, limit))
 
     def files(self) -> Iterator[tuple[str, object]]:
-        """Every record file in name order (as the recorder lists them), with its JSON as read
-        (any JSON value) or the :class:`LedgerCorrupt` that says why it has none.
+        """Every ``*.json`` file in name order, with its JSON as read (any JSON value) or the
+        :class:`LedgerCorrupt` that says why it has none.
+
+        These are the files the recorder lists, found as its ``Path.glob("*.json")`` finds
+        them: dot-named ones too, and ones whose name is no job id.
 
         Temp files of writers that died are removed on the way.
         """
-        folder = self._scan()
-        durable.sweep_stale_temps(self.jobs_dir, folder.temps)
-        for job_id in sorted(folder.record_ids, key=lambda i: f"{i}.json"):
-            path = self._record_path(job_id)
+        names, temps = self._entries()
+        durable.sweep_stale_temps(self.jobs_dir, temps)
+        for name in sorted(names):
+            path = f"{self.jobs_dir}/{name}"
             try:
                 yield path, _decode(_read_bytes(path), path)
             except FileNotFoundError:
@@ -508,23 +511,28 @@ class Ledger:
 
     def _scan(self) -> listing.Scan:
         """One look at the jobs folder: record files (not temps, locks or sidecars) and temps."""
-        records: list[str] = []
-        temps: list[str] = []
+        names, temps = self._entries()
+        ids = (name[: -len(".json")] for name in names)
+        return listing.Scan(tuple(i for i in ids if check_id_quietly(i)), temps)
+
+    def _entries(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names in the jobs folder that end in ``.json``, and the writers' temp files."""
+        found = []
+        temps = []
         try:
             entries = os.scandir(self.jobs_dir)
         except FileNotFoundError:
-            return listing.Scan((), ())
+            return (), ()
         except NotADirectoryError:
             raise _not_a_folder(self.jobs_dir) from None
         with entries:
             for entry in entries:
                 name = entry.name
-                if name.startswith("."):
-                    if name.endswith(".tmp"):
-                        temps.append(name)
-                elif name.endswith(".json") and check_id_quietly(name[: -len(".json")]):
-                    records.append(name[: -len(".json")])
-        return listing.Scan(tuple(records), tuple(temps))
+                if name.endswith(".json"):
+                    found.append(name)
+                elif name.startswith(".") and name.endswith(".tmp"):
+                    temps.append(name)
+        return tuple(found), tuple(temps)
 
     def _sweep_remembered(self) -> None:
         """On this ledger's first write: remove the dead writers' temp files ``ls`` last saw.
