@@ -180,3 +180,9 @@ def test_the_recorder_lists_and_shows_partial_records_as_taospec_does(
     (jobs / ".copy.json").write_bytes((jobs / f"{job_id}.json").read_bytes())
     ours = taospec("record", "list")
     assert (ours.returncode, ours.stdout, ours.stderr) == recorded(script, state_dir, "list")
+    (jobs / "listed.json").write_text('[1, {"a": null}]')
+    for name in (*partial, "listed"):
+        shown = taospec("record", "show", name)
+        assert (shown.returncode, shown.stdout, shown.stderr) == recorded(
+            script, state_dir, "show", name
+        ), name

@@ -352,3 +352,33 @@ def test_list_lists_every_json_file_as_the_recorder_finds_them(
     listed = taospec("ls", "--json")
     assert listed.returncode == 0, listed.stderr
     assert [r["id"] for r in map(json.loads, listed.stdout.splitlines())] == [job_id]
+
+
+def test_show_prints_whatever_json_a_record_file_holds(taospec: Runner, state_dir: Path) -> None:
+    # The recorder's show prints the file's JSON, indented, whatever its shape; taospec
+    # refused a record that failed its schema.
+    job_id = opened(taospec, "--results-dir", "/out/a")
+    jobs = state_dir / "jobs"
+    whole = json.loads((jobs / f"{job_id}.json").read_text())
+    token = "nvapi-" + "P" * 40
+    files = {
+        "empty": {},
+        "no-platform": {"id": "no-platform", "transitions": [{"state": "RUNNING"}]},
+        "renamed": whole,
+        "listed": [1, None, {"message": f"docker login -p {token}"}],
+    }
+    for name, data in files.items():
+        (jobs / f"{name}.json").write_text(json.dumps(data))
+        done = taospec("record", "show", name)
+        assert (done.returncode, done.stderr) == (0, ""), name
+        assert token not in done.stdout
+        shown = json.loads(done.stdout)
+        assert done.stdout == json.dumps(shown, indent=2) + "\n"
+        if name != "listed":
+            assert shown == data
+    assert shown == [1, None, {"message": "docker login -p <redacted>"}]
+    # where the recorder stops with a traceback (exit 1), taospec says what is wrong
+    (jobs / "torn.json").write_text('{"id": ')
+    done = taospec("record", "show", "torn")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"{jobs}/torn.json: not valid JSON (")

@@ -340,13 +340,20 @@ class Ledger:
         """The record of ``job_id``; :class:`UnknownJob` if there is none."""
         return self._read(check_job_id(job_id))[1]
 
-    def document(self, job_id: str) -> Document:
-        """The record of ``job_id`` as its file holds it, keys in its order, redacted again.
+    def document(self, job_id: str) -> object:
+        """The JSON in the record file of ``job_id``, keys in its order, redacted again.
 
-        This is what the recorder's ``show`` prints: records are redacted when
-        written, and once more when shown in case another writer did not.
+        This is what the recorder's ``show`` prints, whatever the file holds: a record
+        that lacks fields, another id's record, any JSON value. Records are redacted when
+        written, and once more when shown in case another writer did not. Raises
+        :class:`UnknownJob` if there is no file, :class:`LedgerCorrupt` if it holds no JSON.
         """
-        return self.redacted(self._read(check_job_id(job_id))[0])
+        path = self._record_path(check_job_id(job_id))
+        try:
+            raw = _read_bytes(path)
+        except FileNotFoundError:
+            raise UnknownJob(f"no job-record at {path}") from None
+        return redact_document(_decode(raw, path), self._text, self._location)
 
     def shown(self, record: Record, *fields: str) -> Document:
         """``record``'s document as a listing prints it (only ``fields``, when named),
