@@ -174,6 +174,7 @@ def test_the_recorder_lists_and_shows_partial_records_as_taospec_does(
     for name, data in partial.items():
         (jobs / f"{name}.json").write_text(json.dumps(data))
     (jobs / "torn.json").write_text('{"id": ')
+    (jobs / "bom.json").write_bytes(b'\xef\xbb\xbf{"id": "bom"}')
     # the recorder's Path.glob("*.json") finds dot-named files and names that are no id
     for name in (".hidden.json", ".json", "a b.json", ".torn.json"):
         (jobs / name).write_bytes((jobs / f"{job_id}.json").read_bytes()[: len(name) * 3])

@@ -382,3 +382,21 @@ def test_show_prints_whatever_json_a_record_file_holds(taospec: Runner, state_di
     done = taospec("record", "show", "torn")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"{jobs}/torn.json: not valid JSON (")
+
+
+def test_a_record_file_that_is_not_utf8_text_is_corrupt_to_list_and_show(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # The recorder reads a record as UTF-8 text, so a BOM or UTF-16 is no JSON to it (list:
+    # <corrupt>; show: a traceback); taospec's bytes decoder took both as JSON.
+    jobs = state_dir / "jobs"
+    jobs.mkdir()
+    (jobs / "bom.json").write_bytes(b'\xef\xbb\xbf{"id": "bom"}')
+    (jobs / "wide.json").write_bytes('{"id": "wide"}'.encode("utf-16"))
+    listed = taospec("record", "list")
+    assert (listed.returncode, listed.stdout) == (0, "")
+    assert listed.stderr == "bom\t<corrupt>\nwide\t<corrupt>\n"
+    for name, why in (("bom", "not valid JSON (Unexpected UTF-8 BOM"), ("wide", "not UTF-8")):
+        shown = taospec("record", "show", name)
+        assert (shown.returncode, shown.stdout) == (1, "")
+        assert shown.stderr.startswith(f"{jobs}/{name}.json: {why}"), shown.stderr

@@ -353,7 +353,7 @@ class Ledger:
             raw = _read_bytes(path)
         except FileNotFoundError:
             raise UnknownJob(f"no job-record at {path}") from None
-        return redact_document(_decode(raw, path), self._text, self._location)
+        return redact_document(_decode_text(raw, path), self._text, self._location)
 
     def shown(self, record: Record, *fields: str) -> Document:
         """``record``'s document as a listing prints it (only ``fields``, when named),
@@ -430,7 +430,7 @@ class Ledger:
         for name in sorted(names):
             path = f"{self.jobs_dir}/{name}"
             try:
-                yield path, _decode(_read_bytes(path), path)
+                yield path, _decode_text(_read_bytes(path), path)
             except FileNotFoundError:
                 continue  # removed since the scan
             except LedgerCorrupt as fault:
@@ -671,7 +671,17 @@ def _not_a_folder(jobs_dir: str) -> InvalidInput:
     return InvalidInput(f"TAO_STATE_DIR is not a directory: {root}")
 
 
-def _decode(raw: bytes, path: str) -> object:
+def _decode_text(raw: bytes, path: str) -> object:
+    """The JSON in ``raw`` read as the recorder reads a record file: as UTF-8 text, so
+    a byte order mark, or UTF-16, is no JSON (:func:`_decode` takes both)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerCorrupt(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _decode(text, path)
+
+
+def _decode(raw: bytes | str, path: str) -> object:
     if not raw:
         raise LedgerCorrupt(f"{path}: empty (an open in progress, or one that was cut short)")
     try:
