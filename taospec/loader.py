@@ -33,7 +33,7 @@ from taospec.job import (
     Target,
     matching,
 )
-from taospec.rules import check, split_command
+from taospec.rules import check, secret_literals, split_command
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
@@ -96,6 +96,8 @@ def _load_text(
 
 def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
     problems = check(source, images)
+    named = _naming_problem(source, (), "the job file's name", file.stem)
+    problems += [named] if named else []
     for key in ("needs", "matrix"):
         if key in source.data:
             problems.append(
@@ -130,11 +132,29 @@ _MARK_MESSAGE = (
 )
 
 
+_NAMING_MESSAGE = (
+    "{what} holds what looks like a credential ({found}), and it names a target, which every "
+    "plan, listing and state file shows: name it otherwise"
+)
+
+
+def _naming_problem(source: Source, where: JsonPath, what: str, text: str) -> Problem | None:
+    """A credential in what names a target (a job's name, a matrix key or value)."""
+    found = secret_literals(text)
+    if not found:
+        return None
+    key = what != "the matrix value"
+    return source.problem(where, _NAMING_MESSAGE.format(what=what, found=found[0]), key=key)
+
+
 def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Problem]:
-    """Duplicate matrix values, and matrices past :data:`MAX_TARGETS`, before any expansion."""
+    """Duplicate matrix values, names that hold a credential, and matrices past
+    :data:`MAX_TARGETS`, before any expansion."""
     problems: list[Problem] = []
     total = 0
     for base, own in source.data["jobs"].items():
+        named = _naming_problem(source, ("jobs", base), "the job's name", str(base))
+        problems += [named] if named else []
         merged = merge(defaults, own or {})
         matrix = merged.get("matrix")
         if not isinstance(matrix, dict):
@@ -144,10 +164,14 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
         for key, values in matrix.items():
             values = values if isinstance(values, list) else []
             count *= len(values)
+            named = _naming_problem(source, ("jobs", base, "matrix", key), "the matrix key", key)
+            problems += [named] if named else []
             first: set[str] = set()
             for index, value in enumerate(matrix_value(v) for v in values):
                 where: JsonPath = ("jobs", base, "matrix", key, index)
-                if any(mark in value for mark in NAME_MARKS):
+                if (named := _naming_problem(source, where, "the matrix value", value)) is not None:
+                    problems.append(named)
+                elif any(mark in value for mark in NAME_MARKS):
                     problems.append(_at(source, where, _MARK_MESSAGE.format(key=key, value=value)))
                 elif value not in first:
                     first.add(value)

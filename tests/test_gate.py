@@ -263,6 +263,53 @@ def test_a_pipeline_job_named_after_a_passed_value_is_refused_at_its_name(
     assert list(state_dir.iterdir()) == []
 
 
+NAMING_TOKEN = "nvapi-" + "Nq8Zr7XwLmNpQ4sTuV2yBcDe"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "where"),
+    [
+        (f"  {NAMING_TOKEN}:\n    action: b\n", ":5:3: $.jobs['<redacted>']: the job's name holds"),
+        (
+            f"  t:\n    action: b\n    matrix: {{k: [1, {NAMING_TOKEN}]}}\n",
+            ":7:21: $.jobs.t.matrix.k[1]: the matrix value holds",
+        ),
+        (
+            f"  t:\n    action: b\n    matrix: {{ghp_{'Zr7XwLmNpQ4sTuV2' * 3}: [1]}}\n",
+            ":7:14: $.jobs.t.matrix.<redacted>: the matrix key holds",
+        ),
+        (
+            "  t:\n    action: b\n    matrix: {k: ['Bearer Zr7XwLmNpQ4sTuV2']}\n",
+            ":7:18: $.jobs.t.matrix.k[0]: the matrix value holds",
+        ),
+    ],
+)
+def test_what_names_a_target_is_refused_when_it_holds_a_credential(
+    taospec: Runner, tmp_path: Path, state_dir: Path, jobs: str, where: str
+) -> None:
+    # a matrix value only names its target: it passed validate, and render, the JSON plan,
+    # run -n and run --check printed the token in the target's name
+    path = write(tmp_path / "p.yaml", (
+        f"version: 1\ndefaults: {{network_arch: a, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'r'}, command: 'true'}}\njobs:\n{jobs}"
+    ))  # fmt: skip
+    for verb in (("validate",), ("render",), ("run", "-n"), ("run", "--check"), ("graph",)):
+        done = taospec(*verb, path)
+        refused(done, f"{path}{where} what looks like a credential")
+        assert "Zr7XwLmNpQ4sTuV2" not in done.stdout + done.stderr, verb
+    assert list(state_dir.iterdir()) == []
+
+
+def test_a_job_file_named_like_a_credential_is_refused(taospec: Runner, tmp_path: Path) -> None:
+    # its name names its target, which render printed in the plan's header and target
+    path = job(tmp_path, name=f"{NAMING_TOKEN}.yaml")
+    for verb in ("validate", "render"):
+        done = taospec(verb, path)
+        assert done.returncode == 2, done.stderr
+        assert "$: the job file's name holds what looks like a credential" in done.stderr
+        assert NAMING_TOKEN not in done.stdout + done.stderr
+
+
 def test_validate_redacts_what_it_prints(taospec: Runner, tmp_path: Path) -> None:
     token = "nvapi-" + "Qx7Rk2Wm9Lp4Zt8Yv3Nb6Hc1"
     folder = tmp_path / token
