@@ -199,9 +199,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
                 "the launcher's environment and is never written down",
                 key=True,
             )
-        elif isinstance(value, str) and secret_literals(
-            value, fill=plan_fill(source.data, "JOB_ID")
-        ):
+        elif isinstance(value, str) and _passed_as_literal(source, str(name), value):
             yield source.problem(
                 path,
                 f"the value of {name} looks like a credential; pass it by name under env.pass",
@@ -321,6 +319,9 @@ def _description(finding: lint.Finding) -> str:
 
 ARGUMENT_LISTS = (("command",), ("notify",), ("docker", "extra_args"), ("slurm", "extra_sbatch"))
 """Lists of arguments that reach a command line as they are, one word an item."""
+FOLLOWED_BY = {("docker", "extra_args"): "IMAGE"}
+"""What comes right after a list on its command line, where a last flag would take it for
+its value: ``docker run``'s image follows its extra arguments (``--token IMAGE``)."""
 
 
 def _secret_rules(source: Source) -> Iterator[Problem]:
@@ -365,7 +366,8 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
         if path == ("command",) and isinstance(words, str):
             words = _words_or_none(words)  # the words argv gets: nvapi-x\y is nvapi-xy
         if path not in said and isinstance(words, list) and all(isinstance(w, str) for w in words):
-            pair = lint.lint_argv(words)
+            following = FOLLOWED_BY.get(path)
+            pair = lint.lint_argv([*words, following] if following else words)
             if pair:
                 yield source.problem(path, message.format(_description(pair[0])))
                 in_spec = in_spec or path[:1] == ("spec",)
@@ -801,6 +803,13 @@ def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:
                     ("mounts", index, key),
                     "pyxis's --container-mounts cannot carry a path with ',' or ':'",
                 )
+
+
+def _passed_as_literal(source: Source, name: str, value: str) -> bool:
+    """Whether ``env.set``'s ``name: value`` carries a credential: the value, or the
+    ``NAME=value`` word the plan passes (``AUTHORIZATION=x`` reads as a header)."""
+    fill = plan_fill(source.data, "JOB_ID")
+    return bool(secret_literals(value, fill=fill) or secret_literals(f"{name}={value}", fill=fill))
 
 
 def _image_rules(source: Source, images: Images) -> Iterator[Problem]:

@@ -552,6 +552,44 @@ def test_a_remote_script_judges_the_spec_file_as_the_document_it_is(
         refused(taospec(verb, path), f"{path}:10:11: $.spec.x: holds what looks like a credential")
 
 
+AUTHORIZATION_SET = "env: {set: {AUTHORIZATION: not-a-secret}}\n"
+
+
+@pytest.mark.parametrize(
+    ("platform", "extra", "where"),
+    [
+        # the plan passes AUTHORIZATION=x, which reads as a header; validate judged x alone
+        ("local", AUTHORIZATION_SET, ":9:28: $.env.set.AUTHORIZATION: "),
+        ("docker", AUTHORIZATION_SET, ":9:28: $.env.set.AUTHORIZATION: "),
+        # docker run's image follows extra_args, and a last --token takes it for its value
+        ("docker", "docker: {extra_args: [--label, --token]}\n", ":9:22: $.docker.extra_args: "),
+    ],
+)  # fmt: skip
+def test_what_the_plan_s_lint_reads_in_a_pair_validate_refuses_at_its_place(
+    taospec: Runner, tmp_path: Path, platform: str, extra: str, where: str
+) -> None:
+    # both passed validate; render and run --check refused them at 1:1 $
+    path = job(tmp_path, extra)
+    path.write_text(path.read_text().replace("platform: docker", f"platform: {platform}"))
+    for verb in ("validate", "render", "run"):
+        said = taospec(verb, "--check", path) if verb == "run" else taospec(verb, path)
+        refused(said, f"{path}{where}")
+
+
+@pytest.mark.parametrize(
+    "host", ["ssh://-oProxyCommand=x", "ssh://-oProxyCommand=x@gpu-box", "ssh://u@gpu-box:0"]
+)
+def test_a_docker_host_ssh_would_read_as_an_option_is_refused(
+    taospec: Runner, tmp_path: Path, host: str
+) -> None:
+    # slurm.login and brev.instance refused a leading dash; docker.host took it to ssh
+    path = job(tmp_path, f"docker: {{host: '{host}'}}\n")
+    for verb in ("validate", "render"):
+        refused(taospec(verb, path), f"{path}:9:16: $.docker.host: {host!r} is not valid here")
+    path.write_text(path.read_text().replace(host, "ssh://u@gpu-box:2222"))
+    assert taospec("validate", path).returncode == 0
+
+
 def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
     taospec: Runner, tmp_path: Path
 ) -> None:
