@@ -30,6 +30,7 @@ environment variables. Everything here is pure and standard library only.
 
 from __future__ import annotations
 
+import binascii
 import bisect
 import functools
 import itertools
@@ -85,6 +86,11 @@ _MESSAGES = {
         'variable ("{s}: $TOKEN")'
     ),
     "bearer-token": "an inline {s} appears; read it from an environment variable",
+    "basic-credential": "an inline {s} appears; read it from an environment variable",
+    "password-option": (
+        "a password is given inline to {s} (read it from an environment variable, or a file "
+        "the tool reads)"
+    ),
     "aws-secret-key": (
         "{s} is given an inline AWS secret access key; pass it by name or use a profile"
     ),
@@ -1142,6 +1148,59 @@ def _loose_bearer_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("bearer-token", "bearer token", *match.span("value"))
 
 
+_BASIC = _lazy(
+    r"(?<![A-Za-z0-9_-])(?i:basic)[ \t]+(?P<value>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])"
+)
+
+
+def _basic_hits(text: str) -> Iterator[_Hit]:
+    """``Basic <base64>`` whose base64 reads as ``user:password``, header name or not."""
+    if _may_hold(text, "basic"):
+        for match in _BASIC().finditer(text):
+            value = match["value"]
+            try:
+                decoded = binascii.a2b_base64(value + "=" * (-len(value) % 4))
+            except (binascii.Error, ValueError):
+                continue
+            _, colon, password = decoded.partition(b":")
+            if colon and password and all(32 <= byte < 127 for byte in decoded):
+                yield _Hit("basic-credential", "Basic credential", *match.span("value"))
+
+
+_PASSWORD_TOOL = _lazy(
+    r"(?<![\w./-])(?:[\w.-]*/)*(?P<tool>curl|sshpass|mysql|mysqldump|mysqladmin|mariadb)"
+    r"(?=[ \t])"
+)
+_OPTION_VALUE = r"(?P<q>['\"]?)(?P<value>[^ \t'\"\n;|&(),][^ \t'\"\n;|&()]*)"
+_PASSWORD_OPTIONS = {
+    "curl": _lazy(r"[ \t](?P<flag>-u|--user|-U|--proxy-user)(?:=|[ \t]+)?" + _OPTION_VALUE),
+    "sshpass": _lazy(r"[ \t](?P<flag>-p)[ \t]*" + _OPTION_VALUE),
+    "mysql": _lazy(r"[ \t](?P<flag>-p)" + _OPTION_VALUE),  # -p alone asks for it
+}
+_COMMAND_END = _lazy(r"[\n;|&]")
+
+
+def _password_option_hits(text: str) -> Iterator[_Hit]:
+    """A password given to a tool's own option: ``curl -u user:password``,
+    ``sshpass -p password``, ``mysql -ppassword`` (and mysqldump, mysqladmin, mariadb)."""
+    for tool in _PASSWORD_TOOL().finditer(text):
+        name = tool["tool"]
+        option = _PASSWORD_OPTIONS.get(name, _PASSWORD_OPTIONS["mysql"])()
+        end = _COMMAND_END().search(text, tool.end())
+        for match in option.finditer(text, tool.end(), end.start() if end else len(text)):
+            start, stop = match.span("value")
+            if match["q"]:  # a quoted value runs to its closing quote
+                closing = text.find(match["q"], start)
+                stop = closing if closing >= 0 else len(text)
+            if name == "curl":  # user:password; the user is kept
+                colon = text.find(":", start, stop)
+                if colon < 0:
+                    continue
+                start = colon + 1
+            if start < stop and _carries_literal(text[start:stop]):
+                yield _Hit("password-option", f"{name} {match['flag']}", start, stop)
+
+
 def _free_text_hits(text: str) -> Iterator[_Hit]:
     """Every free-text rule."""
     if "=" in text:
@@ -1152,6 +1211,8 @@ def _free_text_hits(text: str) -> Iterator[_Hit]:
     yield from _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
     yield from _bare_aws_key_hits(text)
     yield from _loose_bearer_hits(text)
+    yield from _basic_hits(text)
+    yield from _password_option_hits(text)
     yield from _pem_hits(text, _CERTIFICATE, "pem-block")
 
 
@@ -1313,10 +1374,13 @@ def _filled(match: re.Match[str]) -> str:
 
 _QUIET_LENGTH = 40
 """Text shorter than this holds no 40-character AWS secret key (bare or after its name)."""
-_RULE_MARK = _lazy(r"[=:]|(?<![A-Za-z0-9])-|" + _ANY_TOKEN_PREFIX + r"|(?i:bearer|authorization)")
+_RULE_MARK = _lazy(
+    r"[=:]|(?<![A-Za-z0-9])-|" + _ANY_TOKEN_PREFIX + r"|(?i:bearer|authorization|basic)"
+)
 """What some rule needs in ASCII text: ``=`` or ``:``; a dash no letter or digit comes
 right before (one that may start a word, ``-p`` or ``'--token'``, or a ``--``; a
-``LEVIR-CD`` dash cannot); a token prefix; ``bearer`` or ``authorization`` in any case."""
+``LEVIR-CD`` dash cannot); a token prefix; ``bearer``, ``authorization`` or ``basic`` in
+any case."""
 
 
 def _may_hold_secret(text: str) -> bool:
@@ -1432,7 +1496,7 @@ def _redact_fully(text: str, secrets: Sequence[str]) -> str:
 
 _PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
 """Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
-_PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer)|[A-Za-z0-9]{40}")
+_PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer|basic)|[A-Za-z0-9]{40}")
 """What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
 
 
@@ -1447,7 +1511,8 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     Its alphabet lacks what the other rules key on (``- = : _ / @ " $ { [``, tabs and
     line breaks), so no shell word is a flag, an assignment or a header and no key,
     URL, JSON, YAML, PEM or ``sh -c`` rule can match. What can still be found is an
-    ``AKIA`` key, a JWT (``eyJ``), a bearer token or a 40-character AWS secret run,
+    ``AKIA`` key, a JWT (``eyJ``), a bearer token, a Basic credential or a 40-character
+    AWS secret run,
     each of which holds a literal of :data:`_PROSE_GATE`, and a known value: prose
     holding neither is inert. Both alphabets are ASCII, because ``(?i)`` reads some
     other letters as ASCII ones (the long s as ``s``, the Kelvin sign as ``k``): any

@@ -319,7 +319,7 @@ def _description(finding: lint.Finding) -> str:
 
 ARGUMENT_LISTS = (("command",), ("notify",), ("docker", "extra_args"), ("slurm", "extra_sbatch"))
 """Lists of arguments that reach a command line as they are, one word an item."""
-FOLLOWED_BY = {("docker", "extra_args"): "IMAGE"}
+FOLLOWED_BY: dict[JsonPath, str] = {("docker", "extra_args"): "IMAGE"}
 """What comes right after a list on its command line, where a last flag would take it for
 its value: ``docker run``'s image follows its extra arguments (``--token IMAGE``)."""
 
@@ -368,8 +368,9 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
         if path not in said and isinstance(words, list) and all(isinstance(w, str) for w in words):
             following = FOLLOWED_BY.get(path)
             pair = lint.lint_argv([*words, following] if following else words)
-            if pair:
-                yield source.problem(path, message.format(_description(pair[0])))
+            found = [_description(pair[0])] if pair else secret_literals(shlex.join(words))
+            if found:  # a tool's option and its value in two items: [curl, -u, "u:pw"]
+                yield source.problem(path, message.format(found[0]))
                 in_spec = in_spec or path[:1] == ("spec",)
     if not in_spec:
         yield from _spec_file_rules(source, message)

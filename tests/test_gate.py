@@ -590,6 +590,30 @@ def test_a_docker_host_ssh_would_read_as_an_option_is_refused(
     assert taospec("validate", path).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        ("\"sh -c 'curl -u bob:hunter2pw https://x'\"", ":8:10: $.command: "),
+        ("[curl, -u, 'bob:hunter2pw', 'https://x']", ":8:10: $.command: "),
+        ("[sh, -c, 'sshpass -p hunter2pw ssh h']", ":8:19: $.command[2]: "),
+        ("[mysqldump, -phunter2pw, db]", ":8:10: $.command: "),
+        ("[curl, -H, 'X-Auth: Basic Ym9iOmh1bnRlcjJwdw==', 'https://x']", ":8:21: $.command[2]: "),
+    ],
+)
+def test_a_password_given_to_a_tool_s_own_option_is_refused(
+    taospec: Runner, tmp_path: Path, command: str, where: str
+) -> None:
+    # the lint knew NAME=value, --password value and login -p, and these passed every
+    # check: the plan, argv and render's output carried the password
+    path = job(tmp_path)
+    path.write_text(path.read_text().replace("sh -c 'echo hi'", command))
+    for verb in ("validate", "render"):
+        said = taospec(verb, path)
+        refused(said, f"{path}{where}holds what looks like a credential")
+        assert "hunter2pw" not in said.stdout + said.stderr
+        assert "Ym9iOmh1bnRlcjJwdw" not in said.stdout + said.stderr
+
+
 def test_a_short_bearer_value_is_judged_by_what_the_plan_makes_of_it(
     taospec: Runner, tmp_path: Path
 ) -> None:

@@ -278,13 +278,15 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_WORD_TOKEN_PREFIX": "both token gates in one, for plain words",
         "_RULE_MARK": "the gate of a short job value, in find_secret_literals",
         "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
+        "_PASSWORD_TOOL": "finds a tool's name; its password options start with '-'",
+        "_COMMAND_END": "ends the command a tool's name starts",
     }
-    gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"}
+    gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
 
 
 @pytest.mark.parametrize(
-    "name", ["AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_AWS_SECRET_VALUE"]
+    "name", ["AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"]
 )
 def test_every_prose_match_of_a_rule_passes_the_prose_gate(name: str) -> None:
     @settings(max_examples=200, deadline=None)
