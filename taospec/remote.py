@@ -142,6 +142,13 @@ def ssh_argv(url: str) -> tuple[str, ...]:
         raise InvalidInput(
             f"docker.host {url!r}: the port is not a number", key=("docker", "host")
         ) from None
+    if parts.hostname.startswith("-") or (parts.username or "").startswith("-"):
+        raise InvalidInput(
+            f"docker.host {url!r}: ssh would read a host or user that starts with '-' as an option",
+            key=("docker", "host"),
+        )
+    if port == 0:
+        raise InvalidInput(f"docker.host {url!r}: port 0 is no port", key=("docker", "host"))
     destination = f"{parts.username}@{parts.hostname}" if parts.username else parts.hostname
     argv = ["ssh", "-o", "BatchMode=yes"]
     if port is not None:
