@@ -18,6 +18,7 @@ from taospec.errors import InvalidInput
 from taospec.job import JobFile
 from taospec.loader import load_jobfile_text
 from taospec.versions import VERSIONS_FILE, Images
+from taospec.yamlsrc import Source
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +117,9 @@ def versions_reader(where: GitFile, rev: str) -> tuple[str, str] | None:
     return None
 
 
-def load_at(where: GitFile, rev: str) -> JobFile | None:
-    """The job file at ``rev`` (None when it did not exist then), shown as its display name."""
+def load_at(where: GitFile, rev: str) -> tuple[JobFile, dict[str, Source]] | None:
+    """The job file at ``rev`` and the source of each target (None when it did not exist
+    then), shown as its display name."""
     if where.path not in existing(where.top, rev, [where.path]):
         return None
     text = show(where.top, rev, where.path)

@@ -1468,9 +1468,20 @@ def _environment_secrets() -> tuple[str, ...]:
 
 
 def _known_secrets(secret_values: Iterable[str]) -> list[str]:
-    """The given values long enough to look for, with those of the environment."""
+    """The given values long enough to look for, with those of the environment, each
+    also without the blanks around it and, when it spans lines, line by line."""
     values = itertools.chain(secret_values, _environment_secrets())
-    return sorted({value for value in values if len(value) >= MIN_SECRET_LENGTH})
+    return sorted({form for value in values for form in secret_forms(value)})
+
+
+def secret_forms(value: str) -> set[str]:
+    """The texts a secret ``value`` can show as, long enough to look for: itself, without
+    the blanks around it (a token file's CRLF) and, when it spans lines (a PEM key, JSON
+    credentials), each of its lines, since output is read and redacted line by line."""
+    forms = {value, value.strip()}
+    if "\n" in value or "\r" in value:
+        forms.update(line.strip() for line in value.splitlines())
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
 def _until_stable(text: str, rewrite: Callable[[str], str]) -> str:
@@ -1551,6 +1562,18 @@ def register(values: Iterable[str]) -> None:
 def redacted(text: str) -> str:
     """``text`` redacted, values given to :func:`register` too (for all taospec prints)."""
     return redact(text, _registered)
+
+
+def redacted_data(value: object) -> object:
+    """``value`` (JSON data) with every string, keys too, :func:`redacted`: before JSON
+    escapes a value (``"`` as ``\\"``, ``é`` as ``\\u00e9``) out of redaction's sight."""
+    if isinstance(value, str):
+        return redacted(value)
+    if isinstance(value, dict):
+        return {redacted(str(key)): redacted_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted_data(item) for item in value]
+    return value
 
 
 def redacted_location(text: str) -> str:

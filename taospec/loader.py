@@ -73,14 +73,16 @@ def load_located(
     return _load_text(read_text(given, display), display, file, images)
 
 
-def load_jobfile_text(text: str, display: str, images: Images | None = None) -> JobFile:
-    """:func:`load_jobfile` for the ``text`` of the job file at path ``display``.
+def load_jobfile_text(
+    text: str, display: str, images: Images | None = None
+) -> tuple[JobFile, dict[str, Source]]:
+    """:func:`load_located` for the ``text`` of the job file at path ``display``.
 
     Nothing is read from disk but what ``images`` reads: a job file as it was
     at a git revision is given with an :class:`Images` whose reader finds the
     versions.yaml of that revision.
     """
-    return _load_text(text, display, Path(display), images)[0]
+    return _load_text(text, display, Path(display), images)
 
 
 def _load_text(

@@ -133,30 +133,26 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
     """Values of the job's ``env.pass`` variables written in the job itself, where they would
     land in argv, the spec file or the plan (and the ledger, which redacts them, would keep
     paths and names that are not the job's)."""
-    if job.platform == "brev":
-        return []  # brev reads them on the instance
-    values = {
-        name: environ[name]
-        for name in job.env_pass
-        if len(environ.get(name, "")) >= lint.MIN_SECRET_LENGTH
+    values = {  # a Brev job reads them on the instance; this machine's are judged all the same
+        name: lint.secret_forms(environ[name]) for name in job.env_pass if name in environ
     }
     found = [
         source.problem(path, _WRITTEN.format(name=name), key=is_key)
         for path, text, is_key in rules.texts(source.data)
-        for name, value in values.items()
-        if value in text
+        for name, forms in values.items()
+        if any(form in text for form in forms)
     ]
     if isinstance(source, MergedSource) and source.job_path:  # a pipeline job: its name
         named = str(source.job_path[-1])  # is printed, recorded and stored as the target's
         found += [
             source.problem((), _NAMED.format(name=name))
-            for name, value in values.items()
-            if value in named
+            for name, forms in values.items()
+            if any(form in named for form in forms)
         ]
     found += [
         source.problem(("image",), _WRITTEN.format(name=name) + " (the image versions.yaml names)")
-        for name, value in values.items()
-        if not found and value in job.image
+        for name, forms in values.items()
+        if not found and any(form in job.image for form in forms)
     ]
     return found
 

@@ -243,6 +243,22 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
     assert short.returncode == 0, short.stderr
 
 
+def test_a_brev_job_is_refused_a_passed_value_written_in_it_like_any_other(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a Brev job reads the value on the instance, so the check passed it over, and render
+    # printed this machine's value of the variable written in the spec
+    value = "correcthorsebattery"
+    path = job(
+        tmp_path, f"brev: {{instance: box}}\nenv: {{pass: [GATE_VAR]}}\nspec: {{n: {value}}}\n"
+    )
+    path.write_text(path.read_text().replace("platform: docker", "platform: brev"))
+    for verb in (("render",), ("run", "-n")):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        refused(done, f"{path}:11:11: $.spec.n: holds the value of GATE_VAR")
+        assert value not in done.stdout + done.stderr
+
+
 def test_a_pipeline_job_named_after_a_passed_value_is_refused_at_its_name(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
@@ -1287,7 +1303,7 @@ def test_what_validate_passes_renders_for_any_value_anywhere(example: str) -> No
                 holder = holder[part]
             holder[place[-1]] = value
             try:
-                jobfile = loader.load_jobfile_text(yaml.safe_dump(data), str(path), images)
+                jobfile = loader.load_jobfile_text(yaml.safe_dump(data), str(path), images)[0]
             except SpecError:
                 continue
             except Exception as crashed:  # any other exception is a crash, reported as one

@@ -322,3 +322,49 @@ def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
     assert "recorded CANCELED" in str(failures[0])
     (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_passed_value_is_kept_out_of_every_form_of_output(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # status --json redacted the text JSON had already escaped ("..\"..", "\u00e9"), and
+    # a value spanning lines was looked for whole in output read a line at a time
+    value = 'quoted"value\\é-0123\nsecond-line-of-it'
+    passed = {"PLAIN_VAR": value}
+    spec = job_file(
+        tmp_path, 'sh -c \'printf "%s\\n" "$PLAIN_VAR"; sleep 30\'', env="{pass: [PLAIN_VAR]}"
+    )
+    done = taospec("run", "--detach", spec, env=passed)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    results = tmp_path / "results" / job_id
+    event = {"status": "RUNNING", "message": f"epoch 1 with {value}"}
+    (results / "status.json").write_text(json.dumps(event) + "\n")
+    wait_for(lambda: "second-line" in (results / "taospec.log").read_text())
+    said = [
+        taospec("status", "--json", job_id, env=passed),
+        taospec("status", job_id, env=passed),
+        taospec("logs", job_id, env=passed),
+    ]
+    assert taospec("cancel", job_id, env=passed).returncode == 0
+    for output in said:
+        assert output.returncode == 0, output.stderr
+        for form in (value, *value.splitlines(), json.dumps(value)[1:-1]):
+            assert form not in output.stdout + output.stderr
+    assert "epoch 1 with <redacted>" in json.loads(said[0].stdout)["progress"]["message"]
+    for path in state_dir.rglob("*"):
+        if path.is_file():
+            assert "second-line-of-it" not in path.read_text(errors="replace"), path
+
+
+def test_a_passed_value_written_in_the_job_is_found_without_its_line_ending(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # a token file's CRLF: the value with its "\r" is in no job, the token itself was
+    spec = job_file(
+        tmp_path, "cat {config_path}", env="{pass: [PLAIN_VAR]}", spec="{key: sekrit-0123}"
+    )
+    done = taospec("run", spec, env={"PLAIN_VAR": "sekrit-0123\r"})
+    assert done.returncode == 2, done.stderr
+    assert "$.spec.key: holds the value of PLAIN_VAR" in done.stderr
+    assert list(state_dir.iterdir()) == []

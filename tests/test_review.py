@@ -113,6 +113,30 @@ def test_diff_shows_a_changed_learning_rate_and_image_pin(taospec: Runner, repo:
     assert "6.1.0" in versions.read_text()
 
 
+@pytest.mark.parametrize("side", ["revision", "work tree"])
+def test_diff_refuses_a_passed_value_written_on_either_side(
+    taospec: Runner, repo: Path, side: str
+) -> None:
+    # diff printed "-  text: <the value>"; render refuses the same file
+    value = "correcthorsebattery"
+    spec = repo / "jobs" / "pipeline.yaml"
+    plain = spec.read_text().replace(
+        "  results_root: /tmp/taospec-review-results\n",
+        "  results_root: /tmp/taospec-review-results\n  env: {pass: [PLAIN_VAR]}\n",
+    )
+    written = plain.replace("optim: {lr: 0.0001}", f"optim: {{lr: 0.0001, note: {value}}}")
+    spec.write_text(written if side == "revision" else plain)
+    commit(repo, "a side")
+    spec.write_text(plain if side == "revision" else written)
+    for fmt in ("text", "json"):
+        done = in_repo(taospec, repo)(
+            "diff", "--format", fmt, "jobs/pipeline.yaml", env={"PLAIN_VAR": value}
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "holds the value of PLAIN_VAR" in done.stderr
+        assert value not in done.stdout + done.stderr
+
+
 def test_diff_between_two_commits_reads_only_git(taospec: Runner, repo: Path):
     first = git(repo, "rev-parse", "HEAD").strip()
     spec = repo / "jobs" / "pipeline.yaml"

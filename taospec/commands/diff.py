@@ -19,13 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import gitrev, plandiff
+from taospec import gitrev, plandiff, preflight
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.job import JobFile
-from taospec.loader import load_jobfile
+from taospec.lint import redacted, redacted_data
+from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
+from taospec.yamlsrc import Source
 
 WORK_TREE = "work tree"
 
@@ -72,10 +74,13 @@ def _is_revision(word: str) -> bool:
     return True
 
 
-def _plans(jobfile: JobFile | None) -> dict[str, str]:
-    """Each target's plan text, as ``render`` shows it."""
-    if jobfile is None:
+def _plans(loaded: tuple[JobFile, dict[str, Source]] | None) -> dict[str, str]:
+    """Each target's plan text, as ``render`` shows it, refused as render refuses it when
+    it writes a passed variable's value."""
+    if loaded is None:
         return {}
+    jobfile, sources = loaded
+    preflight.refuse_passed_values_shown(jobfile, sources, jobfile.targets)
     out = {}
     for name, target in jobfile.targets.items():
         upstream = upstream_stand_ins(target.needs)
@@ -90,10 +95,10 @@ def _side(where: gitrev.GitFile, rev: str | None, renamed: bool = False) -> dict
         label += f" (as {where.path})"
     try:
         if rev is None:
-            jobfile = load_jobfile(where.display) if os.path.lexists(where.display) else None
+            loaded = load_located(where.display) if os.path.lexists(where.display) else None
         else:
-            jobfile = gitrev.load_at(where, rev)
-        return _plans(jobfile)
+            loaded = gitrev.load_at(where, rev)
+        return _plans(loaded)
     except SpecError as exc:
         raise SideInvalid(where.display, label, str(exc)) from None
     except TaospecError as exc:
@@ -174,12 +179,12 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 for file, source, diffs in results
             ],
         }
-        print(json.dumps(document, indent=2))
+        print(json.dumps(redacted_data(document), indent=2))
     else:
         for file, source, diffs in results:
             if source:
-                print(f"{file}: renamed from {source} at {old_rev}")
+                print(redacted(f"{file}: renamed from {source} at {old_rev}"))
             for target in diffs:
-                print(f"{file}: {target.target}: {target.status}")
-                sys.stdout.write(target.diff)
+                print(redacted(f"{file}: {target.target}: {target.status}"))
+                sys.stdout.write(redacted(target.diff))
     return EXIT_JOB_FAILED if changed else EXIT_OK

@@ -10,7 +10,7 @@ from taospec.commands.session import ledger_for, say
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
-from taospec.lint import redacted
+from taospec.lint import redacted, redacted_data
 from taospec.plan import plan_from_json
 from taospec.polling import poll
 from taospec.states import COMPLETE
@@ -97,7 +97,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK
     if as_json:
-        print(redacted(json.dumps(stored, indent=2)))
+        print(json.dumps(redacted_data(stored), indent=2))
         return EXIT_OK
     print(redacted(plantext.text(plan_from_json(stored))), end="")
     return EXIT_OK
