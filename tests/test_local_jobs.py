@@ -368,3 +368,26 @@ def test_a_passed_value_written_in_the_job_is_found_without_its_line_ending(
     assert done.returncode == 2, done.stderr
     assert "$.spec.key: holds the value of PLAIN_VAR" in done.stderr
     assert list(state_dir.iterdir()) == []
+
+
+def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, tmp_path) -> None:
+    # logs -f and run -f handed on each piece they read, redacted alone: the value went
+    # out whole (or split over two lines it never had)
+    value = "pieces-of-a-secret-0123"
+    command = (
+        "sh -c 'printf \"%s\" \"${PLAIN_VAR%%-0123}\"; sleep 1; printf \"%s\\n\" -0123; "
+        "printf \"ca\"; sleep 1; printf \"f\\303\"; sleep 1; printf \"\\251 done\\n\"'"
+    )
+    spec = job_file(tmp_path, command, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": value}
+    followed = taospec("run", "--follow", spec, env=passed)
+    assert followed.returncode == 0, followed.stderr
+    started = taospec("run", "--detach", "--force", spec, env=passed)
+    assert started.returncode == 0, started.stderr
+    logs = taospec("logs", "--follow", started.stdout.split()[0], env=passed)
+    assert logs.returncode == 0, logs.stderr
+    for said in (followed.stdout + followed.stderr, logs.stdout):
+        assert value not in said
+        assert "pieces-of-a" not in said
+        assert "<redacted>\n" in said
+        assert "café done\n" in said  # a character split between two reads is read whole

@@ -11,6 +11,7 @@ finished job reads /proc and the exit file without loading plans or processes.
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import time
@@ -176,21 +177,43 @@ def logs(
     if not path.exists():
         on_line(f"(no log yet at {path})\n")
         return 0
-    with path.open("rb") as log:
-        text = log.read().decode(errors="replace")
-        chunk = text.splitlines(keepends=True)
-        for line in chunk[-tail:] if tail is not None else chunk:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
+    with path.open("rb") as log:  # between two reads is read whole
+        lines, held = _lines(decoder.decode(log.read()), follow)
+        for line in lines[-tail:] if tail is not None else lines:
             on_line(line)
         while follow:
             more = log.read()
             if more:
-                for line in more.decode(errors="replace").splitlines(keepends=True):
+                lines, held = _lines(held + decoder.decode(more), follow)
+                for line in lines:
                     on_line(line)
                 continue
             if status(record, sidecar).state != RUNNING:
                 break
             time.sleep(0.2)
+        if held + (rest := decoder.decode(b"", final=True)):
+            on_line(held + rest)
     return 0
+
+
+HELD_AT_MOST = 1 << 16
+"""The most of a line still being written that :func:`logs` holds back (a progress bar
+may never end its line)."""
+
+
+def _lines(text: str, follow: bool) -> tuple[list[str], str]:
+    """The lines of ``text`` to hand on now, and the line still being written after them.
+
+    While following, a line is handed on whole, once it ends: output is redacted a
+    line at a time, and a passed value the job writes in two pieces must reach the
+    redaction as one line (nor may the pieces read as two lines).
+    """
+    lines = text.splitlines(keepends=True)
+    last = lines[-1] if lines else ""
+    if follow and last.splitlines() == [last] and len(last) < HELD_AT_MOST:  # no end yet
+        return lines[:-1], last
+    return lines, ""
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
