@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from taospec import placeholders, schema
+from taospec import lint, placeholders, schema
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
 from taospec.job import (
     SPEC_FILE,
@@ -89,11 +89,28 @@ def _load_text(
     text: str, display: str, file: Path, images: Images | None
 ) -> tuple[JobFile, dict[str, Source]]:
     source = parse(text, display)
+    lint.register(_passed_values(source.data))  # before any problem quotes a value
     images = images or Images(file)
     if "jobs" not in source.data:
         return _single(source, file, images)
     raise_if_any(schema.validate(source))
     return _pipeline(source, file, images)
+
+
+def _passed_values(data: Any) -> Iterator[str]:
+    """This environment's values of the variables a parsed job file passes by name
+    (``env.pass`` of the file, its defaults and its jobs), checked or not."""
+    blocks = [data] if isinstance(data, dict) else []
+    if blocks and isinstance(data.get("defaults"), dict):
+        blocks.append(data["defaults"])
+    if blocks and isinstance(data.get("jobs"), dict):
+        blocks += [job for job in data["jobs"].values() if isinstance(job, dict)]
+    for block in blocks:
+        env = block.get("env")
+        names = env.get("pass") if isinstance(env, dict) else None
+        for name in names if isinstance(names, list) else []:
+            if isinstance(name, str) and os.environ.get(name):
+                yield os.environ[name]
 
 
 def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:

@@ -243,6 +243,21 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
     assert short.returncode == 0, short.stderr
 
 
+def test_a_refusal_before_the_job_is_typed_quotes_no_passed_value(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a schema error quoted the value: the passed names were known only once the job
+    # was loaded, and a name that looks like no secret's (PLAIN_VAR) is not guessed at
+    value = "correcthorsebattery"
+    path = job(tmp_path, f"env: {{pass: [GATE_VAR]}}\nplatform: {value}\n")
+    path.write_text(path.read_text().replace("platform: docker\n", "", 1))
+    for verb in (("validate",), ("validate", "--format", "json"), ("render",), ("run",)):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        assert done.returncode == 2, done.stderr
+        assert "$.platform" in done.stdout + done.stderr
+        assert value not in done.stdout + done.stderr, verb
+
+
 def test_a_brev_job_is_refused_a_passed_value_written_in_it_like_any_other(
     taospec: Runner, tmp_path: Path
 ) -> None:

@@ -375,8 +375,8 @@ def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, 
     # out whole (or split over two lines it never had)
     value = "pieces-of-a-secret-0123"
     command = (
-        "sh -c 'printf \"%s\" \"${PLAIN_VAR%%-0123}\"; sleep 1; printf \"%s\\n\" -0123; "
-        "printf \"ca\"; sleep 1; printf \"f\\303\"; sleep 1; printf \"\\251 done\\n\"'"
+        'sh -c \'printf "%s" "${PLAIN_VAR%%-0123}"; sleep 1; printf "%s\\n" -0123; '
+        'printf "ca"; sleep 1; printf "f\\303"; sleep 1; printf "\\251 done\\n"\''
     )
     spec = job_file(tmp_path, command, env="{pass: [PLAIN_VAR]}")
     passed = {"PLAIN_VAR": value}
