@@ -19,6 +19,8 @@ import re
 import signal
 from typing import NamedTuple
 
+from taospec import lint
+
 INFRA = "ERR_INFRA"
 PROGRAM = "ERR_PROGRAM"
 
@@ -358,9 +360,14 @@ def _traceback(log_tail: str) -> Diagnosis | None:
         return None
     raised = [m.group(0).strip() for line in after.splitlines() if (m := _EXCEPTION.match(line))]
     causes = [line for line in raised if not line.partition(":")[0].endswith(_WRAPPERS)] or raised
-    last = causes[-1] if causes else "an exception"
+    last = _clip(causes[-1]) if causes else "an exception"
+    unknown = lint.unknown_values()
+    if unknown and causes:  # its message is the job's own text, which may hold their values
+        verb = "is" if len(unknown) == 1 else "are"
+        last = f"{last.partition(':')[0]} (its message is left out: {', '.join(unknown)} "
+        last += f"{verb} not set here, so the value could not be kept out of it)"
     return _program(
-        f"the program raised {_clip(last)}",
+        f"the program raised {last}",
         "fix what the traceback shows (taospec logs ID prints it whole); running it again "
         "will fail the same way",
     )

@@ -1552,11 +1552,24 @@ _WORD_TOKEN_PREFIX = _lazy(_ANY_TOKEN_PREFIX)
 """The literals of both token gates: a word holding none of them holds no token shape."""
 
 _registered: list[str] = []
+_unknown: list[str] = []
 
 
 def register(values: Iterable[str]) -> None:
     """Values this process must never print, log or raise (a job's passed variables)."""
     _registered.extend(value for value in values if value)
+
+
+def register_unknown(names: Iterable[str]) -> None:
+    """Passed variables whose values this process cannot know (they are not set here), so
+    that redaction cannot find them in a job's own output."""
+    _unknown.extend(names)
+
+
+def unknown_values() -> tuple[str, ...]:
+    """The names given to :func:`register_unknown`: while there is one, a job's own output
+    must not be quoted where it is recorded."""
+    return tuple(_unknown)
 
 
 def redacted(text: str) -> str:

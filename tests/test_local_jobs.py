@@ -391,3 +391,39 @@ def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, 
         assert "pieces-of-a" not in said
         assert "<redacted>\n" in said
         assert "café done\n" in said  # a character split between two reads is read whole
+
+
+def test_a_job_s_own_text_is_not_recorded_where_its_passed_values_are_unknown(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # status from a shell without the variable recorded the traceback's last line, which
+    # quoted the value, in the record and the journal: redaction knows only values it has
+    value = "correcthorsebattery"
+    script = write(
+        tmp_path / "fail.sh",
+        "sleep 1\necho 'Traceback (most recent call last):' >&2\n"
+        'echo "ValueError: invalid api key $PLAIN_VAR" >&2\nexit 1\n',
+    )
+    spec = job_file(tmp_path, f"sh {script}", env="{pass: [PLAIN_VAR]}")
+    started = taospec("run", "--detach", spec, env={"PLAIN_VAR": value})
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.split()[0]
+    results = tmp_path / "results" / job_id
+    wait_for(
+        lambda: (
+            (results / ".tao-runtime").exists()
+            and "api key" in (results / "taospec.log").read_text()
+        )
+    )
+    time.sleep(0.5)
+    elsewhere = {k: v for k, v in taospec.env.items() if k != "PLAIN_VAR"}
+    polled = taospec("status", job_id, env=elsewhere)
+    assert "ERROR" in polled.stdout, polled.stderr
+    assert "note: PLAIN_VAR is not set here" in polled.stderr
+    message = record(state_dir, job_id)["transitions"][-1]["message"]
+    assert "the program raised ValueError (its message is left out: PLAIN_VAR is not set" in (
+        message
+    )
+    for path in state_dir.rglob("*"):
+        if path.is_file():
+            assert value not in path.read_text(errors="replace"), path

@@ -37,4 +37,11 @@ def ledger_for(job_id: str) -> tuple[Ledger, Record, dict[str, object]]:
     values = [os.environ[n] for n in names if isinstance(n, str) and os.environ.get(n)]
     if values:
         ledger = open_ledger(values)
+    unknown = [n for n in names if isinstance(n, str) and not os.environ.get(n)]
+    if unknown:
+        lint.register_unknown(unknown)
+        say(
+            f"note: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not set here: "
+            "taospec cannot keep the value out of the job's own output it shows"
+        )
     return ledger, record, sidecar
