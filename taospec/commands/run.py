@@ -66,6 +66,13 @@ def run(
         for name in names
         for problem in (
             preflight.mount_sources(jobfile.targets[name].job, sources[name])
+            + (
+                []  # a review (-n, --check) runs nothing: the passed values need not be here
+                if dry_run or check
+                else preflight.passed_variables(
+                    jobfile.targets[name].job, sources[name], os.environ
+                )
+            )
             + preflight.inputs(jobfile.targets[name], sources[name])
             + preflight.passed_values_written(jobfile.targets[name].job, sources[name], os.environ)
         )
