@@ -149,6 +149,12 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
             for name, forms in values.items()
             if any(form in named for form in forms)
         ]
+    where = str(Path(source.file).resolve())  # stored with its targets' state; render shows it
+    found += [
+        source.problem((), _IN_PATH.format(name=name))
+        for name, forms in values.items()
+        if any(form in where for form in forms)
+    ]
     found += [
         source.problem(("image",), _WRITTEN.format(name=name) + " (the image versions.yaml names)")
         for name, forms in values.items()
@@ -157,6 +163,11 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
     return found
 
 
+_IN_PATH = (
+    "the job file's path holds the value of {name}, which env.pass passes by name so that "
+    "the value is never written down; the path is shown by render and stored with the state "
+    "of its targets: move or rename the file"
+)
 _NAMED = (
     "this job's name holds the value of {name}, which env.pass passes by name so that the "
     "value is never written down; a job's name is printed, recorded and stored as its "

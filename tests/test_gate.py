@@ -1345,3 +1345,17 @@ def test_an_env_value_yaml_would_change_is_refused_with_its_quoted_form(
     assert taospec("validate", path).returncode == 0
     path.write_text(path.read_text().replace(f"T: '{written}'", "T: 10"))
     assert taospec("validate", path).returncode == 0  # a number YAML keeps as written
+
+
+def test_a_job_file_whose_path_holds_a_passed_value_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the path was stored with the target's state and printed in render's header
+    value = "correcthorsebattery"
+    path = job(tmp_path / value, "env: {pass: [GATE_VAR]}\n")
+    for verb in (("render",), ("run", "-n"), ("run",)):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        assert done.returncode == 2, done.stderr
+        assert "$: the job file's path holds the value of GATE_VAR" in done.stderr
+        assert value not in done.stdout + done.stderr
+    assert list(state_dir.iterdir()) == []
