@@ -400,3 +400,21 @@ def test_a_record_file_that_is_not_utf8_text_is_corrupt_to_list_and_show(
         shown = taospec("record", "show", name)
         assert (shown.returncode, shown.stdout) == (1, "")
         assert shown.stderr.startswith(f"{jobs}/{name}.json: {why}"), shown.stderr
+
+
+def test_an_arch_every_minted_id_would_leak_is_refused_for_what_it_is(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # every id minted from a secret's value was refused by redaction, and the open said
+    # "record already exists: .../jobs/.json", a file nobody had made
+    done = taospec(
+        "record", "open", "--platform", "local", "--image", "i", "--network-arch",
+        "CANARY1234abcd", "--action", "train", "--storage-tier", "A", "--results-root", "/r",
+        env={"MY_TOKEN": "CANARY1234abcd"},
+    )  # fmt: skip
+    refused(
+        done,
+        "open: no id can be minted from this network_arch and action: it would hold a value "
+        "taospec keeps out of the ledger (a secret's, or a passed variable's)",
+    )
+    assert not list((state_dir / "jobs").glob("*.json"))

@@ -217,6 +217,11 @@ class Ledger:
             if created is not None:
                 return created
             last = candidate
+        if not last:  # every id minted held a value redaction removes
+            raise InvalidInput(
+                "open: no id can be minted from this network_arch and action: it would hold "
+                "a value taospec keeps out of the ledger (a secret's, or a passed variable's)"
+            )
         raise InvalidInput(f"record already exists: {self._record_path(last)}")
 
     def _candidates(self, job_id: str | None, opening: Opening) -> Iterator[str]:
