@@ -262,6 +262,29 @@ def start_time(pid: int) -> int | None:
     return None if fields is None else int(fields[19])
 
 
+def group_alive(pgid: int, started: object = None) -> bool:
+    """Whether a process of the group ``pgid``, whose leader started at ``started`` (when
+    given), still runs; zombies do not count.
+
+    The leader may be gone while the processes it started live on (a shell that
+    dies on SIGTERM, its ``trap '' TERM`` child). Linux gives no new process the
+    id of a group that still has members, so the group is the job's for as long
+    as one lives; a live leader that started at another time is a new process with
+    the old id, and its group is not the job's. A zombie leader that is this
+    process's child is reaped first.
+    """
+    leader = _stat_fields(pgid)
+    if leader is not None and leader[0] not in ("Z", "X"):
+        return started is None or int(leader[19]) == started
+    alive(pgid)
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
 def alive(pid: int, started: object = None) -> bool:
     """Whether process ``pid`` (started at ``started``, when given) runs and is no zombie.
 

@@ -430,3 +430,37 @@ def test_a_job_s_own_text_is_not_recorded_where_its_passed_values_are_unknown(
     for path in state_dir.rglob("*"):
         if path.is_file():
             assert value not in path.read_text(errors="replace"), path
+
+
+def test_cancel_ends_every_process_of_the_job_not_only_its_leader(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # the wrapper shell, the group's leader, dies on TERM at once: cancel took that for the
+    # job's end and never sent KILL, and a command that ignores TERM ran on, recorded CANCELED
+    spec = job_file(tmp_path, "sh -c 'trap \"\" TERM; sleep 300 & sleep 301; wait'")
+    started = taospec("run", "--detach", spec)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.split()[0]
+    wait_for(lambda: len(_group_of(job_id)) >= 3)
+    group = _group_of(job_id)
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "killed" in cancelled.stdout + cancelled.stderr
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in group), timeout=5)
+
+
+def _group_of(job_id: str) -> list[int]:
+    """The live processes whose environment names ``job_id``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                environ = Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0")
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+                state = stat.rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if f"TAO_JOB_ID={job_id}".encode() in environ and state not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found

@@ -220,7 +220,8 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     """End the job's whole process group: TERM, then KILL after a grace period."""
 
     pid = _pid(record) or find_by_job_id(record.id)
-    if pid is None or not proc.alive(pid, sidecar.get("start_time")):
+    started = sidecar.get("start_time")
+    if pid is None or not proc.group_alive(pid, started):
         ended = status(record, sidecar)
         if ended.terminal:
             raise EndedFirst(ended)
@@ -228,7 +229,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
     proc.signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + proc.GRACE_SECONDS
     while time.monotonic() < deadline:
-        if not proc.alive(pid, None):
+        if not proc.group_alive(pid, started):  # every process of the job, not its leader only
             return f"process group {pid} ended"
         time.sleep(0.05)
     proc.signal_group(pid, signal.SIGKILL)
