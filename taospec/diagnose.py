@@ -361,7 +361,7 @@ def _traceback(log_tail: str) -> Diagnosis | None:
     raised = [m.group(0).strip() for line in after.splitlines() if (m := _EXCEPTION.match(line))]
     causes = [line for line in raised if not line.partition(":")[0].endswith(_WRAPPERS)] or raised
     last = _clip(causes[-1]) if causes else "an exception"
-    unknown = lint.unknown_values()
+    unknown = lint.unknown_names()
     if unknown and causes:  # its message is the job's own text, which may hold their values
         verb = "is" if len(unknown) == 1 else "are"
         last = f"{last.partition(':')[0]} (its message is left out: {', '.join(unknown)} "

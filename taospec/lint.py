@@ -1566,7 +1566,7 @@ def register_unknown(names: Iterable[str]) -> None:
     _unknown.extend(names)
 
 
-def unknown_values() -> tuple[str, ...]:
+def unknown_names() -> tuple[str, ...]:
     """The names given to :func:`register_unknown`: while there is one, a job's own output
     must not be quoted where it is recorded."""
     return tuple(_unknown)
