@@ -1577,18 +1577,6 @@ def redacted(text: str) -> str:
     return redact(text, _registered)
 
 
-def redacted_data(value: object) -> object:
-    """``value`` (JSON data) with every string, keys too, :func:`redacted`: before JSON
-    escapes a value (``"`` as ``\\"``, ``é`` as ``\\u00e9``) out of redaction's sight."""
-    if isinstance(value, str):
-        return redacted(value)
-    if isinstance(value, dict):
-        return {redacted(str(key)): redacted_data(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redacted_data(item) for item in value]
-    return value
-
-
 def redacted_location(text: str) -> str:
     """A path or URI redacted as :func:`redact_location` does, values given to
     :func:`register` too: ``/exp/token=v1/run`` survives, as it does in a record."""

@@ -157,12 +157,13 @@ _NAMING_MESSAGE = (
 )
 
 
-def _naming_problem(source: Source, where: JsonPath, what: str, text: str) -> Problem | None:
+def _naming_problem(
+    source: Source, where: JsonPath, what: str, text: str, *, key: bool = True
+) -> Problem | None:
     """A credential in what names a target (a job's name, a matrix key or value)."""
     found = secret_literals(text)
     if not found:
         return None
-    key = what != "the matrix value"
     return source.problem(where, _NAMING_MESSAGE.format(what=what, found=found[0]), key=key)
 
 
@@ -188,7 +189,9 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
             first: set[str] = set()
             for index, value in enumerate(matrix_value(v) for v in values):
                 where: JsonPath = ("jobs", base, "matrix", key, index)
-                if (named := _naming_problem(source, where, "the matrix value", value)) is not None:
+                if (
+                    named := _naming_problem(source, where, "the matrix value", value, key=False)
+                ) is not None:
                     problems.append(named)
                 elif any(mark in value for mark in NAME_MARKS):
                     problems.append(_at(source, where, _MARK_MESSAGE.format(key=key, value=value)))

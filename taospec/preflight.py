@@ -117,11 +117,9 @@ def passed_variables(job: Job, source: Source, environ: Mapping[str, str]) -> li
 def refuse_passed_values_shown(
     jobfile: JobFile, sources: Mapping[str, Source], names: Iterable[str]
 ) -> None:
-    """For a verb that shows the job (render, graph): keep the passed variables' values out
-    of what it prints, and refuse a job that writes one (:func:`passed_values_written`)."""
-    names = tuple(names)
-    passed = {n for name in names for n in jobfile.targets[name].job.env_pass}
-    lint.register(os.environ[n] for n in passed if n in os.environ)
+    """For a verb that shows the job (render, graph, diff): refuse a job that writes a passed
+    variable's value (:func:`passed_values_written`); the loader has registered the values,
+    so none is printed."""
     raise_if_any(
         problem
         for name in names

@@ -176,6 +176,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         return
     passed: list[Any] = env["pass"] if isinstance(env.get("pass"), list) else []
     values: dict[Any, Any] = env["set"] if isinstance(env.get("set"), dict) else {}
+    fill = plan_fill(source.data, "JOB_ID")
     for index, name in enumerate(passed):
         if isinstance(name, str) and name in OWN_VARIABLES:
             yield source.problem(("env", "pass", index), OWN_VARIABLES[name])
@@ -199,7 +200,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
                 "the launcher's environment and is never written down",
                 key=True,
             )
-        elif isinstance(value, str) and _passed_as_literal(source, str(name), value):
+        elif isinstance(value, str) and _passed_as_literal(str(name), value, fill):
             yield source.problem(
                 path,
                 f"the value of {name} looks like a credential; pass it by name under env.pass",
@@ -806,10 +807,9 @@ def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:
                 )
 
 
-def _passed_as_literal(source: Source, name: str, value: str) -> bool:
+def _passed_as_literal(name: str, value: str, fill: Callable[[str], str]) -> bool:
     """Whether ``env.set``'s ``name: value`` carries a credential: the value, or the
     ``NAME=value`` word the plan passes (``AUTHORIZATION=x`` reads as a header)."""
-    fill = plan_fill(source.data, "JOB_ID")
     return bool(secret_literals(value, fill=fill) or secret_literals(f"{name}={value}", fill=fill))
 
 

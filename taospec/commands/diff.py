@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taospec import gitrev, plandiff, preflight
+from taospec.commands.session import shown_data
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.job import JobFile
-from taospec.lint import redacted, redacted_data
+from taospec.lint import redacted
 from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
@@ -179,7 +180,7 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 for file, source, diffs in results
             ],
         }
-        print(json.dumps(redacted_data(document), indent=2))
+        print(json.dumps(shown_data(document), indent=2))
     else:
         for file, source, diffs in results:
             if source:

@@ -6,11 +6,11 @@ import json
 import time
 
 from taospec import plantext, platforms, progress, retrying
-from taospec.commands.session import ledger_for, say
+from taospec.commands.session import ledger_for, say, shown_data
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
-from taospec.lint import redacted, redacted_data
+from taospec.lint import redacted
 from taospec.plan import plan_from_json
 from taospec.polling import poll
 from taospec.states import COMPLETE
@@ -97,7 +97,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
         return EXIT_OK
     if as_json:
-        print(json.dumps(redacted_data(stored), indent=2))
+        print(json.dumps(shown_data(stored), indent=2))
         return EXIT_OK
     print(redacted(plantext.text(plan_from_json(stored))), end="")
     return EXIT_OK

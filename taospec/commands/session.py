@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from taospec import lint
 from taospec.ledger import Ledger, Record
-from taospec.lint import redacted
+from taospec.ledger.record import redact_document
+from taospec.lint import redacted, redacted_location
 
 
 def open_ledger(secrets: Iterable[str] = ()) -> Ledger:
@@ -18,6 +19,12 @@ def open_ledger(secrets: Iterable[str] = ()) -> Ledger:
     if values:
         lint.register(values)
     return Ledger.from_env(secret_values=values)
+
+
+def shown_data(value: object) -> object:
+    """JSON data as a verb prints it: each string redacted by its field's type, before JSON
+    escapes what redaction must read (a quote as ``\\"``, ``é`` as ``\\u00e9``)."""
+    return redact_document(value, redacted, redacted_location)
 
 
 def say(message: str) -> None:

@@ -13,10 +13,10 @@ import json
 from collections.abc import Mapping
 
 from taospec import progress
-from taospec.commands.session import ledger_for
+from taospec.commands.session import ledger_for, shown_data
 from taospec.errors import EXIT_OK
 from taospec.ledger import Record
-from taospec.lint import redacted, redacted_data
+from taospec.lint import redacted
 from taospec.states import ERROR, Status
 
 
@@ -45,7 +45,7 @@ def status(job_id: str, *, as_json: bool = False) -> int:
         }
         if latest is not None:
             data["progress"] = progress.to_json(latest)
-        print(json.dumps(redacted_data(data)))
+        print(json.dumps(shown_data(data)))
     else:
         state = f"{found.state} {err_class}" if err_class else found.state
         print(redacted(f"{record.id} {state} {found.message}"))

@@ -14,7 +14,6 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 
-from taospec import lint
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
@@ -90,8 +89,6 @@ def _check_here(
             # schema check of many files does not pay for them.
             from taospec import preflight
 
-            passed = {name for target in jobfile.targets.values() for name in target.job.env_pass}
-            lint.register(os.environ[name] for name in passed if name in os.environ)
             verdict = preflight.here(jobfile, sources, user=user)
             for warning in verdict.warnings:
                 print(redacted(warning), file=sys.stderr)
