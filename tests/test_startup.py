@@ -47,3 +47,14 @@ def test_status_and_ls_start_without_pathlib(tmp_path: Path, verb: str) -> None:
     assert done.returncode == 0, done.stderr
     assert record.id in done.stdout
     assert done.stderr.splitlines()[-1] == "loaded:"
+
+
+def test_the_command_line_looks_for_cycles_every_50000_new_objects_not_every_700() -> None:
+    """What a command's start allocates lives until it exits (README, Performance)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import gc, taospec.cli; print(gc.get_threshold()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(done.stdout) == 50_000

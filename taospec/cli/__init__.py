@@ -8,15 +8,24 @@ taospec error, a usage error, Ctrl-C, a bug) into an exit code.
 from __future__ import annotations
 
 import gc
-import io
-import sys
-from collections.abc import Callable, Sequence
 
-import click
+# What a command's start makes (modules, classes, the job model, templates) lives until
+# it exits, yet Python searches for reference cycles every 700 new objects, and every
+# tenth search goes through the older ones too: 3.6% of the instructions of `render`
+# and 4.8% of `status` and `ls` here (callgrind). Searching every 50,000 new objects
+# still collects cycles in a long run. Set before anything else this process imports.
+GC_GENERATION0_THRESHOLD = 50_000
+gc.set_threshold(GC_GENERATION0_THRESHOLD, *gc.get_threshold()[1:])
 
-from taospec import interrupts
-from taospec.cli.app import cli
-from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, TaospecError
+import io  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+
+import click  # noqa: E402
+
+from taospec import interrupts  # noqa: E402
+from taospec.cli.app import cli  # noqa: E402
+from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, TaospecError  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
