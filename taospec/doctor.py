@@ -12,6 +12,8 @@ adds the docker client's version and the GPUs themselves (``nvidia-smi``).
 environment that points the docker CLI at its engine (``DOCKER_HOST``).
 Filesystem checks measure this machine, so they are made only when the engine
 is local; with ``DOCKER_HOST=ssh://...`` the paths live on the far host.
+:class:`Engines` asks each engine the jobs name once, as soon as the jobs are
+known, so that the engine answers while ``run`` renders their plans.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +74,14 @@ def host_checks(
     env_pass: Collection[str] = (),
     docker_env: Sequence[tuple[str, str]] = (),
     full: bool = False,
+    found: Engine | Check | None = None,
 ) -> list[Check]:
-    """The checks that start at most one process (``docker info``), made before a record is
-    opened; ``full`` adds the docker client first and the GPUs the job names last."""
+    """The checks that start at most one process (``docker info``, none when the engine's
+    answer is ``found`` already), made before a record is opened; ``full`` adds the docker
+    client first and the GPUs the job names last."""
     local = engine_is_local(docker_env)
     checks = [docker_client(docker_env)] if full else []
-    checks += engine_checks(gpus, docker_env, local=local)
+    checks += engine_checks(gpus, docker_env, local=local, found=found)
     checks.append(ngc_login(image, env_pass, docker_env))
     if local:
         checks.append(free_space("results_root free space", results_root, RESULTS_MIN_FREE))
@@ -120,8 +124,9 @@ def _docker_env(job: Job) -> tuple[tuple[str, str], ...]:
     return (("DOCKER_HOST", job.docker.host),) if job.docker.host else ()
 
 
-def job_checks(job: Job, *, full: bool) -> list[Check]:
-    """The cheap (``run``) or full (``doctor``) checks for a docker job's host."""
+def job_checks(job: Job, *, full: bool, engines: Engines | None = None) -> list[Check]:
+    """The cheap (``run``) or full (``doctor``) checks for a docker job's host; ``engines``
+    holds the engine's answer when it was asked earlier."""
     return host_checks(
         image=job.image,
         gpus="all" if job.gpus_free else job.gpus,
@@ -131,7 +136,41 @@ def job_checks(job: Job, *, full: bool) -> list[Check]:
         env_pass=job.env_pass,
         docker_env=_docker_env(job),
         full=full,
+        found=None if engines is None else engines.answer(job),
     )
+
+
+class Engines:
+    """``docker info`` for each engine a run's docker jobs name, asked once and at once.
+
+    ``run`` asks as soon as it has read the job file and reads the answers in its
+    preflight, after the plans are rendered: the engine answers while taospec renders,
+    rather than before the launch. Leaving the ``with`` block ends a query nobody read.
+    """
+
+    def __init__(self, jobs: Iterable[Job]) -> None:
+        self._asked: dict[tuple[tuple[str, str], ...], proc.Started | Check] = {}
+        self._answers: dict[tuple[tuple[str, str], ...], Engine | Check] = {}
+        for job in jobs:
+            env = _docker_env(job)
+            if job.platform == "docker" and env not in self._asked:
+                self._asked[env] = ask_engine(env)
+
+    def answer(self, job: Job) -> Engine | Check:
+        """What the job's engine said (asked now if it was not asked before)."""
+        env = _docker_env(job)
+        if env not in self._answers:
+            self._answers[env] = engine(env, self._asked.pop(env, None))
+        return self._answers[env]
+
+    def __enter__(self) -> Engines:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for asked in self._asked.values():
+            if isinstance(asked, proc.Started):
+                asked.discard()
+        self._asked.clear()
 
 
 def is_space_check(check: Check) -> bool:
@@ -149,13 +188,24 @@ def engine_is_local(docker_env: Sequence[tuple[str, str]] = ()) -> bool:
     return not host or host.startswith("unix://")
 
 
-def engine(docker_env: Sequence[tuple[str, str]] = ()) -> Engine | Check:
-    """The engine's version, runtimes and data root; or a failed check saying why not."""
-    argv = ("docker", "info", "--format", INFO_FORMAT)
+def ask_engine(docker_env: Sequence[tuple[str, str]] = ()) -> proc.Started | Check:
+    """Start ``docker info`` and return at once (:func:`engine` reads the answer), or a
+    failed check when there is no docker CLI."""
     try:
-        result = proc.run(argv, extra_env=docker_env, timeout=TIMEOUT, check=False)
+        return proc.start(("docker", "info", "--format", INFO_FORMAT), extra_env=docker_env)
     except TaospecError:
         return _no_docker("docker engine")
+
+
+def engine(
+    docker_env: Sequence[tuple[str, str]] = (), asked: proc.Started | Check | None = None
+) -> Engine | Check:
+    """The engine's version, runtimes and data root; or a failed check saying why not.
+    ``asked`` is the :func:`ask_engine` to read, when it was started earlier."""
+    asked = ask_engine(docker_env) if asked is None else asked
+    if isinstance(asked, Check):
+        return asked
+    result = asked.wait(TIMEOUT)
     try:
         version, runtimes, root = (json.loads(field) for field in result.stdout.split("\t"))
     except ValueError:
@@ -186,9 +236,11 @@ def engine_checks(
     docker_env: Sequence[tuple[str, str]] = (),
     *,
     local: bool = True,
+    found: Engine | Check | None = None,
 ) -> list[Check]:
-    """Engine version, NVIDIA runtime and (when local) the data root's free space: one call."""
-    found = engine(docker_env)
+    """Engine version, NVIDIA runtime and (when local) the data root's free space: one call
+    (none when the engine's answer is ``found`` already)."""
+    found = engine(docker_env) if found is None else found
     if isinstance(found, Check):
         return [found]
     checks = [engine_version(found.version), nvidia_runtime(found.runtimes, gpus)]

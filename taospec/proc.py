@@ -98,9 +98,16 @@ class Started:
         self._argv = argv
         self._process = process
 
-    def wait(self) -> Result:
-        """Wait for the command to end and return what it printed, whatever its exit code."""
-        return _finished(self._argv, self._process, None, None, check=False)
+    def wait(self, timeout: float | None = None) -> Result:
+        """Wait for the command to end and return what it printed, whatever its exit code;
+        past ``timeout`` seconds it is stopped and says so in its stderr."""
+        return _finished(self._argv, self._process, None, timeout, check=False)
+
+    def discard(self) -> None:
+        """End a command whose answer is no longer wanted, and collect it."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.communicate()
 
 
 def start(argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = ()) -> Started:

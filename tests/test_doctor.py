@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from taospec import doctor
 from taospec.commands import doctor as doctor_command
 from taospec.doctor import Check
+from tests.conftest import JOBS, load_job, write
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 NGC_IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt"
@@ -95,6 +97,73 @@ def test_a_remote_engine_gets_no_filesystem_checks_from_here() -> None:
     names = [c.name for c in doctor.host_checks(image="busybox:1", gpus=(), results_root="/",
                                                 docker_env=remote)]  # fmt: skip
     assert names == ["docker engine", "NGC login"]
+
+
+def docker_first_on_path(tmp: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """A ``docker`` script running ``body``, found before the real one."""
+    write(tmp / "bin" / "docker", f"#!/bin/sh\n{body}\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+
+def wait_for(path: Path) -> str:
+    """The text of ``path`` once something has written a line to it (at most 30 s)."""
+    for _ in range(300):
+        if path.exists() and path.read_text().endswith("\n"):
+            return path.read_text()
+        time.sleep(0.1)
+    raise AssertionError(f"nothing wrote {path}")
+
+
+@pytest.mark.engine
+def test_engines_ask_when_made_and_answer_every_job_from_that_one_question(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    calls = tmp_path / "calls"
+    docker_first_on_path(tmp_path, monkeypatch, f'echo "$*" >> {calls}\nexec {real} "$@"')
+    job = load_job(JOBS / "hello-docker.yaml")
+    with doctor.Engines([job, job]) as engines:
+        assert wait_for(calls).startswith("info --format")  # asked before anyone reads it
+        first, again = engines.answer(job), engines.answer(job)
+    assert isinstance(first, doctor.Engine)
+    assert again is first
+    assert len(calls.read_text().splitlines()) == 1
+
+
+@pytest.mark.engine
+def test_doctor_asks_an_engine_once_for_all_its_jobs(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    calls = tmp_path / "calls"
+    docker_first_on_path(tmp_path, monkeypatch, f'echo "$*" >> {calls}\nexec {real} "$@"')
+    spec = write(
+        tmp_path / "two.yaml",
+        f"version: 1\ndefaults:\n  network_arch: demo\n  platform: docker\n  image: {engine}\n"
+        f"  results_root: {tmp_path}\n  command: 'true'\njobs:\n"
+        "  one: {action: one, docker: {shm_size: 64m}}\n"
+        "  two: {action: two, docker: {shm_size: 32m}}\n",
+    )
+    doctor_command.verb(str(spec))
+    shown = capsys.readouterr().out
+    assert shown.count("docker engine: version") == 2  # both jobs' checks, one answer
+    asked = [line.split()[0] for line in calls.read_text().splitlines()]
+    assert asked.count("info") == 1
+
+
+def test_leaving_the_block_ends_a_question_nobody_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "pid"
+    docker_first_on_path(tmp_path, monkeypatch, f"echo $$ > {pid_file}\nexec sleep 600")
+    started = time.monotonic()
+    with doctor.Engines([load_job(JOBS / "hello-docker.yaml")]):
+        pid = int(wait_for(pid_file))
+        assert os.path.exists(f"/proc/{pid}")
+    assert not os.path.exists(f"/proc/{pid}")  # ended and collected, not left behind
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.parametrize(

@@ -548,3 +548,30 @@ def test_a_target_launched_right_after_its_decision_hashes_its_inputs_once(
     assert [path.name for path in hashed] == ["data.txt"]
     assert launched == decision.work.with_image(None)
     assert ledger.sidecar(record.id)["fingerprint"] == launched.digest
+
+
+@pytest.mark.engine
+def test_one_engine_is_asked_once_for_every_docker_job_that_runs_on_it(
+    taospec: Runner, engine: str, tmp_path: Path
+) -> None:
+    """The two jobs' checks differ (their /dev/shm sizes), their engine does not."""
+    spec = pipeline(
+        tmp_path,
+        "  one:\n    action: one\n    command: 'true'\n    docker: {shm_size: 64m}\n"
+        "  two:\n    action: two\n    command: 'true'\n    docker: {shm_size: 32m}\n",
+        platform="docker",
+        extra='  user: "1000:1000"\n',
+    )
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    calls = tmp_path / "docker-calls"
+    write(tmp_path / "bin" / "docker", f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    (tmp_path / "bin" / "docker").chmod(0o755)
+    done = taospec(
+        "run", "--detach", spec, env={"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) == 2  # both launched
+    asked = [line.split()[:2] for line in calls.read_text().splitlines()]
+    assert asked.count(["info", "--format"]) == 1
+    assert asked.count(["run", "-d"]) == 2

@@ -46,8 +46,9 @@ def verb(file: str | None, targets: Sequence[str] = ()) -> int:
         print(f"{file}: no docker job to check (taospec doctor checks docker hosts only)")
         return EXIT_OK
     code = EXIT_OK
-    for job in jobs:
-        if len(jobs) > 1:
-            print(f"{job.name}:")
-        code = max(code, run(doctor.job_checks(job, full=True)))
+    with doctor.Engines(jobs) as engines:  # each engine asked once, all at once
+        for job in jobs:
+            if len(jobs) > 1:
+                print(f"{job.name}:")
+            code = max(code, run(doctor.job_checks(job, full=True, engines=engines)))
     return code

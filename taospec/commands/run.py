@@ -55,45 +55,51 @@ def run(
         raise InvalidInput("run --json goes with -n (--dry-run): a build reports as it goes")
     jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
+    review = dry_run or check  # runs nothing: needs neither the engines nor passed values
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
     # Opened (not yet written) first, so that even a refusal below prints no passed value.
     ledger = open_ledger(secret_values(tuple(passed)))
-    # Before any record opens: a missing source would be created empty by dockerd, an
-    # input that is not there cannot be fingerprinted, and a passed value written in the
-    # job would be written down.
-    raise_if_any(
-        problem
-        for name in names
-        for problem in (
-            preflight.mount_sources(jobfile.targets[name].job, sources[name])
-            + (
-                []  # a review (-n, --check) runs nothing: the passed values need not be here
-                if dry_run or check
-                else preflight.passed_variables(
+    # The engines of the docker jobs are asked now, answer while the plans render, and are
+    # read by the preflight; what nobody read is ended when the block is left.
+    with doctor.Engines([] if review else [jobfile.targets[n].job for n in names]) as engines:
+        # Before any record opens: a missing source would be created empty by dockerd, an
+        # input that is not there cannot be fingerprinted, and a passed value written in the
+        # job would be written down.
+        raise_if_any(
+            problem
+            for name in names
+            for problem in (
+                preflight.mount_sources(jobfile.targets[name].job, sources[name])
+                + (
+                    []
+                    if review
+                    else preflight.passed_variables(
+                        jobfile.targets[name].job, sources[name], os.environ
+                    )
+                )
+                + preflight.inputs(jobfile.targets[name], sources[name])
+                + preflight.passed_values_written(
                     jobfile.targets[name].job, sources[name], os.environ
                 )
             )
-            + preflight.inputs(jobfile.targets[name], sources[name])
-            + preflight.passed_values_written(jobfile.targets[name].job, sources[name], os.environ)
         )
-    )
-    forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
-    decisions = decide(
-        jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources
-    )
-    if dry_run and as_json:
-        print(json.dumps(decisions_json(decisions, ledger), indent=2))
-        return EXIT_OK
-    if dry_run or check:
-        _print_decisions(decisions, with_plans=dry_run, ledger=ledger)
-        return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
-    for decision in decisions:
-        if decision.run:
-            check_environment(decision.target.job, os.environ)
-    interval = ticker.interval(os.environ)
-    backoff = retrying.backoff_first(os.environ)
-    notifier = notify.notifier(os.environ)  # refused now, not when the first job has ended
-    stopped = _preflight([d.target.job for d in decisions if d.run])
+        forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
+        decisions = decide(
+            jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources
+        )
+        if dry_run and as_json:
+            print(json.dumps(decisions_json(decisions, ledger), indent=2))
+            return EXIT_OK
+        if review:
+            _print_decisions(decisions, with_plans=dry_run, ledger=ledger)
+            return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
+        for decision in decisions:
+            if decision.run:
+                check_environment(decision.target.job, os.environ)
+        interval = ticker.interval(os.environ)
+        backoff = retrying.backoff_first(os.environ)
+        notifier = notify.notifier(os.environ)  # refused now, not when the first job has ended
+        stopped = _preflight([d.target.job for d in decisions if d.run], engines)
     if stopped:
         return stopped
     builder = functools.partial(
@@ -125,12 +131,12 @@ def live_board(environ: Mapping[str, str] = os.environ) -> bool:
     return sys.stderr.isatty() and environ.get("TERM", "") != "dumb"
 
 
-def _preflight(jobs: list[Job]) -> int:
+def _preflight(jobs: list[Job], engines: doctor.Engines) -> int:
     """The cheap checks for each docker job's host, before any record is opened: exit 2 with
     the advice of a failed check; too little free space is only a warning."""
     for job in doctor.docker_jobs(jobs):
         refusals = []
-        for check in doctor.failed(doctor.job_checks(job, full=False)):
+        for check in doctor.failed(doctor.job_checks(job, full=False, engines=engines)):
             if doctor.is_space_check(check):
                 say(f"warning: {job.name}: {check.name}: {check.detail}; {check.advice}")
             else:
