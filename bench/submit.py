@@ -8,14 +8,16 @@ with the same options, mounts, image and command as the plan's launch step
 (its job id replaced by a name of the round's own, its results folder made
 beforehand), on the same engine. A second row measures a plain
 ``docker run -d IMAGE COMMAND`` with none of the options, for scale: the
-engine's own share of the launch. Containers are removed after each round,
-outside the timing.
+engine's own share of the launch. Each launch is timed once the container
+before it has ended, the three take turns at going first, and containers are
+removed after each round, outside the timing.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 
 from hotspots import profile_script
 from measure import BenchError, Run, run_once, seconds
@@ -50,38 +52,42 @@ def submit_figures(ws: Workspace, times: int = 15) -> list[Figure]:
     args = ["run", "--detach", str(job.path)]
     containers: list[str] = []
 
-    def taospec() -> Run:
+    def settled(run: Run, container: str) -> Run:
+        """``run``, once the container it started has ended (outside the timing), so the
+        next launch meets an idle engine rather than one still tearing a container down."""
+        containers.append(container)
+        _docker("wait", container)
+        return run
+
+    def taospec(_: int) -> Run:
         job.edit()
         run = ws.taospec_run(args, state=ws.fresh("state"), capture=True)
-        containers.append(run.stdout.decode().split()[-1])
-        return run
+        return settled(run, run.stdout.decode().split()[-1])
 
-    def by_hand(name: str) -> Run:
+    def by_hand(round_number: int) -> Run:
+        name = f"bench-{round_number}"
         (results / name).mkdir()
         argv = [word.replace("${JOB_ID}", name) for word in launch]
-        run = run_once(argv, env=ws.env(), capture=True)
-        containers.append(name)
-        return run
+        return settled(run_once(argv, env=ws.env(), capture=True), name)
 
-    def plain() -> Run:
+    def plain(_: int) -> Run:
         argv = ["docker", "run", "-d", IMAGE, *(w.replace("${JOB_ID}", "plain") for w in command)]
         run = run_once(argv, env=ws.env(), capture=True)
-        containers.append(run.stdout.decode().strip())
-        return run
+        return settled(run, run.stdout.decode().strip())
 
-    ours: list[Run] = []
-    reference: list[Run] = []
-    plain_runs: list[Run] = []
+    measured: dict[Callable[[int], Run], list[Run]] = {taospec: [], by_hand: [], plain: []}
+    order = list(measured)
     for round_number in range(times + 1):
         try:
-            mine, theirs, bare = taospec(), by_hand(f"bench-{round_number}"), plain()
+            runs = {who: who(round_number) for who in order}
         finally:
             _docker("rm", "-f", *containers)
             containers.clear()
         if round_number:  # the first round warms the engine
-            ours.append(mine)
-            reference.append(theirs)
-            plain_runs.append(bare)
+            for who, run in runs.items():
+                measured[who].append(run)
+        order = order[1:] + order[:1]  # each goes first, second and last in turn
+    ours, reference, plain_runs = measured.values()
     figure = Figure(
         "run_detach",
         "taospec run --detach, edited jobs/hello-docker.yaml",
