@@ -15,8 +15,8 @@ import collections
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from taospec import identity, lint, platforms, rules
 from taospec.diagnostics import Problem, SpecError, raise_if_any, unique
@@ -30,8 +30,7 @@ TOOLS = {"docker": ("docker",), "brev": ("brev",), "local": ()}
 """The command-line tools each platform runs on this machine (slurm: see :func:`_tools`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What this machine says about a job file: refusals, and warnings that do not refuse."""
 
     problems: tuple[Problem, ...]

@@ -9,8 +9,8 @@ its record and sidecar (``status``, ``logs``, ``log_tail``, ``cancel``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from taospec import proc
 from taospec.plan import Context, Plan, Step
@@ -23,12 +23,11 @@ Write = Callable[[str], None]
 """Where a verb hands what it reads (the job's output)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Launched:
+class Launched(NamedTuple):
     """A started job: the backend's handle, and facts the other verbs will need."""
 
     ref: str
-    facts: Mapping[str, object] = field(default_factory=dict)
+    facts: Mapping[str, object] = MappingProxyType({})
 
 
 class EndedFirst(Exception):
