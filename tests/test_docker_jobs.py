@@ -146,6 +146,13 @@ def test_detach_status_logs_and_cancel_from_other_processes(
     assert cancelled.returncode == 0, cancelled.stderr
     assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout.strip() == ""
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert "output copied to" in cancelled.stdout
+    # The container is gone; its output was kept in the results directory.
+    kept = taospec("logs", job_id)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.startswith("line 1\nline 2\nline 3\nline 4\n")
+    assert taospec("logs", job_id, "--tail", "1").stdout == "line 4\n"
+    assert taospec("logs", job_id, "--tail", "0").stdout == ""
     assert "nothing to cancel" in taospec("cancel", job_id).stdout
     assert record(state_dir, job_id)["transitions"][-1]["state"] == "CANCELED"
 

@@ -96,3 +96,8 @@ class Platform(Protocol):
         """Stop the job; say what was done (docker and local raise :class:`EndedFirst`
         instead when the job ended on its own before it could be stopped)."""
         ...
+
+
+def last_lines(lines: list[str], tail: int | None) -> list[str]:
+    """The last ``tail`` of ``lines`` (all of them when ``tail`` is None, none when 0)."""
+    return lines if tail is None else lines[max(len(lines) - tail, 0) :]

@@ -19,7 +19,7 @@ from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
-from taospec.platforms.base import EndedFirst, Launched, StepRunner
+from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
 from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, tree_macros
 from taospec.states import COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
@@ -297,7 +297,7 @@ def logs(
     env = engine_env(sidecar)
     if not env and kept.is_file() and not _exists(record.id, env):
         lines = kept.read_text(errors="replace").splitlines(keepends=True)
-        for line in lines[-tail:] if tail is not None else lines:
+        for line in last_lines(lines, tail):
             on_line(line)
         return 0
     return proc.stream(logs_argv(record.id, tail, follow), extra_env=env, on_line=on_line)
@@ -342,15 +342,28 @@ def prune(record: Record, sidecar: Mapping[str, object], *, dry_run: bool) -> st
         return f"kept: the results directory {record.results_dir} is not on this machine"
     if dry_run:
         return f"would copy its output to {results / LOG_FILE} and remove the container"
+    kept = _keep_output(record, env)
+    if isinstance(kept, str):
+        return f"kept: docker logs failed: {kept}"
+    _remove([record.id], env)
+    return f"output copied to {kept}; container removed"
+
+
+def _keep_output(record: Record, env: tuple[tuple[str, str], ...]) -> Path | str | None:
+    """Copy the container's output to ``<results_dir>/taospec.log`` (owned like the folder),
+    where ``logs`` reads it once the container is gone: the copy's path; what ``docker logs``
+    said when it failed; None when the results directory is not on this machine."""
+    results = Path(record.results_dir)
+    if env or not results.is_dir():
+        return None
     out = proc.run(["docker", "logs", record.id], extra_env=env, check=False)
     if not out.ok:
-        return f"kept: docker logs failed: {out.stderr.strip()}"
+        return out.stderr.strip()
     target = results / LOG_FILE
     write_atomic(target, (out.stdout + out.stderr).encode(), mode=0o644)
     owner = results.stat()
     os.chown(target, owner.st_uid, owner.st_gid)
-    _remove([record.id], env)
-    return f"output copied to {target}; container removed"
+    return target
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
@@ -371,6 +384,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
             ended = interpret(inspected.stdout, lambda: log_tail(record, sidecar))
             if ended.terminal:
                 raise EndedFirst(ended)
+    kept = _keep_output(record, env) if killed.ok else None
     removed = _remove([record.id], env)
     # A docker CLI killed while it created the container may leave the daemon to
     # finish creating it a moment later: look for the job's label until it settles.
@@ -384,7 +398,11 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
             break
         else:
             time.sleep(0.2)
-    return "container removed" if removed else "no container was left"
+    if not removed:
+        return "no container was left"
+    if isinstance(kept, Path):
+        return f"output copied to {kept}; container removed"
+    return "container removed"
 
 
 def _list_labelled(job_id: str, env: tuple[tuple[str, str], ...]) -> proc.Result:
