@@ -60,9 +60,16 @@ def check(
 
 def _reword(source: Source, problem: Problem) -> Problem:
     gpus = source.data.get("gpus")
-    if problem.path[:1] == ("gpus",) and (isinstance(gpus, int) and not isinstance(gpus, bool)):
+    if problem.path[:1] == ("gpus",) and _is_integer(gpus):
         return source.problem(("gpus",), GPU_COUNT_MESSAGE)
     return problem
+
+
+def _is_integer(value: object) -> bool:
+    """An integer as JSON Schema counts one: ``2`` or ``2.0``, never ``true``."""
+    if isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
@@ -516,7 +523,7 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         yield source.problem(("platform",), "platform brev needs a brev: block naming the instance")
     yield from _foreign_blocks(source, platform)
     nodes = data.get("nodes", 1)
-    if isinstance(nodes, int) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
+    if _is_integer(nodes) and nodes > 1 and platform in MULTI_NODE_REFUSALS:
         yield source.problem(("nodes",), MULTI_NODE_REFUSALS[platform])
     if platform == "local" and data.get("mounts"):
         yield source.problem(
