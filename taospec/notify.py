@@ -1,7 +1,7 @@
 """Tell someone a job ended: run a command of theirs with the outcome in its environment.
 
-The notifier (an argument list, e.g. from ``$TAOSPEC_NOTIFY``) runs once
-when a job reaches a terminal state, with this process's environment plus
+The notifier (an argument list: a job's ``notify:``, or ``$TAOSPEC_NOTIFY`` under
+``sh -c``) runs once when a job reaches a terminal state, with this process's environment plus
 ``TAOSPEC_JOB_ID``, ``TAOSPEC_STATE``, ``TAOSPEC_ERR_CLASS``,
 ``TAOSPEC_DURATION`` (whole seconds) and ``TAOSPEC_RESULTS_DIR``; nothing
 else is added, and none of those is a secret. It is bounded by a timeout. A
@@ -12,7 +12,6 @@ is already recorded and must not be changed by its messenger.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 
 from taospec import lint, proc
@@ -23,24 +22,23 @@ TIMEOUT = 30.0
 
 
 def notifier(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
-    """The notifier ``$TAOSPEC_NOTIFY`` names, split as a shell would; () when unset.
+    """The notifier ``$TAOSPEC_NOTIFY`` names, run under ``sh -c`` as a string ``notify:``
+    is; () when unset.
 
-    Refused when it carries an inline secret, as a job's ``notify:`` is: its
+    Refused when it carries an inline secret, by the rules a job file's values meet: its
     words are the notifier's argv, which any user of the machine can read.
     """
     raw = environ.get(NOTIFY_ENV, "").strip()
-    try:
-        argv = tuple(shlex.split(raw))
-    except ValueError as error:
-        raise InvalidInput(f"{NOTIFY_ENV}: {error}; quote it as you would in a shell") from None
-    findings = lint.lint_argv(argv)
+    if not raw:
+        return ()
+    findings = lint.find_secret_literals(raw)
     if findings:
         listed = "\n".join(f"  {NOTIFY_ENV}: {finding}" for finding in findings)
         raise InvalidInput(
             f"{NOTIFY_ENV} would carry inline secrets; read them from the environment in the "
             f"command instead:\n{listed}"
         )
-    return argv
+    return ("sh", "-c", raw)
 
 
 def outcome(

@@ -173,7 +173,7 @@ def test_a_notifier_carrying_a_secret_is_refused(taospec: Runner, tmp_path: Path
 def test_a_notifier_from_the_environment_carrying_a_secret_is_refused_before_any_record(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
-    # $TAOSPEC_NOTIFY's words become the notifier's argv, as a job's notify: does.
+    # $TAOSPEC_NOTIFY runs under sh -c, as a string notify: does: its words are argv.
     spec = job_file(tmp_path, "true")
     done = taospec("run", spec, env={"TAOSPEC_NOTIFY": "curl --password hunter2 https://x"})
     assert done.returncode == 2
@@ -181,6 +181,19 @@ def test_a_notifier_from_the_environment_carrying_a_secret_is_refused_before_any
     assert "TAOSPEC_NOTIFY: line 1: an inline secret value is given to --password;" in done.stderr
     assert "hunter2" not in done.stderr
     assert not (state_dir / "jobs").exists()
+
+
+def test_a_notifier_from_the_environment_runs_under_a_shell(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    """As the README's notify: example does, with a redirection."""
+    spec = job_file(tmp_path, "true")
+    ended = tmp_path / "ended.txt"
+    command = f'echo "$TAOSPEC_JOB_ID $TAOSPEC_STATE" >> {ended}'
+    done = taospec("run", spec, env={"TAOSPEC_NOTIFY": command})
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert ended.read_text() == f"{job_id} COMPLETE\n"
 
 
 def test_notify_is_allowed_under_pipeline_defaults(taospec: Runner, tmp_path: Path) -> None:

@@ -75,11 +75,12 @@ def test_no_notifier_does_nothing() -> None:
 
 def test_the_notifier_comes_from_the_environment() -> None:
     assert notify.notifier({}) == ()
-    assert notify.notifier({"TAOSPEC_NOTIFY": "notify-send 'job done'"}) == (
-        "notify-send",
-        "job done",
+    assert notify.notifier({"TAOSPEC_NOTIFY": "  notify-send 'job done'  "}) == (
+        "sh",
+        "-c",
+        "notify-send 'job done'",
     )
-    with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY: No closing quotation"):
-        notify.notifier({"TAOSPEC_NOTIFY": "notify-send 'job done"})
+    with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY: line 1: .*curl -u"):
+        notify.notifier({"TAOSPEC_NOTIFY": "curl -u admin:hunter2 https://x"})
     with pytest.raises(InvalidInput, match="TAOSPEC_NOTIFY would carry inline secrets"):
         notify.notifier({"TAOSPEC_NOTIFY": "curl -H 'Authorization: Bearer abcdef0123456789'"})
