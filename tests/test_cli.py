@@ -136,6 +136,9 @@ def test_record_verbs_work_like_the_tao_recorder(
     assert again.returncode == 0
     conflicting = taospec("record", "mark", job_id, "--state", "COMPLETE")
     assert conflicting.returncode == 1
+    # ls takes a state in any case; record mark's states are the recorder's, exactly.
+    assert taospec("ls", "--state", "error").stdout.splitlines()[1].startswith(job_id)
+    assert taospec("record", "mark", job_id, "--state", "error").returncode == 2
     record = json.loads(taospec("record", "show", job_id).stdout)
     assert record["results_dir"] == f"{tmp_path}/{job_id}"
     assert record["upload_excludes"] == ["*.tmp", "ckpt/*"]

@@ -432,7 +432,11 @@ def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
 
 
 @cli.command("ls")
-@click.option("--state", type=STATES, help="Only records in this state.")
+@click.option(
+    "--state",
+    type=click.Choice(states.STATES, case_sensitive=False),
+    help="Only records in this state (any case).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @JSON_LINES_OPTION
 def ls_command(state: str | None, limit: int, as_json: bool) -> None:
