@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from taospec import gpupick, proc
+from taospec import gpupick, proc, remote
 from taospec.diagnose import diagnose
 from taospec.errors import TaospecError
 from taospec.job import Job
@@ -87,7 +87,7 @@ def host_checks(
         checks.append(free_space("results_root free space", results_root, RESULTS_MIN_FREE))
         checks.append(shm(shm_size, ipc))
     if full:
-        checks.append(gpus_exist(gpus))
+        checks.append(gpus_exist(gpus, docker_env))
     return checks
 
 
@@ -304,19 +304,32 @@ def nvidia_runtime(runtimes: Sequence[str], gpus: Sequence[int | str] | str) -> 
 # -- GPUs -------------------------------------------------------------------------
 
 
-def gpus_exist(gpus: Sequence[int | str] | str) -> Check:
-    """Every GPU the job names (id or UUID) is on the host; ``all`` needs at least one."""
+def gpus_exist(
+    gpus: Sequence[int | str] | str, docker_env: Sequence[tuple[str, str]] = ()
+) -> Check:
+    """Every GPU the job names (id or UUID) is on the host; ``all`` needs at least one.
+
+    The host is the engine's: ``nvidia-smi`` runs here for a local engine, through ssh for
+    an ``ssh://`` one; on a host taospec reaches only through docker, it is not checked.
+    """
     if not gpus:
         return Check("GPUs", True, "not needed: the job names no GPUs")
+    host = dict(docker_env).get("DOCKER_HOST", os.environ.get("DOCKER_HOST", ""))
+    if engine_is_local(docker_env):
+        prefix: tuple[str, ...] = ()
+    elif host.startswith("ssh://"):
+        prefix = remote.ssh_argv(host)
+    else:
+        return Check("GPUs", True, f"not checked: nvidia-smi cannot be run on {host} from here")
     try:
-        found = gpupick.query()
+        found = gpupick.query(prefix)
     except TaospecError as error:
-        return Check(
-            "GPUs",
-            False,
-            str(error).splitlines()[0],
-            "install the NVIDIA driver on the host (nvidia-smi must answer), or drop gpus:",
+        advice = (
+            f"make sure ssh reaches {host} and nvidia-smi answers there, or drop gpus:"
+            if prefix
+            else "install the NVIDIA driver on the host (nvidia-smi must answer), or drop gpus:"
         )
+        return Check("GPUs", False, str(error).splitlines()[0], advice)
     return _named_gpus(gpus, found)
 
 

@@ -332,3 +332,34 @@ def test_full_checks_on_this_host(engine: str, fake_smi: None, small_fs: Path) -
         ("/dev/shm", free("/dev/shm") >= 8 * 1024**3),
         ("GPUs", True),
     ]
+
+
+def test_the_gpus_of_an_ssh_engine_are_asked_on_that_host(
+    fake_smi: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvidia-smi runs through ssh (here an ssh that runs the command locally, and notes
+    where it was sent); a host reached only through docker is not checked."""
+    sent = tmp_path / "sent"
+    (tmp_path / "bin").mkdir()
+    ssh = tmp_path / "bin" / "ssh"
+    ssh.write_text(
+        "#!/bin/sh\n"
+        'while [ "$1" != -- ]; do shift; done\n'
+        f'echo "$2" >> {sent}\n'
+        'shift 2\nexec sh -c "$*"\n'
+    )
+    ssh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    remote_host = (("DOCKER_HOST", "ssh://ubuntu@gpu-box:2222"),)
+    assert doctor.gpus_exist((1,), remote_host) == Check(
+        "GPUs", True, "1 present (the host has GPUs: 0, 1)"
+    )
+    assert sent.read_text() == "ubuntu@gpu-box\n"
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")  # no nvidia-smi
+    missing = doctor.gpus_exist((1,), remote_host)
+    assert not missing.ok
+    assert "ssh reaches ssh://ubuntu@gpu-box:2222 and nvidia-smi answers" in missing.advice
+    tcp = doctor.gpus_exist((0,), (("DOCKER_HOST", "tcp://gpu-box:2376"),))
+    assert tcp == Check(
+        "GPUs", True, "not checked: nvidia-smi cannot be run on tcp://gpu-box:2376 from here"
+    )
