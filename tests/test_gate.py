@@ -132,6 +132,16 @@ def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recordin
     missing.rmdir()
     ran = taospec("run", path, env={"GATE_VAR": "1"})
     refused(ran, f"{path}:9:19: $.mounts[0].source: {missing} does not exist")
+    checked = taospec("run", "--check", path)
+    refused(checked, f"{path}:9:19: $.mounts[0].source: {missing} does not exist")
+    # A dry run warns and still shows the plan, for a job meant for another machine.
+    dry = taospec("run", "-n", path)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.startswith(
+        f"warning: {path}:9:19: $.mounts[0].source: {missing} does not exist on this machine"
+    )
+    assert dry.stderr.count("warning:") == 1
+    assert f"-v {missing}:/data" in dry.stdout
     assert not missing.exists()
     assert list(state_dir.iterdir()) == []  # no record was opened
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from taospec import doctor, notify, plandiff, plantext, platforms, preflight, retrying, ticker
 from taospec.commands.session import open_ledger, say
-from taospec.diagnostics import raise_if_any
+from taospec.diagnostics import Problem, raise_if_any, unique
 from taospec.errors import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -25,12 +25,13 @@ from taospec.errors import (
     InvalidInput,
 )
 from taospec.executor import check_environment, secret_values
-from taospec.job import Job
+from taospec.job import Job, JobFile
 from taospec.ledger import Ledger
 from taospec.lint import redacted
 from taospec.loader import load_located
 from taospec.pipeline import Board, Build, Decision, Outcome, age, decide, summary
 from taospec.states import CANCELED, COMPLETE
+from taospec.yamlsrc import Source
 
 TAIL_LINES = 20
 
@@ -62,27 +63,7 @@ def run(
     # The engines of the docker jobs are asked now, answer while the plans render, and are
     # read by the preflight; what nobody read is ended when the block is left.
     with doctor.Engines([] if review else [jobfile.targets[n].job for n in names]) as engines:
-        # Before any record opens: a missing source would be created empty by dockerd, an
-        # input that is not there cannot be fingerprinted, and a passed value written in the
-        # job would be written down.
-        raise_if_any(
-            problem
-            for name in names
-            for problem in (
-                preflight.mount_sources(jobfile.targets[name].job, sources[name])
-                + (
-                    []
-                    if review
-                    else preflight.passed_variables(
-                        jobfile.targets[name].job, sources[name], os.environ
-                    )
-                )
-                + preflight.inputs(jobfile.targets[name], sources[name])
-                + preflight.passed_values_written(
-                    jobfile.targets[name].job, sources[name], os.environ
-                )
-            )
-        )
+        raise_if_any(_refusals(jobfile, names, sources, review=review, dry_run=dry_run))
         forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
         decisions = decide(
             jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources
@@ -123,6 +104,32 @@ def run(
         _report(decisions, build.results, ledger, show_summary=jobfile.pipeline)
         return EXIT_INTERRUPTED
     return _report(decisions, results, ledger, show_summary=jobfile.pipeline)
+
+
+def _refusals(
+    jobfile: JobFile,
+    names: Sequence[str],
+    sources: Mapping[str, Source],
+    *,
+    review: bool,
+    dry_run: bool,
+) -> list[Problem]:
+    """What stops a run before any record opens: a mount source that is not here (dockerd
+    would create it empty), an input that cannot be fingerprinted, and a passed value
+    unset or written in the job. A dry run only warns of a missing mount source, so that
+    the review of a job meant for another machine still shows its plans."""
+    found: list[Problem] = []
+    warned: list[Problem] = []
+    for name in names:
+        job, source = jobfile.targets[name].job, sources[name]
+        (warned if dry_run else found).extend(preflight.mount_sources(job, source))
+        if not review:
+            found += preflight.passed_variables(job, source, os.environ)
+        found += preflight.inputs(jobfile.targets[name], source)
+        found += preflight.passed_values_written(job, source, os.environ)
+    for problem in unique(warned):
+        say(f"warning: {problem} (run stops here)")
+    return found
 
 
 def live_board(environ: Mapping[str, str] = os.environ) -> bool:
