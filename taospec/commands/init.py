@@ -86,6 +86,7 @@ def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str
         f"skill: {_flow(reference)}",
         f"action: {_flow(action.name)}",
         "platform: docker",
+        'user: "1000:1000"  # who the container runs as, UID:GID ("host": whoever runs taospec)',
         "gpus: [0]",
         f"results_root: {_flow(str(job_dir.resolve() / 'results'))}",
         *_spec_lines(template, required),
