@@ -54,7 +54,7 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         status = Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
     elif status.terminal and status.state != COMPLETE and cancel_began(sidecar):
         # the end a cancel under way brought about (docker kill: exit 137), not the job's own
-        status = Status(CANCELED, f"a cancel began at {cancel_began(sidecar)}; {status.message}")
+        status = Status(CANCELED, _cancelled(cancel_began(sidecar), status))
     elif status.terminal and sidecar.get(CANCEL_FAILED):
         failed = f"{status.message}; an earlier cancel failed at {sidecar[CANCEL_FAILED]}"
         status = status._replace(message=failed)
@@ -76,12 +76,18 @@ def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Statu
     """What a job whose backend object is gone ended as (unchanged while that is unclear)."""
     began = cancel_began(sidecar)
     if began:
-        return Status(CANCELED, f"a cancel began at {began}; {status.message}")
+        return Status(CANCELED, _cancelled(began, status))
     launched = record.backend_ref is not None or record.state == RUNNING
     if launched:
         return Status(ERROR, status.message, err_class=INFRA)
     abandoned = _abandoned(record, sidecar, status)
     return Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
+
+
+def _cancelled(began: object, status: Status) -> str:
+    """The message of an end a cancel brought about: what the backend saw, without the
+    diagnosis it would give a job that ended on its own (a kill from outside)."""
+    return f"a cancel began at {began}; {status.message.split('; ', 1)[0]}"
 
 
 def _abandoned(record: Record, sidecar: dict[str, object], status: Status) -> str | None:

@@ -341,6 +341,24 @@ def test_a_cancel_while_another_process_watches_the_job_is_recorded_canceled(
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
 
 
+def test_an_end_a_cancel_brought_about_is_recorded_as_the_cancel_not_diagnosed(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    """A poll (logs -f, status) that sees the kill before cancel records it: CANCELED,
+    with what docker saw, and not the advice for a container killed from outside."""
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    Ledger(state_dir).update_sidecar(job_id, cancel_requested="2026-12-04T05:00:00Z")
+    docker("kill", job_id)
+    docker("wait", job_id)
+    assert taospec("status", job_id).returncode == 0
+    last = record(state_dir, job_id)["transitions"][-1]
+    assert (last["state"], last["message"]) == (
+        "CANCELED",
+        "a cancel began at 2026-12-04T05:00:00Z; docker: exited with code 137",
+    )
+
+
 def test_a_container_removed_outside_taospec_is_recorded_as_it_ended_by_cancel(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
