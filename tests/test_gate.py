@@ -222,9 +222,12 @@ def test_a_problem_every_matrix_target_shares_is_reported_once(
     path = pipeline(tmp_path, f"    matrix: {{lr: [1, 2]}}\n    mounts: [{{source: {missing}, "
                     "target: /data}]\n")  # fmt: skip
     path.write_text(path.read_text().replace("platform: local", "platform: docker, user: '1:1'"))
-    for verb in (("run", "-n"), ("validate", "--here")):
+    for verb in (("run", "--check"), ("validate", "--here")):
         lines = refused(taospec(*verb, path), f"$.jobs.greet.mounts[0].source: {missing} does not")
         assert len(lines) == 1, lines
+    warned = taospec("run", "-n", path)  # a dry run warns, once, and shows the plans
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr.count(f"$.jobs.greet.mounts[0].source: {missing} does not") == 1
 
 
 def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(

@@ -116,19 +116,3 @@ def test_an_unknown_action_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(SkillError, match="did you mean 'evaluate'"):
         init.run("tao-train-tiny", "evaluat", tmp_path / "x.yaml", job_dir=tmp_path, environ=ENV)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_filled_in_job_renders_for_whoever_runs_it(tmp_path: Path, taospec) -> None:
-    """With its ??? filled in, the file renders as written, root included (user: is set)."""
-    text, _ = written(tmp_path, "train")
-    (tmp_path / "images").mkdir()
-    (tmp_path / "train.json").write_text("[]")
-    filled = (
-        text.replace("image_dir: ???", f"image_dir: {tmp_path / 'images'}")
-        .replace("json_file: ???", f"json_file: {tmp_path / 'train.json'}")
-        .replace("classes: ???", "classes: [cat, dog]")
-    )
-    (tmp_path / "job.yaml").write_text(filled)
-    done = taospec("render", tmp_path / "job.yaml", env=ENV)
-    assert done.returncode == 0, done.stderr
-    assert "--user 1000:1000" in done.stdout

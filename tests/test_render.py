@@ -172,6 +172,7 @@ def test_an_integer_written_as_a_float_is_rendered_as_an_integer(tmp_path: Path)
     assert "16.0" not in shown
     path.write_text(path.read_text().replace("gpus: [0, 1.0]", "gpus: {free: 1.0}"))
     path.write_text(path.read_text().replace("platform: slurm", "platform: docker"))
+    path.write_text(path.read_text().replace("nodes: 2.0\n", ""))  # a Docker host is one node
     path.write_text(path.read_text().replace("slurm: {cpus_per_task: 16.0, container: none}\n", ""))
     free = load_job(path).gpus_free  # int("1.0") crashed the pick of free GPUs at submit
     assert (free, type(free)) == (1, int)

@@ -355,7 +355,6 @@ def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: P
         text.replace("image_dir: ???", "image_dir: data/images")
         .replace("json_file: ???", "json_file: data/train.json")
         .replace("classes: ???", "classes: [cat]")
-        .replace("gpus: [0]", 'gpus: [0]\nuser: "1000:1000"')
     )
     file.write_text(filled)
     done = bank("validate", file)
