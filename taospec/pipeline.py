@@ -74,16 +74,20 @@ def decide(
     force: Sequence[str] = (),
     user: str | None = None,
     preview: bool = False,
+    launching: bool = False,
     sources: Mapping[str, Source] | None = None,
 ) -> list[Decision]:
     """A decision per target in ``names`` (dependencies first).
 
     A target that waits for an upstream which will run has no plan yet: its
-    plan needs the upstream's real results directory and is rendered once,
-    when it launches. With ``preview`` (a dry run) it is rendered now with the
-    ``$UPSTREAM_<TARGET>`` stand-ins, for review. Who launches is asked once,
-    for every target. With each target's ``sources``, a render refusal is located
-    at the key it is about.
+    plan needs the upstream's real results directory, known only once the
+    upstream has launched. With ``preview`` (a dry run) it is rendered now with
+    the ``$UPSTREAM_<TARGET>`` stand-ins, for review. With ``launching`` (a
+    run that builds) it is rendered with the stand-ins too, so that whatever
+    its platform refuses stops the run before anything is submitted, and is
+    rendered again when it launches. Who launches is asked once, for every
+    target. With each target's ``sources``, a render refusal is located at the
+    key it is about.
     """
     index = Index(ledger)
     asked: dict[str, str | None] = {}  # image ids, by engine and image
@@ -100,6 +104,7 @@ def decide(
             user=user,
             launcher=launcher,
             preview=preview,
+            launching=launching,
             source=(sources or {}).get(name),
         )
     return [decided[name] for name in names]
@@ -115,16 +120,17 @@ def _decide_one(
     user: str | None,
     launcher: Identity,
     preview: bool,
+    launching: bool,
     source: Source | None,
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
         reason = f"upstream {waiting[0]} will run"
-        if not preview:
+        if not (preview or launching):
             return Decision(target, True, reason, None)
         upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
         plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
-        return Decision(target, True, reason, plan)
+        return Decision(target, True, reason, plan if preview else None)
     upstream = _upstream_dirs(target, decided)
     plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
     if forced:

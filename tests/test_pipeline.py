@@ -254,6 +254,38 @@ def test_a_failure_in_the_middle_stops_its_dependents(
     assert states == {"prepare": "COMPLETE", "train": "ERROR"}
 
 
+WAITS_ON_A_REFUSAL = """\
+  a:
+    action: a
+    command: 'true'
+  b:
+    action: b
+    needs: [a]
+    platform: brev
+    brev: {instance: box}
+    command: 'true'
+"""
+
+
+def test_a_target_its_platform_refuses_stops_the_run_before_its_upstream_runs(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = pipeline(tmp_path, WAITS_ON_A_REFUSAL)
+    refusal = f"{spec}:11:3: $.jobs.b.user: user: host would mean this machine's"
+    done = taospec("run", spec)
+    assert done.returncode == 2
+    assert refusal in done.stderr
+    assert done.stderr.rstrip().endswith("nothing was run")
+    assert list(state_dir.iterdir()) == []
+    assert not (tmp_path / "results").exists()
+    # Only a build renders what waits on an upstream: --check stays as cheap as it was.
+    checked = taospec("run", "--check", spec)
+    assert (checked.returncode, checked.stdout.split()) == (
+        1,
+        ["run", "a", "never", "run", "run", "b", "upstream", "a", "will", "run"],
+    )
+
+
 def test_ctrl_c_cancels_every_running_job(taospec: Runner, tmp_path: Path, state_dir: Path) -> None:
     jobs = "".join(f"  {n}:\n    action: {n}\n    command: sleep 300\n" for n in ("x", "y"))
     spec = pipeline(tmp_path, jobs)

@@ -66,7 +66,14 @@ def run(
         raise_if_any(_refusals(jobfile, names, sources, review=review, dry_run=dry_run))
         forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
         decisions = decide(
-            jobfile, names, ledger, force=forced, user=user, preview=dry_run, sources=sources
+            jobfile,
+            names,
+            ledger,
+            force=forced,
+            user=user,
+            preview=dry_run,
+            launching=not review,
+            sources=sources,
         )
         if dry_run and as_json:
             print(json.dumps(decisions_json(decisions, ledger), indent=2))
