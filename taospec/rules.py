@@ -237,39 +237,57 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             yield from _placeholder_rules(source, mount["source"], where, upstream)
         if not isinstance(mount, dict) or not isinstance(mount.get("target"), str):
             continue
-        if isinstance(mount.get("source"), str) and ":" in mount["source"]:
-            yield source.problem(
-                ("mounts", index, "source"),
-                "docker run -v separates source, target and options with ':', so a source "
-                "holding ':' cannot be mounted; link or move it to a path without ':'",
-            )
-        target = posixpath.normpath(mount["target"]) if mount["target"] else ""
-        target = "/" + target.lstrip("/") if target.startswith("/") else target
-        path = ("mounts", index, "target")
-        if target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/"):
-            yield source.problem(
-                path,
-                f"{mount['target']} is at or under /results, where the job's results directory "
-                "(and its spec file) is mounted; mount it elsewhere, e.g. /data",
-            )
-        elif target in ("/", "/proc") or target.startswith("/proc/"):
-            same = "" if target == mount["target"] else f" (that is {target})"
-            yield source.problem(
-                path,
-                f"{mount['target']}{same} cannot be a mount target: the container's root and "
-                "its /proc belong to the container; mount it elsewhere, e.g. /data",
-            )
-        elif ":" in target:
-            yield source.problem(
-                path, "docker run -v cannot take a target holding ':'; choose a path without it"
-            )
-        elif target in seen:
+        refusals = mount_refusals(mount.get("source"), mount["target"])
+        for key, message in refusals:
+            yield source.problem(("mounts", index, key), message)
+        target = _mount_target_path(mount["target"])
+        if any(key == "target" for key, _ in refusals):
+            continue
+        if target in seen:
             same = "" if target == mount["target"] else f" (as {target})"
             yield source.problem(
-                path, f"{mount['target']}{same} is already the target of mounts[{seen[target]}]"
+                ("mounts", index, "target"),
+                f"{mount['target']}{same} is already the target of mounts[{seen[target]}]",
             )
         else:
             seen[target] = index
+
+
+def mount_refusals(source: object, target: str) -> list[tuple[str, str]]:
+    """Why ``docker run -v`` cannot mount ``source`` at ``target``: (``source`` or
+    ``target``, the reason), for a written ``mounts:`` entry and for one a skill adds."""
+    refusals = []
+    if isinstance(source, str) and ":" in source:
+        refusals.append(
+            (
+                "source",
+                "docker run -v separates source, target and options with ':', so a source "
+                "holding ':' cannot be mounted; link or move it to a path without ':'",
+            )
+        )
+    normal = _mount_target_path(target)
+    if normal == RESULTS_TARGET or normal.startswith(RESULTS_TARGET + "/"):
+        why = (
+            f"{target} is at or under /results, where the job's results directory "
+            "(and its spec file) is mounted; mount it elsewhere, e.g. /data"
+        )
+    elif normal in ("/", "/proc") or normal.startswith("/proc/"):
+        same = "" if normal == target else f" (that is {normal})"
+        why = (
+            f"{target}{same} cannot be a mount target: the container's root and "
+            "its /proc belong to the container; mount it elsewhere, e.g. /data"
+        )
+    elif ":" in normal:
+        why = "docker run -v cannot take a target holding ':'; choose a path without it"
+    else:
+        return refusals
+    return [*refusals, ("target", why)]
+
+
+def _mount_target_path(target: str) -> str:
+    """A mount target as the container sees it (``/data/../proc/`` is ``/proc``)."""
+    normal = posixpath.normpath(target) if target else ""
+    return "/" + normal.lstrip("/") if normal.startswith("/") else normal
 
 
 def secret_literals(

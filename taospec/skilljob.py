@@ -12,7 +12,8 @@ and returns the job's keys as the skill completes them:
 - ``mounts``: each declared input the spec sets to a host path, mounted read-only at
   ``/inputs/<n>/<name>`` (in a container; a ``local`` job reads it where it is), its spec
   value rewritten to that path; a ``mounts:`` entry whose source holds the path is used
-  instead.
+  instead. A mount it adds meets the checks a ``mounts:`` entry meets, and is refused at
+  the spec key that names the input.
 
 The merged spec is checked against the action's schema (:mod:`taospec.taoschema`):
 errors are problems at ``$.spec.<key>`` in the job file (at the ``skill:`` line when the
@@ -33,7 +34,7 @@ from typing import Any
 from taospec import lint, placeholders
 from taospec.diagnostics import JsonPath, Problem
 from taospec.job import SpecInput
-from taospec.rules import secret_key_message, split_command
+from taospec.rules import mount_refusals, secret_key_message, split_command
 from taospec.skills import (
     Action,
     KeyPath,
@@ -275,17 +276,26 @@ def _inputs(
         if container:
             job_path = _covered(host, explicit) or added.get(host) or ""
             if not job_path:
-                if pyxis and ("," in host or ":" in host):
-                    message = "pyxis's --container-mounts cannot carry a path with ',' or ':'"
-                    problems.append(source.problem(at, f"input {host!r}: {message}"))
-                    continue
                 job_path = _new_target(host, used)
+                refused = _refusal(host, job_path, pyxis=pyxis)
+                if refused:
+                    problems.append(source.problem(at, f"input {host!r}: {refused}"))
+                    continue
                 used.add(job_path)
                 added[host] = job_path
                 mounts.append({"source": host, "target": job_path, "readonly": True})
         _set(spec, declared.path, job_path)
         found.append(SpecInput(declared.spec_key, host, job_path))
     return mounts, tuple(found), problems
+
+
+def _refusal(host: str, target: str, *, pyxis: bool) -> str | None:
+    """Why ``host`` cannot be mounted at ``target``, as for a ``mounts:`` entry (the target
+    is made from the host's name, so the first reason is the one to act on)."""
+    if pyxis and ("," in host or ":" in host):
+        return "pyxis's --container-mounts cannot carry a path with ',' or ':'"
+    refusals = mount_refusals(host, target)
+    return refusals[0][1] if refusals else None
 
 
 def _is_path(value: str) -> bool:

@@ -441,3 +441,22 @@ def test_a_pipeline_names_the_skill_once_in_defaults(bank: Runner, tmp_path: Pat
         "say \"hi\" 'there'": 1,
         "$(touch /tmp/taospec-pwned)\nnext line": "x",
     }
+
+
+def test_an_input_docker_run_cannot_mount_is_refused_at_its_spec_key(
+    bank: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    (tmp_path / "data" / "a:b").mkdir()
+    file = job(tmp_path, *TRAIN[:7], "      - image_dir: data/a:b", *TRAIN[8:])
+    where = f"{file}:{line_of(file, 'image_dir')}:20"
+    folder = tmp_path.resolve() / "data" / "a:b"
+    assert invalid(bank, file) == [
+        f"{where}: $.spec.dataset.train_data_sources[0].image_dir: input '{folder}': docker "
+        "run -v separates source, target and options with ':', so a source holding ':' cannot "
+        "be mounted; link or move it to a path without ':'"
+    ]
+    done = bank("run", file)
+    assert done.returncode == 2
+    assert where in done.stderr
+    assert list(state_dir.iterdir()) == []
+    assert not (tmp_path / "results").exists()
