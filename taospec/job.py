@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taospec.diagnostics import SpecError, closest
+from taospec.diagnostics import JsonPath, SpecError, closest
 from taospec.errors import InvalidInput
 
 _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
@@ -22,11 +22,21 @@ _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """A bind mount: a host path seen by the job at ``target``."""
+    """A bind mount: a host path seen by the job at ``target``.
+
+    ``written_at`` is where the job file wrote ``source`` when no ``mounts:`` entry did:
+    the spec key of the skill input the mount carries.
+    """
 
     source: str
     target: str
     readonly: bool = False
+    written_at: JsonPath = ()
+
+    @classmethod
+    def entry(cls, entry: Mapping[str, Any]) -> Mount:
+        """The mount a (checked) ``mounts:`` entry writes."""
+        return cls(entry["source"], entry["target"], entry.get("readonly", False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,11 @@ class Job:
         """``results_dir`` as the job itself sees it: at /results in a container (docker,
         brev, and slurm unless ``container: none``), where it is for a local process."""
         return results_seen_at(self.platform, self.slurm.container, results_dir)
+
+    def mount_source_at(self, index: int) -> JsonPath:
+        """Where the job file wrote the source of mount ``index``: its ``mounts:`` entry, or
+        the spec key of the skill input the mount carries."""
+        return self.mounts[index].written_at or ("mounts", index, "source")
 
 
 def results_seen_at(platform: str, slurm_container: str, results_dir: str) -> str:

@@ -305,7 +305,7 @@ def _results_problems(
                     problems.append(
                         _at(
                             source,
-                            (*where, "mounts", index, "source"),
+                            (*where, *job.mount_source_at(index)),
                             f"{{{name}}} is a folder under {value.rsplit('/', 1)[0]!r}, "
                             "whose ':' or ',' the container's mount option would split; give "
                             f"target {name[len('needs.') : -len('.results_dir')]} a "
@@ -475,9 +475,10 @@ def build_job(source: Source, name: str, images: Images, applied: Applied | None
         nodes=_whole(data.get("nodes", 1)),
         storage_tier=data.get("storage_tier", "A"),
         results_root=data["results_root"],
-        mounts=tuple(
-            Mount(m["source"], m["target"], m.get("readonly", False))
-            for m in data.get("mounts", [])
+        mounts=(
+            applied.mounts
+            if applied is not None
+            else tuple(Mount.entry(m) for m in data.get("mounts", []))
         ),
         env_pass=tuple(env.get("pass", [])),
         env_set=tuple(sorted((k, _env_value(v)) for k, v in env.get("set", {}).items())),

@@ -73,7 +73,7 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
             continue
         missing.append(
             source.problem(
-                ("mounts", index, "source"),
+                job.mount_source_at(index),
                 f"{mount.source} does not exist on this machine; the Docker engine would "
                 "create it as an empty root-owned directory and the job would see no data. "
                 "Create it, or fix the path",

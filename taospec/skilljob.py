@@ -12,8 +12,9 @@ and returns the job's keys as the skill completes them:
 - ``mounts``: each declared input the spec sets to a host path, mounted read-only at
   ``/inputs/<n>/<name>`` (in a container; a ``local`` job reads it where it is), its spec
   value rewritten to that path; a ``mounts:`` entry whose source holds the path is used
-  instead. A mount it adds meets the checks a ``mounts:`` entry meets, and is refused at
-  the spec key that names the input.
+  instead (the job's mounts are returned typed, beside its keys). A mount it adds meets the
+  checks a ``mounts:`` entry meets; it is refused, and a missing source reported, at the
+  spec key that names the input.
 
 The merged spec is checked against the action's schema (:mod:`taospec.taoschema`):
 errors are problems at ``$.spec.<key>`` in the job file (at the ``skill:`` line when the
@@ -33,7 +34,7 @@ from typing import Any
 
 from taospec import lint, placeholders
 from taospec.diagnostics import JsonPath, Problem
-from taospec.job import SpecInput
+from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, split_command
 from taospec.skills import (
     Action,
@@ -66,10 +67,12 @@ PATH_TYPES = ("file", "folder")
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """A job's keys completed by its skill, and what the check left as warnings."""
+    """A job's keys completed by its skill, its mounts with the inputs added, and what the
+    check left as warnings."""
 
     data: dict[str, Any]
     versions_key: str | None
+    mounts: tuple[Mount, ...]
     spec_inputs: tuple[SpecInput, ...]
     warnings: tuple[str, ...]
 
@@ -124,8 +127,7 @@ def apply_skill(
     if mount_problems:
         return None, mount_problems
     filled["spec"] = spec
-    filled["mounts"] = mounts
-    return Applied(filled, versions_key, inputs, tuple(warnings)), []
+    return Applied(filled, versions_key, mounts, inputs, tuple(warnings)), []
 
 
 def read_schema(action: Action) -> dict[str, Any]:
@@ -249,7 +251,7 @@ def _literal_template(value: Any, at: KeyPath, users: frozenset[KeyPath]) -> Any
 
 def _inputs(
     source: Source, file: Path, action: Action, spec: dict[str, Any]
-) -> tuple[list[dict[str, Any]], tuple[SpecInput, ...], list[Problem]]:
+) -> tuple[tuple[Mount, ...], tuple[SpecInput, ...], list[Problem]]:
     """The job's mounts with each input added, the inputs, and what cannot be mounted.
 
     ``spec`` is changed in place: each input's value becomes the path the job sees.
@@ -263,7 +265,7 @@ def _inputs(
     )
     folder = str(file.resolve().parent).replace("{", "{{").replace("}", "}}")
     added: dict[str, str] = {}
-    mounts = list(explicit)
+    mounts = [Mount.entry(m) for m in explicit]
     used = {str(m.get("target", "")).rstrip("/") for m in explicit}
     found: list[SpecInput] = []
     problems: list[Problem] = []
@@ -283,10 +285,10 @@ def _inputs(
                     continue
                 used.add(job_path)
                 added[host] = job_path
-                mounts.append({"source": host, "target": job_path, "readonly": True})
+                mounts.append(Mount(host, job_path, readonly=True, written_at=at))
         _set(spec, declared.path, job_path)
         found.append(SpecInput(declared.spec_key, host, job_path))
-    return mounts, tuple(found), problems
+    return tuple(mounts), tuple(found), problems
 
 
 def _refusal(host: str, target: str, *, pyxis: bool) -> str | None:

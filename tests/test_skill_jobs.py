@@ -460,3 +460,57 @@ def test_an_input_docker_run_cannot_mount_is_refused_at_its_spec_key(
     assert where in done.stderr
     assert list(state_dir.iterdir()) == []
     assert not (tmp_path / "results").exists()
+
+
+def test_a_missing_input_is_reported_at_the_spec_key_that_names_it(
+    bank: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    file = job(tmp_path, *TRAIN[:7], "      - image_dir: data/none", *TRAIN[8:])
+    where = f"{file}:{line_of(file, 'image_dir')}:20: $.spec.dataset.train_data_sources[0]"
+    missing = tmp_path.resolve() / "data" / "none"
+    said = f"{where}.image_dir: {missing} does not exist on this machine"
+    for verb, code in ((("run", "-n"), 0), (("validate", "--here"), 2), (("run",), 2)):
+        done = bank(*verb, file)
+        assert done.returncode == code, done.stderr
+        assert said in done.stderr
+    assert list(state_dir.iterdir()) == []
+
+
+def test_an_upstream_input_docker_cannot_mount_is_refused_at_its_spec_key(
+    bank: Runner, tmp_path: Path
+) -> None:
+    file = write(
+        tmp_path / "pipe.yaml",
+        "\n".join(
+            [
+                "version: 1",
+                "defaults:",
+                "  skill: tao-train-tiny",
+                '  user: "1000:1000"',
+                f"  results_root: {tmp_path / 'results'}",
+                "jobs:",
+                "  train:",
+                "    action: train",
+                f"    results_root: '{tmp_path / 'res:ults'}'",
+                "    spec: {dataset: {train_data_sources: [{image_dir: /d/i, json_file: /d/j}],",
+                "                     classes: [a]}}",
+                "  evaluate:",
+                "    action: evaluate",
+                "    platform: docker",
+                "    needs: [train]",
+                "    spec:",
+                "      evaluate: {checkpoint: '{needs.train.results_dir}/model.pth'}",
+                "      dataset: {test_data_sources: {image_dir: /d/test}}",
+                "      labels:",
+                "        'say \"hi\" ''there''': 1",
+                '        "$(touch /tmp/taospec-pwned)\\nnext line": x',
+            ]
+        )
+        + "\n",
+    )
+    refused = [line for line in invalid(bank, file) if ": warning: " not in line]
+    assert refused == [
+        f"{file}:17:30: $.jobs.evaluate.spec.evaluate.checkpoint: {{needs.train.results_dir}} "
+        f"is a folder under '{tmp_path / 'res:ults'}', whose ':' or ',' the container's mount "
+        "option would split; give target train a results_root without them"
+    ]
