@@ -34,6 +34,7 @@ import binascii
 import bisect
 import functools
 import itertools
+import json
 import os
 import re
 import shlex
@@ -1469,9 +1470,12 @@ def _environment_secrets() -> tuple[str, ...]:
 
 def _known_secrets(secret_values: Iterable[str]) -> list[str]:
     """The given values long enough to look for, with those of the environment, each
-    also without the blanks around it and, when it spans lines, line by line."""
+    also without the blanks around it and, when it spans lines, line by line; each of
+    these also as taospec prints text escaped (:func:`escaped_forms`)."""
     values = itertools.chain(secret_values, _environment_secrets())
-    return sorted({form for value in values for form in secret_forms(value)})
+    return sorted(
+        {shown for value in values for form in secret_forms(value) for shown in escaped_forms(form)}
+    )
 
 
 def secret_forms(value: str) -> set[str]:
@@ -1482,6 +1486,40 @@ def secret_forms(value: str) -> set[str]:
     if "\n" in value or "\r" in value:
         forms.update(line.strip() for line in value.splitlines())
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
+def _in_repr(text: str, quote: str) -> str:
+    """``text`` as ``repr`` writes it between ``quote`` marks (the marks left out): a
+    longer string that holds it may be shown in either, as it holds ``'`` or not."""
+    if quote == '"' and '"' in text:
+        return repr(text)[1:-1]  # repr quotes such text with ', and so any text holding it
+    other = "'" if quote == '"' else '"'
+    return repr(text + other)[1:-2]  # the other mark makes repr choose ``quote``
+
+
+_ESCAPES: tuple[Callable[[str], str], ...] = (
+    lambda text: text,
+    lambda text: _in_repr(text, "'"),
+    lambda text: _in_repr(text, '"'),
+    lambda text: json.dumps(text)[1:-1],
+    lambda text: json.dumps(text, ensure_ascii=False)[1:-1],
+    lambda text: text.replace("'", "'\"'\"'"),  # inside the quotes of shlex.quote
+)
+"""Each way taospec prints text escaped: itself, Python's ``repr`` in either quotes
+(``{value!r}`` in a message), a JSON string (both with and without ``\\u`` escapes) and
+``shlex.quote`` (a plan's command line): each without the quotes around it, which a
+longer string holding the value puts elsewhere."""
+
+
+def escaped_forms(text: str) -> set[str]:
+    """``text`` as each of :data:`_ESCAPES` writes it, and each of those again written by
+    each (a plan's quoted command line in JSON), so that redaction finds a value however
+    it is printed, not only as it is. Printable ASCII without quotes or backslashes (most
+    tokens) is written by each as it is."""
+    if text.isascii() and text.isprintable() and not any(mark in text for mark in "'\"\\"):
+        return {text}
+    once = {escape(text) for escape in _ESCAPES}
+    return {escape(form) for form in once for escape in _ESCAPES}
 
 
 def _until_stable(text: str, rewrite: Callable[[str], str]) -> str:

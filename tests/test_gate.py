@@ -271,6 +271,20 @@ def test_a_refusal_before_the_job_is_typed_quotes_no_passed_value(
         assert value not in done.stdout + done.stderr, verb
 
 
+def test_a_refusal_quotes_no_passed_value_escaped(taospec: Runner, tmp_path: Path) -> None:
+    # the schema error showed the value as repr() escapes it, 'Q7w\\e9Rt\'y"u1Io', and
+    # redaction looked for it only as it is
+    value = "Q7w\\e9Rt'y\"u1Io"
+    path = job(tmp_path, "env: {pass: [GATE_VAR]}\nstorage_tier: " + json.dumps(value) + "\n")
+    for verb in (("validate",), ("validate", "--format", "json")):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        assert done.returncode == 2, done.stderr
+        said = done.stdout + done.stderr
+        assert "$.storage_tier" in said
+        assert "u1Io" not in said, verb
+        assert "<redacted>" in said, verb
+
+
 def test_a_brev_job_is_refused_a_passed_value_written_in_it_like_any_other(
     taospec: Runner, tmp_path: Path
 ) -> None:

@@ -147,6 +147,44 @@ def test_no_run_of_a_value_survives_and_redact_is_idempotent(value: str, name: s
     assert redact(once) == once
 
 
+# name -> how taospec itself prints a text that holds a value: escaped, in quotes it chooses
+PRINTED: dict[str, Form] = {
+    "repr in a message": lambda v: f"$.storage_tier: {v!r} is not one of 'A', 'B', 'C'",
+    "repr of a longer text": lambda v: repr(f"--note={v} --verbose"),
+    "repr of a list": lambda v: repr(["--note", v]),
+    "JSON string": lambda v: json.dumps({"message": f"refused {v} twice"}),
+    "JSON string, non-ASCII kept": lambda v: json.dumps({"m": v}, ensure_ascii=False),
+    "shell word": lambda v: shlex.join(["mytool", "--note", v, "--verbose"]),
+    "shell word with its flag": lambda v: shlex.join(["mytool", f"--note={v}"]),
+    "shell word in JSON": lambda v: json.dumps({"diff": shlex.join(["mytool", "--note", v])}),
+    "shell word in repr": lambda v: repr(shlex.join(["mytool", "--note", v])),
+}
+ESCAPED_VALUES = st.text(
+    alphabet="qvzQVZ2357\\é\t\x0c" + SEPARATORS, min_size=MIN_SECRET_LENGTH, max_size=24
+).filter(lambda v: sum(char.isalnum() for char in v) >= 2 and len(v.strip()) == len(v))
+
+
+def printed_runs(value: str) -> set[str]:
+    """The runs of ``value`` as it is, and as repr, JSON and the shell each escape it."""
+    escaped = (repr(value)[1:-1], json.dumps(value)[1:-1], shlex.quote(value))
+    return runs(value).union(*map(runs, escaped))
+
+
+@settings(max_examples=600, deadline=None)
+@given(value=ESCAPED_VALUES, name=st.sampled_from(sorted(PRINTED)))
+def test_a_known_value_is_redacted_as_taospec_prints_it_escaped(value: str, name: str) -> None:
+    # a passed value was found only as it is: '{value!r}' printed Q7w\\e9Rt\'y"u1Io whole,
+    # and diff printed a committed value after shlex.quote wrote ' as '"'"'
+    form = PRINTED[name]
+    text = form(value)
+    once = redact(text, [value])
+    pieces = once.split(PLACEHOLDER)
+    expected_anyway = runs(form("")) | runs(PLACEHOLDER)
+    left = {run for run in printed_runs(value) - expected_anyway if any(run in p for p in pieces)}
+    assert left == set(), (name, text, once)
+    assert redact(once, [value]) == once
+
+
 QUOTED_THEN_MORE = [
     ('[default]\npassword = "" 22\nregion = us', "[default]\npassword = <redacted>\nregion = us"),
     ("password = 'ab' cd\nregion = us", "password = <redacted>\nregion = us"),

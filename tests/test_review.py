@@ -137,6 +137,32 @@ def test_diff_refuses_a_passed_value_written_on_either_side(
         assert value not in done.stdout + done.stderr
 
 
+def test_diff_redacts_a_committed_value_now_passed_as_the_plan_quotes_it(
+    taospec: Runner, repo: Path
+) -> None:
+    # the old side's plan wrote the value as shlex.quote does, 'Pa'"'"'ss w0rd!42', and
+    # redaction looked for it only as it is
+    value = "Pa'ss w0rd!42"
+    spec = repo / "jobs" / "pipeline.yaml"
+    plain = spec.read_text()
+    spec.write_text(plain.replace("command: train", f'command: train --note "{value}"'))
+    commit(repo, "a note")
+    spec.write_text(
+        plain.replace(
+            "  results_root: /tmp/taospec-review-results\n",
+            "  results_root: /tmp/taospec-review-results\n  env: {pass: [PLAIN_VAR]}\n",
+        )
+    )
+    for fmt in ("text", "json"):
+        done = in_repo(taospec, repo)(
+            "diff", "--format", fmt, "jobs/pipeline.yaml", env={"PLAIN_VAR": value}
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "--note" in done.stdout, fmt
+        assert "w0rd" not in done.stdout + done.stderr, fmt
+        assert "<redacted>" in done.stdout, fmt
+
+
 def test_diff_between_two_commits_reads_only_git(taospec: Runner, repo: Path):
     first = git(repo, "rev-parse", "HEAD").strip()
     spec = repo / "jobs" / "pipeline.yaml"
