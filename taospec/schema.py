@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from taospec import schemacheck
 from taospec.diagnostics import Problem, closest
+from taospec.lint import redacted
 from taospec.yamlsrc import Source
 
 if TYPE_CHECKING:  # the library itself is imported where it is first used
@@ -229,5 +230,7 @@ def _hint(value: object, options: list[Any]) -> str:
 
 
 def _show(value: object) -> str:
-    text = repr(value)
+    """``value`` as a problem quotes it, redacted before it is cut to 60 characters: a cut
+    through a secret would leave the part before it, which redaction no longer finds."""
+    text = redacted(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."

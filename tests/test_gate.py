@@ -285,6 +285,21 @@ def test_a_refusal_quotes_no_passed_value_escaped(taospec: Runner, tmp_path: Pat
         assert "<redacted>" in said, verb
 
 
+def test_a_refusal_cuts_a_value_it_quotes_only_once_it_is_redacted(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # the schema error cut the value to 57 characters, then redacted what was left: the
+    # value no longer whole, 29 of its 30 characters were printed
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    path = job(tmp_path, f"env: {{pass: [GATE_VAR]}}\nstorage_tier: {'a' * 27}{value}bb\n")
+    for verb in (("validate",), ("validate", "--format", "json")):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        assert done.returncode == 2, done.stderr
+        said = done.stdout + done.stderr
+        assert f"'{'a' * 27}<redacted>bb' is not one of 'A', 'B', 'C'" in said, verb
+        assert "Zq8sup" not in said, verb
+
+
 def test_a_brev_job_is_refused_a_passed_value_written_in_it_like_any_other(
     taospec: Runner, tmp_path: Path
 ) -> None:
