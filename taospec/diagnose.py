@@ -360,7 +360,8 @@ def _traceback(log_tail: str) -> Diagnosis | None:
         return None
     raised = [m.group(0).strip() for line in after.splitlines() if (m := _EXCEPTION.match(line))]
     causes = [line for line in raised if not line.partition(":")[0].endswith(_WRAPPERS)] or raised
-    last = _clip(causes[-1]) if causes else "an exception"
+    # redacted before it is cut: a cut through a value leaves a part redaction cannot find
+    last = _clip(lint.redacted(causes[-1])) if causes else "an exception"
     unknown = lint.unknown_names()
     if unknown and causes:  # its message is the job's own text, which may hold their values
         verb = "is" if len(unknown) == 1 else "are"

@@ -152,6 +152,39 @@ def test_a_failed_jobs_log_tail_is_diagnosed_and_classified(
     assert record["err_class"] == PROGRAM
 
 
+def test_an_exception_line_is_redacted_before_it_is_clipped(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the line was cut to 200 characters and redacted after: the passed value crossed the
+    # cut, so 29 of its 30 characters went to the record, the journal and every output
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    command = (
+        "sh -c 'echo Traceback \\(most recent call last\\):; "
+        'printf "ValueError: %0155d %s is wrong\\n" 0 "$PLAIN_VAR"; exit 1\''
+    )
+    spec = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\nenv: {{pass: [PLAIN_VAR]}}\n"
+        f"command: {json.dumps(command)}\n",
+    )
+    passed = {"PLAIN_VAR": value}
+    done = taospec("run", spec, env=passed)
+    assert done.returncode == 1, done.stderr
+    job_id = done.stdout.split()[0]
+    record = json.loads((state_dir / "jobs" / f"{job_id}.json").read_text())
+    raised = f"the program raised ValueError: {'0' * 155} <redacted> is wrong: fix what"
+    assert raised in record["transitions"][-1]["message"]
+    said = [done.stdout, done.stderr]
+    for verb in (("status", job_id), ("status", job_id, "--json"), ("show", job_id)):
+        shown = taospec(*verb, env=passed)
+        assert shown.returncode in (0, 1), shown.stderr
+        said += [shown.stdout, shown.stderr]
+    stored = [path.read_text() for path in state_dir.rglob("*") if path.is_file()]
+    for text in said + stored:
+        assert "Zq8sup" not in text
+
+
 TORCHRUN_TAIL = (LOGS / "torchrun-valueerror.log").read_text()
 
 DEVICE_ASSERT_TAIL = (LOGS / "device-assert.log").read_text()
