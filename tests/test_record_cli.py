@@ -418,3 +418,30 @@ def test_an_arch_every_minted_id_would_leak_is_refused_for_what_it_is(
         "taospec keeps out of the ledger (a secret's, or a passed variable's)",
     )
     assert not list((state_dir / "jobs").glob("*.json"))
+
+
+def test_an_arch_whose_cut_would_keep_part_of_a_secret_is_refused(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # the id was judged after its arch was cut to 64 characters: the cut left the first 12
+    # characters of the token in it, which redaction no longer found
+    token = "Wk3jXp9LmQ2vRt7sAbCdEf"
+    done = taospec(
+        "record", "open", "--platform", "docker", "--image", "img", "--network-arch",
+        f"model_{'a' * 45}_{token}", "--action", "train", "--storage-tier", "A",
+        "--results-root", "/r", env={"HF_TOKEN": token},
+    )  # fmt: skip
+    refused(
+        done,
+        "open: no id can be minted from this network_arch and action: it would hold a value "
+        "taospec keeps out of the ledger (a secret's, or a passed variable's)",
+    )
+    assert not list((state_dir / "jobs").glob("*.json"))
+    args = [*OPEN, "--results-root", "/r"]
+    args[args.index("--network-arch") + 1] = f"model_{'a' * 70}"
+    cut = taospec(*args)  # a cut alone is no refusal
+    assert cut.returncode == 0, cut.stderr
+    assert cut.stdout.startswith(f"model_{'a' * 58}-train-")
+    for path in state_dir.rglob("*"):
+        assert "Wk3j" not in path.name
+        assert path.is_dir() or "Wk3j" not in path.read_text()

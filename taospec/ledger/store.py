@@ -66,6 +66,7 @@ from taospec.ledger.record import (
     check_job_id,
     instant,
     mint_id,
+    mint_source,
     parse_record,
     platform_slug,
     redact_document,
@@ -225,9 +226,13 @@ class Ledger:
         raise InvalidInput(f"record already exists: {self._record_path(last)}")
 
     def _candidates(self, job_id: str | None, opening: Opening) -> Iterator[str]:
-        """The explicit id once, or freshly minted ids that redaction leaves as they are."""
+        """The explicit id once, or freshly minted ids that redaction leaves as they are;
+        none when it would change what they are cut from (see :func:`mint_source`)."""
         if job_id is not None:
             yield job_id
+            return
+        source = mint_source(opening.network_arch, opening.action)
+        if self._text(source) != source:
             return
         for _ in range(_MINT_ATTEMPTS):
             candidate = mint_id(opening.network_arch, opening.action)
