@@ -420,6 +420,17 @@ def test_an_arch_every_minted_id_would_leak_is_refused_for_what_it_is(
     assert not list((state_dir / "jobs").glob("*.json"))
 
 
+def test_a_refusal_quoting_a_secret_prints_it_redacted(taospec: Runner, state_dir: Path) -> None:
+    # record show printed the refused id whole, where taospec show redacts it
+    token = "Wk3jXp9LmQ2vRt7sAbCdEf"
+    env = {"HF_TOKEN": token}
+    refused(taospec("record", "show", f"x/{token}", env=env), "invalid job id: 'x/<redacted>'")
+    refused(
+        taospec("record", "mark", f"nosuch-{token}", "--state", "RUNNING", env=env),
+        f"no job-record at {state_dir / 'jobs'}/nosuch-<redacted>.json",
+    )
+
+
 def test_an_arch_whose_cut_would_keep_part_of_a_secret_is_refused(
     taospec: Runner, state_dir: Path
 ) -> None:

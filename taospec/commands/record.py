@@ -19,6 +19,7 @@ from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.ledger import Ledger, LedgerCorrupt, Mark
 from taospec.ledger.record import check_job_id, require_text
+from taospec.lint import redacted
 
 _P = ParamSpec("_P")
 EXIT_REFUSED = EXIT_JOB_FAILED
@@ -26,14 +27,20 @@ EXIT_REFUSED = EXIT_JOB_FAILED
 
 
 def refusing(verb: Callable[_P, int]) -> Callable[_P, int]:
-    """``verb``, with a taospec error turned into its bare message on stderr and exit 1."""
+    """``verb``, with a taospec error turned into its bare message, redacted (it may quote
+    an id or a path it refuses), on stderr and exit 1."""
 
     @functools.wraps(verb)
     def refused(*args: _P.args, **kwargs: _P.kwargs) -> int:
         try:
             return verb(*args, **kwargs)
         except TaospecError as refusal:
-            print(refusal, file=sys.stderr, flush=True)
+            message = str(refusal)
+            print(
+                message if refusal.redacted_in_parts else redacted(message),
+                file=sys.stderr,
+                flush=True,
+            )
             return EXIT_REFUSED
 
     return refused
@@ -93,7 +100,7 @@ def mark(
     change = Mark(state, message, source, backend_ref, err_class)
     marked = open_ledger().apply(job_id, change)
     if not marked.appended and message:
-        print(f"note: {job_id} already terminal; message not appended", file=sys.stderr)
+        print(redacted(f"note: {job_id} already terminal; message not appended"), file=sys.stderr)
     return EXIT_OK
 
 
