@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from taospec import lint
 from taospec.lint import MIN_SECRET_LENGTH, PLACEHOLDER, redact, redact_location
-from tests.conftest import Runner
+from tests.conftest import ROOT, Runner
 
 Form = Callable[[str], str]
 
@@ -183,6 +183,16 @@ def test_a_known_value_is_redacted_as_taospec_prints_it_escaped(value: str, name
     left = {run for run in printed_runs(value) - expected_anyway if any(run in p for p in pieces)}
     assert left == set(), (name, text, once)
     assert redact(once, [value]) == once
+
+
+def test_the_readme_says_a_known_value_too_short_to_redact_is_not() -> None:
+    # the README promised every passed value kept out, and never said that a short one is not
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    said = f"A value shorter than {MIN_SECRET_LENGTH} characters (`lint.MIN_SECRET_LENGTH`)"
+    assert f"{said} is not redacted, nor refused where a job writes it" in readme
+    short, enough = "Zq7vW"[: MIN_SECRET_LENGTH - 1], "Zq7vW"[:MIN_SECRET_LENGTH]
+    assert redact(f"got {short}!", [short]) == f"got {short}!"
+    assert redact(f"got {enough}!", [enough]) == f"got {PLACEHOLDER}!"
 
 
 QUOTED_THEN_MORE = [
