@@ -13,6 +13,7 @@ from taospec.errors import TaospecError
 from taospec.fingerprint import Index, target_key
 from taospec.job import Target
 from taospec.ledger import Ledger
+from taospec.lint import redacted
 from taospec.plan import Plan, plan_from_json
 
 
@@ -42,9 +43,10 @@ def last_plan(target: Target, ledger: Ledger) -> tuple[str, Plan] | None:
 
 
 def since_last(target: Target, plan: Plan, ledger: Ledger) -> str:
-    """How ``plan`` differs from the plan of the target's last job ('' when it does not)."""
+    """How ``plan`` differs from the plan of the target's last job ('' when it does not),
+    redacted: the last job may have written a value that this one passes by name."""
     last = last_plan(target, ledger)
     if last is None:
         return ""
     job_id, old = last
-    return unified(text(old), text(plan), f"{job_id} (last run)", f"{target.name} (now)")
+    return redacted(unified(text(old), text(plan), f"{job_id} (last run)", f"{target.name} (now)"))

@@ -351,6 +351,25 @@ def test_dry_run_shows_how_the_plan_changed_since_the_last_job(taospec: Runner, 
 # -- validate formats ----------------------------------------------------------
 
 
+def test_dry_run_redacts_a_value_the_last_job_wrote_that_this_one_passes(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # run -n printed the last job's plan, which held the value, as the change since then
+    value = "Pa'ss w0rd!42"
+    spec = local_job(tmp_path, "0.1")
+    plain = spec.read_text()
+    spec.write_text(plain.replace("command: sh -c", f'command: echo --note "{value}" && sh -c'))
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    spec.write_text(plain + "env: {pass: [PLAIN_VAR]}\n")
+    for json_flag in ((), ("--json",)):
+        dry = taospec("run", "-n", *json_flag, spec, env={"PLAIN_VAR": value})
+        assert dry.returncode == 0, dry.stderr
+        assert "(last run)" in dry.stdout
+        assert "<redacted>" in dry.stdout, json_flag
+        assert "w0rd" not in dry.stdout + dry.stderr, json_flag
+
+
 def test_validate_formats_for_ci(taospec: Runner, repo: Path):
     bad = write(repo / "jobs" / "bad.yaml", PIPELINE.replace("platform: docker", "platform: moon"))
     run = in_repo(taospec, repo)
