@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from taospec import settings
+from taospec.lint import redacted
 from taospec.progress import Progress, describe
 
 DEFAULT_INTERVAL = settings.SECONDS[settings.PROGRESS_INTERVAL].default
@@ -48,11 +49,12 @@ def line(
 ) -> str:
     """``<name>  RUNNING  1h02m  epoch 7/10  train/avg_loss=0.412 val_acc=0.88``.
 
-    Without ``progress`` the job's ``last_output`` line stands in (the caller
-    redacts it first); the result is cut to :data:`WIDTH` characters.
+    Without ``progress`` the job's ``last_output`` line stands in. The result is
+    redacted, then cut to :data:`WIDTH` characters: a cut through a secret leaves a part
+    that redaction no longer finds, and ``status.json`` is the job's own text.
     """
     detail = describe(progress) if progress is not None else _printable(last_output)
-    text = "  ".join(part for part in (name, state, elapsed(seconds), detail) if part)
+    text = redacted("  ".join(part for part in (name, state, elapsed(seconds), detail) if part))
     return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
 
 

@@ -126,6 +126,17 @@ def test_a_long_line_is_cut_to_the_width() -> None:
     assert text.endswith("...")
 
 
+def test_a_long_line_is_redacted_before_it_is_cut() -> None:
+    # status.json's message was cut to the width and redacted after: a token crossing the
+    # cut was no longer one, and its first characters were printed
+    token = "nvapi-Zq8sup3rs3cretVALUE0123456789XAbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    message = "x" * (ticker.WIDTH - 40) + f" loading with {token} now"
+    text = ticker.line("t", "RUNNING", 42, Progress(status="STARTED", message=message))
+    redacted = f"t  RUNNING  42s  {'x' * (ticker.WIDTH - 40)} loading with <redacted> now"
+    assert text == redacted[: ticker.WIDTH - 3] + "..."
+    assert "Zq8" not in text
+
+
 def test_the_ticker_is_due_once_per_interval() -> None:
     now = [1000.0]
     ticker = Ticker(60.0, clock=lambda: now[0])
