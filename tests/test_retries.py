@@ -24,7 +24,7 @@ from taospec.states import ERROR
 from tests.conftest import Runner, load_job, taospec_command, write
 from tests.test_docker_jobs import docker
 from tests.test_docker_jobs import job_file as docker_job_file
-from tests.test_local_jobs import job_file, record
+from tests.test_local_jobs import job_file, record, wait_for
 
 # First run: leave a marker and stop itself with SIGTERM, as a host shutdown would.
 FLAKY = "sh -c 'if [ -e {mark} ]; then echo second-run; else touch {mark}; kill -TERM $$; fi'"
@@ -123,6 +123,30 @@ def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path)
         assert f"{job_id} has not ended (RUNNING)" in refused.stderr
     finally:
         assert taospec("cancel", job_id).returncode == 0
+
+
+def test_retry_keeps_a_passed_value_out_of_the_record_it_finds_ended(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # retry polled the old job before it knew the passed values: the ERROR it recorded
+    # quoted the traceback, the value whole, in the record and the journal
+    secret = "Zq8sup3rs3cretVALUE0123456789X"
+    passed = {"MYVAL": secret}
+    failing = (
+        'sh -c \'echo "Traceback (most recent call last):"; '
+        'echo "ValueError: bad key $MYVAL"; exit 1\''
+    )
+    spec = job_file(tmp_path, failing, env="{pass: [MYVAL]}")
+    job_id = taospec("run", "--detach", spec, env=passed).stdout.strip()
+    wait_for((tmp_path / "results" / job_id / "taospec.exit").exists)
+    assert record(state_dir, job_id)["terminal_state"] is None  # no one has asked since
+    retried = taospec("retry", "--detach", job_id, env=passed)
+    assert retried.returncode == 0, retried.stderr
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+    written = [*(state_dir / "jobs").glob("*.json"), state_dir / "ledger.jsonl"]
+    assert all(secret not in path.read_text() for path in written)
+    assert secret not in retried.stdout + retried.stderr
+    wait_for((tmp_path / "results" / retried.stdout.strip() / "taospec.exit").exists)
 
 
 def _failed_job(ledger: Ledger, state_dir: Path, retry_of: str | None) -> str:

@@ -12,7 +12,7 @@ import os
 import time
 
 from taospec import interrupts, retrying
-from taospec.commands.session import open_ledger, say
+from taospec.commands.session import ledger_for, say
 from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
@@ -24,16 +24,12 @@ POLL_FIRST, POLL_MAX = 0.2, 2.0
 
 def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False) -> int:
     """Submit the retry, then (unless ``detach``) follow it: exit 0 when it completes."""
-    ledger = open_ledger()
-    record = ledger.get(job_id)
+    ledger, record, sidecar = ledger_for(job_id)  # the passed values known before any write
     if record.terminal_state is None:
         record, _ = poll(record, ledger)  # it may have ended since anyone last asked
-    stored = ledger.sidecar(job_id).get("plan")
+    stored = sidecar.get("plan")
     names = stored.get("secrets", []) if isinstance(stored, dict) else []
-    secrets = [str(n) for n in names]
-    if secrets:
-        ledger = open_ledger([os.environ[n] for n in secrets if os.environ.get(n)])
-    missing = [n for n in secrets if n not in os.environ]
+    missing = [str(n) for n in names if str(n) not in os.environ]
     if missing and record.platform != "brev":
         raise InvalidInput(
             f"{job_id} passes {', '.join(missing)} by name, but this environment does not set "
