@@ -1286,6 +1286,20 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
     return _findings((1, hit) for hit in hits)
 
 
+def argv_words(argv: Sequence[str], depth: int = 0) -> Iterator[tuple[int, str]]:
+    """The words an argument list runs, each with the index of its item: the items and, for
+    a shell's script among them (``sh -c SCRIPT``), each word of the script as that shell
+    reads it, quotes and escapes removed (``a''b`` and ``a\\b`` read ``ab``), and so on into
+    the scripts it runs, as deep as the lint follows scripts."""
+    words = [_Word(text, index, index) for index, text in enumerate(argv)]
+    for index, word in enumerate(words):
+        yield index, word.text
+        if depth < _MAX_NESTING and _is_shell_script(words, index):
+            for command in _commands(word.text):
+                inner = [_unprotect(read.text) for read in command]
+                yield from ((index, text) for _, text in argv_words(inner, depth + 1))
+
+
 _PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from taospec import identity, lint, platforms, rules
-from taospec.diagnostics import Problem, SpecError, raise_if_any, unique
+from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, input_files, unreadable
@@ -133,12 +133,13 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
     values = {  # a Brev job reads them on the instance; this machine's are judged all the same
         name: lint.secret_forms(environ[name]) for name in job.env_pass if name in environ
     }
-    found = [
+    written = [*rules.texts(source.data), *_words_run(source.data)]
+    found = unique(
         source.problem(path, _WRITTEN.format(name=name), key=is_key)
-        for path, text, is_key in rules.texts(source.data)
+        for path, text, is_key in written
         for name, forms in values.items()
         if any(form in text for form in forms)
-    ]
+    )
     if isinstance(source, MergedSource) and source.job_path:  # a pipeline job: its name
         named = str(source.job_path[-1])  # is printed, recorded and stored as the target's
         found += [
@@ -158,6 +159,31 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
         if not found and any(form in job.image for form in forms)
     ]
     return found
+
+
+def _words_run(data: Mapping[str, Any]) -> Iterator[tuple[JsonPath, str, bool]]:
+    """The words the job's commands run, as taospec splits a string ``command`` and as a
+    shell reads a script (``sh -c``, a string ``notify``), each with its item's path: quote
+    removal can join a value written in pieces (``"sh -c 'x' ab''cd"`` runs ``abcd``)."""
+    for path in rules.ARGUMENT_LISTS:
+        value: Any = data
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            yield from (((*path, i), word, False) for i, word in lint.argv_words(value))
+        elif isinstance(value, str):
+            yield from ((path, word, False) for _, word in lint.argv_words(_argv(path, value)))
+
+
+def _argv(path: JsonPath, command: str) -> Sequence[str]:
+    """What a string runs: ``notify`` runs under ``sh -c``, ``command`` as taospec splits it
+    (nothing, when it does not split: another rule refuses it)."""
+    if path == ("notify",):
+        return ("sh", "-c", command)
+    try:
+        return rules.split_command(command)
+    except ValueError:
+        return ()
 
 
 _IN_PATH = (

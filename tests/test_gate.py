@@ -256,6 +256,32 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
     assert short.returncode == 0, short.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "extra", "expected"),
+    [
+        ("\"sh -c 'sleep 3' correct''horse''battery\"", "", "8:10: $.command"),
+        ('"echo correct\\\\horsebattery"', "", "8:10: $.command"),
+        ("[sh, -c, \"bash -c 'echo correct\\\\horsebattery'\"]", "", "8:19: $.command[2]"),
+        ("'true'", "notify: \"echo correct''horse''battery\"\n", "10:9: $.notify"),
+    ],
+    ids=["quotes-join", "backslash", "nested-script", "notify"],
+)
+def test_a_passed_value_that_quote_removal_joins_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, command: str, extra: str, expected: str
+) -> None:
+    # only the strings as written were checked: a shell (or the split of a string command)
+    # joined the pieces, and render, run -n and the job's argv held the value whole
+    value = "correcthorsebattery"
+    path = job(tmp_path, "env: {pass: [GATE_VAR]}\n" + extra)
+    path.write_text(path.read_text().replace("sh -c 'echo hi'", command))
+    for verb in (("validate", "--here"), ("render",), ("run", "-n"), ("run",)):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        lines = refused(done, f"{path}:{expected}: holds the value of GATE_VAR")
+        assert len(lines) == 1, lines
+        assert value not in done.stdout + done.stderr
+    assert list(state_dir.iterdir()) == []
+
+
 def test_a_refusal_before_the_job_is_typed_quotes_no_passed_value(
     taospec: Runner, tmp_path: Path
 ) -> None:

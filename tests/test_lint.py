@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from taospec.lint import (
     lint_text,
     redact,
 )
-from tests.conftest import Runner
+from tests.conftest import Runner, bash_words
 
 ASSIGN = "inline-secret-assignment"
 FLAG = "secret-flag"
@@ -461,6 +462,24 @@ def test_lint_argv(argv: list[str], expected: set[tuple[str, str]]) -> None:
     findings = lint_argv(argv)
     assert pairs(findings) == expected
     assert all(finding.line == 1 for finding in findings)
+
+
+@pytest.mark.parametrize(
+    "script", ["echo ab''cd \"e\"'f'g", 'printf %s a\\b \'c d\' "x\\"y\\z"', "run a\\\nb"]
+)
+def test_argv_words_reads_a_script_as_the_shell_does(script: str) -> None:
+    words = list(lint.argv_words(["sh", "-c", script]))
+    assert words[:3] == [(0, "sh"), (1, "-c"), (2, script)]
+    assert [word for index, word in words[3:] if index == 2] == bash_words(script)
+
+
+def test_argv_words_follows_scripts_as_deep_as_the_lint_does() -> None:
+    script = "echo a\\b"  # a shell reads the word ab
+    for levels in range(1, 5):
+        argv = ["sh", "-c", script]
+        words = [word for _, word in lint.argv_words(argv)]
+        assert ("ab" in words) == (levels <= 3), levels  # the lint reads three scripts deep
+        script = shlex.join(argv)
 
 
 @pytest.mark.parametrize(
