@@ -440,3 +440,23 @@ def test_logs_of_a_container_removed_outside_taospec_exit_1_with_why(
     assert shown.returncode == 1, shown.stderr
     assert "No such container" in shown.stdout + shown.stderr
     assert f"{job_id}: its output could not be read (docker exited 1)" in shown.stderr
+
+
+def test_the_output_kept_by_prune_is_redacted_a_whole_line_at_a_time(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # logs read the kept copy with str.splitlines, which also breaks at a form feed, and
+    # redacted each piece alone: both halves of the value went out
+    value = "Ab12Xy\fCd34Ef56"
+    spec = job_file(
+        open_tmp, engine, 'sh -c \'printf "out=%s\\n" "$PLAIN_VAR"\'', env="{pass: [PLAIN_VAR]}"
+    )
+    passed = {"PLAIN_VAR": value}
+    done = taospec("run", spec, env=passed)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    live = taospec("logs", job_id, env=passed)
+    pruned = taospec("prune", env=passed)
+    assert f"{job_id}: output copied" in pruned.stdout, pruned.stderr
+    kept = taospec("logs", job_id, env=passed)
+    assert [live.stdout, kept.stdout] == ["out=<redacted>\n"] * 2

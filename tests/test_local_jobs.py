@@ -396,6 +396,27 @@ def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, 
         assert "café done\n" in said  # a character split between two reads is read whole
 
 
+@pytest.mark.parametrize("separator", ["\f", "\x1e", "\u2028"], ids=["ff", "rs", "ls"])
+def test_a_value_holding_what_splitlines_breaks_at_is_redacted_whole(
+    taospec: Runner, tmp_path, separator: str
+) -> None:
+    # logs split the output with str.splitlines, which also breaks at \f, \v, \x1c-\x1e,
+    # \x85, \u2028 and \u2029, and redacted each piece alone: both halves went out
+    value = f"Ab12Xy{separator}Cd34Ef56"
+    command = 'sh -c \'printf "out=%s\\n" "$PLAIN_VAR"; exit 3\''
+    spec = job_file(tmp_path, command, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": value}
+    ran = taospec("run", spec, env=passed)  # a failure prints the last lines of its output
+    assert ran.returncode == 1, ran.stderr
+    job_id = ran.stdout.split()[0]
+    assert "| out=<redacted>\n" in ran.stderr
+    shown = [taospec("logs", *how, job_id, env=passed) for how in ((), ("--tail", "1"), ("-f",))]
+    assert [said.stdout for said in shown] == ["out=<redacted>\n"] * 3
+    for said in (ran.stdout + ran.stderr, *(said.stdout + said.stderr for said in shown)):
+        assert "Ab12Xy" not in said
+        assert "Cd34Ef56" not in said
+
+
 def test_a_job_s_own_text_is_not_recorded_where_its_passed_values_are_unknown(
     taospec: Runner, tmp_path, state_dir
 ) -> None:

@@ -286,6 +286,6 @@ def _explain(outcome: Outcome, ledger: Ledger) -> None:
     tail = platforms.get(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
         say(f"last lines of {record.id}'s output:")
-        for line in tail.rstrip("\n").splitlines():
+        for line in tail.rstrip("\n").split("\n"):  # redacted a line at a time, as logs does
             say(f"  | {line}")
     say(f"{record.id}: {record.transitions[-1].message}")

@@ -1,7 +1,9 @@
-"""What the platforms share: the results tree and spec file, and the facts about GPUs."""
+"""What the platforms share: the results tree and spec file, the facts about GPUs, and
+the lines of a job's output."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from taospec import templates
@@ -74,3 +76,14 @@ def gpu_facts(job: Job) -> list[tuple[str, str]]:
     if job.gpus_free:
         facts.append(("gpus_free", str(job.gpus_free)))
     return facts
+
+
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+def output_lines(text: str) -> list[str]:
+    """The lines of a job's output, each with its newline: split at ``\\n`` alone, as
+    ``docker logs`` splits them. :meth:`str.splitlines` also breaks at ``\\f``, ``\\v``,
+    ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``, and output is redacted a
+    line at a time: a passed value holding one of those would reach redaction in pieces."""
+    return _LINE.findall(text)

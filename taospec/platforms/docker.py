@@ -20,7 +20,13 @@ from taospec.errors import CommandFailed
 from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
-from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, tree_macros
+from taospec.platforms.common import (
+    gpu_facts,
+    gpu_ids,
+    local_steps,
+    output_lines,
+    tree_macros,
+)
 from taospec.states import COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -296,7 +302,7 @@ def logs(
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if not env and kept.is_file() and not _exists(record.id, env):
-        lines = kept.read_text(errors="replace").splitlines(keepends=True)
+        lines = output_lines(kept.read_text(errors="replace"))
         for line in last_lines(lines, tail):
             on_line(line)
         return 0

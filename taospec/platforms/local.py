@@ -24,7 +24,7 @@ from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner
-from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, owner
+from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, output_lines, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -160,7 +160,7 @@ def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> 
             data = log.read().decode(errors="replace")
     except OSError:
         return ""
-    return "".join(data.splitlines(keepends=True)[-lines:])
+    return "".join(output_lines(data)[-lines:])
 
 
 def logs(
@@ -209,9 +209,9 @@ def _lines(text: str, follow: bool) -> tuple[list[str], str]:
     line at a time, and a passed value the job writes in two pieces must reach the
     redaction as one line (nor may the pieces read as two lines).
     """
-    lines = text.splitlines(keepends=True)
+    lines = output_lines(text)
     last = lines[-1] if lines else ""
-    if follow and last.splitlines() == [last] and len(last) < HELD_AT_MOST:  # no end yet
+    if follow and not last.endswith("\n") and len(last) < HELD_AT_MOST:  # no end yet
         return lines[:-1], last
     return lines, ""
 

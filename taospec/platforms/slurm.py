@@ -36,7 +36,7 @@ from taospec.plan import (
     job_plan,
 )
 from taospec.platforms.base import Launched, StepRunner
-from taospec.platforms.common import local_steps
+from taospec.platforms.common import local_steps, output_lines
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
@@ -473,7 +473,7 @@ def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> 
     data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
     if not data:
         return ""
-    return "".join(data.decode(errors="replace").splitlines(keepends=True)[-lines:])
+    return "".join(output_lines(data.decode(errors="replace"))[-lines:])
 
 
 def logs(
@@ -492,7 +492,7 @@ def logs(
         on_line(f"(no output yet at {path})\n")
         return 0
     text = (data or b"").decode(errors="replace")
-    shown = text.splitlines(keepends=True)
+    shown = output_lines(text)
     for line in shown[-tail:] if tail else ([] if tail == 0 else shown):
         on_line(line)
     if follow:
