@@ -1618,6 +1618,12 @@ def register_unknown(names: Iterable[str]) -> None:
     _unknown.extend(names)
 
 
+def known_values() -> list[str]:
+    """Every text :func:`redacted` removes by value: the registered values and those of
+    secret-named environment variables, in each form it looks for them."""
+    return _known_secrets(_registered)
+
+
 def unknown_names() -> tuple[str, ...]:
     """The names given to :func:`register_unknown`: while there is one, a job's own output
     must not be quoted where it is recorded."""

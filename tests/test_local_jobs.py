@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from taospec.platforms.local import HELD_AT_MOST
 from tests.conftest import Runner, write
 
 
@@ -415,6 +416,28 @@ def test_a_value_holding_what_splitlines_breaks_at_is_redacted_whole(
     for said in (ran.stdout + ran.stderr, *(said.stdout + said.stderr for said in shown)):
         assert "Ab12Xy" not in said
         assert "Cd34Ef56" not in said
+
+
+def test_a_line_too_long_to_hold_is_cut_outside_a_passed_value(taospec: Runner, tmp_path) -> None:
+    # logs -f hands on a line longer than it holds unended: the first piece of a value
+    # the job was still writing went out, unredacted, and the rest after it
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    fill = f"head -c {HELD_AT_MOST - 6} /dev/zero | tr '\\0' x"
+    script = write(
+        tmp_path / "long.sh",
+        f"sleep 2\n{fill}; printf '%syy' \"$PLAIN_VAR\"; sleep 3; echo\n"
+        f'{fill}; printf %s "${{PLAIN_VAR%%VALUE*}}"; sleep 3; echo "VALUE${{PLAIN_VAR#*VALUE}}"\n',
+    )
+    spec = job_file(tmp_path, f"sh {script}", env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": value}
+    started = taospec("run", "--detach", spec, env=passed)
+    assert started.returncode == 0, started.stderr
+    followed = taospec("logs", "-f", started.stdout.strip(), env=passed)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.count("x") == 2 * (HELD_AT_MOST - 6)
+    # the first line held its value whole across where it was cut, the second was cut
+    # while the value was half written
+    assert followed.stdout.replace("x", "") == "<redacted>yy\n<redacted>\n"
 
 
 def test_a_job_s_own_text_is_not_recorded_where_its_passed_values_are_unknown(

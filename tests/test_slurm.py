@@ -344,6 +344,36 @@ def test_a_job_submitted_through_a_login_node_over_ssh(
     assert "slurm: CANCELLED" in status(taospec, job_id)["message"]
 
 
+def test_logs_hand_on_a_passed_value_whole_to_redaction(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # logs split the output with str.splitlines, which also breaks at a form feed, and
+    # logs -f handed on the line the job was still writing as its first read found it:
+    # pieces of the value, each redacted alone, went out as they were
+    value = "Ab12Xy\fCd34Ef56"
+    gate = open_tmp / "gate"
+    script = (
+        'printf "out=%s\\n" "$PLAIN_VAR"; printf %s "${PLAIN_VAR%%Cd*}"; '
+        f'while [ ! -e {gate} ]; do sleep 0.2; done; printf "%s\\n" "Cd${{PLAIN_VAR#*Cd}}"'
+    )
+    spec = job_file(open_tmp, ["sh", "-c", script], env={"pass": ["PLAIN_VAR"]})
+    passed = {"PLAIN_VAR": value}
+    job_id = submit(taospec, spec, env=passed)
+    results = open_tmp / "results"
+    wait_for(lambda: log_of(results, job_id).endswith("Ab12Xy\f"), what="half the value")
+    follower = subprocess.Popen(
+        [*taospec_argv(), "logs", "-f", job_id], env={**taospec.env, **passed},
+        cwd=taospec.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)
+    gate.touch()
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert out == "out=<redacted>\n<redacted>\n"
+    assert taospec("logs", job_id, env=passed).stdout == out
+    assert taospec("logs", "--tail", "1", job_id, env=passed).stdout == "<redacted>\n"
+
+
 def test_secrets_reach_the_job_through_a_mode_600_file_and_are_never_written(
     slurm, taospec: Runner, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import proc, templates
+from taospec import lint, proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
@@ -207,13 +207,31 @@ def _lines(text: str, follow: bool) -> tuple[list[str], str]:
 
     While following, a line is handed on whole, once it ends: output is redacted a
     line at a time, and a passed value the job writes in two pieces must reach the
-    redaction as one line (nor may the pieces read as two lines).
+    redaction as one line (nor may the pieces read as two lines). A line longer than
+    :data:`HELD_AT_MOST` is handed on up to :func:`_cut`.
     """
     lines = output_lines(text)
     last = lines[-1] if lines else ""
-    if follow and not last.endswith("\n") and len(last) < HELD_AT_MOST:  # no end yet
+    if not follow or last.endswith("\n"):
+        return lines, ""
+    if len(last) < HELD_AT_MOST:
         return lines[:-1], last
-    return lines, ""
+    cut = _cut(last)
+    return [*lines[:-1], *([last[:cut]] if cut else [])], last[cut:]
+
+
+def _cut(line: str) -> int:
+    """Where a line too long to hold is cut: before its last characters that could begin a
+    value redaction removes (one written across the line's end is then redacted whole, with
+    the rest of its line), and outside every such value the line holds whole."""
+    values = lint.known_values()
+    cut = max(len(line) - max(map(len, values), default=1) + 1, 0)
+    while True:  # a value that starts before the cut and ends after it moves the cut to it
+        found = [line.find(v, max(cut - len(v) + 1, 0), cut + len(v) - 1) for v in values]
+        crossing = [start for start in found if start >= 0]
+        if not crossing:
+            return cut
+        cut = min(crossing)
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:

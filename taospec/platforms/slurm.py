@@ -491,12 +491,13 @@ def logs(
     if data is None and not follow:
         on_line(f"(no output yet at {path})\n")
         return 0
-    text = (data or b"").decode(errors="replace")
-    shown = output_lines(text)
+    data = data or b""
+    ended = data.rfind(b"\n") + 1 if follow else len(data)  # the line still being written
+    shown = output_lines(data[:ended].decode(errors="replace"))  # is followed, to its end
     for line in shown[-tail:] if tail else ([] if tail == 0 else shown):
         on_line(line)
     if follow:
-        _follow(record, sidecar, path, len(data or b""), on_line)
+        _follow(record, sidecar, path, ended, on_line)
     return 0
 
 
