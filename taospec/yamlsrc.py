@@ -1,8 +1,9 @@
 """Reading YAML safely while remembering where every value came from, and writing it back.
 
 The loader refuses what a job file should never contain (duplicate keys,
-files over 1 MiB, bytes that are not UTF-8, aliases that expand without
-bound, nesting deeper than :data:`MAX_DEPTH`) and keeps the node tree so
+files over 1 MiB, bytes that are not UTF-8, aliases that expand past what a
+file may hold, nesting deeper than :data:`MAX_DEPTH`, integers longer than
+:data:`MAX_INT_DIGITS` digits) and keeps the node tree so
 that a JSON path can be turned back into the line and column a person
 should look at.
 
@@ -10,6 +11,7 @@ should look at.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from functools import lru_cache
@@ -25,8 +27,15 @@ if TYPE_CHECKING:  # the library itself is imported where it is first used
 
 MAX_BYTES = 1024 * 1024
 MAX_NODES = 100_000
+MAX_TEXT = MAX_BYTES
+"""How many characters of text (its scalars, each counted wherever an alias repeats it) a
+document may expand to: what a job file without aliases may hold at most."""
 MAX_DEPTH = 64
 """How many levels a job file may nest mappings and lists (its spec is the deepest part)."""
+MAX_INT_DIGITS = 640
+"""The most decimal digits an integer may have. Every value is written out as text (the spec
+file, the plan, messages), and Python refuses to write a longer integer when its limit is
+set as low as it goes (4,300 digits by default). No job needs one near it."""
 
 
 class Source:
@@ -197,7 +206,7 @@ def parse(text: str, display: str) -> Source:
         root = loader.get_single_node()
         if root is None:
             raise SpecError.single(display, "is empty; a job file is a mapping of keys")
-        _check_tree(root, display)
+        _check_tree(root, display, text)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, display, text) from None
@@ -244,20 +253,24 @@ def _syntax_hint(reason: str) -> str:
     return ""
 
 
-def _check_tree(root: yaml.Node, display: str) -> None:
-    """Refuse alias bombs, deep nesting, duplicate keys and keys that are not text.
+def _check_tree(root: yaml.Node, display: str, text: str) -> None:
+    """Refuse alias bombs, deep nesting, long integers, duplicate keys and keys that are
+    not text.
 
     One walk over the node tree, before anything is constructed: each node is
-    visited once however many aliases name it, so an alias bomb costs what its
-    text costs, and the walk never goes deeper than :data:`MAX_DEPTH` (every
+    visited once however many aliases name it, and what it expands to (values
+    and characters) is summed as it goes, so the walk costs what the text costs
+    and the document built from it holds at most :data:`MAX_NODES` values and
+    :data:`MAX_TEXT` characters; an alias bomb is refused at the alias that
+    passes a limit. The walk never goes deeper than :data:`MAX_DEPTH` (every
     later step, the schema check included, descends the data recursively).
     """
-    walk = _Walk(display)
+    walk = _Walk(display, text)
     try:
         walk.node(root, (), 0)
-    except _TooLarge as exc:
-        message, mark = exc.args
-        raise SpecError.single(display, message, mark.line + 1, mark.column + 1) from None
+    except _Refused as exc:
+        message, mark, path = exc.args
+        raise SpecError([Problem(mark.line + 1, mark.column + 1, path, message, display)]) from None
     problems = walk.duplicates + sorted(walk.non_text)
     if problems:
         raise SpecError(problems)
@@ -266,72 +279,134 @@ def _check_tree(root: yaml.Node, display: str) -> None:
 TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
 
 
-class _TooLarge(Exception):
-    """The document grows past a limit (a message, and the mark where it did)."""
+class _Refused(Exception):
+    """What the walk refuses at once: a limit passed, or an integer that is not one (a
+    message, and the mark and path where it is)."""
 
 
 class _Walk:
     """What :func:`_check_tree` learns on its one walk.
 
-    ``sizes`` holds, for each node done, how many values it expands to and how
-    many levels it nests below itself; ``active`` the nodes being walked, so an
-    alias to one of them is a cycle. ``kinds`` are YAML's mapping, sequence and
-    scalar node classes, looked up once for the walk's every node.
+    ``sizes`` holds, for each node done, how many values it expands to, how
+    many levels it nests below itself and how many characters its scalars hold;
+    ``active`` the nodes being walked, so an alias to one of them is a cycle.
+    ``aliases`` counts the aliases met, in the order the file writes them.
+    ``kinds`` are YAML's mapping, sequence and scalar node classes, looked up
+    once for the walk's every node.
     """
 
-    __slots__ = ("active", "display", "duplicates", "kinds", "non_text", "sizes")
+    __slots__ = (
+        "active",
+        "aliases",
+        "display",
+        "duplicates",
+        "kinds",
+        "non_text",
+        "resolver",
+        "sizes",
+        "text",
+    )
 
-    def __init__(self, display: str) -> None:
+    def __init__(self, display: str, text: str) -> None:
         import yaml
 
         self.display = display
-        self.sizes: dict[int, tuple[int, int]] = {}
+        self.text = text
+        self.sizes: dict[int, tuple[int, int, int]] = {}
+        self.aliases = 0
+        self.resolver = yaml.resolver.Resolver()
         self.active: set[int] = set()
         self.duplicates: list[Problem] = []
         self.non_text: list[Problem] = []
         self.kinds = (yaml.MappingNode, yaml.SequenceNode, yaml.ScalarNode)
 
-    def node(self, node: yaml.Node, path: JsonPath, depth: int) -> int:
-        """Walk ``node`` at ``depth``; return how many values it expands to."""
+    def node(self, node: yaml.Node, path: JsonPath, depth: int) -> tuple[int, int]:
+        """Walk ``node`` at ``depth``; return how many values and characters it expands to."""
         mapping, sequence, _ = self.kinds
         key = id(node)
         known = self.sizes.get(key)
-        if known is not None:
-            self._check_depth(depth + known[1], node)
-            return known[0]
+        if known is not None:  # an alias
+            self.aliases += 1
+            self._check_depth(depth + known[1], node, path)
+            return known[0], known[2]
         if key in self.active:
-            raise _TooLarge(_BOMB, node.start_mark)
-        self._check_depth(depth, node)
+            self.aliases += 1
+            raise _Refused(_BOMB, self._alias_mark(), path)
+        self._check_depth(depth, node, path)
         self.active.add(key)
-        total, height = 1, 0
+        total, height, chars = 1, 0, 0
         if isinstance(node, mapping):
             first: dict[str, int] = {}
             for key_node, value_node in node.value:
                 name = self._key(key_node, path, first)
-                total += self.node(key_node, (*path, name), depth + 1)
-                total += self.node(value_node, (*path, name), depth + 1)
-                height = max(height, self._height(key_node), self._height(value_node))
-                if total > MAX_NODES:
-                    raise _TooLarge(_BOMB, node.start_mark)
+                for child in (key_node, value_node):
+                    total, chars = self._add(child, (*path, name), depth, total, chars, parent=node)
+                    height = max(height, self._height(child))
         elif isinstance(node, sequence):
             for index, item in enumerate(node.value):
-                total += self.node(item, (*path, index), depth + 1)
+                total, chars = self._add(item, (*path, index), depth, total, chars, parent=node)
                 height = max(height, self._height(item))
-                if total > MAX_NODES:
-                    raise _TooLarge(_BOMB, node.start_mark)
+        else:
+            chars = len(node.value)
+            if node.tag == INT_TAG:
+                self._check_int(node, path)
         self.active.discard(key)
-        self.sizes[key] = (total, height)
-        return total
+        self.sizes[key] = (total, height, chars)
+        return total, chars
+
+    def _add(
+        self,
+        child: yaml.Node,
+        path: JsonPath,
+        depth: int,
+        total: int,
+        chars: int,
+        *,
+        parent: yaml.Node,
+    ) -> tuple[int, int]:
+        """``total`` values and ``chars`` characters with ``child``'s added, within the limits."""
+        values, text = self.node(child, path, depth + 1)
+        total, chars = total + values, chars + text
+        if total > MAX_NODES or chars > MAX_TEXT:
+            mark = self._alias_mark() if self.aliases else parent.start_mark
+            raise _Refused(_BOMB if total > MAX_NODES else _TEXT_BOMB, mark, path)
+        return total, chars
+
+    def _alias_mark(self) -> Any:
+        """Where the file writes the last alias the walk met (read again: a node keeps no
+        alias's place)."""
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        events = (e for e in yaml.parse(self.text, Loader=loader) if isinstance(e, yaml.AliasEvent))
+        return next(itertools.islice(events, self.aliases - 1, None)).start_mark
+
+    def _check_int(self, node: yaml.Node, path: JsonPath) -> None:
+        """Refuse an integer past :data:`MAX_INT_DIGITS` digits, or a ``!!int`` that is not one."""
+        text: str = node.value
+        resolved = self.resolver.resolve(type(node), text, (True, False))  # type: ignore[no-untyped-call]
+        if resolved != INT_TAG:
+            message = f"{text!r} is tagged !!int but is not an integer"
+            raise _Refused(message, node.start_mark, path)
+        if _int_too_long(text):
+            raise _Refused(
+                f"an integer of more than {MAX_INT_DIGITS} digits; no job value needs one, and "
+                "taospec cannot write it out: quote it if it is meant as text",
+                node.start_mark,
+                path,
+            )
 
     def _height(self, child: yaml.Node) -> int:
+        """How many levels ``child`` (walked) adds below its parent."""
         return self.sizes[id(child)][1] + 1
 
-    def _check_depth(self, depth: int, node: yaml.Node) -> None:
+    def _check_depth(self, depth: int, node: yaml.Node, path: JsonPath) -> None:
         if depth > MAX_DEPTH:
-            raise _TooLarge(
+            raise _Refused(
                 f"nests mappings and lists more than {MAX_DEPTH} levels deep; no job file "
                 "needs that many, and taospec refuses to load it",
                 node.start_mark,
+                path,
             )
 
     def _key(self, key_node: yaml.Node, path: JsonPath, first: dict[str, int]) -> str:
@@ -369,6 +444,35 @@ _BOMB = (
     f"expands to more than {MAX_NODES} values through aliases (or an alias refers to "
     "itself); refusing to load it"
 )
+_TEXT_BOMB = (
+    f"expands to more than {MAX_TEXT:,} characters of text through aliases, more than a job "
+    "file may hold (1 MiB); refusing to load it"
+)
+INT_TAG = "tag:yaml.org,2002:int"
+_INT_LIMIT: int = 10**MAX_INT_DIGITS
+
+
+def _int_too_long(text: str) -> bool:
+    """Whether the YAML 1.1 integer ``text`` has more than :data:`MAX_INT_DIGITS` digits.
+
+    Only a decimal is counted, not converted (Python refuses to convert a long one); the
+    other forms convert in linear time (hex, octal, binary) or stop at the limit (base 60).
+    """
+    digits = text.replace("_", "").lstrip("+-")
+    if digits.startswith(("0x", "0b")):
+        return int(digits[2:], 16 if digits[1] == "x" else 2) >= _INT_LIMIT
+    if ":" in digits:  # base 60: 1:30 is 90
+        value = 0
+        for part in digits.split(":"):
+            if len(part) > MAX_INT_DIGITS:
+                return True
+            value = value * 60 + int(part)
+            if value >= _INT_LIMIT:
+                return True
+        return False
+    if digits.startswith("0"):  # octal
+        return int(digits, 8) >= _INT_LIMIT
+    return len(digits) > MAX_INT_DIGITS
 
 
 def dump_yaml(data: Any) -> str:

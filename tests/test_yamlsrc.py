@@ -10,14 +10,57 @@ import pytest
 
 from taospec import yamlsrc
 from taospec.diagnostics import SpecError
+from tests.conftest import Runner, write
 
 
-def test_alias_bombs_are_refused_before_anything_is_built() -> None:
+def test_alias_bombs_are_refused_before_anything_is_built_at_the_alias() -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(5)
     )
-    with pytest.raises(SpecError, match="expands to more than 100000 values"):
+    with pytest.raises(SpecError) as raised:
         yamlsrc.parse(bomb, "bomb.yaml")
+    (problem,) = raised.value.problems
+    assert "expands to more than 100000 values" in problem.message
+    assert (problem.line, problem.column, problem.path) == (5, 44, ("e", 9))  # e's last *d
+
+
+def test_aliases_that_expand_past_a_files_text_are_refused_at_the_alias() -> None:
+    big = "x" * 100_000
+    many = ", ".join(["*S"] * 2000)
+    with pytest.raises(SpecError) as raised:
+        yamlsrc.parse(f"big: &S {big}\nmany: [{many}]\n", "bomb.yaml")
+    (problem,) = raised.value.problems
+    # "big" (3) + 11 times 100,000 passes the limit at the 11th alias, many[10]
+    assert (problem.line, problem.column, problem.path) == (2, 8 + 4 * 10, ("many", 10))
+    assert "more than 1,048,576 characters of text through aliases" in problem.message
+    few = ", ".join(["*S"] * 9)
+    assert len(yamlsrc.parse(f"big: &S {big}\nmany: [{few}]\n", "ok.yaml").data["many"]) == 9
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "1" + "0" * 4300,
+        "1" + "0" * 640,
+        "-0x" + "f" * 4000,
+        "0b" + "1" * 2200,
+        "0" + "7" * 800,
+        "1" + ":59" * 400,
+    ],
+)
+def test_an_integer_past_the_digit_limit_is_refused_at_its_line(written: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        yamlsrc.parse(f"version: 1\nspec:\n  seed: {written}\n", "long.yaml")
+    (problem,) = raised.value.problems
+    assert (problem.line, problem.column, problem.path) == (3, 9, ("spec", "seed"))
+    assert "an integer of more than 640 digits" in problem.message
+
+
+def test_an_integer_at_the_digit_limit_loads_and_a_tagged_non_integer_is_refused() -> None:
+    most = "9" * yamlsrc.MAX_INT_DIGITS
+    assert str(yamlsrc.parse(f"seed: {most}\n", "ok.yaml").data["seed"]) == most
+    with pytest.raises(SpecError, match=r"bad.yaml:2:4: \$.b: 'abc' is tagged !!int but"):
+        yamlsrc.parse("a: 1\nb: !!int abc\n", "bad.yaml")
 
 
 def _nested(levels: int, leaf: str = "v") -> str:
@@ -109,3 +152,25 @@ def test_a_pipe_is_read_to_its_end_exactly_once(tmp_path: Path) -> None:
         assert yamlsrc.read_text(fifo, "fifo") == data
     finally:
         feeder.join()
+
+
+def test_a_long_integer_in_a_job_file_or_versions_yaml_is_refused_by_every_command(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    long = "1" + "0" * 4300
+    write(tmp_path / "versions.yaml", f"images:\n  test: {{busybox: 'busybox:1'}}\n  n: {long}\n")
+    job = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: [echo, hi]\n"
+        "image: {versions_key: images.test.busybox}\n",
+    )
+    at_versions = f"{tmp_path / 'versions.yaml'}:3:6: $.images.n: an integer of more than 640"
+    with_seed = write(tmp_path / "seed.yaml", job.read_text() + f"spec: {{seed: 0x{'f' * 4000}}}\n")
+    at_seed = f"{with_seed}:8:14: $.spec.seed: an integer of more than 640 digits"
+    for verb in ("validate", "render", "run"):
+        for path, expected in ((job, at_versions), (with_seed, at_seed)):
+            result = taospec(verb, path)
+            assert (result.returncode, result.stdout) == (2, ""), result.stderr
+            assert expected in result.stderr
+    assert list(state_dir.iterdir()) == []
