@@ -362,20 +362,42 @@ def _expand(base: str, data: dict[str, Any]) -> Iterator[_Expansion]:
     for combo in itertools.product(*(matrix[k] for k in keys)):
         values = tuple((k, matrix_value(v)) for k, v in zip(keys, combo, strict=True))
         name = f"{base}[{','.join(f'{k}={v}' for k, v in values)}]"
-        filled = _fill(data, {f"matrix.{k}": v for k, v in values})
+        named = {f"matrix.{k}": v for k, v in values}
+        filled = _fill(data, named)
         if words is not None and filled["command"] != data["command"]:
-            filled["command"] = _fill(words, {f"matrix.{k}": v for k, v in values})
+            filled["command"] = _fill(words, named, ("command",))
         yield _Expansion(name, base, filled, values)
 
 
-def _fill(value: Any, values: Mapping[str, str]) -> Any:
+def _fill(value: Any, values: Mapping[str, str], path: JsonPath = ()) -> Any:
+    """``value`` (the job's data at ``path``) with its ``{matrix.*}`` placeholders filled.
+
+    A value arrives as written: where the plan fills placeholders later
+    (:func:`_filled_again`), its braces are doubled as it goes in, so that
+    ``{job_id}`` or ``{{x}}`` in a matrix value is not read a second time.
+    """
     if isinstance(value, str):
+        if _filled_again(path):
+            values = {name: placeholders.escape(text) for name, text in values.items()}
         return placeholders.expand_known(value, values)
     if isinstance(value, dict):
-        return {k: _fill(v, values) if k != "matrix" else v for k, v in value.items()}
+        return {
+            k: v if (*path, k) == ("matrix",) else _fill(v, values, (*path, k))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_fill(v, values) for v in value]
+        return [_fill(v, values, (*path, i)) for i, v in enumerate(value)]
     return value
+
+
+def _filled_again(path: JsonPath) -> bool:
+    """Whether a plan fills the placeholders of the value at ``path`` (``plan.Context``): the
+    command's words, the spec's values, ``env.set``'s values and the mounts' sources."""
+    return (
+        path[:1] in (("command",), ("spec",))
+        or (len(path) == 3 and path[:2] == ("env", "set"))
+        or (len(path) == 3 and path[0] == "mounts" and path[2] == "source")
+    )
 
 
 def _resolve_needs(

@@ -79,6 +79,11 @@ def expand(text: str, values: Mapping[str, str]) -> str:
     return _TOKEN.sub(fill, text)
 
 
+def escape(text: str) -> str:
+    """``text`` written so that :func:`expand` gives it back as it is: each brace doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def expand_known(text: str, values: Mapping[str, str]) -> str:
     """Fill only the placeholders named in ``values``; leave escapes and others as they are."""
 

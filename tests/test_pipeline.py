@@ -357,6 +357,45 @@ def test_matrix_expands_into_named_targets_with_their_values(
     assert (tmp_path / "results" / job_id / "args").read_text() == "lr=0.00005 seed=2\n"
 
 
+def test_a_matrix_value_arrives_as_written_wherever_it_is_filled(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    jobs = """\
+  t:
+    action: t
+    matrix: {v: ["a{{b}}c", "{job_id}", "{foo}"]}
+    command: [sh, -c, 'printf "[%s][%s]\\n" "$1" "$X" > "$2/out"; cat "$3" >> "$2/out"',
+              sh, "{matrix.v}", "{results_dir}", "{config_path}"]
+    env: {set: {X: "{matrix.v}"}}
+    spec: {k: "{matrix.v}"}
+  s:
+    action: s
+    matrix: {v: ["{results_dir}"]}
+    command: printf '[%s]' {matrix.v}
+"""
+    spec = pipeline(tmp_path, jobs)
+    assert taospec("validate", spec).returncode == 0
+    rendered = taospec("render", spec, "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    launches = {
+        plan["target"]: next(step["argv"] for step in plan["steps"] if step["name"] == "launch")
+        for plan in json.loads(rendered.stdout)
+    }
+    for value in ("a{{b}}c", "{job_id}", "{foo}"):
+        assert value in launches[f"t[v={value}]"]
+    assert launches["s[v={results_dir}]"][-3:] == ["printf", "[%s]", "{results_dir}"]
+    done = taospec("run", spec, "t")
+    assert done.returncode == 0, done.stderr
+    outs = sorted(p.read_text() for p in (tmp_path / "results").glob("*/out"))
+    assert outs == sorted(
+        [
+            "[a{{b}}c][a{{b}}c]\nk: a{{b}}c\n",
+            "[{job_id}][{job_id}]\nk: '{job_id}'\n",
+            "[{foo}][{foo}]\nk: '{foo}'\n",
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("jobs", "expected"),
     [

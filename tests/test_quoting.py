@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from taospec import lint, plantext, templates
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
-from taospec.placeholders import JOB_ID
+from taospec.placeholders import JOB_ID, escape
 from taospec.platforms import render
 from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS
 from tests.conftest import bash_words, load_job
@@ -202,12 +202,14 @@ def sweep(tmp_path: Path, value: str, command: object) -> Path:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(value=hostile(min_size=1, exclude="{},=[]"), job_id=JOB_IDS)
+@given(value=hostile(min_size=1, exclude=",=[]"), job_id=JOB_IDS)
 def test_a_matrix_value_fills_one_word_of_a_string_command(
     tmp_path: Path, value: str, job_id: str
 ) -> None:
+    # braces too: a matrix value is not read for placeholders again ({job_id} stays as written)
     command = "printf '%s\\n' {matrix.v} 'x {matrix.v} y' {results_dir}"
-    words = ("printf", "%s\\n", value, f"x {value} y", "{results_dir}")
+    written = escape(value)
+    words = ("printf", "%s\\n", written, f"x {written} y", "{results_dir}")
     assume(not lint.lint_argv(words))  # validate refuses a command that carries a credential
     (target,) = load_jobfile(sweep(tmp_path, value, command)).targets.values()
     assert target.job.command == words
