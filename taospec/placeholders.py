@@ -2,7 +2,9 @@
 
 ``{config_path}``, ``{results_dir}`` and ``{job_id}`` are filled when a plan is
 rendered. ``{{`` and ``}}`` stand for literal braces; any other brace is taken
-literally, so ``{"a": 1}`` needs no escaping unless it looks like a name.
+literally, so ``{"a": 1}`` needs no escaping unless it looks like a name. ``{needs.``
+and ``{matrix.`` always start a placeholder: one that cannot be read is refused,
+never left as text.
 """
 
 from __future__ import annotations
@@ -35,18 +37,34 @@ Any ``\\x00NAME\\x00`` is such a stand-in, shown to a reviewer as ``$NAME``.
 """
 STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}")
+_TOKEN = re.compile(
+    r"\{\{|\}\}|\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
+    r"\[(?:[^\[\]{}]|\{\{|\}\}|\{matrix\.[A-Za-z_][A-Za-z0-9_]*\})*\]\.results_dir"
+    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}"
+)
+"""An escaped brace, or a placeholder: a name, or an upstream's results directory. A matrix
+target's name may hold any character its values may (all but ``,=[]``), a brace doubled;
+a ``{matrix.<key>}`` in it is filled when the matrix expands."""
+_MATRIX_IN_NAME = re.compile(r"\{\{|\}\}|\{(matrix\.[A-Za-z_][A-Za-z0-9_]*)\}")
+_LOOKALIKE = re.compile(r"\{(?:needs|matrix)\.")
+"""How a placeholder :data:`_TOKEN` cannot read starts: it is refused, never left as text."""
 
 
 def names(text: str) -> list[str]:
     """The placeholder names used in ``text``, in order."""
-    return [m.group(1) for m in _TOKEN.finditer(text) if m.group(1)]
+    return [_name(m) for m in _TOKEN.finditer(text) if m.group(1)]
+
+
+def _name(match: re.Match[str]) -> str:
+    """The name a placeholder stands for: the target it names holds each doubled brace once."""
+    return match.group(1).replace("{{", "{").replace("}}", "}")
 
 
 def unknown(text: str, known: Iterable[str]) -> list[str]:
-    """Sentences about every placeholder in ``text`` that is not in ``known``."""
+    """Sentences about every placeholder in ``text`` that is not in ``known``, and about
+    text that starts like one but is none (it would be left as it is)."""
     allowed = list(known)
-    found = []
+    found = _lookalikes(text)
     for name in names(text):
         if name in allowed:
             continue
@@ -67,6 +85,23 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
     return found
 
 
+def _lookalikes(text: str) -> list[str]:
+    """Sentences about each ``{needs.`` or ``{matrix.`` in ``text`` that starts no placeholder."""
+    read = [match.span() for match in _TOKEN.finditer(text)]
+    found = []
+    for match in _LOOKALIKE.finditer(text):
+        if any(start <= match.start() < end for start, end in read):
+            continue
+        head, brace, _ = text[match.start() :].partition("}")
+        shown = head + brace if len(head) < 80 else head[:80] + "..."
+        found.append(
+            f"{shown!r} is not a placeholder taospec can read, and would be left as it "
+            "is: write {needs.<target>.results_dir} with the target's full name (e.g. "
+            "{needs.prep[ds=a b].results_dir}), {matrix.<key>}, or {{ for a literal brace"
+        )
+    return found
+
+
 def expand(text: str, values: Mapping[str, str]) -> str:
     """Fill every placeholder in ``text``. A name missing from ``values`` is a bug."""
 
@@ -74,7 +109,7 @@ def expand(text: str, values: Mapping[str, str]) -> str:
         text = match.group(0)
         if text in ("{{", "}}"):
             return text[0]
-        return values[match.group(1)]
+        return values[_name(match)]
 
     return _TOKEN.sub(fill, text)
 
@@ -89,7 +124,11 @@ def expand_known(text: str, values: Mapping[str, str]) -> str:
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
-        return values[name] if name in values else match.group(0)
+        if name in values:
+            return values[name]
+        if name and name.startswith("needs."):  # a matrix value may name the upstream
+            return _MATRIX_IN_NAME.sub(fill, match.group(0))
+        return match.group(0)
 
     return _TOKEN.sub(fill, text)
 

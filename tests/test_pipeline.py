@@ -396,6 +396,74 @@ def test_a_matrix_value_arrives_as_written_wherever_it_is_filled(
     )
 
 
+def test_an_upstream_is_named_in_a_placeholder_whatever_its_matrix_value_holds(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    jobs = """\
+  prep:
+    action: prep
+    matrix: {ds: [levir/cd, "a b:c+d@é{x}"]}
+    command: 'true'
+  train:
+    action: train
+    needs: ["prep[ds=levir/cd]", "prep[ds=a b:c+d@é{x}]"]
+    command: [sh, -c, 'echo "$@" > {results_dir}/upstream', sh,
+              "{needs.prep[ds=levir/cd].results_dir}",
+              "{needs.prep[ds=a b:c+d@é{{x}}].results_dir}"]
+  each:
+    action: each
+    matrix: {ds: [levir/cd, "a b:c+d@é{x}"]}
+    needs: ["prep[ds={matrix.ds}]"]
+    command: [sh, -c, 'echo "$1" > {results_dir}/upstream', sh,
+              "{needs.prep[ds={matrix.ds}].results_dir}"]
+"""
+    spec = pipeline(tmp_path, jobs)
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    dirs = {
+        line.partition(": COMPLETE")[0]: line.split()[-1]
+        for line in done.stderr.splitlines()
+        if ": COMPLETE in " in line and " results " in line
+    }
+    written = (Path(dirs["train"]) / "upstream").read_text()
+    assert written == f"{dirs['prep[ds=levir/cd]']} {dirs['prep[ds=a b:c+d@é{x}]']}\n"
+    for value in ("levir/cd", "a b:c+d@é{x}"):
+        each = (Path(dirs[f"each[ds={value}]"]) / "upstream").read_text()
+        assert each == dirs[f"prep[ds={value}]"] + "\n"
+
+
+def test_what_starts_like_a_placeholder_but_is_none_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    jobs = """\
+  prep:
+    action: prep
+    matrix: {ds: [levir/cd]}
+    command: 'true'
+  train:
+    action: train
+    needs: ["prep[ds=levir/cd]"]
+    command: [echo, "{needs.prep[ds=levir/cd].result_dir}", "{{needs.prep}}"]
+    env: {set: {X: "{matrix.ds"}}
+"""
+    spec = pipeline(tmp_path, jobs)
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.splitlines()[:2] == [
+            f"{spec}:15:21: $.jobs.train.command[1]: '{{needs.prep[ds=levir/cd].result_dir}}' is "
+            "not a placeholder taospec can read, and would be left as it is: write "
+            "{needs.<target>.results_dir} with the target's full name (e.g. "
+            "{needs.prep[ds=a b].results_dir}), {matrix.<key>}, or {{ for a literal brace",
+            f"{spec}:16:20: $.jobs.train.env.set.X: '{{matrix.ds' is not a placeholder taospec "
+            "can read, and would be left as it is: write {needs.<target>.results_dir} with the "
+            "target's full name (e.g. {needs.prep[ds=a b].results_dir}), {matrix.<key>}, or {{ "
+            "for a literal brace",
+        ]
+    assert list(state_dir.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("jobs", "expected"),
     [
