@@ -157,10 +157,12 @@ class Plan:
         return _substitute(self, lambda text: text.replace(job_id, JOB_ID))
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data; the placeholder id appears as ``${JOB_ID}``."""
-        shown = _substitute(self, lambda text: STAND_IN.sub(r"${\1}", text))
+        """Plain data; a stand-in appears as ``${NAME}`` (the placeholder id as ``${JOB_ID}``),
+        in :data:`JSON_FORMAT`'s encoding, which :func:`plan_from_json` reverses."""
+        shown = _substitute(self, _json_text)
         data = _fields_data(shown)
         data["job_id"] = None if self.has_placeholder_id else self.job_id
+        data["format"] = JSON_FORMAT
         return data
 
     def digest(self) -> str:
@@ -173,6 +175,39 @@ class Plan:
 
     def backend_value(self, key: str) -> str | None:
         return dict(self.backend).get(key)
+
+
+JSON_FORMAT = 2
+"""How a plan's JSON writes its text. A stand-in is ``${NAME}``; the text itself reads that way
+only with its ``$`` doubled: a run of ``$`` just before ``{NAME}`` is written twice as long,
+and a stand-in adds one more, so an odd run ends in a stand-in and an even run is the text's
+own. Any other ``$`` is written as it is. A plan without ``format`` (stored before it was
+written) holds its text as it is."""
+_JSON_PARTS = re.compile(r"(\$*)(?:\x00([A-Za-z_][A-Za-z0-9_]*)\x00|(\{[A-Za-z_][A-Za-z0-9_]*\}))")
+_JSON_STAND_IN = re.compile(r"(\$+)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _json_text(text: str) -> str:
+    """``text`` as :data:`JSON_FORMAT` writes it."""
+
+    def part(match: re.Match[str]) -> str:
+        dollars, name, braced = match.groups()
+        if name is not None:
+            return "$" * (2 * len(dollars) + 1) + "{" + name + "}"
+        return "$" * (2 * len(dollars)) + braced
+
+    return _JSON_PARTS.sub(part, text) if "\x00" in text or "${" in text else text
+
+
+def _from_json_text(text: str) -> str:
+    """``text`` written by :func:`_json_text`, read back."""
+
+    def part(match: re.Match[str]) -> str:
+        dollars, name = match.groups()
+        own = "$" * (len(dollars) // 2)
+        return own + (stand_in(name) if len(dollars) % 2 else "{" + name + "}")
+
+    return _JSON_STAND_IN.sub(part, text) if "${" in text else text
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {
@@ -373,7 +408,13 @@ def lint_plan(plan: Plan, spec: str | None = None) -> None:
 
 
 def plan_from_json(data: Mapping[str, Any]) -> Plan:
-    """A plan stored by :meth:`Plan.to_json` with a real job id, read back."""
+    """A plan written by :meth:`Plan.to_json` read back: its stand-ins from
+    :data:`JSON_FORMAT`'s encoding, a null ``job_id`` as the placeholder id."""
+    plan = _plan_as_written(data)
+    return _substitute(plan, _from_json_text) if data.get("format") == JSON_FORMAT else plan
+
+
+def _plan_as_written(data: Mapping[str, Any]) -> Plan:
 
     def step(raw: Mapping[str, Any]) -> Step:
         fields = dict(raw)
@@ -388,7 +429,7 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         file=data["file"],
         target=data["target"],
         platform=data["platform"],
-        job_id=data["job_id"],
+        job_id=JOB_ID if data["job_id"] is None else data["job_id"],
         record=RecordFields(
             **{**data["record"], "upload_excludes": tuple(data["record"]["upload_excludes"])}
         ),

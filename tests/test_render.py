@@ -17,9 +17,9 @@ from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
 from taospec.placeholders import JOB_ID
-from taospec.plan import SPEC_STEP, Step, lint_plan, upstream_stand_ins
+from taospec.plan import SPEC_STEP, Step, lint_plan, plan_from_json, upstream_stand_ins
 from taospec.platforms import render
-from tests.conftest import load_job
+from tests.conftest import Runner, load_job, write
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -104,6 +104,57 @@ def test_dry_run_plan_and_submitted_plan_differ_only_by_the_id(monkeypatch) -> N
     assert reviewed.with_job_id("visual_changenet-train-abc123") == submitted
     assert reviewed.digest() == submitted.digest()
     assert JOB_ID not in json.dumps(submitted.to_json())
+
+
+DOLLARS_COMMAND = (
+    "command: [sh, -c, 'printf \"[%s]\\\\n\" \"$@\"; exit 1', sh, '${{JOB_ID}}', '{job_id}',\n"
+    "          '$${{JOB_ID}}', '$HOME ${{HOME:-x}} $$', '$${{x}}{job_id}']\n"
+)
+"""Literal ``${JOB_ID}`` text beside the job id, and other ``$``s, as a job's command."""
+
+
+def dollars_job(folder: Path) -> Path:
+    return write(
+        folder / "job.yaml",
+        "version: 1\nnetwork_arch: a\nplatform: local\naction: b\nimage: busybox:1\n"
+        f"results_root: {folder / 'results'}\n" + DOLLARS_COMMAND,
+    )
+
+
+def test_a_json_plan_tells_literal_dollar_text_from_a_stand_in_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    plan = render(load_job(dollars_job(tmp_path)), launcher=ALICE)
+    words = ["${JOB_ID}", JOB_ID, "$${JOB_ID}", "$HOME ${HOME:-x} $$", "$${x}" + JOB_ID]
+    assert list(plan.steps[-1].argv[-5:]) == words
+    argv = plan.to_json()["steps"][-1]["argv"]
+    assert list(argv[-5:]) == [
+        "$${JOB_ID}",
+        "${JOB_ID}",
+        "$$$${JOB_ID}",
+        words[3],
+        "$$$${x}${JOB_ID}",
+    ]
+    assert plan_from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    submitted = plan.with_job_id("a-b-123abc")
+    assert plan_from_json(submitted.to_json()) == submitted
+    old = {**submitted.to_json(), "format": None}  # stored before the encoding: as written
+    assert plan_from_json(old).steps[-1].argv == tuple(old["steps"][-1]["argv"])
+
+
+def test_literal_dollar_text_runs_as_written_in_a_run_and_its_retry(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    spec = dollars_job(tmp_path)
+    first = taospec("run", spec).stdout.split()[0]
+    retried = taospec("retry", first).stdout.split()[0]  # from the stored plan
+    for job_id in (first, retried):
+        ran = (tmp_path / "results" / job_id / "taospec.log").read_text().splitlines()
+        assert ran == [
+            f"[{w}]" for w in ("${JOB_ID}", job_id, "$${JOB_ID}", "$HOME ${HOME:-x} $$")
+        ] + [f"[$${{x}}{job_id}]"]
+    shown = taospec("render", spec, "--format", "json").stdout
+    assert json.loads(shown)["steps"][-1]["argv"][-5:-3] == ["$${JOB_ID}", "${JOB_ID}"]
 
 
 def test_root_launcher_with_user_host_is_refused_for_docker(tmp_path: Path) -> None:
