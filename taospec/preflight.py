@@ -51,7 +51,7 @@ def here(
     for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = mount_sources(job, source) + inputs(target, source)
+        found = mount_sources(job, source) + results_root(job, source) + inputs(target, source)
         found += passed_variables(job, source, os.environ)
         found += passed_values_written(job, source, os.environ)
         found += tools(job, source)
@@ -80,6 +80,25 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
             )
         )
     return missing
+
+
+def results_root(job: Job, source: Source) -> list[Problem]:
+    """A ``results_root`` that is, or lies under, what is not a folder here, where the job's
+    results folder would be made in it (the record would open, then the job fail)."""
+    if job.platform not in ("docker", "local") or job.docker.host:
+        return []
+    root = Path(job.results_root)
+    there = next((p for p in (root, *root.parents) if p.exists() or p.is_symlink()), root)
+    if there.is_dir():
+        return []
+    what = "is" if there == root else f"lies under {there}, which is"
+    return [
+        source.problem(
+            ("results_root",),
+            f"{job.results_root} {what} not a folder on this machine; each job's results go "
+            "in a folder made under results_root: give a folder, or move what is there",
+        )
+    ]
 
 
 def inputs(target: Target, source: Source) -> list[Problem]:

@@ -146,6 +146,29 @@ def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recordin
     assert list(state_dir.iterdir()) == []  # no record was opened
 
 
+@pytest.mark.parametrize("platform", ["local", "docker"])
+def test_a_results_root_that_is_a_file_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, platform: str
+) -> None:
+    path = job(tmp_path)
+    path.write_text(path.read_text().replace("platform: docker", f"platform: {platform}"))
+    (tmp_path / "results").write_text("not a folder\n")
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    for verb in (("validate", "--here"), ("run",)):
+        refused(
+            taospec(*verb, path),
+            f"{path}:6:15: $.results_root: {tmp_path / 'results'} is not a folder on this "
+            "machine; each job's results go in a folder made under results_root",
+        )
+    path.write_text(path.read_text().replace("/results", "/results/sub"))
+    refused(
+        taospec("run", path),
+        f"{path}:6:15: $.results_root: {tmp_path / 'results/sub'} lies under "
+        f"{tmp_path / 'results'}, which is not a folder on this machine",
+    )
+    assert list(state_dir.iterdir()) == []  # no record was opened
+
+
 LOCAL_PIPELINE = """\
 version: 1
 defaults: {{network_arch: hello, platform: local, image: busybox:1, results_root: {root}}}

@@ -122,14 +122,16 @@ def _refusals(
     dry_run: bool,
 ) -> list[Problem]:
     """What stops a run before any record opens: a mount source that is not here (dockerd
-    would create it empty), an input that cannot be fingerprinted, and a passed value
-    unset or written in the job. A dry run only warns of a missing mount source, so that
-    the review of a job meant for another machine still shows its plans."""
+    would create it empty), a results_root that is a file (it holds no results folder), an
+    input that cannot be fingerprinted, and a passed value unset or written in the job. A
+    dry run only warns of the first two, which are about this machine, so that the review
+    of a job meant for another machine still shows its plans."""
     found: list[Problem] = []
     warned: list[Problem] = []
     for name in names:
         job, source = jobfile.targets[name].job, sources[name]
-        (warned if dry_run else found).extend(preflight.mount_sources(job, source))
+        here = preflight.mount_sources(job, source) + preflight.results_root(job, source)
+        (warned if dry_run else found).extend(here)
         if not review:
             found += preflight.passed_variables(job, source, os.environ)
         found += preflight.inputs(jobfile.targets[name], source)
