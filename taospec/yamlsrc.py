@@ -348,8 +348,8 @@ class _Walk:
                 height = max(height, self._height(item))
         else:
             chars = len(node.value)
-            if node.tag == INT_TAG:
-                self._check_int(node, path)
+            if node.tag in _CONVERTED:
+                self._check_converted(node, path)
         self.active.discard(key)
         self.sizes[key] = (total, height, chars)
         return total, chars
@@ -381,14 +381,22 @@ class _Walk:
         events = (e for e in yaml.parse(self.text, Loader=loader) if isinstance(e, yaml.AliasEvent))
         return next(itertools.islice(events, self.aliases - 1, None)).start_mark
 
-    def _check_int(self, node: yaml.Node, path: JsonPath) -> None:
-        """Refuse an integer past :data:`MAX_INT_DIGITS` digits, or a ``!!int`` that is not one."""
+    def _check_converted(self, node: yaml.Node, path: JsonPath) -> None:
+        """Refuse a value tagged ``!!int``, ``!!float``, ``!!bool`` or ``!!timestamp`` whose
+        text is none (PyYAML's constructor fails on it without saying where), or an integer
+        past :data:`MAX_INT_DIGITS` digits."""
+        import yaml
+
         text: str = node.value
         resolved = self.resolver.resolve(type(node), text, (True, False))  # type: ignore[no-untyped-call]
-        if resolved != INT_TAG:
-            message = f"{text!r} is tagged !!int but is not an integer"
-            raise _Refused(message, node.start_mark, path)
-        if _int_too_long(text):
+        if resolved != node.tag:
+            try:  # written with a tag; YAML's own reading of the text decides
+                yaml.SafeLoader("").construct_object(node)
+            except (ValueError, KeyError, AttributeError, TypeError):
+                kind = node.tag.rpartition(":")[2]
+                message = f"!!{kind} {text!r}: YAML cannot read this text as a {kind}; fix it, or "
+                raise _Refused(message + "drop the tag", node.start_mark, path) from None
+        if node.tag == INT_TAG and _int_too_long(text):
             raise _Refused(
                 f"an integer of more than {MAX_INT_DIGITS} digits; no job value needs one, and "
                 "taospec cannot write it out: quote it if it is meant as text",
@@ -449,6 +457,10 @@ _TEXT_BOMB = (
     "file may hold (1 MiB); refusing to load it"
 )
 INT_TAG = "tag:yaml.org,2002:int"
+_CONVERTED = frozenset(
+    (INT_TAG, *(f"tag:yaml.org,2002:{kind}" for kind in ("float", "bool", "timestamp")))
+)
+"""The tags whose text PyYAML converts, and can fail to."""
 _INT_LIMIT: int = 10**MAX_INT_DIGITS
 
 

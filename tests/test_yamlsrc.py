@@ -59,8 +59,24 @@ def test_an_integer_past_the_digit_limit_is_refused_at_its_line(written: str) ->
 def test_an_integer_at_the_digit_limit_loads_and_a_tagged_non_integer_is_refused() -> None:
     most = "9" * yamlsrc.MAX_INT_DIGITS
     assert str(yamlsrc.parse(f"seed: {most}\n", "ok.yaml").data["seed"]) == most
-    with pytest.raises(SpecError, match=r"bad.yaml:2:4: \$.b: 'abc' is tagged !!int but"):
+    with pytest.raises(SpecError, match=r"bad.yaml:2:4: \$.b: !!int 'abc': YAML cannot read"):
         yamlsrc.parse("a: 1\nb: !!int abc\n", "bad.yaml")
+
+
+@pytest.mark.parametrize(
+    "tagged", ["!!int 0x", "!!float abc", "!!bool maybe", "!!timestamp abc", "!!int '1:x'"]
+)
+def test_a_tag_yaml_cannot_read_its_text_as_is_refused_at_its_line(tagged: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        yamlsrc.parse(f"a: 1\nb: [{tagged}]\n", "bad.yaml")
+    (problem,) = raised.value.problems
+    assert (problem.line, problem.column, problem.path) == (2, 5, ("b", 0))
+    assert "YAML cannot read this text as a" in problem.message
+
+
+def test_a_tag_on_text_yaml_reads_as_it_says_loads() -> None:
+    text = "a: !!float 1e3\nb: !!int '12'\nc: !!bool 'yes'\nd: !!float 2\n"
+    assert yamlsrc.parse(text, "ok.yaml").data == {"a": 1000.0, "b": 12, "c": True, "d": 2.0}
 
 
 def _nested(levels: int, leaf: str = "v") -> str:
