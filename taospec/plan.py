@@ -36,11 +36,17 @@ def gpu_ids_note(count: int) -> str:
 
 
 def upstream_stand_ins(needs: Iterable[str]) -> dict[str, str]:
-    """Stand-ins for the results directories of the targets ``needs``, which will run first."""
-    return {
-        need: stand_in("UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", need).strip("_").upper())
-        for need in needs
-    }
+    """Stand-ins for the results directories of the targets ``needs``, which will run first:
+    ``$UPSTREAM_<TARGET>``, numbered where two targets would read alike (``a/b`` and ``a b``)."""
+    found: dict[str, str] = {}
+    for need in needs:
+        base = "UPSTREAM_" + re.sub(r"[^A-Za-z0-9]+", "_", need).strip("_").upper()
+        name, count = base, 1
+        while stand_in(name) in found.values():
+            count += 1
+            name = f"{base}_{count}"
+        found[need] = stand_in(name)
+    return found
 
 
 RUNTIME_HOME = ".tao-runtime/home"

@@ -16,7 +16,7 @@ from taospec import plantext
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
-from taospec.placeholders import JOB_ID
+from taospec.placeholders import JOB_ID, STAND_IN
 from taospec.plan import SPEC_STEP, Step, lint_plan, plan_from_json, upstream_stand_ins
 from taospec.platforms import render
 from tests.conftest import Runner, load_job, write
@@ -155,6 +155,18 @@ def test_literal_dollar_text_runs_as_written_in_a_run_and_its_retry(
         ] + [f"[$${{x}}{job_id}]"]
     shown = taospec("render", spec, "--format", "json").stdout
     assert json.loads(shown)["steps"][-1]["argv"][-5:-3] == ["$${JOB_ID}", "${JOB_ID}"]
+
+
+def test_upstreams_whose_names_read_alike_get_stand_ins_of_their_own() -> None:
+    alike = ["prep[ds=a/b]", "prep[ds=a b]", "prep[ds=é]", "prep[ds=ü]", "prep[ds=a_b]"]
+    shown = [STAND_IN.sub(r"$\1", s) for s in upstream_stand_ins(alike).values()]
+    assert shown == [
+        "$UPSTREAM_PREP_DS_A_B",
+        "$UPSTREAM_PREP_DS_A_B_2",
+        "$UPSTREAM_PREP_DS",
+        "$UPSTREAM_PREP_DS_2",
+        "$UPSTREAM_PREP_DS_A_B_3",
+    ]
 
 
 def test_root_launcher_with_user_host_is_refused_for_docker(tmp_path: Path) -> None:
