@@ -160,6 +160,9 @@ def test_a_results_root_that_is_a_file_is_refused_before_any_record(
             f"{path}:6:15: $.results_root: {tmp_path / 'results'} is not a folder on this "
             "machine; each job's results go in a folder made under results_root",
         )
+    dry = taospec("run", "-n", path)  # a review warns of it and still shows the plan
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.startswith(f"warning: {path}:6:15: $.results_root: ")
     path.write_text(path.read_text().replace("/results", "/results/sub"))
     refused(
         taospec("run", path),
