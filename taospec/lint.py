@@ -1023,13 +1023,6 @@ def _block_arg_hits(text: str) -> Iterator[_Hit]:
             yield _Hit("secret-flag", match["flag"], *match.span("value"))
 
 
-_RAW_RULES = (
-    *_FORMAT_RULES, _json_hits, _array_flag_hits, _header_hits, _bearer_hits, _aws_secret_hits,
-    _pem_hits, _manifest_hits, _flow_hits, _block_arg_hits,
-)  # fmt: skip
-"""The pattern and block rules: those that read raw text rather than shell words."""
-
-
 # -- free-text rules (redaction and job values) ----------------------------------
 
 _FREE_ASSIGNMENT = _lazy(r"(?<![A-Za-z0-9_./$-])(?P<name>[A-Za-z_][A-Za-z0-9_-]*)=")
@@ -1202,6 +1195,13 @@ def _password_option_hits(text: str) -> Iterator[_Hit]:
                 yield _Hit("password-option", f"{name} {match['flag']}", start, stop)
 
 
+_RAW_RULES = (
+    *_FORMAT_RULES, _json_hits, _array_flag_hits, _header_hits, _bearer_hits, _aws_secret_hits,
+    _pem_hits, _manifest_hits, _flow_hits, _block_arg_hits, _password_option_hits,
+)  # fmt: skip
+"""The pattern and block rules: those that read raw text rather than shell words."""
+
+
 def _free_text_hits(text: str) -> Iterator[_Hit]:
     """Every free-text rule."""
     if "=" in text:
@@ -1213,7 +1213,6 @@ def _free_text_hits(text: str) -> Iterator[_Hit]:
     yield from _bare_aws_key_hits(text)
     yield from _loose_bearer_hits(text)
     yield from _basic_hits(text)
-    yield from _password_option_hits(text)
     yield from _pem_hits(text, _CERTIFICATE, "pem-block")
 
 

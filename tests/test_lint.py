@@ -51,6 +51,9 @@ def pairs(findings: list[Finding]) -> set[tuple[str, str]]:
 # (text, exact findings, the secret value in the text)
 FLAGGED = [
     ("docker run -e NGC_KEY=abc123 nvcr.io/nvidia/tao", {(ASSIGN, "NGC_KEY")}, "abc123"),
+    # a script that gives a tool its password on the command line, as a job value can't
+    ("curl -u admin:hunter2 https://x", {("password-option", "curl -u")}, "hunter2"),
+    ("sh -c 'sshpass -p hunter3pw ssh host'", {("password-option", "sshpass -p")}, "hunter3pw"),
     ("export NGC_API_KEY=abc123", {(ASSIGN, "NGC_API_KEY")}, "abc123"),
     ("docker run --env NGC_KEY=abc123 img", {(ASSIGN, "NGC_KEY")}, "abc123"),
     ("docker run --env=NGC_KEY=abc123 img", {(ASSIGN, "NGC_KEY")}, "abc123"),
