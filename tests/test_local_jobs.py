@@ -440,6 +440,36 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_passed_value(taospec: Runner, 
     assert followed.stdout.replace("x", "") == "<redacted>yy\n<redacted>\n"
 
 
+def test_a_look_at_a_running_job_s_log_shows_no_part_of_a_value_being_written(
+    taospec: Runner, tmp_path
+) -> None:
+    # logs (not -f) printed the unended last line as it was: the first half of a passed
+    # value the job was still writing went out, unredacted
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    script = write(
+        tmp_path / "half.sh",
+        'echo first; printf "out=%s" "${PLAIN_VAR%%VALUE*}"; sleep 4\n'
+        'echo "VALUE${PLAIN_VAR#*VALUE}"\n',
+    )
+    spec = job_file(tmp_path, f"sh {script}", env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": value}
+    started = taospec("run", "--detach", spec, env=passed)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    log = tmp_path / "results" / job_id / "taospec.log"
+    deadline = time.monotonic() + 10
+    while "out=" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    looked = taospec("logs", job_id, env=passed)
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.startswith("first\n")
+    assert "Zq8sup3r" not in looked.stdout
+    assert taospec("logs", job_id, "--tail", "0", env=passed).stdout == ""
+    ended = taospec("logs", "-f", job_id, env=passed)
+    assert ended.stdout == "first\nout=<redacted>\n"
+
+
 def test_a_job_s_own_text_is_not_recorded_where_its_passed_values_are_unknown(
     taospec: Runner, tmp_path, state_dir
 ) -> None:

@@ -23,7 +23,7 @@ from taospec import lint, proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
-from taospec.platforms.base import EndedFirst, Launched, StepRunner
+from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
 from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, output_lines, owner
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
@@ -180,7 +180,9 @@ def logs(
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
     with path.open("rb") as log:  # between two reads is read whole
         lines, held = _lines(decoder.decode(log.read()), follow)
-        for line in lines[-tail:] if tail is not None else lines:
+        if not follow and lines and not lines[-1].endswith("\n"):
+            lines[-1:] = _unended(lines[-1], record, sidecar)
+        for line in last_lines(lines, tail):
             on_line(line)
         while follow:
             more = log.read()
@@ -218,6 +220,16 @@ def _lines(text: str, follow: bool) -> tuple[list[str], str]:
         return lines[:-1], last
     cut = _cut(last)
     return [*lines[:-1], *([last[:cut]] if cut else [])], last[cut:]
+
+
+def _unended(line: str, record: Record, sidecar: Mapping[str, object]) -> list[str]:
+    """The last line, not ended yet, as a look at the log shows it: whole once the job has
+    ended; while it runs, up to :func:`_cut`, since a value it is still writing would go
+    out in part, where redaction cannot know it."""
+    if status(record, sidecar).state != RUNNING:
+        return [line]
+    cut = _cut(line)
+    return [line[:cut]] if cut else []
 
 
 def _cut(line: str) -> int:
