@@ -1501,6 +1501,13 @@ def secret_forms(value: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
+def spelled_in(text: str, values: Iterable[str], spelling: Callable[[str], str]) -> bool:
+    """Whether ``text`` holds one of ``values`` as ``spelling`` writes it (a minted id
+    spells unsafe runs as ``-``), where that is :data:`MIN_SECRET_LENGTH` or longer:
+    redaction looks for values only as taospec prints them."""
+    return any(len(form) >= MIN_SECRET_LENGTH and form in text for form in map(spelling, values))
+
+
 def _in_repr(text: str, quote: str) -> str:
     """``text`` as ``repr`` writes it between ``quote`` marks (the marks left out): a
     longer string that holds it may be shown in either, as it holds ``'`` or not."""
@@ -1679,6 +1686,10 @@ class Redactor:
         current = _redact_values(text, self._secrets)
         current = _until_stable(current, lambda value: _apply(value, _run(_FORMAT_RULES, value)))
         return _same_if_equal(text, current)
+
+    def holds(self, text: str, spelling: Callable[[str], str]) -> bool:
+        """:func:`spelled_in` for the known values."""
+        return spelled_in(text, self._secrets, spelling)
 
 
 def _same_if_equal(text: str, result: str) -> str:

@@ -23,6 +23,7 @@ from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, uniq
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, input_files, unreadable
+from taospec.ledger.record import mint_source, minted_form
 from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import MergedSource, Source
 
@@ -177,7 +178,25 @@ def passed_values_written(job: Job, source: Source, environ: Mapping[str, str]) 
         for name, forms in values.items()
         if not found and any(form in job.image for form in forms)
     ]
+    found += [
+        source.problem(spot, _MINTED.format(name=name))
+        for name, forms in values.items()
+        if not found and (spot := _in_minted_id(job, forms)) is not None
+    ]
     return found
+
+
+def _in_minted_id(job: Job, forms: Iterable[str]) -> JsonPath | None:
+    """Where the id minted for ``job`` would hold one of ``forms`` as an id spells it: in
+    its network_arch, its action, or (the job's top) across the two; None if nowhere."""
+    minted = {
+        ("network_arch",): minted_form(job.network_arch),
+        ("action",): minted_form(job.action),
+        (): mint_source(job.network_arch, job.action),
+    }
+    return next(
+        (at for at, text in minted.items() if lint.spelled_in(text, forms, minted_form)), None
+    )
 
 
 def _words_run(data: Mapping[str, Any]) -> Iterator[tuple[JsonPath, str, bool]]:
@@ -214,6 +233,12 @@ _NAMED = (
     "this job's name holds the value of {name}, which env.pass passes by name so that the "
     "value is never written down; a job's name is printed, recorded and stored as its "
     "target's: name the job otherwise"
+)
+_MINTED = (
+    "the job's id, minted from network_arch and action, would hold the value of {name} as an "
+    "id spells it (each run of other characters than letters, digits, '.', '_' and '-' as "
+    "'-'), which env.pass passes by name so that the value is never written down; an id is "
+    "printed, recorded and names the job's container: write them otherwise"
 )
 _WRITTEN = (
     "holds the value of {name}, which env.pass passes by name so that the value is never "

@@ -283,6 +283,35 @@ def test_a_passed_value_written_in_the_job_is_refused_where_it_is_written(
 
 
 @pytest.mark.parametrize(
+    ("arch", "action", "expected"),
+    [
+        ("model_Pa-ss-w0rd-42", "greet", "2:15: $.network_arch"),
+        ("hello", "x-Pa-ss-w0rd-42", "3:9: $.action"),
+        ("Pa-ss", "w0rd-42", "1:1: $"),  # across the two: the id is Pa-ss-w0rd-42-<hex>
+    ],
+    ids=["arch", "action", "across"],
+)
+def test_a_passed_value_a_minted_id_would_spell_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, arch: str, action: str, expected: str
+) -> None:
+    # the id minted from these spells "Pa'ss w0rd!42" as Pa-ss-w0rd-42, where redaction did
+    # not look: the ledger, the output and the container's name carried it
+    value = "Pa'ss w0rd!42"
+    path = job(tmp_path, "env: {pass: [GATE_VAR]}\n")
+    text = path.read_text().replace("network_arch: hello", f"network_arch: {arch}")
+    path.write_text(text.replace("action: greet", f"action: {action}"))
+    for verb in (("validate", "--here"), ("render",), ("run", "-n"), ("run",)):
+        done = taospec(*verb, path, env={"GATE_VAR": value})
+        lines = refused(done, f"{path}:{expected}: the job's id, minted from network_arch and")
+        assert len(lines) == 1, lines
+        assert value not in done.stdout + done.stderr
+        assert "Pa-ss-w0rd" not in done.stdout + done.stderr.replace(str(path), "")
+    assert list(state_dir.iterdir()) == []
+    short = taospec("run", "-n", path, env={"GATE_VAR": "Pa'!!"})  # Pa-: too short to look for
+    assert short.returncode == 0, short.stderr
+
+
+@pytest.mark.parametrize(
     ("command", "extra", "expected"),
     [
         ("\"sh -c 'sleep 3' correct''horse''battery\"", "", "8:10: $.command"),

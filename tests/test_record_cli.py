@@ -16,6 +16,11 @@ OPEN = (
     "record", "open", "--platform", "docker", "--image", "nvcr.io/x/y:1", "--network-arch",
     "dino", "--action", "train", "--storage-tier", "A",
 )  # fmt: skip
+NO_ID = (
+    "open: no id can be minted from this network_arch and action: it would hold a value "
+    "taospec keeps out of the ledger (a secret's, or a passed variable's), whole or as an id "
+    "spells it"
+)
 
 
 def opened(taospec: Runner, *extra: str) -> str:
@@ -414,8 +419,7 @@ def test_an_arch_every_minted_id_would_leak_is_refused_for_what_it_is(
     )  # fmt: skip
     refused(
         done,
-        "open: no id can be minted from this network_arch and action: it would hold a value "
-        "taospec keeps out of the ledger (a secret's, or a passed variable's)",
+        NO_ID,
     )
     assert not list((state_dir / "jobs").glob("*.json"))
 
@@ -444,8 +448,7 @@ def test_an_arch_whose_cut_would_keep_part_of_a_secret_is_refused(
     )  # fmt: skip
     refused(
         done,
-        "open: no id can be minted from this network_arch and action: it would hold a value "
-        "taospec keeps out of the ledger (a secret's, or a passed variable's)",
+        NO_ID,
     )
     assert not list((state_dir / "jobs").glob("*.json"))
     args = [*OPEN, "--results-root", "/r"]
@@ -456,3 +459,52 @@ def test_an_arch_whose_cut_would_keep_part_of_a_secret_is_refused(
     for path in state_dir.rglob("*"):
         assert "Wk3j" not in path.name
         assert path.is_dir() or "Wk3j" not in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("arch", "action"),
+    [
+        ("model_Pa'ss w0rd!42", "train"),  # the id spells it model_Pa-ss-w0rd-42
+        ("model_Pa-ss-w0rd-42", "train"),  # as the id would spell it
+        ("model", "x Pa'ss w0rd!42!"),  # in the action
+        ("Pa?ss", "w0rd!42"),  # across the two: Pa-ss-w0rd-42
+    ],
+)
+def test_an_arch_whose_id_spells_a_secret_otherwise_is_refused(
+    taospec: Runner, state_dir: Path, arch: str, action: str
+) -> None:
+    # an id was judged only for the value as it is: one that unsafe characters made "-"
+    # in the id left it there for redaction not to find, in the ledger, output and names
+    token = "Pa'ss w0rd!42"
+    done = taospec(
+        "record", "open", "--platform", "docker", "--image", "img", "--network-arch", arch,
+        "--action", action, "--storage-tier", "A", "--results-root", "/r",
+        env={"HF_TOKEN": token},
+    )  # fmt: skip
+    refused(
+        done,
+        NO_ID,
+    )
+    assert not list(state_dir.rglob("*.json"))
+
+
+def test_an_id_spelling_of_a_secret_too_short_to_look_for_is_no_refusal(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # "ab!!" is looked for as it is (four characters), but an id spells it "ab-": as short
+    # as that, redaction would find it in every other id
+    args = [*OPEN, "--results-root", "/r"]
+    args[args.index("--network-arch") + 1] = "lab-model"
+    done = taospec(*args, env={"HF_TOKEN": "ab!!"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("lab-model-train-")
+
+
+def test_a_ledger_mints_no_id_that_spells_a_passed_value(state_dir: Path) -> None:
+    # run opens with the job's passed values: an id that spells one is refused there too
+    ledger = Ledger(state_dir, ["Pa'ss w0rd!42"])
+    with pytest.raises(InvalidInput) as refusal:
+        open_job(ledger, network_arch="model_Pa-ss-w0rd-42")
+    assert str(refusal.value) == NO_ID
+    assert not list(state_dir.rglob("*.json"))
+    assert open_job(ledger, network_arch="model_Pa-ss").id.startswith("model_Pa-ss-train-")

@@ -328,15 +328,15 @@ def platform_slug(value: str) -> str:
     return slug
 
 
-def _safe_part(text: str) -> str:
+def minted_form(text: str) -> str:
     """``text`` as a minted id holds it, uncut: unsafe runs become ``-``; it starts
-    alphanumeric."""
+    alphanumeric. A secret's value spelled so is what to look for in an id."""
     return re.sub(r"^[^A-Za-z0-9]+", "", re.sub(r"[^A-Za-z0-9._-]+", "-", text))
 
 
 def _id_part(text: str) -> str:
-    """One part of a minted id: :func:`_safe_part` cut to :data:`_MINT_PART_LENGTH`."""
-    return _safe_part(text)[:_MINT_PART_LENGTH].strip(".-") or "job"
+    """One part of a minted id: :func:`minted_form` cut to :data:`_MINT_PART_LENGTH`."""
+    return minted_form(text)[:_MINT_PART_LENGTH].strip(".-") or "job"
 
 
 def mint_id(network_arch: str, action: str) -> str:
@@ -348,7 +348,7 @@ def mint_source(network_arch: str, action: str) -> str:
     """What the ids :func:`mint_id` makes of ``network_arch`` and ``action`` are cut from:
     ``<arch>-<action>``, each as an id holds it but whole. A cut through a secret value
     leaves a part of it that redaction no longer finds, so redaction judges this."""
-    return f"{_safe_part(network_arch)}-{_safe_part(action)}"
+    return f"{minted_form(network_arch)}-{minted_form(action)}"
 
 
 def mint_suffix() -> str:

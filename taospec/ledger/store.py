@@ -67,6 +67,7 @@ from taospec.ledger.record import (
     instant,
     mint_id,
     mint_source,
+    minted_form,
     parse_record,
     platform_slug,
     redact_document,
@@ -221,18 +222,20 @@ class Ledger:
         if not last:  # every id minted held a value redaction removes
             raise InvalidInput(
                 "open: no id can be minted from this network_arch and action: it would hold "
-                "a value taospec keeps out of the ledger (a secret's, or a passed variable's)"
+                "a value taospec keeps out of the ledger (a secret's, or a passed variable's), "
+                "whole or as an id spells it"
             )
         raise InvalidInput(f"record already exists: {self._record_path(last)}")
 
     def _candidates(self, job_id: str | None, opening: Opening) -> Iterator[str]:
         """The explicit id once, or freshly minted ids that redaction leaves as they are;
-        none when it would change what they are cut from (see :func:`mint_source`)."""
+        none when it would change what they are cut from (see :func:`mint_source`), or
+        that holds a known value as an id spells it (``a b!`` as ``a-b-``)."""
         if job_id is not None:
             yield job_id
             return
         source = mint_source(opening.network_arch, opening.action)
-        if self._text(source) != source:
+        if self._text(source) != source or self._redactor.holds(source, minted_form):
             return
         for _ in range(_MINT_ATTEMPTS):
             candidate = mint_id(opening.network_arch, opening.action)
