@@ -264,12 +264,7 @@ def _raw_literal(raw: str) -> bool:
     raw = raw.strip()
     if raw == PLACEHOLDER:
         return False
-    parts: list[str] = []
-    index = 0
-    while index < len(raw):
-        piece, index = _read_piece(raw, index)
-        parts.append(piece)
-    return _carries_literal("".join(parts))
+    return _carries_literal(_read_pieces(raw))
 
 
 def _scalar_literal(raw: str) -> bool:
@@ -370,6 +365,49 @@ def _read_piece(text: str, index: int) -> tuple[str, int]:
         end = len(text) if closing < 0 else closing + 1
         return text[index:end], end
     return char, index + 1
+
+
+def _read_pieces(raw: str) -> str:
+    """All of ``raw`` read as one word, blanks and operators too (as a shell reads the word
+    of ``${NAME:-word}``): quotes and escapes removed."""
+    parts: list[str] = []
+    index = 0
+    while index < len(raw):
+        piece, index = _read_piece(raw, index)
+        parts.append(piece)
+    return "".join(parts)
+
+
+def _expansions(text: str) -> Iterator[tuple[bool, str]]:
+    """What the shell reads again inside word text as the reader keeps it (a ``$`` or
+    backtick it takes literally escaped): ``(True, script)`` for each ``$(...)`` and
+    backtick substitution, ``(False, word)`` for the word of each ``${NAME:-word}``
+    (``-``, ``=``, ``+``, with or without ``:``), each as it is written there."""
+    index = 0
+    while index < len(text):
+        char, following = text[index], text[index + 1 : index + 2]
+        if char == "\\":
+            index += 2
+        elif char == "`":
+            closing = text.find("`", index + 1)
+            end = len(text) if closing < 0 else closing
+            yield True, _BACKTICK_ESCAPE().sub(r"\1", text[index + 1 : end])
+            index = end + 1
+        elif char == "$" and following in ("(", "{"):
+            end = _closing(text, index + 1)
+            closed = text[end - 1] == (")" if following == "(" else "}")
+            inner = text[index + 2 : end - 1] if closed else text[index + 2 :]
+            if following == "(":
+                yield True, inner
+            elif (match := _DEFAULT().fullmatch(inner)) is not None:
+                yield False, match["default"]
+            index = end
+        else:
+            index += 1
+
+
+_BACKTICK_ESCAPE = _lazy(r"\\([$`\\])")
+"""Inside backticks a backslash escapes only ``$``, a backtick and itself."""
 
 
 def _read_word(text: str, start: int) -> _Word:
@@ -1294,9 +1332,31 @@ def argv_words(argv: Sequence[str], depth: int = 0) -> Iterator[tuple[int, str]]
     for index, word in enumerate(words):
         yield index, word.text
         if depth < _MAX_NESTING and _is_shell_script(words, index):
-            for command in _commands(word.text):
-                inner = [_unprotect(read.text) for read in command]
-                yield from ((index, text) for _, text in argv_words(inner, depth + 1))
+            yield from ((index, text) for text in _script_words(word.text, depth + 1))
+
+
+def _script_words(script: str, depth: int) -> Iterator[str]:
+    """The words of a script as a shell reads them (see :func:`argv_words`), and those it
+    reads again inside their expansions: the script of a ``$(...)`` or a backtick, the word
+    of ``${NAME:-word}`` (quotes are removed there too: ``$(printf %s a''b)`` runs ``ab``),
+    each level of them one more of the nesting the lint follows."""
+    for command in _commands(script):
+        yield from (text for _, text in argv_words([_unprotect(r.text) for r in command], depth))
+        if depth < _MAX_NESTING:
+            for read in command:
+                yield from _expanded_words(read.text, depth + 1)
+
+
+def _expanded_words(text: str, depth: int) -> Iterator[str]:
+    """The words inside the expansions of word ``text`` as the reader keeps it."""
+    for is_script, inner in _expansions(text):
+        if is_script:
+            yield from _script_words(inner, depth)
+        else:
+            word = _read_pieces(inner)
+            yield _unprotect(word)
+            if depth < _MAX_NESTING:
+                yield from _expanded_words(word, depth + 1)
 
 
 _PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")

@@ -318,9 +318,20 @@ def test_a_passed_value_a_minted_id_would_spell_is_refused(
         ('"echo correct\\\\horsebattery"', "", "8:10: $.command"),
         ("[sh, -c, \"bash -c 'echo correct\\\\horsebattery'\"]", "", "8:19: $.command[2]"),
         ("'true'", "notify: \"echo correct''horse''battery\"\n", "10:9: $.notify"),
+        ("[sh, -c, 'echo $(printf %s correct\"horse\"battery)']", "", "8:19: $.command[2]"),
+        ("[sh, -c, 'echo `printf %s correct\"horse\"battery`']", "", "8:19: $.command[2]"),
+        ("[sh, -c, 'echo ${U:-correct\"horse\"battery}']", "", "8:19: $.command[2]"),
+        ("[sh, -c, 'echo ${U:=correct''horse''battery}']", "", "8:19: $.command[2]"),
+        ("[sh, -c, 'echo ${HOME:+correct\"\"horse\"\"battery}']", "", "8:19: $.command[2]"),
+        ("[sh, -c, 'echo \"${U:-$(printf %s correct\"horse\"battery)}\"']", "",
+         "8:19: $.command[2]"),
+        ("'true'", "notify: \"echo $(printf %s correct''horse''battery)\"\n", "10:9: $.notify"),
     ],
-    ids=["quotes-join", "backslash", "nested-script", "notify"],
-)
+    ids=[
+        "quotes-join", "backslash", "nested-script", "notify", "substitution", "backticks",
+        "default", "assign", "alternative", "nested-expansions", "notify-substitution",
+    ],
+)  # fmt: skip
 def test_a_passed_value_that_quote_removal_joins_is_refused(
     taospec: Runner, tmp_path: Path, state_dir: Path, command: str, extra: str, expected: str
 ) -> None:
@@ -335,6 +346,26 @@ def test_a_passed_value_that_quote_removal_joins_is_refused(
         assert len(lines) == 1, lines
         assert value not in done.stdout + done.stderr
     assert list(state_dir.iterdir()) == []
+
+
+def test_expansions_that_hold_no_passed_value_pass(taospec: Runner, tmp_path: Path) -> None:
+    # the words inside $(...), backticks and ${NAME:-word} are read for a passed value: an
+    # ordinary script that holds none, and the repository's own jobs, are no refusal
+    script = (
+        '[sh, -c, \'echo "$(date +%s)" ${HOME:-/tmp} `id -u` ${X:+-v} $((1 + 2)) '
+        '"${GATE_VAR:?}" $(printf %s "$GATE_VAR")\']'
+    )
+    path = job(tmp_path, "env: {pass: [GATE_VAR]}\nnotify: 'echo \"$(hostname)\" `date`'\n")
+    path.write_text(path.read_text().replace("sh -c 'echo hi'", script))
+    done = taospec("run", "-n", path, env={"GATE_VAR": "correcthorsebattery"})
+    assert done.returncode == 0, done.stderr
+    assert "date +%s" in done.stdout
+    assert "hostname" in done.stdout
+    values = dict.fromkeys(("NGC_KEY", "HF_TOKEN", "WANDB_API_KEY"), "correcthorsebattery")
+    for example in sorted(JOBS.glob("*.yaml")):
+        if example.name != "versions.yaml":
+            shown = taospec("render", example, env=values)
+            assert shown.returncode == 0, (example, shown.stderr)
 
 
 def test_a_refusal_before_the_job_is_typed_quotes_no_passed_value(

@@ -476,6 +476,51 @@ def test_argv_words_reads_a_script_as_the_shell_does(script: str) -> None:
     assert [word for index, word in words[3:] if index == 2] == bash_words(script)
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        'printf %s $(printf %s Pa"ss"w0rd)',
+        'printf %s "$(printf %s Pa\'ss\'w0rd)"',
+        "printf %s `printf %s Pa''ss\\\\w0rd`",
+        'printf %s "`printf %s Pa\\"ss\\"w0rd`"',
+        'printf %s ${UNSET:-Pa"ss"w0rd}',
+        'printf %s "${UNSET:=Pa"ss"w0rd}"',
+        "printf %s ${PATH:+Pa''ss''w0rd}",
+        "printf %s ${UNSET-Pa\\ss\\w0rd}",
+        'printf %s "${UNSET:-"$(printf %s Pa\'ss\'w0rd)"}"',
+        "printf %s $(printf %s `printf %s Pa''ss''w0rd`)",
+    ],
+    ids=[
+        "subst", "subst-in-quotes", "backticks", "backticks-in-quotes", "default", "assign",
+        "alternative", "unset-default", "nested", "backticks-in-subst",
+    ],
+)  # fmt: skip
+def test_argv_words_reads_the_words_inside_expansions(script: str) -> None:
+    # the shell removes quotes inside $(...), backticks and ${NAME:-word} too: these words
+    # join Pa, ss and w0rd in a child's argv, where the reader did not look
+    assert bash_words(f"$({script})") == ["Passw0rd"]  # what bash makes of them
+    words = [word for _, word in lint.argv_words(["sh", "-c", script])]
+    assert "Passw0rd" in words, words
+
+
+def test_argv_words_inside_expansions_are_the_shells_words() -> None:
+    script = 'echo $(date +%s) "${HOME:-/tmp}" `id -u` ${X:+-v} $((1 + 2))'
+    words = [word for index, word in lint.argv_words(["sh", "-c", script]) if index == 2]
+    assert words[1:] == [
+        "echo", "$(date +%s)", "${HOME:-/tmp}", "`id -u`", "${X:+-v}", "$((1 + 2))",
+        "date", "+%s", "/tmp", "id", "-u", "-v", "1", "+", "2",
+    ]  # fmt: skip
+
+
+def test_argv_words_follow_expansions_as_deep_as_the_lint_follows_scripts() -> None:
+    for levels in range(1, 5):  # sh -c is the first level
+        script = "echo " + "$(echo " * (levels - 1) + "a\\b" + ")" * (levels - 1)
+        words = [word for _, word in lint.argv_words(["sh", "-c", script])]
+        assert ("ab" in words) == (levels <= 3), levels
+    deep = "echo " + "${A:-$(echo " * 3000 + "x" + ")}" * 3000  # read to its bound only
+    assert len(list(lint.argv_words(["sh", "-c", deep]))) == 8  # 3 levels: no RecursionError
+
+
 def test_argv_words_follows_scripts_as_deep_as_the_lint_does() -> None:
     script = "echo a\\b"  # a shell reads the word ab
     for levels in range(1, 5):
