@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -460,3 +461,45 @@ def test_the_output_kept_by_prune_is_redacted_a_whole_line_at_a_time(
     assert f"{job_id}: output copied" in pruned.stdout, pruned.stderr
     kept = taospec("logs", job_id, env=passed)
     assert [live.stdout, kept.stdout] == ["out=<redacted>\n"] * 2
+
+
+LOG_CHUNK = 16 * 1024
+"""What docker's log copier holds of a line before it hands the line on unended."""
+HALF_WRITTEN = (
+    f"sh -c 'echo first; head -c {LOG_CHUNK - 8} /dev/zero | tr \\\\0 x; "
+    'printf %s "${PLAIN_VAR%%VALUE*}"; while [ ! -e /tmp/gate ]; do sleep 0.2; done; '
+    'echo "VALUE${PLAIN_VAR#*VALUE}"\''
+)
+"""A job that writes a line of ``x`` and the first part of its passed value (docker hands
+on the first 8 characters of it: the line's first :data:`LOG_CHUNK`), waits for /tmp/gate
+(made with ``docker exec``), then writes the rest."""
+
+
+def look_while_a_value_is_half_written(
+    taospec: Callable[..., subprocess.CompletedProcess[str]], job_id: str, passed: dict
+) -> None:
+    """``logs`` of the running container (``taospec``: how the test runs taospec) shows no
+    part of the value it is still writing, and the whole line once it has ended."""
+    _wait_for(lambda: "Zq8sup3r" in docker("logs", job_id).stdout)
+    looked = taospec("logs", job_id, env=passed)
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.startswith("first\nxxxx")
+    assert "Zq8" not in looked.stdout
+    assert "Zq8" not in taospec("logs", job_id, "--tail", "1", env=passed).stdout
+    assert taospec("logs", job_id, "--tail", "0", env=passed).stdout == ""
+    assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+    _wait_for(lambda: docker("inspect", "-f", "{{.State.Running}}", job_id).stdout == "false\n")
+    ended = taospec("logs", job_id, env=passed).stdout
+    assert ended == "first\n" + "x" * (LOG_CHUNK - 8) + "<redacted>\n"
+
+
+def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs (not -f) printed the unended last line as docker logs gave it: the first part
+    # of a passed value the job was still writing went out, unredacted
+    spec = job_file(open_tmp, engine, HALF_WRITTEN, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    started = taospec("run", "--detach", spec, env=passed)
+    assert started.returncode == 0, started.stderr
+    look_while_a_value_is_half_written(taospec, started.stdout.strip(), passed)

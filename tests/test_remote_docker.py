@@ -28,6 +28,7 @@ from taospec.ledger import Ledger
 from taospec.platforms import render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
+from tests.test_docker_jobs import HALF_WRITTEN, look_while_a_value_is_half_written
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
@@ -148,6 +149,17 @@ def test_a_host_with_a_port_runs_to_completion(
     job_id = started(done, job_ids)
     assert done.stdout.split()[1] == "COMPLETE"
     assert (open_tmp / "results" / job_id / "uid").read_text() == "1000\n"
+
+
+def test_a_look_at_a_running_container_over_ssh_shows_no_part_of_a_value_being_written(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, job_ids
+) -> None:
+    # logs (not -f) printed the unended last line as docker logs gave it: the first part
+    # of a passed value the job was still writing went out, unredacted
+    spec = job_file(open_tmp, engine, HALF_WRITTEN, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    job_id = started(taospec("run", "--detach", spec, env=passed), job_ids)
+    look_while_a_value_is_half_written(taospec, job_id, passed)
 
 
 def test_a_mount_source_missing_on_the_host_fails_before_anything_starts(

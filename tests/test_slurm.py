@@ -374,6 +374,32 @@ def test_logs_hand_on_a_passed_value_whole_to_redaction(
     assert taospec("logs", "--tail", "1", job_id, env=passed).stdout == "<redacted>\n"
 
 
+def test_a_look_at_a_running_job_s_output_shows_no_part_of_a_value_being_written(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # logs (not -f) printed the output file's unended last line as it was: the first
+    # part of a passed value the job was still writing went out, unredacted
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    gate = open_tmp / "gate"
+    script = (
+        'echo first; printf "out=%s" "${PLAIN_VAR%%VALUE*}"; '
+        f'while [ ! -e {gate} ]; do sleep 0.2; done; echo "VALUE${{PLAIN_VAR#*VALUE}}"'
+    )
+    spec = job_file(open_tmp, ["sh", "-c", script], env={"pass": ["PLAIN_VAR"]})
+    passed = {"PLAIN_VAR": value}
+    job_id = submit(taospec, spec, env=passed)
+    results = open_tmp / "results"
+    wait_for(lambda: log_of(results, job_id).endswith("Zq8sup3rs3cret"), what="half the value")
+    looked = taospec("logs", job_id, env=passed)
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.startswith("first\n")
+    assert "Zq8sup3r" not in looked.stdout
+    assert taospec("logs", "--tail", "1", job_id, env=passed).stdout == "first\n"
+    gate.touch()
+    wait_for(lambda: status(taospec, job_id)["state"] == COMPLETE, what="the end")
+    assert taospec("logs", job_id, env=passed).stdout == "first\nout=<redacted>\n"
+
+
 def test_secrets_reach_the_job_through_a_mode_600_file_and_are_never_written(
     slurm, taospec: Runner, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -4,13 +4,18 @@ the lines of a job's output."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from taospec import templates
+from taospec import lint, templates
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job
 from taospec.placeholders import stand_in
 from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step
+
+if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
+    from taospec.ledger import Record
+    from taospec.states import Status
 
 
 def owner(context: Context) -> Identity | None:
@@ -87,3 +92,38 @@ def output_lines(text: str) -> list[str]:
     ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``, and output is redacted a
     line at a time: a passed value holding one of those would reach redaction in pieces."""
     return _LINE.findall(text)
+
+
+def still_writing(record: Record, status: Callable[[], Status]) -> bool:
+    """Whether the job may still be writing its output: not recorded as ended, and its
+    ``status`` neither ended nor gone. Asked before the output is read, so that output
+    read after a "no" is all the job wrote."""
+    if record.terminal_state is not None:
+        return False
+    now = status()
+    return not (now.terminal or now.gone)
+
+
+def while_writing(lines: list[str]) -> list[str]:
+    """A job's output ``lines`` as a look at it shows them while the job runs: the last
+    one, when it has not ended, only up to :func:`cut_at`, since a value the job is still
+    writing would go out in part, where redaction cannot know it."""
+    if not lines or lines[-1].endswith("\n"):
+        return lines
+    cut = cut_at(lines[-1])
+    return [*lines[:-1], *([lines[-1][:cut]] if cut else [])]
+
+
+def cut_at(line: str) -> int:
+    """Where a line not ended yet is cut, to hand on what is before: before its last
+    characters that could begin a value redaction removes (one written across the line's
+    end is then redacted whole, with the rest of its line), and outside every such value
+    the line holds whole."""
+    values = lint.known_values()
+    cut = max(len(line) - max(map(len, values), default=1) + 1, 0)
+    while True:  # a value that starts before the cut and ends after it moves the cut to it
+        found = [line.find(v, max(cut - len(v) + 1, 0), cut + len(v) - 1) for v in values]
+        crossing = [start for start in found if start >= 0]
+        if not crossing:
+            return cut
+        cut = min(crossing)

@@ -25,7 +25,9 @@ from taospec.platforms.common import (
     gpu_ids,
     local_steps,
     output_lines,
+    still_writing,
     tree_macros,
+    while_writing,
 )
 from taospec.states import COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
@@ -298,15 +300,23 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
-    from the copy ``prune`` left in the results directory."""
+    from the copy ``prune`` left in the results directory. A look (not ``follow``) at a
+    running container's output shows it :func:`~taospec.platforms.common.while_writing`
+    (docker hands on a line not ended yet once it holds 16 KiB of it)."""
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if not env and kept.is_file() and not _exists(record.id, env):
-        lines = output_lines(kept.read_text(errors="replace"))
-        for line in last_lines(lines, tail):
+        for line in last_lines(output_lines(kept.read_text(errors="replace")), tail):
             on_line(line)
         return 0
-    return proc.stream(logs_argv(record.id, tail, follow), extra_env=env, on_line=on_line)
+    argv = logs_argv(record.id, tail, follow)
+    if follow or not still_writing(record, lambda: status(record, sidecar)):
+        return proc.stream(argv, extra_env=env, on_line=on_line)
+    read: list[str] = []
+    code = proc.stream(argv, extra_env=env, on_line=read.append)
+    for line in while_writing(read):
+        on_line(line)
+    return code
 
 
 def logs_argv(container: str, tail: int | None, follow: bool = False) -> list[str]:

@@ -19,12 +19,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taospec import lint, proc, templates
+from taospec import proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
-from taospec.platforms.common import gpu_facts, gpu_ids, local_steps, output_lines, owner
+from taospec.platforms.common import (
+    cut_at,
+    gpu_facts,
+    gpu_ids,
+    local_steps,
+    output_lines,
+    owner,
+    still_writing,
+    while_writing,
+)
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -177,11 +186,12 @@ def logs(
     if not path.exists():
         on_line(f"(no log yet at {path})\n")
         return 0
+    writing = not follow and still_writing(record, lambda: status(record, sidecar))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
     with path.open("rb") as log:  # between two reads is read whole
         lines, held = _lines(decoder.decode(log.read()), follow)
-        if not follow and lines and not lines[-1].endswith("\n"):
-            lines[-1:] = _unended(lines[-1], record, sidecar)
+        if writing:
+            lines = while_writing(lines)
         for line in last_lines(lines, tail):
             on_line(line)
         while follow:
@@ -210,7 +220,7 @@ def _lines(text: str, follow: bool) -> tuple[list[str], str]:
     While following, a line is handed on whole, once it ends: output is redacted a
     line at a time, and a passed value the job writes in two pieces must reach the
     redaction as one line (nor may the pieces read as two lines). A line longer than
-    :data:`HELD_AT_MOST` is handed on up to :func:`_cut`.
+    :data:`HELD_AT_MOST` is handed on up to :func:`~taospec.platforms.common.cut_at`.
     """
     lines = output_lines(text)
     last = lines[-1] if lines else ""
@@ -218,32 +228,8 @@ def _lines(text: str, follow: bool) -> tuple[list[str], str]:
         return lines, ""
     if len(last) < HELD_AT_MOST:
         return lines[:-1], last
-    cut = _cut(last)
+    cut = cut_at(last)
     return [*lines[:-1], *([last[:cut]] if cut else [])], last[cut:]
-
-
-def _unended(line: str, record: Record, sidecar: Mapping[str, object]) -> list[str]:
-    """The last line, not ended yet, as a look at the log shows it: whole once the job has
-    ended; while it runs, up to :func:`_cut`, since a value it is still writing would go
-    out in part, where redaction cannot know it."""
-    if status(record, sidecar).state != RUNNING:
-        return [line]
-    cut = _cut(line)
-    return [line[:cut]] if cut else []
-
-
-def _cut(line: str) -> int:
-    """Where a line too long to hold is cut: before its last characters that could begin a
-    value redaction removes (one written across the line's end is then redacted whole, with
-    the rest of its line), and outside every such value the line holds whole."""
-    values = lint.known_values()
-    cut = max(len(line) - max(map(len, values), default=1) + 1, 0)
-    while True:  # a value that starts before the cut and ends after it moves the cut to it
-        found = [line.find(v, max(cut - len(v) + 1, 0), cut + len(v) - 1) for v in values]
-        crossing = [start for start in found if start >= 0]
-        if not crossing:
-            return cut
-        cut = min(crossing)
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:

@@ -35,8 +35,8 @@ from taospec.plan import (
     Step,
     job_plan,
 )
-from taospec.platforms.base import Launched, StepRunner
-from taospec.platforms.common import local_steps, output_lines
+from taospec.platforms.base import Launched, StepRunner, last_lines
+from taospec.platforms.common import local_steps, output_lines, still_writing, while_writing
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
@@ -487,6 +487,7 @@ def logs(
     """Print the output file (its last ``tail`` lines); with ``follow``, until the job ends."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
+    writing = not follow and still_writing(record, lambda: status(record, sidecar))
     data = _read_from(path, 0, login)
     if data is None and not follow:
         on_line(f"(no output yet at {path})\n")
@@ -494,7 +495,7 @@ def logs(
     data = data or b""
     ended = data.rfind(b"\n") + 1 if follow else len(data)  # the line still being written
     shown = output_lines(data[:ended].decode(errors="replace"))  # is followed, to its end
-    for line in shown[-tail:] if tail else ([] if tail == 0 else shown):
+    for line in last_lines(while_writing(shown) if writing else shown, tail):
         on_line(line)
     if follow:
         _follow(record, sidecar, path, ended, on_line)
