@@ -31,6 +31,7 @@ from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
+from tests.test_docker_jobs import HALF_WRITTEN, look_while_a_value_is_half_written
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
@@ -237,6 +238,24 @@ def test_a_failing_job_is_an_error_with_its_code_and_log_tail(
     assert "exited with code 3" in done.stderr
     assert "| about to fail" in done.stderr
     assert "| box" not in done.stderr  # brev's trailing instance line is not the job's output
+
+
+def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs (not -f) printed the unended last line as docker logs gave it, brev's trailing
+    # instance line joined to it: the first part of a passed value the job was still
+    # writing went out, unredacted
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    spec = job_file(open_tmp, engine, HALF_WRITTEN, env="{pass: [PLAIN_VAR]}")
+    done = run(taospec, emulator, "run", "--detach", spec, **passed)
+    assert done.returncode == 0, done.stderr
+
+    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return run(taospec, emulator, *args, **env)
+
+    look_while_a_value_is_half_written(on_box, done.stdout.strip(), passed)
 
 
 # -- brev's hazards ---------------------------------------------------------------

@@ -31,7 +31,7 @@ from taospec.job import BrevOptions
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner
-from taospec.platforms.common import gpu_facts
+from taospec.platforms.common import gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -305,7 +305,8 @@ def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> 
 
 
 class _DropInstanceLine:
-    """Passes lines on, holding back a line that is the instance name until another follows."""
+    """Passes lines on, holding back a line that ends in the instance name until another
+    follows: brev's trailer, or the output's unended last line with the trailer joined."""
 
     def __init__(self, instance: str, on_line: Callable[[str], None]) -> None:
         self.instance = instance
@@ -316,15 +317,17 @@ class _DropInstanceLine:
         if self.held is not None:
             self.on_line(self.held)
             self.held = None
-        if text.rstrip("\n") == self.instance:
+        if text.rstrip("\n").endswith(self.instance):
             self.held = text
         else:
             self.on_line(text)
 
     def end(self, succeeded: bool) -> None:
-        """A held line is brev's trailer only when the exec succeeded."""
+        """A held line ends in brev's trailer only when the exec succeeded."""
         if self.held is not None and not succeeded:
             self.on_line(self.held)
+        elif self.held is not None and (rest := self.held.rstrip("\n")[: -len(self.instance)]):
+            self.on_line(rest)
 
 
 def logs(
@@ -335,12 +338,18 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
 ) -> int:
-    """Stream ``docker logs`` from the instance, without brev's trailing instance line."""
+    """Stream ``docker logs`` from the instance, without brev's trailing instance line. A
+    look (not ``follow``) at a running container's output shows it
+    :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
     command = f"{remote.command(docker.logs_argv(record.id, tail, follow))} || true"
-    lines = _DropInstanceLine(instance, on_line)
+    writing = not follow and still_writing(record, lambda: status(record, sidecar))
+    read: list[str] = []
+    lines = _DropInstanceLine(instance, read.append if writing else on_line)
     code = proc.stream(exec_argv(instance, command), on_line=lines.line)
     lines.end(code == 0)
+    for line in while_writing(read):
+        on_line(line)
     return code
 
 
