@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shlex
+import string
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -1688,6 +1689,30 @@ def known_values() -> list[str]:
     """Every text :func:`redacted` removes by value: the registered values and those of
     secret-named environment variables, in each form it looks for them."""
     return _known_secrets(_registered)
+
+
+OPEN_AT_MOST = 4096
+"""How far back from the end of output still being written :func:`still_open` looks: more
+than any token a rule finds by its form (a JWT, a session token) is long."""
+_TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_-.=+/~")
+"""What the tokens found by their form are made of."""
+_WORD = re.compile(r"\S+")
+
+
+def still_open(text: str) -> int:
+    """Where the end of ``text``, output a job is still writing, begins that a rule may
+    find a secret in only once more is written: its last three words (a token, and what a
+    rule needs before it, such as ``Bearer``, ``--password`` or ``curl -u``), within the
+    last :data:`OPEN_AT_MOST` characters, and not inside a token that began before them,
+    unless its run of token characters is longer than that again: output that holds no
+    break for so long is still handed on."""
+    start = max(len(text) - OPEN_AT_MOST, 0)
+    words = [word.start() for word in _WORD.finditer(text, start)]
+    cut = words[-3] if len(words) >= 3 else start
+    run = cut
+    while run > 0 and text[run - 1] in _TOKEN_CHARACTERS and cut - run < OPEN_AT_MOST:
+        run -= 1
+    return run if run == 0 or text[run - 1] not in _TOKEN_CHARACTERS else cut
 
 
 def unknown_names() -> tuple[str, ...]:

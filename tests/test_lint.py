@@ -675,6 +675,23 @@ def test_redact_rules(text: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "open_from"),
+    [
+        ("Authorization: Bearer eyJhbGciOi", 0),  # the token and the words a rule needs
+        ("step 3: curl -u admin:s3cr", 8),
+        ("ends with a space ", 5),
+        ("x" * 70000 + " nvapi-Qw3rTy8u", 70015 - lint.OPEN_AT_MOST),  # handed on
+        ("x " * 40000 + '"eyJ' + "a" * 4500, 80001),  # the whole token, though longer
+        ("y" * 70000 + "nvapi-Qw3rTy8u", 70014 - lint.OPEN_AT_MOST),  # no break for long
+    ],
+)
+def test_output_still_being_written_is_cut_before_what_a_rule_may_yet_find(
+    text: str, open_from: int
+) -> None:
+    assert lint.still_open(text) == open_from
+
+
+@pytest.mark.parametrize(
     ("text", "secrets", "expected"),
     [
         ("token is s3cr3tvalue here", ["s3cr3tvalue"], "token is <redacted> here"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from taospec.platforms.local import HELD_AT_MOST
-from tests.conftest import Runner, write
+from tests.conftest import Runner, taospec_command, write
 
 
 def job_file(tmp_path: Path, command: str, **extra: str) -> Path:
@@ -438,6 +438,38 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_passed_value(taospec: Runner, 
     # the first line held its value whole across where it was cut, the second was cut
     # while the value was half written
     assert followed.stdout.replace("x", "") == "<redacted>yy\n<redacted>\n"
+
+
+def test_a_line_too_long_to_hold_is_cut_outside_a_token_found_by_its_form(
+    taospec: Runner, tmp_path
+) -> None:
+    # logs -f handed on a line longer than it holds as far as it was written: a key the
+    # job was still writing, which redaction finds by its form alone (no passed value),
+    # went out in two pieces, each too short for the pattern, and neither was redacted
+    token = "nvapi-Qw3rTy8uIo1pAs5dFg7hJk9L"
+    gate = tmp_path / "gate"
+    script = write(
+        tmp_path / "long.sh",
+        f"head -c {HELD_AT_MOST - 10} /dev/zero | tr '\\0' x; printf ' {token[:14]}'\n"
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo {token[14:]}\n",
+    )
+    started = taospec("run", "--detach", job_file(tmp_path, f"sh {script}"))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    log = tmp_path / "results" / job_id / "taospec.log"
+    wait_for(lambda: log.exists() and log.stat().st_size == HELD_AT_MOST + 5)
+    follower = subprocess.Popen(
+        [*taospec_command(), "logs", "-f", job_id], env=taospec.env, cwd=taospec.cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert follower.stdout is not None
+    first = os.read(follower.stdout.fileno(), 1 << 17)  # what it handed on before the gate
+    gate.touch()
+    rest, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    followed = (first + rest).decode()
+    assert followed.count("x") == HELD_AT_MOST - 10
+    assert followed.replace("x", "") == " <redacted>\n"
 
 
 def test_a_look_at_a_running_job_s_log_shows_no_part_of_a_value_being_written(

@@ -116,11 +116,12 @@ def while_writing(lines: list[str]) -> list[str]:
 
 def cut_at(line: str) -> int:
     """Where a line not ended yet is cut, to hand on what is before: before its last
-    characters that could begin a value redaction removes (one written across the line's
-    end is then redacted whole, with the rest of its line), and outside every such value
-    the line holds whole."""
+    characters that could begin a value redaction removes, and before the end that a rule
+    may yet find a token in (:func:`taospec.lint.still_open`); one written across the
+    line's end is then redacted whole, with the rest of its line. Never inside a value the
+    line holds whole."""
     values = lint.known_values()
-    cut = max(len(line) - max(map(len, values), default=1) + 1, 0)
+    cut = min(max(len(line) - max(map(len, values), default=1) + 1, 0), lint.still_open(line))
     while True:  # a value that starts before the cut and ends after it moves the cut to it
         found = [line.find(v, max(cut - len(v) + 1, 0), cut + len(v) - 1) for v in values]
         crossing = [start for start in found if start >= 0]
