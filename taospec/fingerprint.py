@@ -245,19 +245,26 @@ class Index:
         """True when the matching job completed but its results directory is gone."""
         return self._complete(fingerprint.digest, results_exist=False) is not None
 
-    def _complete(self, digest: str, *, results_exist: bool) -> Record | None:
-        """The COMPLETE job ``digest`` stands for, when whether its results directory exists
-        is ``results_exist``."""
+    def last_record(self, fingerprint: Fingerprint) -> Record | None:
+        """The job this fingerprint stands for: its newest COMPLETE one, else its newest launch."""
+        return self._record(fingerprint.digest)
+
+    def _record(self, digest: str) -> Record | None:
         job_id = self._read(self._fingerprint_path(digest)).get("job_id")
         if not isinstance(job_id, str):
             return None
         try:
-            record = self.ledger.get(job_id)
+            return self.ledger.get(job_id)
         except UnknownJob:
             return None
-        if record.state != COMPLETE or Path(record.results_dir).is_dir() != results_exist:
+
+    def _complete(self, digest: str, *, results_exist: bool) -> Record | None:
+        """The COMPLETE job ``digest`` stands for, when whether its results directory exists
+        is ``results_exist``."""
+        record = self._record(digest)
+        if record is None or record.state != COMPLETE:
             return None
-        return record
+        return record if Path(record.results_dir).is_dir() == results_exist else None
 
     def launched(self, key: str, job_id: str, fingerprint: Fingerprint) -> None:
         """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""

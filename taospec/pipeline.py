@@ -2,8 +2,9 @@
 
 :func:`decide` walks the targets dependencies first and says for each one
 whether it runs and why (``never run``, ``plan changed``, ``input x
-changed``, ``upstream train will run``, ``results missing``) or which
-COMPLETE job already holds its result. :class:`Build` then runs what is out
+changed``, ``upstream train will run``, ``results missing``), which
+COMPLETE job already holds its result, or which job of the same fingerprint
+is still under way (a run then starts nothing). :class:`Build` then runs what is out
 of date, up to ``jobs`` targets at once, never two whose GPU ids overlap on
 one host at the same time, and cancels what runs on Ctrl-C.
 """
@@ -37,7 +38,7 @@ from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
 from taospec.polling import poll
 from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
-from taospec.states import CANCELED, COMPLETE, ERROR, FAILED, RUNNING, UNKNOWN, Status
+from taospec.states import CANCELED, COMPLETE, ERROR, FAILED, PENDING, RUNNING, UNKNOWN, Status
 from taospec.yamlsrc import Source
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
@@ -52,7 +53,9 @@ class Decision:
     ``job_id`` and ``results_dir`` name the COMPLETE job that holds an
     up-to-date target's result. ``work`` is the fingerprint without the image,
     kept so that launching does not hash the target's inputs a second time
-    (None when the target waits for an upstream or is forced).
+    (None when the target waits for an upstream or is forced). ``running`` names
+    the job of the same fingerprint that has not ended, by its platform's word:
+    the target is not up to date, and a run must not start it a second time.
     """
 
     target: Target
@@ -64,6 +67,7 @@ class Decision:
     results_dir: str | None = None
     _: KW_ONLY
     work: Fingerprint | None = None
+    running: str | None = None
 
 
 def decide(
@@ -125,7 +129,11 @@ def _decide_one(
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
-        reason = f"upstream {waiting[0]} will run"
+        busy = [need for need in waiting if decided[need].running]
+        first = (busy or waiting)[0]
+        reason = (
+            f"upstream {first}: {decided[first].reason}" if busy else f"upstream {first} will run"
+        )
         if not (preview or launching):
             return Decision(target, True, reason, None)
         upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
@@ -151,12 +159,34 @@ def _decide_one(
             return Decision(target, True, changed[0], plan, work=work)
     fingerprint = work.with_image(image_digest(plan, asked))
     done = index.complete_record(fingerprint)
+    if done is None and (asked_now := _ask(index, fingerprint)) is not None:
+        record, status = asked_now
+        if record.terminal_state is None:
+            why = _busy(record, status)
+            return Decision(target, True, why, plan, fingerprint, work=work, running=record.id)
+        done = index.complete_record(fingerprint)  # it may have completed since its last poll
     if done is not None:
         reason = f"up to date (job {done.id})"
         return Decision(
             target, False, reason, plan, fingerprint, done.id, done.results_dir, work=work
         )
     return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint, work=work)
+
+
+def _ask(index: Index, fingerprint: Fingerprint) -> tuple[Record, Status] | None:
+    """The job this fingerprint stands for and its platform's answer, when its record says it
+    has not ended (None otherwise). An end the platform reports is recorded, as ``taospec
+    status`` records it; a job still under way must not be started a second time."""
+    record = index.last_record(fingerprint)
+    if record is None or record.terminal_state is not None:
+        return None
+    return poll(record, index.ledger)
+
+
+def _busy(record: Record, status: Status) -> str:
+    if status.state in (PENDING, RUNNING):
+        return f"job {record.id} is still {status.state}"
+    return f"job {record.id} has not ended (its platform answers {status.state})"
 
 
 def _upstream_dirs(target: Target, decided: dict[str, Decision]) -> dict[str, str]:

@@ -390,6 +390,22 @@ def test_a_stop_from_outside_is_an_infrastructure_error(
     assert retried.returncode == 0, retried.stderr
 
 
+def test_run_starts_no_second_container_for_a_job_still_running(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    assert taospec("run", "-n", spec).stdout == f"busy  job  job {job_id} is still RUNNING\n"
+    refused = taospec("run", spec)
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert f"`taospec logs -f {job_id}`" in refused.stderr
+    assert [p.stem for p in (state_dir / "jobs").glob("*.json")] == [job_id]
+    # stopped behind taospec's back: the record said RUNNING; the run records the end, goes on
+    docker("stop", "-t", "1", job_id)
+    assert taospec("run", "-n", spec).stdout.startswith(f"run   job  last run {job_id} ended ERROR")
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+
+
 def test_retry_asks_the_backend_whether_the_job_has_ended(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

@@ -365,8 +365,10 @@ def test_sixteen_concurrent_submits_of_gpu_0_launch_exactly_one(
 ) -> None:
     env = stand_in(open_tmp, 'exec "$REAL" run "$@"')
     spec = job_file(open_tmp, engine, "sleep 300", gpus="[0]")
+    # -B: a late submit is not stopped earlier, as a duplicate of the running job (the same
+    # plan), so that only the GPU check decides
     with ThreadPoolExecutor(16) as pool:
-        done = list(pool.map(lambda _: taospec("run", "-d", spec, env=env), range(16)))
+        done = list(pool.map(lambda _: taospec("run", "-d", "-B", spec, env=env), range(16)))
     winners = [d for d in done if d.returncode == 0]
     assert len(winners) == 1, [d.stderr for d in done]
     holder = winners[0].stdout.strip()

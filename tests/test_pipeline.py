@@ -62,7 +62,7 @@ def decisions(taospec: Runner, spec: Path, *targets: str) -> dict[str, str]:
     assert done.returncode == 0, done.stderr
     out = {}
     for line in done.stdout.splitlines():
-        if line.startswith(("run ", "skip ")):
+        if line.startswith(("run ", "skip ", "busy ")):
             verb, name, reason = line.split(maxsplit=2)
             out[name] = f"{verb} {reason}"
     return out
@@ -184,6 +184,113 @@ def test_force_rebuilds_the_named_target_and_what_needs_it(taospec: Runner, thre
     names = [line.split()[0].split("-")[1] for line in forced.stdout.splitlines()]
     assert names == ["train"]
     assert decisions(taospec, three)["evaluate"] == "run upstream train changed"
+
+
+def single_job(tmp: Path, command: str) -> Path:
+    """A one-job local file (its target is ``job``)."""
+    return write(
+        tmp / "job.yaml",
+        "version: 1\nnetwork_arch: demo\naction: nap\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {tmp / 'results'}\ncommand: {json.dumps(command)}\n",
+    )
+
+
+def test_a_job_still_running_is_not_started_again_unless_forced(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = single_job(tmp_path, "sleep 300")
+    first = taospec("run", "--detach", spec)
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.strip()
+    try:
+        dry = taospec("run", "-n", spec)
+        assert dry.returncode == 0, dry.stderr
+        assert dry.stdout == f"busy  job  job {job_id} is still RUNNING\n"  # and no plan
+        checked = taospec("run", "--check", spec)
+        assert (checked.returncode, checked.stdout) == (1, dry.stdout)
+        opened = len(journal(state_dir))
+        for args in (("run", spec), ("run", "--detach", spec)):
+            refused = taospec(*args)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr == (
+                f"job: job {job_id} is still RUNNING; follow it with `taospec logs -f {job_id}`, "
+                f"or stop it with `taospec cancel {job_id}`\n"
+                f"nothing was run: run again once it has ended, or `taospec run -B {spec}` to "
+                "start another\n"
+            )
+        assert len(journal(state_dir)) == opened
+        forced = taospec("run", "-B", "--detach", spec)
+        assert forced.returncode == 0, forced.stderr
+        assert forced.stdout.strip() not in ("", job_id)
+    finally:
+        for rec in records(state_dir):
+            taospec("cancel", rec["id"])
+    assert {r["terminal_state"] for r in records(state_dir)} == {"CANCELED"}
+
+
+@pytest.mark.parametrize(("code", "state"), [(0, "COMPLETE"), (3, "ERROR")])
+def test_a_job_recorded_running_that_has_ended_is_recorded_and_the_run_goes_on(
+    taospec: Runner, tmp_path: Path, state_dir: Path, code: int, state: str
+) -> None:
+    go = tmp_path / "go"
+    spec = single_job(tmp_path, f"sh -c 'while [ ! -e {go} ]; do sleep 0.1; done; exit {code}'")
+    first = taospec("run", "--detach", spec)
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.strip()
+    go.touch()
+    exit_file = tmp_path / "results" / job_id / "taospec.exit"
+    deadline = time.monotonic() + 30
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.05)
+    assert records(state_dir)[0]["transitions"][-1]["state"] == "RUNNING"  # nobody asked since
+    if code == 0:
+        assert decisions(taospec, spec) == {"job": f"skip up to date (job {job_id})"}
+        assert records(state_dir)[0]["terminal_state"] == "COMPLETE"
+        again = taospec("run", spec)
+        assert (again.returncode, again.stdout) == (0, ""), again.stderr
+    else:
+        again = taospec("run", spec)
+        assert again.returncode == 1, again.stderr
+        assert len(records(state_dir)) == 2
+    assert next(r for r in records(state_dir) if r["id"] == job_id)["terminal_state"] == state
+
+
+def test_a_pipeline_refuses_to_start_an_upstream_still_running_elsewhere(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    jobs = """\
+  prepare:
+    action: prepare
+    command: sleep 300
+  other:
+    action: other
+    command: "true"
+  train:
+    action: train
+    needs: [prepare]
+    command: ls {needs.prepare.results_dir}
+"""
+    spec = pipeline(tmp_path, jobs)
+    first = taospec("run", "--detach", spec, "prepare")
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.strip()
+    try:
+        assert decisions(taospec, spec) == {
+            "prepare": f"busy job {job_id} is still RUNNING",
+            "other": "run never run",
+            "train": f"run upstream prepare: job {job_id} is still RUNNING",
+        }
+        # -B on what would run: the same build, with another job of prepare
+        for targets, forced in (((), "prepare other train"), (("train",), "train prepare")):
+            refused = taospec("run", spec, *targets)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert f"prepare: job {job_id} is still RUNNING; follow it" in refused.stderr
+            assert f"taospec logs -f {job_id}" in refused.stderr
+            assert f"`taospec run -B {spec} {forced}` to start another" in refused.stderr
+        assert [r["id"] for r in records(state_dir)] == [job_id]
+    finally:
+        taospec("cancel", job_id)
 
 
 def _interval(state_dir: Path, action: str) -> tuple[datetime, datetime]:

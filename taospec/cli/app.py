@@ -284,7 +284,11 @@ STATES = click.Choice(states.STATES)
     is_flag=True,
     help="Say what would run and why, and show its plans; touch nothing.",
 )
-@click.option("--check", is_flag=True, help="Exit 1 if anything would run, 0 if all is up to date.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit 1 if anything would run or is running, 0 if all is up to date.",
+)
 @click.option("-B", "--force", is_flag=True, help="Run the named targets even if up to date.")
 @click.option(
     "-k",
@@ -325,9 +329,14 @@ def run(file: str, targets: tuple[str, ...], **options: Any) -> None:
     epoch/KPIs from its status.json, or its last output line. A job's notify:
     command runs once when it ends. Each target ends with one summary line.
 
+    A target whose job of the same plan has not ended (started by another run)
+    is not started again: the run starts nothing and says how to follow that
+    job, or to start another with -B.
+
     Exit 0 when every job that ran completed, 1 when one failed (or, with
-    --check, when something would run), 2 when a preflight check failed, 130
-    when interrupted.
+    --check, when something would run or is running), 2 when a preflight
+    check failed or a job of the same plan is still running, 130 when
+    interrupted.
     """
     from taospec.commands import run as run_verb
 

@@ -1,9 +1,12 @@
 """``taospec run``: build the named targets (default: all) and what they need.
 
 What is up to date is skipped; what runs is submitted and followed until it
-ends. ``--dry-run`` says for each target whether it runs and why, then shows
-the plans of those that would; ``--check`` only answers whether anything
-would run (exit 1) or all is up to date (exit 0).
+ends. A target whose job of the same plan is still under way (another run
+started it) starts nothing: the run is refused (exit 2) and says how to follow
+or cancel that job, or force another with ``-B``. ``--dry-run`` says for each
+target whether it runs and why (``busy`` for one under way), then shows the plans
+of those that would; ``--check`` only answers whether anything would run or is
+still running (exit 1) or all is up to date (exit 0).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -81,6 +85,8 @@ def run(
         if review:
             _print_decisions(decisions, with_plans=dry_run, ledger=ledger)
             return EXIT_JOB_FAILED if check and any(d.run for d in decisions) else EXIT_OK
+        if _under_way(decisions, file, targets, pipeline=jobfile.pipeline):
+            return EXIT_INVALID
         for decision in decisions:
             if decision.run:
                 check_environment(decision.target.job, os.environ)
@@ -141,6 +147,26 @@ def _refusals(
     return found
 
 
+def _under_way(
+    decisions: list[Decision], file: str, targets: Sequence[str], *, pipeline: bool
+) -> bool:
+    """Say so, and start nothing, when a target's job of the same plan has not ended: the
+    run that started it follows it (and goes on to what needs it), so another would run
+    the same work twice. ``-B`` on the targets that would run starts another anyway."""
+    busy = [d for d in decisions if d.running]
+    for decision in busy:
+        job_id = decision.running
+        say(
+            f"{decision.target.name}: {decision.reason}; follow it with `taospec logs -f "
+            f"{job_id}`, or stop it with `taospec cancel {job_id}`"
+        )
+    if busy:
+        named = [*targets, *(d.target.name for d in decisions if d.run)] if pipeline else targets
+        again = shlex.join(["taospec", "run", "-B", file, *dict.fromkeys(named)])
+        say(f"nothing was run: run again once it has ended, or `{again}` to start another")
+    return bool(busy)
+
+
 def live_board(environ: Mapping[str, str] = os.environ) -> bool:
     """Redrawn lines only on a terminal that can move its cursor (not ``TERM=dumb``); the
     board draws no colour, so ``NO_COLOR`` holds either way."""
@@ -180,12 +206,12 @@ def _to_stderr(text: str) -> None:
 def _print_decisions(decisions: list[Decision], *, with_plans: bool, ledger: Ledger) -> None:
     width = max(len(d.target.name) for d in decisions)
     for decision in decisions:
-        verb = "run " if decision.run else "skip"
+        verb = "skip" if not decision.run else "busy" if decision.running else "run "
         print(f"{verb}  {decision.target.name:<{width}}  {decision.reason}")
     if not with_plans:
         return
     for decision in decisions:
-        if decision.run and decision.plan is not None:
+        if decision.run and not decision.running and decision.plan is not None:
             print()
             print(plantext.text(decision.plan), end="")
             changes = plandiff.since_last(decision.target, decision.plan, ledger)
@@ -203,6 +229,7 @@ def decisions_json(decisions: list[Decision], ledger: Ledger) -> dict[str, objec
                 "run": d.run,
                 "reason": d.reason,
                 "job_id": d.job_id,
+                "running": d.running,
                 "plan": None if d.plan is None else d.plan.to_json(),
                 "changes": (
                     plandiff.since_last(d.target, d.plan, ledger)
