@@ -33,7 +33,7 @@ from taospec.job import (
     Target,
     matching,
 )
-from taospec.rules import check, secret_literals, split_command
+from taospec.rules import check, lost_braces, secret_literals, split_command
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
@@ -114,7 +114,7 @@ def _passed_values(data: Any) -> Iterator[str]:
 
 
 def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
-    problems = check(source, images)
+    problems = check(source, images) + lost_braces(source)
     named = _naming_problem(source, (), "the job file's name", file.stem)
     problems += [named] if named else []
     for key in ("needs", "matrix"):
@@ -232,7 +232,13 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
         for expansion in _expand(base, merge(defaults, own or {}))
     ]
     names = [e.name for e in expansions]
-    problems: list[Problem] = []
+    problems = [  # each job as written, before its matrix values go in with braces doubled
+        problem
+        for base, own in source.data["jobs"].items()
+        for problem in lost_braces(
+            MergedSource(source.file, merge(defaults, own or {}), source.root, ("jobs", base))
+        )
+    ]
     needs: dict[str, tuple[str, ...]] = {}
     for expansion in expansions:
         resolved, where = _resolve_needs(source, expansion, names)

@@ -4,7 +4,9 @@
 rendered. ``{{`` and ``}}`` stand for literal braces; any other brace is taken
 literally, so ``{"a": 1}`` needs no escaping unless it looks like a name. ``{needs.``
 and ``{matrix.`` always start a placeholder: one that cannot be read is refused,
-never left as text.
+never left as text. So is a field whose braces pair up as written but not once each
+``{{`` and ``}}`` is read as one brace (:func:`lost_brace`): the end of ``{"a": {"b": 1}}``
+would lose one.
 """
 
 from __future__ import annotations
@@ -100,6 +102,64 @@ def _lookalikes(text: str) -> list[str]:
             "{needs.prep[ds=a b].results_dir}), {matrix.<key>}, or {{ for a literal brace"
         )
     return found
+
+
+SHOWN = 80
+"""A message shows at most this much of a word (with ``...`` where it is cut)."""
+
+
+def lost_brace(words: Sequence[str]) -> tuple[int, str] | None:
+    """Where a field (a command's words, or one value) loses a brace it means, and a sentence
+    about it: the index of the word and its first escape that pairs with none (None when the
+    field keeps its braces).
+
+    A field whose braces pair up as written (as many ``{`` as ``}``, placeholders aside) but
+    not once each ``{{`` and ``}}`` is read as one brace holds a nested mapping or a brace
+    expansion (``{"a": {"b": 1}}``, ``{{a,b},c}``), not escapes. Balanced escapes
+    (``{{.Id}}``) and the escapes of a field that does not pair up (``}}}}`` for two braces,
+    ``{{job_id}`` for the text ``{job_id}``) keep their meaning. Read the field as the user
+    wrote it, before a matrix value goes in with its braces doubled.
+    """
+    written = shown = 0  # '{' less '}', as written and as the plan reads them
+    opened: list[tuple[int, re.Match[str]]] = []  # the '{{' no '}}' closed yet
+    stray: tuple[int, re.Match[str]] | None = None  # the first '}}' that closes no '{{'
+    for index, word in enumerate(words):
+        for match in _TOKEN.finditer(word):
+            if match[0] == "{{":
+                opened.append((index, match))
+            elif match[0] == "}}" and opened:
+                opened.pop()
+            elif match[0] == "}}" and stray is None:
+                stray = (index, match)
+        for lone in _TOKEN.split(word)[:: 1 + _TOKEN.groups]:  # the text between tokens
+            written += lone.count("{") - lone.count("}")
+            shown += lone.count("{") - lone.count("}")
+        escapes = [m[0] for m in _TOKEN.finditer(word) if m[0] in ("{{", "}}")]
+        written += 2 * (escapes.count("{{") - escapes.count("}}"))
+        shown += escapes.count("{{") - escapes.count("}}")
+    if written or not shown:
+        return None
+    # written == 0 leaves shown == (number of '}}') - (number of '{{'): that many pair with none
+    found = stray if shown > 0 else opened[0]
+    assert found is not None
+    index, match = found
+    word, brace = words[index], match[0][0]
+    text, runs = word, _unescaped(word)
+    if len(word) > SHOWN and brace == "}":  # the text up to the escape
+        text, runs = word[: match.end()], _unescaped(word[: match.end()])
+        text, runs = "..." + text[3 - SHOWN :], "..." + runs[3 - SHOWN :]
+    elif len(word) > SHOWN:  # the text from the escape
+        text, runs = word[match.start() :], _unescaped(word[match.start() :])
+        text, runs = text[: SHOWN - 3] + "...", runs[: SHOWN - 3] + "..."
+    return index, (
+        f"{text!r} runs as {runs!r}, its braces no longer paired: '{brace * 2}' stands for one "
+        f"literal brace; write '{brace * 4}' for two (a single '{brace}' is kept as written)"
+    )
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with each ``{{`` and ``}}`` read as one brace, its placeholders as written."""
+    return _TOKEN.sub(lambda m: m[0][0] if m[0] in ("{{", "}}") else m[0], text)
 
 
 def expand(text: str, values: Mapping[str, str]) -> str:

@@ -7,6 +7,7 @@ mounts, platform options and the image's versions key.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import re
 import shlex
@@ -116,6 +117,37 @@ def _placeholder_rules(
     for where, text in _strings(value, path):
         for message in placeholders.unknown(text, known):
             yield source.problem(where, message)
+
+
+def lost_braces(source: Source) -> list[Problem]:
+    """Each field a plan fills placeholders in (the command, spec values, ``env.set`` values,
+    mount sources) that would lose a brace it means (:func:`placeholders.lost_brace`), at
+    its line. Give it the job as written: a matrix fills its values in, braces doubled."""
+    data = source.data
+    fields: list[tuple[JsonPath, list[str], bool]] = []  # path, words, a word per index
+    command = data.get("command")
+    if isinstance(command, list):
+        fields.append((("command",), [str(word) for word in command], True))
+    elif isinstance(command, str):
+        with contextlib.suppress(ValueError):  # the command rules say why
+            fields.append((("command",), list(split_command(command)), False))
+    fields += [(path, [text], False) for path, text in _strings(data.get("spec"), ("spec",))]
+    env = data.get("env")
+    values = env.get("set") if isinstance(env, dict) else None
+    for name, value in values.items() if isinstance(values, dict) else ():
+        if isinstance(value, str):
+            fields.append((("env", "set", name), [value], False))
+    mounts = data.get("mounts")
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+        if isinstance(mount, dict) and isinstance(mount.get("source"), str):
+            fields.append((("mounts", index, "source"), [mount["source"]], False))
+    problems = []
+    for path, words, by_word in fields:
+        found = placeholders.lost_brace(words)
+        if found is not None:
+            index, message = found
+            problems.append(source.problem((*path, index) if by_word else path, message))
+    return problems
 
 
 _EMPTY_PROGRAM = "the program to run is an empty word; name the program first"

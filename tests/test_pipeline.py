@@ -619,6 +619,38 @@ def test_a_defaults_error_points_at_defaults(taospec: Runner, tmp_path: Path) ->
     assert f"{spec}:7:17: $.defaults.storage_tier: 'Z' is not one of 'A', 'B', 'C'" in done.stderr
 
 
+def test_braces_are_judged_as_written_before_a_matrix_value_goes_in(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # The value closes the mapping the command opens: the field as written does not pair
+    # up, so its braces are its own text (the value goes in with its braces doubled).
+    jobs = """  t:
+    action: t
+    matrix: {v: ["1}", "{{x}"]}
+    command: [echo, '{"a": {"b": {matrix.v}']
+"""
+    spec = pipeline(tmp_path, jobs)
+    rendered = taospec("render", spec, "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    launches = [plan["steps"][-1]["argv"] for plan in json.loads(rendered.stdout)]
+    assert [argv[-1] for argv in launches] == ['{"a": {"b": 1}', '{"a": {"b": {{x}']
+    # A field that pairs up as written but would not once its escapes are read: refused at
+    # the line that wrote it (defaults, for both jobs that take it), and nothing is written.
+    extra = """  command: [echo, '{"a": {"b": 1}}', '{matrix.v}']\n"""
+    jobs = "  a:\n    action: a\n  b:\n    action: b\n    matrix: {v: [x]}\n"
+    spec = pipeline(tmp_path, jobs, extra=extra)
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        found = [line for line in done.stderr.splitlines() if "no longer paired" in line]
+        assert found == [
+            f"""{spec}:7:19: $.defaults.command[1]: '{{"a": {{"b": 1}}}}' runs as """
+            """'{"a": {"b": 1}', its braces no longer paired: '}}' stands for one literal """
+            "brace; write '}}}}' for two (a single '}' is kept as written)"
+        ]
+    assert list(state_dir.iterdir()) == []
+
+
 def test_mermaid_graph_matches_its_golden_file(taospec: Runner, monkeypatch) -> None:
     done = taospec("graph", ROOT / "jobs" / "tao-workflow.yaml")
     assert done.returncode == 0, done.stderr

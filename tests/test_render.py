@@ -208,6 +208,85 @@ def test_inline_secret_in_the_command_is_refused_and_never_printed(tmp_path: Pat
     assert ":5:10: $.command: holds what looks like a credential" in str(caught.value)
 
 
+def brace_job(folder: Path, lines: str) -> Path:
+    return write(
+        folder / "job.yaml",
+        "version: 1\nnetwork_arch: a\naction: b\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {folder / 'results'}\n" + lines,
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "where", "shown"),
+    [
+        (
+            """command: [echo, '{"a": {"b": 1}}']\n""",
+            ':7:17: $.command[1]: \'{"a": {"b": 1}}\' runs as \'{"a": {"b": 1}\'',
+            "'}}' stands for one literal brace; write '}}}}' for two",
+        ),
+        (
+            """command: "echo '{\\"a\\": {\\"b\\": \\"{job_id}\\"}}'"\n""",
+            ":7:10: $.command: ",
+            'runs as \'{"a": {"b": "{job_id}"}\'',
+        ),
+        (  # a string command is judged as its words, whose quote removal made this '1}}'
+            """command: "echo {\\"a\\": {\\"b\\": 1}}"\n""",
+            ":7:10: $.command: '1}}' runs as '1}'",
+            "write '}}}}' for two",
+        ),
+        (
+            "command: [bash, -c, 'echo {{a,b},c}']\n",
+            ":7:21: $.command[2]: 'echo {{a,b},c}' runs as 'echo {a,b},c}'",
+            "'{{' stands for one literal brace; write '{{{{' for two",
+        ),
+        (
+            'command: \'true\'\nspec: {train: {extra: \'{"x": {"y": {"z": 1}}}\'}}\n',
+            ":8:23: $.spec.train.extra: ",
+            'runs as \'{"x": {"y": {"z": 1}}\'',
+        ),
+        (
+            "command: 'true'\nenv: {set: {CFG: '{\"a\": {}}'}}\n",
+            ":8:18: $.env.set.CFG: '{\"a\": {}}' runs as '{\"a\": {}'",
+            "",
+        ),
+    ],
+)
+def test_a_field_whose_braces_would_no_longer_pair_up_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path, lines: str, where: str, shown: str
+) -> None:
+    spec = brace_job(tmp_path, lines)
+    for verb in ("validate", "render", "run"):
+        refused = taospec(verb, spec)
+        assert (refused.returncode, refused.stdout.strip()) == (2, ""), refused.stderr
+        assert f"{spec}{where}" in refused.stderr
+        assert shown in refused.stderr
+    assert list(state_dir.iterdir()) == []
+    assert not (tmp_path / "results").exists()
+
+
+def test_escapes_that_leave_the_braces_paired_keep_their_meaning(tmp_path: Path) -> None:
+    words = [
+        '{"a": {"b": 1}}}}',  # two braces, as the refusal says
+        "{{.Id}}",  # a Go template's braces, doubled
+        "{{{job_id}}}",
+        "{{job_id}",  # the text {job_id}
+        "}}",  # one brace, an escape of a field that does not pair up
+        "x}}}}",
+        '{"a": "{results_dir}"}',
+    ]
+    spec = brace_job(tmp_path, f"command: [echo, {', '.join(json.dumps(w) for w in words)}]\n")
+    plan = render(load_job(spec), launcher=ALICE).with_job_id("a-b-123abc")
+    assert list(plan.steps[-1].argv[-len(words) :]) == [
+        '{"a": {"b": 1}}',
+        "{.Id}",
+        "{a-b-123abc}",
+        "{job_id}",
+        "}",
+        "x}}",
+        f'{{"a": "{tmp_path}/results/a-b-123abc"}}',
+    ]
+
+
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])
 def test_rendered_script_passes_shellcheck(path: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
