@@ -282,7 +282,10 @@ STATES = click.Choice(states.STATES)
     "-n",
     "--dry-run",
     is_flag=True,
-    help="Say what would run and why, and show its plans; touch nothing.",
+    help=(
+        "Say what would run and why, and show its plans; start nothing (a job found to have "
+        "ended is recorded, as status does)."
+    ),
 )
 @click.option(
     "--check",
