@@ -472,6 +472,45 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_token_found_by_its_form(
     assert followed.replace("x", "") == " <redacted>\n"
 
 
+def test_a_job_that_ends_between_a_read_and_the_look_at_it_is_read_to_its_end(
+    taospec: Runner, tmp_path, state_dir, monkeypatch
+) -> None:
+    # logs -f, after a read found nothing new, asked whether the job still ran and stopped:
+    # a job that wrote the rest of its line and ended in between had the half held back
+    # handed on as it was (the first part of a passed value) and the rest never read
+    from taospec.ledger import Ledger
+    from taospec.platforms import local
+
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    gate = tmp_path / "gate"
+    script = write(
+        tmp_path / "half.sh",
+        f'printf "out=%s" "${{PLAIN_VAR%%VALUE*}}"; while [ ! -e {gate} ]; do sleep 0.1; done\n'
+        'echo "VALUE${PLAIN_VAR#*VALUE}"\n',
+    )
+    spec = job_file(tmp_path, f"sh {script}", env="{pass: [PLAIN_VAR]}")
+    started = taospec("run", "--detach", spec, env={"PLAIN_VAR": value})
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    log = tmp_path / "results" / job_id / "taospec.log"
+    wait_for(lambda: log.exists() and log.read_text() == "out=Zq8sup3rs3cret")
+    ledger = Ledger(state_dir)
+    real = local.status
+
+    def the_job_ends_first(record, sidecar):  # the gap, made wide: the job ends in it
+        gate.touch()
+        wait_for(lambda: real(record, sidecar).terminal)
+        return real(record, sidecar)
+
+    monkeypatch.setattr(local, "status", the_job_ends_first)
+    handed: list[str] = []
+    code = local.logs(
+        ledger.get(job_id), ledger.sidecar(job_id), tail=None, follow=True, on_line=handed.append
+    )
+    assert code == 0
+    assert handed == [f"out={value}\n"]
+
+
 def test_a_look_at_a_running_job_s_log_shows_no_part_of_a_value_being_written(
     taospec: Runner, tmp_path
 ) -> None:

@@ -4,6 +4,7 @@ the lines of a job's output."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,26 @@ def still_writing(record: Record, status: Callable[[], Status]) -> bool:
         return False
     now = status()
     return not (now.terminal or now.gone)
+
+
+def read_until_ended(
+    ended: Callable[[], bool],
+    read: Callable[[], bytes],
+    on_data: Callable[[bytes], None],
+    interval: float,
+) -> None:
+    """Hand what ``read`` gives (the output written since it last read) to ``on_data`` until
+    the job has ``ended``. That is asked before a read, so the read after a "yes" is all the
+    job wrote: asked after, a job that wrote the rest of a line and ended in between had it
+    never read, and the part read before handed on as if it were the whole line."""
+    while True:
+        done = ended()
+        more = read()
+        if more:
+            on_data(more)
+        if done:
+            return
+        time.sleep(interval)
 
 
 def while_writing(lines: list[str]) -> list[str]:

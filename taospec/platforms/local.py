@@ -31,6 +31,7 @@ from taospec.platforms.common import (
     local_steps,
     output_lines,
     owner,
+    read_until_ended,
     still_writing,
     while_writing,
 )
@@ -194,16 +195,17 @@ def logs(
             lines = while_writing(lines)
         for line in last_lines(lines, tail):
             on_line(line)
-        while follow:
-            more = log.read()
-            if more:
-                lines, held = _lines(held + decoder.decode(more), follow)
-                for line in lines:
-                    on_line(line)
-                continue
-            if status(record, sidecar).state != RUNNING:
-                break
-            time.sleep(0.2)
+
+        def hand_on(more: bytes) -> None:
+            nonlocal held
+            lines, held = _lines(held + decoder.decode(more), follow)
+            for line in lines:
+                on_line(line)
+
+        if follow:
+            read_until_ended(
+                lambda: status(record, sidecar).state != RUNNING, log.read, hand_on, 0.2
+            )
         if held + (rest := decoder.decode(b"", final=True)):
             on_line(held + rest)
     return 0

@@ -36,7 +36,13 @@ from taospec.plan import (
     job_plan,
 )
 from taospec.platforms.base import Launched, StepRunner, last_lines
-from taospec.platforms.common import local_steps, output_lines, still_writing, while_writing
+from taospec.platforms.common import (
+    local_steps,
+    output_lines,
+    read_until_ended,
+    still_writing,
+    while_writing,
+)
 from taospec.platforms.docker import registry
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, UNKNOWN, Status
 
@@ -512,17 +518,23 @@ def _follow(
     """Hand on each new complete line until the job has ended, then whatever is left."""
     login = _login(sidecar)
     pending = b""
-    while True:
-        ended = status(record, sidecar).state not in (PENDING, RUNNING)
+
+    def read() -> bytes:
+        nonlocal offset
         more = _read_from(path, offset, login) or b""
         offset += len(more)
-        pending += more
-        *complete, pending = pending.split(b"\n")
+        return more
+
+    def hand_on(more: bytes) -> None:
+        nonlocal pending
+        *complete, pending = (pending + more).split(b"\n")
         for line in complete:
             on_line(line.decode(errors="replace") + "\n")
-        if ended:
-            break
-        time.sleep(POLL_INTERVAL)
+
+    def ended() -> bool:
+        return status(record, sidecar).state not in (PENDING, RUNNING)
+
+    read_until_ended(ended, read, hand_on, POLL_INTERVAL)
     if pending:
         on_line(pending.decode(errors="replace"))
 
