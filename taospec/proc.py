@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import shlex
 import signal
 import subprocess
@@ -194,8 +195,17 @@ def stream(
     *,
     extra_env: Iterable[tuple[str, str]] = (),
     on_line: Callable[[str], None],
+    on_error_line: Callable[[str], None] | None = None,
 ) -> int:
-    """Run ``argv``, handing each output line (stdout and stderr merged) to ``on_line``."""
+    """Run ``argv``, handing each line of its stdout to ``on_line``, and of its stderr to
+    ``on_error_line`` (``on_line`` too when not given), as each line ends.
+
+    The two are read apart, each a line at a time: a line one of them has begun is never
+    joined to a piece of the other (``docker logs`` writes a container's two streams
+    apart, a long line in pieces; read as one pipe, a stderr line written while a stdout
+    line was half written broke it, and any value in it, in two). Lines go on in the order
+    they end; what either leaves unended goes on last.
+    """
 
     extra = dict(extra_env)
     _log(argv, extra)
@@ -203,19 +213,38 @@ def stream(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         env=environment(extra.items()),
     )
     assert process.stdout is not None
+    assert process.stderr is not None
+    sinks = {process.stdout.fileno(): on_line, process.stderr.fileno(): on_error_line or on_line}
+    held = {fd: bytearray() for fd in sinks}
     try:
-        for raw in process.stdout:
-            on_line(raw.decode(errors="replace"))
+        with selectors.DefaultSelector() as selector:
+            for fd in sinks:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    more = os.read(key.fd, 1 << 16)
+                    if not more:
+                        selector.unregister(key.fd)
+                    pending = held[key.fd]
+                    ended = len(pending) + more.rfind(b"\n") + 1 if b"\n" in more else 0
+                    pending += more
+                    for line in bytes(pending[:ended]).split(b"\n")[:-1]:
+                        sinks[key.fd]((line + b"\n").decode(errors="replace"))
+                    del pending[:ended]
+        for fd, rest in held.items():
+            if rest:
+                sinks[fd](rest.decode(errors="replace"))
         return process.wait()
     except KeyboardInterrupt:
         stop(process, grace=1.0)
         raise
     finally:
         process.stdout.close()
+        process.stderr.close()
 
 
 def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str) -> int:

@@ -31,7 +31,12 @@ from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_docker_jobs import HALF_WRITTEN, look_while_a_value_is_half_written
+from tests.test_docker_jobs import (
+    HALF_WRITTEN,
+    INTERLEAVED,
+    logs_of_a_line_broken_by_the_other_stream,
+    look_while_a_value_is_half_written,
+)
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
@@ -256,6 +261,23 @@ def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
         return run(taospec, emulator, *args, **env)
 
     look_while_a_value_is_half_written(on_box, done.stdout.strip(), passed)
+
+
+def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs read what brev exec passed on of docker logs' stdout and stderr as one pipe: a
+    # stderr line broke a stdout line the job was writing, and the value in it, in two
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    spec = job_file(open_tmp, engine, INTERLEAVED, env="{pass: [PLAIN_VAR]}")
+    done = run(taospec, emulator, "run", "--detach", spec, **passed)
+    assert done.returncode == 0, done.stderr
+
+    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return run(taospec, emulator, *args, **env)
+
+    logs_of_a_line_broken_by_the_other_stream(on_box, done.stdout.strip(), passed)
 
 
 # -- brev's hazards ---------------------------------------------------------------

@@ -519,3 +519,56 @@ def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
     started = taospec("run", "--detach", spec, env=passed)
     assert started.returncode == 0, started.stderr
     look_while_a_value_is_half_written(taospec, started.stdout.strip(), passed)
+
+
+INTERLEAVED = (
+    f"sh -c 'echo first; head -c {LOG_CHUNK - 8} /dev/zero | tr \\\\0 x; "
+    'printf %s "${PLAIN_VAR%%VALUE*}"; while [ ! -e /tmp/gate ]; do sleep 0.2; done; '
+    f"head -c {LOG_CHUNK} /dev/zero | tr \\\\0 y >&2; "
+    "while [ ! -e /tmp/gate2 ]; do sleep 0.2; done; "
+    'echo >&2; echo "VALUE${PLAIN_VAR#*VALUE}"\''
+)
+"""A job that writes, to stdout, a line of ``x`` and the first part of its passed value
+(docker logs the line's first :data:`LOG_CHUNK` as one piece), then once /tmp/gate is made
+a line of ``y`` to stderr (logged as one piece too), then once /tmp/gate2 is the ends of
+both lines."""
+
+
+def logs_of_a_line_broken_by_the_other_stream(
+    taospec: Callable[..., subprocess.CompletedProcess[str]], job_id: str, passed: dict
+) -> None:
+    """``logs`` of the job :data:`INTERLEAVED` runs shows no part of the value while both
+    its lines are unended, and (with ``-f`` too) once it has ended hands each stream's lines
+    on whole, in their order: the stderr line does not break the stdout line holding the
+    value. (Where it goes among them depends on which pipe is read first.)"""
+    _wait_for(lambda: "Zq8sup3r" in docker("logs", job_id).stdout)
+    assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+    _wait_for(lambda: docker("logs", job_id).stderr == "y" * LOG_CHUNK)
+    looked = taospec("logs", job_id, env=passed)
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.startswith("first\n")
+    assert "xxxx" in looked.stdout
+    assert "Zq8" not in looked.stdout
+    assert docker("exec", job_id, "touch", "/tmp/gate2").returncode == 0
+    _wait_for(lambda: docker("inspect", "-f", "{{.State.Running}}", job_id).stdout == "false\n")
+    for how in ((), ("-f",)):
+        shown = taospec("logs", *how, job_id, env=passed)
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines(keepends=True)
+        line = "x" * (LOG_CHUNK - 8) + "<redacted>\n"
+        assert sorted(lines) == sorted(["first\n", "y" * LOG_CHUNK + "\n", line])
+        assert lines.index("first\n") < lines.index(line)
+
+
+def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # docker logs writes the container's stdout and stderr apart and logs read them as one
+    # pipe: a stderr line written while a stdout line was half written (docker logs a line
+    # in pieces of LOG_CHUNK) broke it in two, and the value in it reached redaction in
+    # two pieces, neither of which it knows
+    spec = job_file(open_tmp, engine, INTERLEAVED, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    started = taospec("run", "--detach", spec, env=passed)
+    assert started.returncode == 0, started.stderr
+    logs_of_a_line_broken_by_the_other_stream(taospec, started.stdout.strip(), passed)

@@ -28,7 +28,12 @@ from taospec.ledger import Ledger
 from taospec.platforms import render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
-from tests.test_docker_jobs import HALF_WRITTEN, look_while_a_value_is_half_written
+from tests.test_docker_jobs import (
+    HALF_WRITTEN,
+    INTERLEAVED,
+    logs_of_a_line_broken_by_the_other_stream,
+    look_while_a_value_is_half_written,
+)
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
@@ -160,6 +165,17 @@ def test_a_look_at_a_running_container_over_ssh_shows_no_part_of_a_value_being_w
     passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
     job_id = started(taospec("run", "--detach", spec, env=passed), job_ids)
     look_while_a_value_is_half_written(taospec, job_id, passed)
+
+
+def test_a_line_of_stdout_over_ssh_is_not_broken_by_a_line_of_stderr(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, job_ids
+) -> None:
+    # logs read docker logs' stdout and stderr as one pipe: a stderr line broke a stdout
+    # line the job was writing, and the value in it, in two
+    spec = job_file(open_tmp, engine, INTERLEAVED, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    job_id = started(taospec("run", "--detach", spec, env=passed), job_ids)
+    logs_of_a_line_broken_by_the_other_stream(taospec, job_id, passed)
 
 
 def test_a_mount_source_missing_on_the_host_fails_before_anything_starts(

@@ -345,8 +345,9 @@ def logs(
     command = f"{remote.command(docker.logs_argv(record.id, tail, follow))} || true"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     read: list[str] = []
-    lines = _DropInstanceLine(instance, read.append if writing else on_line)
-    code = proc.stream(exec_argv(instance, command), on_line=lines.line)
+    shown = read.append if writing else on_line
+    lines = _DropInstanceLine(instance, shown)  # brev's trailer is on its stdout
+    code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=shown)
     lines.end(code == 0)
     for line in while_writing(read):
         on_line(line)

@@ -126,13 +126,12 @@ def read_until_ended(
 
 
 def while_writing(lines: list[str]) -> list[str]:
-    """A job's output ``lines`` as a look at it shows them while the job runs: the last
-    one, when it has not ended, only up to :func:`cut_at`, since a value the job is still
-    writing would go out in part, where redaction cannot know it."""
-    if not lines or lines[-1].endswith("\n"):
-        return lines
-    cut = cut_at(lines[-1])
-    return [*lines[:-1], *([lines[-1][:cut]] if cut else [])]
+    """A job's output ``lines`` as a look at it shows them while the job runs: a line that
+    has not ended (the last; of output read as two streams, the last of each) only up to
+    :func:`cut_at`, since a value the job is still writing would go out in part, where
+    redaction cannot know it."""
+    shown = (line if line.endswith("\n") else line[: cut_at(line)] for line in lines)
+    return [line for line in shown if line]
 
 
 def cut_at(line: str) -> int:
