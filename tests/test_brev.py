@@ -34,8 +34,10 @@ from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
     HALF_WRITTEN,
     INTERLEAVED,
+    LONG_LINE,
     logs_of_a_line_broken_by_the_other_stream,
     look_while_a_value_is_half_written,
+    tail_of_a_line_logged_in_pieces,
 )
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
@@ -278,6 +280,23 @@ def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr_on_an_instance(
         return run(taospec, emulator, *args, **env)
 
     logs_of_a_line_broken_by_the_other_stream(on_box, done.stdout.strip(), passed)
+
+
+def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs --tail N passed N to docker logs, which counts each piece of a long line as a
+    # line: --tail 1 began inside the line, with the second part of the passed value
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    spec = job_file(open_tmp, engine, LONG_LINE, env="{pass: [PLAIN_VAR]}")
+    done = run(taospec, emulator, "run", spec, **passed)
+    assert done.returncode == 0, done.stderr
+
+    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return run(taospec, emulator, *args, **env)
+
+    tail_of_a_line_logged_in_pieces(on_box, done.stdout.split()[0], passed)
 
 
 # -- brev's hazards ---------------------------------------------------------------

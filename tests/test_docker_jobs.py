@@ -572,3 +572,34 @@ def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr(
     started = taospec("run", "--detach", spec, env=passed)
     assert started.returncode == 0, started.stderr
     logs_of_a_line_broken_by_the_other_stream(taospec, started.stdout.strip(), passed)
+
+
+LONG_LINE = (
+    f"sh -c 'echo first; head -c {LOG_CHUNK - 8} /dev/zero | tr \\\\0 x; echo \"$PLAIN_VAR\"'"
+)
+"""A job that writes a line docker logs in two pieces, the second holding the second part
+of its passed value."""
+
+
+def tail_of_a_line_logged_in_pieces(
+    taospec: Callable[..., subprocess.CompletedProcess[str]], job_id: str, passed: dict
+) -> None:
+    """``logs --tail N`` of the job :data:`LONG_LINE` ran shows its last N whole lines."""
+    line = "x" * (LOG_CHUNK - 8) + "<redacted>\n"
+    for tail, shown in (("1", line), ("2", "first\n" + line), ("0", "")):
+        looked = taospec("logs", "--tail", tail, job_id, env=passed)
+        assert looked.returncode == 0, looked.stderr
+        assert looked.stdout == shown
+
+
+def test_tail_counts_whole_lines_and_never_begins_inside_one(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs --tail N passed N to docker logs, which counts each piece of a line it logged in
+    # pieces of LOG_CHUNK as a line: --tail 1 began inside the line, with the second part
+    # of the passed value it held, which redaction does not know
+    spec = job_file(open_tmp, engine, LONG_LINE, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    done = taospec("run", spec, env=passed)
+    assert done.returncode == 0, done.stderr
+    tail_of_a_line_logged_in_pieces(taospec, done.stdout.split()[0], passed)

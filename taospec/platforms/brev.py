@@ -30,7 +30,7 @@ from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
-from taospec.platforms.base import Launched, StepRunner
+from taospec.platforms.base import Launched, StepRunner, last_lines
 from taospec.platforms.common import gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
@@ -342,14 +342,15 @@ def logs(
     look (not ``follow``) at a running container's output shows it
     :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
-    command = f"{remote.command(docker.logs_argv(record.id, tail, follow))} || true"
+    asked = docker.logs_argv(record.id, tail if follow else None, follow)
+    command = f"{remote.command(asked)} || true"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
-    read: list[str] = []
-    shown = read.append if writing else on_line
+    read = docker.looked_at(tail)
+    shown = on_line if follow else read.append
     lines = _DropInstanceLine(instance, shown)  # brev's trailer is on its stdout
     code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=shown)
     lines.end(code == 0)
-    for line in while_writing(read):
+    for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
         on_line(line)
     return code
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -300,23 +301,33 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
-    from the copy ``prune`` left in the results directory. A look (not ``follow``) at a
-    running container's output shows it :func:`~taospec.platforms.common.while_writing`
-    (docker hands on a line not ended yet once it holds 16 KiB of it)."""
+    from the copy ``prune`` left in the results directory. A look (not ``follow``) reads it
+    all (see :func:`looked_at`) and shows a running container's output
+    :func:`~taospec.platforms.common.while_writing` (docker hands on a line not ended yet
+    once it holds 16 KiB of it)."""
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if not env and kept.is_file() and not _exists(record.id, env):
         for line in last_lines(output_lines(kept.read_text(errors="replace")), tail):
             on_line(line)
         return 0
-    argv = logs_argv(record.id, tail, follow)
-    if follow or not still_writing(record, lambda: status(record, sidecar)):
-        return proc.stream(argv, extra_env=env, on_line=on_line)
-    read: list[str] = []
-    code = proc.stream(argv, extra_env=env, on_line=read.append)
-    for line in while_writing(read):
+    if follow:
+        return proc.stream(logs_argv(record.id, tail, follow), extra_env=env, on_line=on_line)
+    writing = still_writing(record, lambda: status(record, sidecar))
+    read = looked_at(tail)
+    code = proc.stream(logs_argv(record.id, None), extra_env=env, on_line=read.append)
+    for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
         on_line(line)
     return code
+
+
+def looked_at(tail: int | None) -> deque[str]:
+    """Where a look at a container's output keeps what ``docker logs`` gives of all of it,
+    for its last ``tail`` lines to be taken: docker's own ``--tail`` counts each piece of a
+    line it logged in pieces (of 16 KiB) as a line, so that what it gives may begin inside
+    a line, and a value in it, and a line not ended yet is one of those it counts. Room for
+    two more, the unended lines of each stream that a look may cut to nothing."""
+    return deque(maxlen=None if tail is None else tail + 2)
 
 
 def logs_argv(container: str, tail: int | None, follow: bool = False) -> list[str]:
