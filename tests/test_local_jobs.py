@@ -511,6 +511,24 @@ def test_a_job_that_ends_between_a_read_and_the_look_at_it_is_read_to_its_end(
     assert handed == [f"out={value}\n"]
 
 
+def test_the_last_lines_shown_of_a_failed_job_never_begin_inside_a_line(
+    taospec: Runner, tmp_path
+) -> None:
+    # a failure's last lines were read from the log's last 64 KiB, whose first line began
+    # wherever that did: inside a line, with the second part of a passed value in it
+    value = "Zq8sup3rs3cretVALUE0123456789X"
+    script = write(
+        tmp_path / "long.sh",
+        f'printf "%s" "$PLAIN_VAR"; head -c {(1 << 16) - 16} /dev/zero | tr "\\0" x\n'
+        "echo; exit 3\n",
+    )
+    spec = job_file(tmp_path, f"sh {script}", env="{pass: [PLAIN_VAR]}")
+    ran = taospec("run", spec, env={"PLAIN_VAR": value})
+    assert ran.returncode == 1, ran.stderr
+    assert "last lines of" not in ran.stderr  # the one line began before the last 64 KiB
+    assert "VALUE" not in ran.stdout + ran.stderr
+
+
 def test_a_look_at_a_running_job_s_log_shows_no_part_of_a_value_being_written(
     taospec: Runner, tmp_path
 ) -> None:

@@ -162,15 +162,19 @@ def _exit_code(record: Record) -> int | None:
 
 
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the job's log file (read from its last 64 KiB)."""
+    """The last ``lines`` of the job's log file, of those its last 64 KiB hold whole: the
+    first line read there, unless it is the file's first, may begin inside a line (and a
+    value in it, which redaction would not know)."""
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
             log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 64 * 1024))
+            start = max(0, log.tell() - 64 * 1024)
+            log.seek(start)
             data = log.read().decode(errors="replace")
     except OSError:
         return ""
-    return "".join(output_lines(data)[-lines:])
+    whole = output_lines(data)[1 if start else 0 :]
+    return "".join(whole[-lines:])
 
 
 def logs(
