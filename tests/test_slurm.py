@@ -440,6 +440,24 @@ def test_cancel_of_a_held_job_deletes_the_unread_env_file(
     assert not env_file.exists()
 
 
+def test_a_held_job_slurm_ends_unread_leaves_no_env_file_once_recorded(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    secret = "hf_" + "Wk4" * 10
+    spec = job_file(open_tmp, ["true"], env={"pass": ["HF_TOKEN"]},
+                    slurm={"extra_sbatch": ["--hold"]})  # fmt: skip
+    job_id = submit(taospec, spec, env={"HF_TOKEN": secret})
+    env_file = open_tmp / "results" / job_id / ".tao-runtime" / "secrets.env"
+    assert env_file.exists()
+    # scancel from outside taospec: the script never runs, so it never reads the file
+    subprocess.run(["scancel", shown(taospec, job_id)["backend_ref"]], check=True)
+    wait_for(lambda: status(taospec, job_id)["state"] == CANCELED, what="the cancelled job")
+    assert not env_file.exists()
+    found = subprocess.run(["grep", "-rlF", secret, str(open_tmp)], capture_output=True,
+                           text=True, check=False)  # fmt: skip
+    assert found.stdout == "", f"the secret's value was left in {found.stdout}"
+
+
 def test_hostile_values_reach_the_command_exactly(slurm, taospec: Runner, open_tmp: Path) -> None:
     hostile = ["a'b", '"q"', "$(id)", "`id`", "c d", "\\", "$HOME", "*", "line\nbreak", "é日本"]
     spec = job_file(open_tmp, ["sh", "-c", 'printf "[%s]\\n" "$@" "$MODE"', "sh", *hostile],

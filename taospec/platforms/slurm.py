@@ -88,7 +88,12 @@ def plan(context: Context) -> Plan:
         steps.append(env_file_step(context, login))
     steps.append(launch_step(context, login, script_path))
     return job_plan(
-        context, NAME, steps, notes=notes(context), backend=[("login", login)] if login else []
+        context,
+        NAME,
+        steps,
+        notes=notes(context),
+        backend=[("login", login)] if login else [],
+        teardown=[remove_env_file_step(context.results_dir, login)] if job.env_pass else [],
     )
 
 
@@ -108,6 +113,16 @@ def env_file_step(context: Context, login: str | None) -> Step:
         f"write {names} from this environment to a mode-600 file the job reads and deletes "
         "(the values are never shown, stored or put on a command line)",
         stdin_env_file=context.job.env_pass,
+    )
+
+
+def remove_env_file_step(results_dir: str, login: str | None) -> Step:
+    """Delete the passed variables' file once the job has ended: a job Slurm ends before its
+    script runs (an ``scancel`` from elsewhere, a failed node) never read nor deleted it."""
+    return Step(
+        "remove-env-file",
+        on(login, ("rm", "-f", "--", env_path(results_dir))),
+        "delete the passed variables' file, in case the job ended before its script read it",
     )
 
 
@@ -312,7 +327,7 @@ def jobs_named(name: str, login: str | None) -> list[str]:
 
 def _remove_env_file(results_dir: str, login: str | None) -> None:
     """Delete the passed variables' file when no job will read it."""
-    proc.run(on(login, ("rm", "-f", "--", env_path(results_dir))), check=False)
+    proc.run(remove_env_file_step(results_dir, login).argv, check=False)
 
 
 # -- status ----------------------------------------------------------------

@@ -96,3 +96,7 @@ backend_ref=$(ssh -o BatchMode=yes -- alice@login.cluster.example \
     'sbatch --parsable /lustre/tao/results/'"$JOB_ID"/taospec.sbatch)
 
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
+
+# after the job ends, remove-env-file: delete the passed variables' file, in case the job ended before its script read it
+# ssh -o BatchMode=yes -- alice@login.cluster.example \
+#     'rm -f -- /lustre/tao/results/'"$JOB_ID"/.tao-runtime/secrets.env
