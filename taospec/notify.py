@@ -21,12 +21,16 @@ NOTIFY_ENV = "TAOSPEC_NOTIFY"
 TIMEOUT = 30.0
 
 
-def notifier(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+def notifier(
+    environ: Mapping[str, str] = os.environ, passed: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The notifier ``$TAOSPEC_NOTIFY`` names, run under ``sh -c`` as a string ``notify:``
     is; () when unset.
 
-    Refused when it carries an inline secret, by the rules a job file's values meet: its
-    words are the notifier's argv, which any user of the machine can read.
+    Refused when it carries an inline secret, by the rules a job file's values meet, or
+    the value of a variable in ``passed`` (the run's ``env.pass`` names), as written or in
+    pieces the shell's quote removal joins: its words are the notifier's argv, which any
+    user of the machine can read.
     """
     raw = environ.get(NOTIFY_ENV, "").strip()
     if not raw:
@@ -38,7 +42,16 @@ def notifier(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
             f"{NOTIFY_ENV} would carry inline secrets; read them from the environment in the "
             f"command instead:\n{listed}"
         )
-    return ("sh", "-c", raw)
+    argv = ("sh", "-c", raw)
+    words = [word for _, word in lint.argv_words(argv)]  # the script and its words
+    for name in passed:
+        forms = lint.secret_forms(environ.get(name, ""))
+        if any(form in word for word in words for form in forms):
+            raise InvalidInput(
+                f"{NOTIFY_ENV} holds the value of {name}, which env.pass passes by name so "
+                f"that the value is never written down; refer to ${name} in the command instead"
+            )
+    return argv
 
 
 def outcome(

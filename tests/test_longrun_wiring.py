@@ -183,6 +183,26 @@ def test_a_notifier_from_the_environment_carrying_a_secret_is_refused_before_any
     assert not (state_dir / "jobs").exists()
 
 
+@pytest.mark.parametrize("written", ["{v}", "'{v}'", "{a}''{b}", "$(printf %s {a}\\{b})"])
+def test_a_notifier_from_the_environment_writing_a_passed_value_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, written: str
+) -> None:
+    # no rule knows the value by its form, but it would be the notifier's argv (sh -c ...),
+    # as it would be in notify:, which is refused for it
+    value = "Vq3Lm8Tz5Rx"
+    seen = tmp_path / "notified"
+    spec = job_file(tmp_path, "true", env="{pass: [PLAIN_VAR]}")
+    command = f"echo {written.format(v=value, a=value[:5], b=value[5:])} > {seen}"
+    done = taospec("run", spec, env={"TAOSPEC_NOTIFY": command, "PLAIN_VAR": value})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("taospec: TAOSPEC_NOTIFY holds the value of PLAIN_VAR"), (
+        done.stderr
+    )
+    assert value not in done.stderr + done.stdout
+    assert not seen.exists()
+    assert not (state_dir / "jobs").exists()
+
+
 def test_a_notifier_from_the_environment_runs_under_a_shell(
     taospec: Runner, tmp_path: Path
 ) -> None:

@@ -92,7 +92,7 @@ def run(
                 check_environment(decision.target.job, os.environ)
         interval = ticker.interval(os.environ)
         backoff = retrying.backoff_first(os.environ)
-        notifier = notify.notifier(os.environ)  # refused now, not when the first job has ended
+        notifier = notify.notifier(os.environ, passed)  # refused now, not at a job's end
         stopped = _preflight([d.target.job for d in decisions if d.run], engines)
     if stopped:
         return stopped
