@@ -93,6 +93,13 @@ def heredoc(text: str) -> tuple[str, str]:
     return f"<<'{delimiter}'", f"{body}{delimiter}"
 
 
+KEEP_ONLY = "unset -f $(compgen -A function); export -n $(compgen -e)"
+"""How a step with a clean environment that passes variables by name begins, in a subshell:
+nothing of the shell's is exported any more; then ``export NAME="$NAME"`` for each passed
+one (a builtin: the value is on no command line, as ``env -i NAME="$NAME"`` would put it,
+in the argv of ``env`` that any user of the machine can read)."""
+
+
 def command_line(step: Step) -> str:
     """The shell line that does exactly what the executor does for ``step``."""
     head: list[str] = []
@@ -100,14 +107,16 @@ def command_line(step: Step) -> str:
     if step.log_path:
         head.append("setsid")
     if step.clean_env:
-        head += ["env", "-i"]
+        head += ["env"] if step.pass_env else ["env", "-i"]
         if step.cwd:
             body.append((f"-C {word(step.cwd)}", True))
         body += [(assignment(k, v), True) for k, v in step.env]
-        body += [(f'{name}="${name}"', True) for name in step.pass_env]
     else:
         head += [assignment(k, v) for k, v in step.env]
     line = layout(head, body + units(step.argv)) if body else argv_text(step.argv, head)
+    if step.clean_env and step.pass_env:
+        kept = " ".join(f'{name}="${name}"' for name in step.pass_env)
+        line = f"({KEEP_ONLY}\n export {kept}\n exec {line})"
     if step.stdin_env:
         line = f"printf '%s' \"${step.stdin_env}\" | {line}"
     if step.stdin_env_file:
@@ -231,6 +240,9 @@ def script(plan: Plan) -> str:
         out.append("")
         out.append(f"# {step.name}: {comment(step.why)}")
         line = command_line(step)
+        if KEEP_ONLY in line:
+            out.append("# the names of the exported variables and functions, one word each:")
+            out.append("# shellcheck disable=SC2046")
         instance = plan.backend_value("instance")
         if step.name == "launch" and step.expect is not None and instance:
             out.append(line)

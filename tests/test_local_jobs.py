@@ -627,3 +627,48 @@ def _group_of(job_id: str) -> list[int]:
             if f"TAO_JOB_ID={job_id}".encode() in environ and state not in ("Z", "X"):
                 found.append(int(entry.name))
     return found
+
+
+def test_the_rendered_script_passes_a_value_by_name_and_runs_what_run_runs(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # the script launched the job with `setsid env -i ... PLAIN_VAR="$PLAIN_VAR" ...`: the
+    # value was in the argv of setsid and env, which any user (and an execve audit log)
+    # sees; `run` gives the job the same environment with no value on a command line
+    value = "Zq8Lm3Vt7Rx"
+    spec = job_file(tmp_path, "env", env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": value}
+    ran = taospec("run", spec, env=passed)
+    assert ran.returncode == 0, ran.stderr
+    job_id = ran.stdout.split()[0]
+    by_run = (tmp_path / "results" / job_id / "taospec.log").read_text()
+    script = taospec("render", "--format", "sh", spec, env=passed)
+    assert script.returncode == 0, script.stderr
+    assert value not in script.stdout
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    seen = tmp_path / "argv.log"
+    for tool in ("setsid", "env"):  # each notes its argv, then is the real one
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        write(stand_ins / tool, f'#!/bin/sh\nprintf "%s\\n" "$*" >> {seen}\nexec {real} "$@"\n')
+        (stand_ins / tool).chmod(0o755)
+    write(stand_ins / "taospec", '#!/bin/sh\n[ "$2" = open ] && echo by-script\nexit 0\n')
+    (stand_ins / "taospec").chmod(0o755)
+    launcher = {"PATH": f"{stand_ins}:/usr/bin:/bin", "PLAIN_VAR": value, "OTHER": "x",
+                "BASH_FUNC_f%%": "() { :; }"}  # fmt: skip
+    done = subprocess.run(["bash", "-c", script.stdout], env=launcher, cwd=tmp_path,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exit_file = tmp_path / "results" / "by-script" / "taospec.exit"
+    wait_for(exit_file.exists)
+    assert seen.read_text().strip(), "the stand-ins did not run"
+    assert value not in seen.read_text()
+    by_script = (tmp_path / "results" / "by-script" / "taospec.log").read_text()
+
+    def variables(log: str, job: str) -> dict[str, str]:
+        pairs = (line.partition("=") for line in log.replace(job, "ID").splitlines())
+        return {name: text for name, _, text in pairs if name != "PATH"}
+
+    assert f"PLAIN_VAR={value}\n" in by_script
+    assert variables(by_script, "by-script") == variables(by_run, job_id)

@@ -30,7 +30,11 @@ greeting:
 TAOSPEC_EOF
 
 # launch: start the command in its own session; output goes to the log file
-setsid env -i \
+# the names of the exported variables and functions, one word each:
+# shellcheck disable=SC2046
+(unset -f $(compgen -A function); export -n $(compgen -e)
+ export PATH="$PATH"
+ exec setsid env \
     -C /tmp/taospec-results/"$JOB_ID" \
     TAO_JOB_ID="$JOB_ID" \
     HOME=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home \
@@ -42,11 +46,10 @@ setsid env -i \
     TRITON_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/triton \
     TORCHINDUCTOR_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torchinductor \
     MPLCONFIGDIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/matplotlib \
-    PATH="$PATH" \
     sh \
     -c 'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"' \
     taospec-job /tmp/taospec-results/"$JOB_ID"/taospec.exit sh \
-    -c 'echo "hello from '"$JOB_ID"'" | tee /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
+    -c 'echo "hello from '"$JOB_ID"'" | tee /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml) >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
 backend_ref="pid:$!"
 
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
