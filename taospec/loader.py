@@ -470,8 +470,8 @@ def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -
     applied, problems = apply_skill(source, file, images, known, os.environ)
     raise_if_any(problems)
     assert applied is not None
-    for warning in applied.warnings:
-        print(warning, file=sys.stderr)
+    for warning in applied.warnings:  # a warning may quote a value of the job's spec
+        print(lint.redacted(warning), file=sys.stderr)
     return applied
 
 

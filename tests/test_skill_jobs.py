@@ -339,6 +339,27 @@ def test_a_secret_in_the_skill_s_template_is_refused_at_the_skill_line(
     assert bank("validate", overridden).returncode == 0
 
 
+@pytest.mark.parametrize("verb", ["validate", "render"])
+def test_a_skill_s_warning_quoting_a_value_shows_no_passed_value(
+    bank: Runner, tmp_path: Path, verb: str
+) -> None:
+    # a value the schema only hints at (a choice it does not list) is quoted in a warning,
+    # which was printed as it was: the value of a passed variable (registered as the file
+    # was read) or of a secret-named one went to stderr, before render refused the file
+    value = "Zq8Rt5Lp2Wx"
+    loss = next(i for i, line in enumerate(TRAIN) if line.startswith("  train:"))
+    lines = [
+        *TRAIN[:loss],
+        f"  train: {{num_epochs: 3, loss: {value}}}",
+        "env: {pass: [PLAIN_VAR]}",
+    ]
+    file = job(tmp_path, *lines)
+    for env in ({"PLAIN_VAR": value}, {"PLAIN_VAR": "other-value", "HF_TOKEN": value}):
+        done = bank(verb, file, env=env)
+        assert "'<redacted>' is not one of the schema's choices: 'ce', 'focal'" in done.stderr
+        assert value not in done.stderr  # (render's plan is the job's: HF_TOKEN is not passed)
+
+
 def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: Path) -> None:
     made = bank("init", "tao-train-tiny", "train", "-o", "new.yaml")
     assert made.returncode == 0, made.stderr
