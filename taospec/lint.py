@@ -1360,9 +1360,6 @@ def _expanded_words(text: str, depth: int) -> Iterator[str]:
                 yield from _expanded_words(word, depth + 1)
 
 
-_PLACEHOLDER_REFERENCE = _lazy(r"\{[A-Za-z_][A-Za-z0-9_.\[\]=-]*\}")
-
-
 def find_secret_literals(
     value: str, open_end: bool = False, fill: Callable[[str], str] | None = None
 ) -> list[Finding]:
@@ -1382,8 +1379,7 @@ def find_secret_literals(
     """
     texts = [value]
     if "{" in value:
-        filled = _filled if fill is None else (lambda match: fill(match.group()[1:-1]))
-        texts = [_PLACEHOLDER_REFERENCE().sub(filler, value) for filler in (_STAND_IN, filled)]
+        texts = [_fill_placeholders(value, f) for f in (_as_reference, fill or _filled)]
     for text in texts:
         if _may_hold_secret(text) and (found := _findings(_located(text, free_text=True))):
             return found
@@ -1400,6 +1396,19 @@ def find_secret_literals(
 
 _STAND_IN = "${TAOSPEC_PLACEHOLDER}"
 """A placeholder read as a reference."""
+
+
+def _as_reference(name: str) -> str:
+    return _STAND_IN
+
+
+def _fill_placeholders(text: str, value: Callable[[str], str]) -> str:
+    """``text`` with each of its placeholders as the plan reads them (the placeholder
+    module's own, ``{needs.prep[ds=a/b].results_dir}`` included) replaced by ``value``
+    of its name, and each escaped brace (``{{``) read as one."""
+    from taospec import placeholders  # it reads YAML, which the quick verbs never load
+
+    return placeholders.fill(text, value)
 
 
 def secret_keyed_values(
@@ -1434,14 +1443,13 @@ def _literal_string(value: object) -> bool:
     """Whether ``value`` is a string holding literal text, placeholders read as references."""
     if not isinstance(value, str):
         return False
-    return _carries_literal(_PLACEHOLDER_REFERENCE().sub(_STAND_IN, value.strip()))
+    return _carries_literal(_fill_placeholders(value.strip(), _as_reference))
 
 
-def _filled(match: re.Match[str]) -> str:
+def _filled(name: str) -> str:
     """A placeholder as the plan's lint reads it once filled in: ``{job_id}`` as ``JOB_ID``,
     a path (``{results_dir}``, ``{config_path}``, ``{needs.<target>.results_dir}``) as
     ``/JOB_ID``; a matrix value stays a reference, as the loader judges its values."""
-    name = match.group()[1:-1]
     if name.startswith("matrix."):
         return _STAND_IN
     return "JOB_ID" if name == "job_id" else "/JOB_ID"

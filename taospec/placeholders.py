@@ -164,14 +164,20 @@ def _unescaped(text: str) -> str:
 
 def expand(text: str, values: Mapping[str, str]) -> str:
     """Fill every placeholder in ``text``. A name missing from ``values`` is a bug."""
+    return fill(text, values.__getitem__)
 
-    def fill(match: re.Match[str]) -> str:
+
+def fill(text: str, value: Callable[[str], str]) -> str:
+    """``text`` with each placeholder replaced by ``value`` of its name, each escape by its
+    brace: what the plan writes, for any ``value``."""
+
+    def replace(match: re.Match[str]) -> str:
         text = match.group(0)
         if text in ("{{", "}}"):
             return text[0]
-        return values[_name(match)]
+        return value(_name(match))
 
-    return _TOKEN.sub(fill, text)
+    return _TOKEN.sub(replace, text)
 
 
 def escape(text: str) -> str:

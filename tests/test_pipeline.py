@@ -540,6 +540,30 @@ def test_an_upstream_is_named_in_a_placeholder_whatever_its_matrix_value_holds(
         assert each == dirs[f"prep[ds={value}]"] + "\n"
 
 
+def test_the_secret_lint_reads_an_upstreams_placeholder_whatever_its_matrix_value_holds(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    """A placeholder is a reference, not a password, however the upstream's name is written."""
+    jobs = """\
+  prep:
+    action: prep
+    matrix: {ds: [levir/cd, "a b"]}
+    command: 'true'
+  train:
+    action: train
+    matrix: {ds: [levir/cd]}
+    needs: ["prep[ds=levir/cd]", "prep[ds=a b]"]
+    command: 'true'
+    spec:
+      password: "{needs.prep[ds=levir/cd].results_dir}"
+      token: "{needs.prep[ds=a b].results_dir}"
+      secret: "{needs.prep[ds={matrix.ds}].results_dir}"
+"""
+    spec = pipeline(tmp_path, jobs)
+    done = taospec("validate", spec)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
 def test_what_starts_like_a_placeholder_but_is_none_is_refused_at_its_line(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
