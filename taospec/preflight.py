@@ -86,20 +86,26 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
 def results_root(job: Job, source: Source) -> list[Problem]:
     """A ``results_root`` that is, or lies under, what is not a folder here, where the job's
     results folder would be made in it (the record would open, then the job fail)."""
-    if job.platform not in ("docker", "local") or job.docker.host:
+    why = results_root_unusable(job.platform, job.docker.host, job.results_root)
+    if why is None:
         return []
-    root = Path(job.results_root)
-    there = next((p for p in (root, *root.parents) if p.exists() or p.is_symlink()), root)
+    return [source.problem(("results_root",), f"{why}: give a folder, or move what is there")]
+
+
+def results_root_unusable(platform: str, docker_host: str | None, root: str) -> str | None:
+    """Why a job's results folder cannot be made under ``root`` on this machine (it is, or lies
+    under, what is not a folder), where ``platform`` makes it here; None when it can be."""
+    if platform not in ("docker", "local") or docker_host:
+        return None
+    path = Path(root)
+    there = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), path)
     if there.is_dir():
-        return []
-    what = "is" if there == root else f"lies under {there}, which is"
-    return [
-        source.problem(
-            ("results_root",),
-            f"{job.results_root} {what} not a folder on this machine; each job's results go "
-            "in a folder made under results_root: give a folder, or move what is there",
-        )
-    ]
+        return None
+    what = "is" if there == path else f"lies under {there}, which is"
+    return (
+        f"{root} {what} not a folder on this machine; each job's results go in a folder made "
+        "under results_root"
+    )
 
 
 def inputs(target: Target, source: Source) -> list[Problem]:

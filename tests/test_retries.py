@@ -125,6 +125,37 @@ def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path)
         assert taospec("cancel", job_id).returncode == 0
 
 
+def _retry_into_a_file(taospec: Runner, spec: Path, state_dir: Path) -> None:
+    """The job fails; its results_root is then a file: the retry is refused, no record opened."""
+    failed = taospec("run", spec)
+    assert failed.returncode == 1, failed.stderr
+    first_id = failed.stdout.split()[0]
+    root = spec.parent / "results"
+    subprocess.run(["rm", "-rf", str(root)], check=True)  # a container may own what it wrote
+    root.write_text("not a folder\n")
+    refused = taospec("retry", first_id)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"taospec: {first_id}: {root} is not a folder on this machine; each job's results go "
+        "in a folder made under results_root, and a retry makes its own there: move what is "
+        "there, then retry\n"
+    )
+    assert [p.stem for p in _records(state_dir)] == [first_id]  # no record was opened
+
+
+def test_retry_refuses_a_results_root_that_is_a_file_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    _retry_into_a_file(taospec, job_file(tmp_path, "sh -c 'exit 3'"), state_dir)
+
+
+@pytest.mark.engine
+def test_retry_of_a_docker_job_refuses_a_results_root_that_is_a_file(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, containers_removed: None
+) -> None:
+    _retry_into_a_file(taospec, docker_job_file(tmp_path, engine, "sh -c 'exit 3'"), state_dir)
+
+
 def test_retry_keeps_a_passed_value_out_of_the_record_it_finds_ended(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
