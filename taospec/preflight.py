@@ -52,7 +52,7 @@ def here(
     for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = mount_sources(job, source) + results_root(job, source) + inputs(target, source)
+        found = on_this_machine(job, source) + inputs(target, source)
         found += passed_variables(job, source, os.environ)
         found += passed_values_written(job, source, os.environ)
         found += tools(job, source)
@@ -62,6 +62,13 @@ def here(
             found += _render_refusals(job, source, who, user, upstream)
         problems += found
     return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))
+
+
+def on_this_machine(job: Job, source: Source) -> list[Problem]:
+    """What ``run`` stops at that is a fact of this machine, not of the job file: a mount
+    source missing here, a results_root that is not a folder (``run -n`` and ``doctor``
+    report them, as the machine a job is reviewed on need not be the one it runs on)."""
+    return mount_sources(job, source) + results_root(job, source)
 
 
 def mount_sources(job: Job, source: Source) -> list[Problem]:

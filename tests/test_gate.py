@@ -142,6 +142,14 @@ def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recordin
     )
     assert dry.stderr.count("warning:") == 1
     assert f"-v {missing}:/data" in dry.stdout
+    doctored = taospec("doctor", path)  # doctor FILE reports it as a failed check
+    assert doctored.returncode == 1, doctored.stderr
+    assert doctored.stdout.splitlines()[0] == (
+        f"FAIL  {path}:9:19: $.mounts[0].source: {missing} does not exist on this machine; the "
+        "Docker engine would create it as an empty root-owned directory and the job would see "
+        "no data. Create it, or fix the path (run stops here)"
+    )
+    assert "docker engine: " in doctored.stdout  # and still checks the job's host
     assert not missing.exists()
     assert list(state_dir.iterdir()) == []  # no record was opened
 
@@ -163,6 +171,13 @@ def test_a_results_root_that_is_a_file_is_refused_before_any_record(
     dry = taospec("run", "-n", path)  # a review warns of it and still shows the plan
     assert dry.returncode == 0, dry.stderr
     assert dry.stderr.startswith(f"warning: {path}:6:15: $.results_root: ")
+    doctored = taospec("doctor", path)  # doctor FILE reports it as a failed check
+    assert doctored.returncode == 1, doctored.stderr
+    assert doctored.stdout.splitlines()[0] == (
+        f"FAIL  {path}:6:15: $.results_root: {tmp_path / 'results'} is not a folder on this "
+        "machine; each job's results go in a folder made under results_root: give a folder, "
+        "or move what is there (run stops here)"
+    )
     path.write_text(path.read_text().replace("/results", "/results/sub"))
     refused(
         taospec("run", path),

@@ -136,8 +136,7 @@ def _refusals(
     warned: list[Problem] = []
     for name in names:
         job, source = jobfile.targets[name].job, sources[name]
-        here = preflight.mount_sources(job, source) + preflight.results_root(job, source)
-        (warned if dry_run else found).extend(here)
+        (warned if dry_run else found).extend(preflight.on_this_machine(job, source))
         if not review:
             found += preflight.passed_variables(job, source, os.environ)
         found += preflight.inputs(jobfile.targets[name], source)
