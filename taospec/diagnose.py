@@ -84,6 +84,12 @@ _NATIVE: tuple[tuple[str, Diagnosis], ...] = (
 )
 
 # What a failure looks like in docker's output or the job's log, most specific first.
+NO_ENGINE = _infra(
+    "no Docker engine answers",
+    "start dockerd (or check docker.host and that ssh to it works), then submit again",
+)
+"""What docker says when the engine it is pointed at does not answer."""
+
 _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     (r"DUE TO NODE FAILURE", _NODE_FAIL),
     (r"DUE TO PREEMPTION", _PREEMPTED),
@@ -113,10 +119,7 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     ),
     (
         r"Cannot connect to the Docker daemon|error during connect|docker daemon is not running",
-        _infra(
-            "no Docker engine answers",
-            "start dockerd (or check docker.host and that ssh to it works), then submit again",
-        ),
+        NO_ENGINE,
     ),
     (
         r"could not connect to instance|"

@@ -30,7 +30,7 @@ from taospec.placeholders import stand_in
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json
 from taospec.platforms import brev
 from taospec.platforms.base import EndedFirst, Platform
-from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, Status
+from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, Status, answered
 
 Progress = Callable[[str], None]
 
@@ -660,7 +660,7 @@ def cancel_job(
         module = platforms.get(record.platform)
         sidecar = ledger.sidecar(job_id)
         try:
-            found = module.status(record, sidecar)
+            found = answered(module.status(record, sidecar), f"cannot cancel {job_id}")
             if found.terminal:
                 raise EndedFirst(found)
             if found.gone and record.backend_ref is not None:

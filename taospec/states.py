@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from taospec.errors import InvalidInput
+
 PENDING, RUNNING, COMPLETE, ERROR, CANCELED, UNKNOWN = (
     "PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN",
 )  # fmt: skip
@@ -22,7 +24,8 @@ class Status(NamedTuple):
     when the backend confirmed that no object of the job exists (a container
     removed outside taospec, a process that left no exit code); ``stalled``
     when the object exists but only its launch could start it (a container
-    docker created and nobody started).
+    docker created and nobody started). ``unreachable`` says which backend did
+    not answer and what to check (a Docker engine that is down or misnamed).
     """
 
     state: str
@@ -32,8 +35,18 @@ class Status(NamedTuple):
     found_ref: str | None = None
     gone: bool = False
     stalled: bool = False
+    unreachable: str = ""
 
     @property
     def terminal(self) -> bool:
         """True for COMPLETE, ERROR and CANCELED."""
         return self.state in TERMINAL
+
+
+def answered(status: Status, cannot: str) -> Status:
+    """``status``, unless its backend did not answer: then refused (exit 2, as ``run``
+    refuses an engine that does not answer) with ``cannot`` (``cannot cancel ID``) and what
+    to check, before anything is asked of the job or recorded."""
+    if status.unreachable:
+        raise InvalidInput(f"{cannot}: {status.unreachable}; nothing was changed")
+    return status

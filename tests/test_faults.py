@@ -227,6 +227,49 @@ def test_a_failed_cancel_leaves_the_job_its_own_end_unless_it_stopped_the_job(
     assert again.returncode == 0, again.stderr
 
 
+DEAD_ENGINE = "unix:///nonexistent/docker.sock"
+
+
+def no_engine(cannot: str) -> str:
+    """What status, logs and cancel say when the engine DOCKER_HOST names does not answer."""
+    return (
+        f"taospec: {cannot}: the Docker engine at {DEAD_ENGINE} (DOCKER_HOST) does not answer "
+        f"(Cannot connect to the Docker daemon at {DEAD_ENGINE}. Is the docker daemon "
+        "running?): start dockerd there, or check that DOCKER_HOST (or the job's docker.host) "
+        "names the engine the job runs on; nothing was changed\n"
+    )
+
+
+def test_status_logs_and_cancel_exit_2_alike_when_the_engine_does_not_answer(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    """As run refuses an engine that does not answer: exit 2, the engine named, nothing written
+    (cancel exited 1, "job failed", and left a cancel begun in the sidecar)."""
+    job_id = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300")).stdout.strip()
+    files = [state_dir / "jobs" / f"{job_id}{ext}" for ext in (".json", ".taospec")]
+    before = [path.read_bytes() for path in files]
+    dead = {"DOCKER_HOST": DEAD_ENGINE}
+    for verb, cannot in (
+        ("status", "cannot tell the state of"),
+        ("logs", "cannot read the output of"),
+        ("cancel", "cannot cancel"),
+    ):
+        done = taospec(verb, job_id, env=dead)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr == no_engine(f"{cannot} {job_id}")
+    assert [path.read_bytes() for path in files] == before
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
+    assert taospec("cancel", job_id).returncode == 0
+    # a job that ended is not polled by logs: docker logs fails, and the engine is then asked
+    ended = taospec("run", "-d", job_file(open_tmp, engine, "sh -c 'exit 3'", "ended.yaml"))
+    ended_id = ended.stdout.strip()
+    docker("wait", ended_id)
+    assert taospec("status", ended_id).stdout.split()[1] == "ERROR"
+    logs = taospec("logs", ended_id, env=dead)
+    assert logs.returncode == 2, logs.stderr
+    assert logs.stderr.endswith(no_engine(f"cannot read the output of {ended_id}"))
+
+
 # -- 2. status records what it learns ------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
 from taospec.plan import plan_from_json
 from taospec.polling import poll
-from taospec.states import COMPLETE
+from taospec.states import COMPLETE, answered
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
@@ -21,17 +21,21 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
 
     ledger, record, _ = ledger_for(job_id)
+    cannot = f"cannot read the output of {job_id}"
     if record.terminal_state is None:
-        record, _ = poll(record, ledger)  # heals a mark a failed write lost
+        record, found = poll(record, ledger)  # heals a mark a failed write lost
+        answered(found, cannot)
     module = platforms.get(record.platform)
+    sidecar = ledger.sidecar(job_id)
     code = module.logs(
         record,
-        ledger.sidecar(job_id),
+        sidecar,
         tail=tail,
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
     )
     if code != 0:  # what the backend said is printed above
+        answered(module.status(record, sidecar), cannot)  # a job that ended: is it the engine?
         say(f"{job_id}: its output could not be read ({record.platform} exited {code})")
         return EXIT_JOB_FAILED
     if not follow:

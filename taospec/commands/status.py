@@ -17,7 +17,7 @@ from taospec.commands.session import ledger_for, shown_data
 from taospec.errors import EXIT_OK
 from taospec.ledger import Record
 from taospec.lint import redacted
-from taospec.states import ERROR, Status
+from taospec.states import ERROR, Status, answered
 
 
 def status(job_id: str, *, as_json: bool = False) -> int:
@@ -30,6 +30,7 @@ def status(job_id: str, *, as_json: bool = False) -> int:
         from taospec.polling import poll
 
         record, found = poll(record, ledger)
+        answered(found, f"cannot tell the state of {job_id}")
     err_class = record.err_class if found.state == ERROR else None
     latest = progress.of_results(record.results_dir, record.action)
     if as_json:

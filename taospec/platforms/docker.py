@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import identity, proc, remote, templates
-from taospec.diagnose import KILLED, KILLED_FROM_OUTSIDE, classify, diagnose
+from taospec.diagnose import KILLED, KILLED_FROM_OUTSIDE, NO_ENGINE, classify, diagnose
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed
 from taospec.job import Job
@@ -272,7 +272,8 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
     if "No such" not in text and "no such" not in text:
         diagnosis = diagnose(text)
         reason = str(diagnosis) if diagnosis else text.splitlines()[-1] if text else "no answer"
-        return Status(UNKNOWN, f"docker inspect failed: {reason}")
+        unreachable = _no_engine(env, text) if diagnosis is NO_ENGINE else ""
+        return Status(UNKNOWN, f"docker inspect failed: {reason}", unreachable=unreachable)
     listed = _list_labelled(record.id, env)
     if not listed.ok:
         return Status(UNKNOWN, f"docker ps -a failed: {listed.stderr.strip() or 'no answer'}")
@@ -283,6 +284,22 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
         f"docker: the container disappeared (no container named {record.id}; "
         "docker ps -a shows none)",
         gone=True,
+    )
+
+
+def _no_engine(env: tuple[tuple[str, str], ...], said: str) -> str:
+    """Which Docker engine did not answer (what docker said), and what to check."""
+    host = dict(env).get("DOCKER_HOST")
+    if host:
+        where = f"at {host} (the job's docker.host)"
+    elif os.environ.get("DOCKER_HOST"):
+        where = f"at {os.environ['DOCKER_HOST']} (DOCKER_HOST)"
+    else:
+        where = "on this machine"
+    return (
+        f"the Docker engine {where} does not answer ({said.splitlines()[-1]}): start dockerd "
+        "there, or check that DOCKER_HOST (or the job's docker.host) names the engine the job "
+        "runs on"
     )
 
 
