@@ -62,7 +62,7 @@ def load_located(
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_jobfile`, with the source each target's values are located in."""
     given = Path(path)
-    piped = str(path) == STDIN
+    piped = is_piped(str(path))
     display = shown_name(str(path))
     file = Path("stdin") if piped else given
     images = None
@@ -70,7 +70,17 @@ def load_located(
         if not Path(versions).is_file():
             raise SpecError.single(str(versions), "no such versions file (given by --versions)")
         images = Images.with_versions_file(file, Path(versions))
-    return _load_text(read_text(given, display), display, file, images)
+    text = read_text(given, display)
+    return _load_text(text, display, file, images, shown_name(STDIN) if piped else display)
+
+
+def is_piped(path: str) -> bool:
+    """Whether the job file at ``path`` is a pipe with no path of its own: standard input
+    (``-``, ``/dev/stdin``) or a process substitution (``/dev/fd/63``), whose path names a
+    new pipe each time. Such a file is known as ``<stdin>`` and its one job as ``stdin``, so
+    that its plan and what ``run`` remembers of it do not change with the pipe (a named
+    FIFO keeps its own path)."""
+    return path == STDIN or not Path(os.path.realpath(path)).exists()
 
 
 def load_jobfile_text(
@@ -86,15 +96,18 @@ def load_jobfile_text(
 
 
 def _load_text(
-    text: str, display: str, file: Path, images: Images | None
+    text: str, display: str, file: Path, images: Images | None, job_file: str | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
+    """The job file ``text``, its problems shown at ``display``; each job's file is
+    ``job_file`` (default: ``display``), and a single job is named after ``file``."""
     source = parse(text, display)
     lint.register(_passed_values(source.data))  # before any problem quotes a value
     images = images or Images(file)
+    job_file = job_file or display
     if "jobs" not in source.data:
-        return _single(source, file, images)
+        return _single(source, file, images, job_file)
     raise_if_any(schema.validate(source))
-    return _pipeline(source, file, images)
+    return _pipeline(source, file, images, job_file)
 
 
 def _passed_values(data: Any) -> Iterator[str]:
@@ -113,7 +126,9 @@ def _passed_values(data: Any) -> Iterator[str]:
                 yield os.environ[name]
 
 
-def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
+def _single(
+    source: Source, file: Path, images: Images, job_file: str
+) -> tuple[JobFile, dict[str, Source]]:
     problems = check(source, images) + lost_braces(source)
     named = _naming_problem(source, (), "the job file's name", file.stem)
     problems += [named] if named else []
@@ -125,7 +140,7 @@ def _single(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[s
     raise_if_any(problems)
     applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS)
     inputs = tuple(source.data.get("inputs", []))
-    job = build_job(source, file.stem, images, applied)
+    job = build_job(source, file.stem, images, applied, job_file)
     target = Target(file.stem, job, (), inputs, file.stem)
     raise_if_any(_results_problems(source, {file.stem: target}, pipeline=False))
     return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
@@ -223,7 +238,9 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
     return problems
 
 
-def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict[str, Source]]:
+def _pipeline(
+    source: Source, file: Path, images: Images, job_file: str
+) -> tuple[JobFile, dict[str, Source]]:
     defaults = source.data.get("defaults") or {}
     raise_if_any(_matrix_problems(source, defaults))
     expansions = [
@@ -264,7 +281,7 @@ def _pipeline(source: Source, file: Path, images: Images) -> tuple[JobFile, dict
                 problems += exc.problems
                 continue
         if not found:
-            job = build_job(merged, expansion.name, images, applied)
+            job = build_job(merged, expansion.name, images, applied, job_file)
             inputs = tuple(expansion.data.get("inputs", []))
             targets[expansion.name] = Target(
                 expansion.name, job, needs[expansion.name], inputs, expansion.base
@@ -475,9 +492,10 @@ def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -
     return applied
 
 
-def build_job(source: Source, name: str, images: Images, applied: Applied | None) -> Job:
+def build_job(source: Source, name: str, images: Images, applied: Applied | None, file: str) -> Job:
     """The typed job for a checked ``source`` (its data already merged and expanded),
-    completed by its skill when ``applied`` holds what the skill adds."""
+    completed by its skill when ``applied`` holds what the skill adds; ``file`` is the job
+    file it came from (see :func:`_load_text`)."""
     data = applied.data if applied is not None else source.data
     image = data["image"]
     versions_key = image["versions_key"] if isinstance(image, dict) else None
@@ -490,7 +508,7 @@ def build_job(source: Source, name: str, images: Images, applied: Applied | None
     if isinstance(gpus, list):
         gpus = tuple(map(_whole, gpus))
     return Job(
-        file=source.file,
+        file=file,
         name=name,
         network_arch=data["network_arch"],
         action=data["action"],

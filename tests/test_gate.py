@@ -1359,6 +1359,38 @@ def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> 
     assert "no such versions file" in missing.stderr
 
 
+def test_a_piped_job_file_is_target_stdin_and_remembered_whatever_its_pipe(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    """A pipe's path (/dev/fd/63, /dev/stdin) names a new pipe each run: the target was named
+    "63", and the plan and what run remembers of it changed with the pipe."""
+    spec = write(
+        tmp_path / "hello.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\n"
+        f"image: busybox:1\nresults_root: {tmp_path / 'results'}\ncommand: sh -c 'echo hi'\n",
+    )
+    command = " ".join(taospec_command())
+
+    def bash(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              env=taospec.env, cwd=tmp_path, check=False)  # fmt: skip
+
+    dry = bash(f"{command} run -n <(cat {spec})")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0].split() == ["run", "stdin", "never", "run"]
+    assert "# taospec plan: <stdin> (target stdin, platform local)" in dry.stdout
+    ran = bash(f"{command} run <(cat {spec})")
+    assert ran.returncode == 0, ran.stderr
+    job_id = ran.stdout.split()[0]
+    again = bash(f"cat {spec} | {command} run /dev/stdin")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip().endswith(f"stdin: up to date (job {job_id})")
+    targets = (state_dir / "taospec" / "targets").iterdir()
+    remembered = [json.loads(path.read_text())["target"] for path in targets]
+    assert remembered == [f"{(tmp_path / '<stdin>').resolve()}#stdin"]
+    assert bash(f"{command} run -n {spec}").stdout.split()[:2] == ["run", "hello"]  # a file's own
+
+
 # -- the product ---------------------------------------------------------------------
 
 FIELDS = ["version", "network_arch", "action", "platform", "image", "command", "spec", "gpus",
