@@ -34,7 +34,8 @@ def test_invalid_example_reports_exact_problems(path: Path, taospec, state_dir: 
     result = taospec("validate", path)
     assert result.returncode == 2
     assert result.stdout == ""
-    problems = [line for line in result.stderr.splitlines() if not line.endswith("are invalid")]
+    *problems, summary = result.stderr.splitlines()
+    assert summary == "1 of 1 job files is invalid"
     assert "\n".join(problems) + "\n" == expected
     assert list(state_dir.iterdir()) == []
 

@@ -1421,7 +1421,7 @@ def _bodies(stderr: str) -> list[str]:
         match = LOCATED.match(line)
         if match:
             out.append(match["msg"])
-        elif ": " in line and not line.startswith("taospec: ") and "are invalid" not in line:
+        elif ": " in line and not line.startswith("taospec: ") and " job files " not in line:
             out.append(line.split(": ", 1)[1])
     return out
 

@@ -64,7 +64,8 @@ def run(
         elif not quiet:
             print(f"{redacted_location(shown_name(file))}: ok")
     if failed:
-        print(f"{failed} of {len(files)} job files are invalid", file=sys.stderr)
+        verb = "is" if failed == 1 else "are"
+        print(f"{failed} of {len(files)} job files {verb} invalid", file=sys.stderr)
         return EXIT_INVALID
     return EXIT_OK
 
