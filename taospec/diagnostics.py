@@ -77,16 +77,18 @@ class SpecError(InvalidInput):
 
     redacted_in_parts = True  # each problem's line is (see Problem.__str__)
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
+    def __init__(self, problems: Sequence[Problem], *, outcome: str = "nothing was run") -> None:
         self.problems = tuple(
             sorted(unique(problems), key=lambda p: (p.file, p.line, p.column, p.message))
         )
+        self.outcome = outcome
         super().__init__("\n".join(str(p) for p in self.problems))
 
     def report(self) -> str:
-        """Every problem on its own line, then how many there were."""
+        """Every problem on its own line, then how many there were and ``outcome``: what the
+        verb did not do for them."""
         count = len(self.problems)
-        return f"{self}\ntaospec: {count} problem{'s' if count > 1 else ''}; nothing was run"
+        return f"{self}\ntaospec: {count} problem{'s' if count > 1 else ''}; {self.outcome}"
 
     @classmethod
     def single(cls, file: str, message: str, line: int = 1, column: int = 1) -> SpecError:

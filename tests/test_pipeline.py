@@ -690,6 +690,19 @@ def test_mermaid_graph_matches_its_golden_file(taospec: Runner, monkeypatch) -> 
     assert "t_prepare -> t_train_lr_0_0001_;" in dot.stdout
 
 
+def test_a_graph_refused_says_no_graph_was_drawn_not_that_nothing_was_run(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec = pipeline(tmp_path, "  a:\n    action: 1\n    command: 'true'\n")
+    done = taospec("graph", spec)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        f"{spec}:9:13: $.jobs.a.action: 1 is not a string",
+        "taospec: 1 problem; no graph was drawn",
+    ]
+    assert list(state_dir.iterdir()) == []
+
+
 def test_a_pipeline_on_the_real_engine_passes_results_downstream(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from taospec import preflight
 from taospec.commands.session import open_ledger
+from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_OK
 from taospec.loader import load_located
 from taospec.pipeline import Decision, decide
@@ -17,10 +18,13 @@ def run(
     file: str, targets: Sequence[str] = (), *, fmt: str = "mermaid", user: str | None = None
 ) -> int:
     """Print the graph of ``file``'s targets (and what they need)."""
-    jobfile, sources = load_located(file)
-    names = jobfile.closure(tuple(targets))
-    preflight.refuse_passed_values_shown(jobfile, sources, names)  # target names are shown
-    decisions = decide(jobfile, names, open_ledger(), user=user)
+    try:
+        jobfile, sources = load_located(file)
+        names = jobfile.closure(tuple(targets))
+        preflight.refuse_passed_values_shown(jobfile, sources, names)  # target names are shown
+        decisions = decide(jobfile, names, open_ledger(), user=user)
+    except SpecError as refused:  # graph runs nothing: the refusal says what it did not do
+        raise SpecError(refused.problems, outcome="no graph was drawn") from None
     print("\n".join(mermaid(decisions) if fmt == "mermaid" else dot(decisions)))
     return EXIT_OK
 
