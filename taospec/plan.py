@@ -413,6 +413,15 @@ def lint_plan(plan: Plan, spec: str | None = None) -> None:
         )
 
 
+def stored_plan(job_id: str, sidecar: Mapping[str, object]) -> dict[str, Any]:
+    """The plan job ``job_id`` ran, as its sidecar keeps it (:meth:`Plan.to_json`); refused
+    (exit 2) for a job that has none, such as a record ``taospec record open`` made."""
+    stored = sidecar.get("plan")
+    if not isinstance(stored, dict):
+        raise InvalidInput(f"{job_id} has no stored plan (it was not submitted by taospec run)")
+    return stored
+
+
 def plan_from_json(data: Mapping[str, Any]) -> Plan:
     """A plan written by :meth:`Plan.to_json` read back: its stand-ins from
     :data:`JSON_FORMAT`'s encoding, a null ``job_id`` as the placeholder id."""

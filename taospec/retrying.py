@@ -20,7 +20,7 @@ from taospec.errors import InvalidInput
 from taospec.executor import Progress, Submission, claimed_gpus, submit
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
-from taospec.plan import plan_from_json
+from taospec.plan import plan_from_json, stored_plan
 from taospec.states import COMPLETE, ERROR
 
 MAX_CHAIN = 10
@@ -105,8 +105,7 @@ def check(ledger: Ledger, record: Record) -> None:
             f"the chain of {record.id} (from {first.id}) already holds {MAX_CHAIN} retries, "
             f"the most a chain holds (taospec show {record.id} lists them)"
         )
-    if not isinstance(ledger.sidecar(record.id).get("plan"), dict):
-        raise InvalidInput(f"{record.id} has no stored plan (it was not submitted by taospec)")
+    stored_plan(record.id, ledger.sidecar(record.id))
 
 
 def resubmit(
@@ -123,9 +122,7 @@ def resubmit(
     :func:`taospec.executor.submit`)."""
     check(ledger, record)
     side = ledger.sidecar(record.id)
-    stored = side["plan"]
-    assert isinstance(stored, dict)
-    plan = plan_from_json(stored).with_placeholder_id()
+    plan = plan_from_json(stored_plan(record.id, side)).with_placeholder_id()
     carried = {key: side[key] for key in CARRIED if key in side}
 
     claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)

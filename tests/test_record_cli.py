@@ -111,6 +111,20 @@ def test_an_existing_explicit_record_is_refused(taospec: Runner, state_dir: Path
     assert (state_dir / "jobs" / f"{job_id}.json").read_bytes() == before
 
 
+def test_show_plan_of_a_record_with_no_stored_plan_says_so_and_exits_2(
+    taospec: Runner, state_dir: Path
+) -> None:
+    """A record the recorder opened holds no plan: show --plan said so and exited 0."""
+    job_id = opened(taospec, "--results-root", "/r")
+    for flags in (("--plan",), ("--plan", "--json")):
+        shown = taospec("show", *flags, job_id)
+        assert (shown.returncode, shown.stdout) == (2, "")
+        assert shown.stderr == (
+            f"taospec: {job_id} has no stored plan (it was not submitted by taospec run)\n"
+        )
+    assert taospec("show", job_id).returncode == 0  # the record itself is there
+
+
 def test_usage_errors_exit_2(taospec: Runner) -> None:
     assert taospec("record", "mark", "x-y-z", "--state", "QUEUED").returncode == 2
     assert taospec("record", "open", "--platform", "docker").returncode == 2

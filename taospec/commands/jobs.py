@@ -11,7 +11,7 @@ from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
-from taospec.plan import plan_from_json
+from taospec.plan import plan_from_json, stored_plan
 from taospec.polling import poll
 from taospec.states import COMPLETE, answered
 
@@ -96,10 +96,7 @@ def show(job_id: str, *, plan: bool = False, as_json: bool = False) -> int:
         if len(chain) > 1:
             _say_chain(ledger, record, chain)
         return EXIT_OK
-    stored = sidecar.get("plan")
-    if not isinstance(stored, dict):
-        say(f"{job_id} has no stored plan (it was not submitted by taospec run)")
-        return EXIT_OK
+    stored = stored_plan(job_id, sidecar)
     if as_json:
         print(json.dumps(shown_data(stored), indent=2))
         return EXIT_OK
