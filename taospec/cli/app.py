@@ -375,7 +375,9 @@ def status(job_id: str, as_json: bool) -> None:
 def doctor(file: str | None, targets: tuple[str, ...]) -> None:
     """Check that the host a job would run on is ready for it.
 
-    With FILE, each docker job's host (TARGETS: only those and what they need):
+    With FILE, first what run would stop at on this machine (a mount source
+    missing here, a results_root that is not a folder), each at its line; then
+    each docker job's host (TARGETS: only those and what they need):
     the docker engine and client, the NVIDIA runtime and the GPUs the job names
     (not needed without gpus:), the login for an nvcr.io image, free space
     under results_root and docker's data root, and /dev/shm for docker.shm_size,
