@@ -672,3 +672,47 @@ def test_the_rendered_script_passes_a_value_by_name_and_runs_what_run_runs(
 
     assert f"PLAIN_VAR={value}\n" in by_script
     assert variables(by_script, "by-script") == variables(by_run, job_id)
+
+
+def test_a_job_whose_leader_was_killed_runs_while_its_group_does(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # status asked the group's leader (the wrapper shell) only: with it killed, the job was
+    # recorded ERROR "disappeared" while its command ran on, and cancel then left it running
+    spec = job_file(tmp_path, "sh -c 'echo hi; sleep 300'")
+    started = taospec("run", "--detach", spec)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.split()[0]
+    wait_for(lambda: len(_group_of(job_id)) >= 3)
+    leader = int(record(state_dir, job_id)["backend_ref"][4:])
+    os.kill(leader, signal.SIGKILL)
+    wait_for(lambda: leader not in _group_of(job_id))
+    rest = _group_of(job_id)
+    assert rest
+    shown = taospec("status", job_id)
+    assert shown.stdout.split()[1] == "RUNNING", shown.stdout
+    assert "leader" in shown.stdout
+    assert record(state_dir, job_id)["terminal_state"] is None
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "CANCELED" in cancelled.stdout
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in rest), timeout=5)
+
+
+def test_a_job_whose_leader_was_killed_ends_when_its_group_does(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    spec = job_file(tmp_path, "sh -c 'echo hi; sleep 300'")
+    job_id = taospec("run", "--detach", spec).stdout.split()[0]
+    wait_for(lambda: len(_group_of(job_id)) >= 3)
+    leader = int(record(state_dir, job_id)["backend_ref"][4:])
+    os.kill(leader, signal.SIGKILL)
+    wait_for(lambda: leader not in _group_of(job_id))
+    assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
+    for pid in _group_of(job_id):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not _group_of(job_id))
+    shown = taospec("status", job_id)
+    assert shown.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], shown.stdout
+    assert "left no exit code" in shown.stdout

@@ -129,14 +129,23 @@ def find_by_job_id(job_id: str) -> int | None:
 
 
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
-    """Alive (and the same process, by start time) is RUNNING; else the recorded exit code."""
+    """RUNNING while a process of the job's group runs (its leader the same process, by
+    start time, while the leader lives), as :func:`cancel` sees it; then the recorded
+    exit code, which a leader killed before its command ended never wrote."""
     pid = _pid(record)
     found = None
     if pid is None:
         pid = find_by_job_id(record.id)
         found = f"pid:{pid}" if pid is not None else None
-    if pid is not None and proc.alive(pid, sidecar.get("start_time") if found is None else None):
-        return Status(RUNNING, f"process {pid} is running", found_ref=found)
+    started = sidecar.get("start_time") if found is None else None
+    if pid is not None and proc.group_alive(pid, started):
+        if proc.alive(pid, started):
+            return Status(RUNNING, f"process {pid} is running", found_ref=found)
+        return Status(
+            RUNNING,
+            f"process group {pid} is running (its leader is gone: no exit code will be known)",
+            found_ref=found,
+        )
     code = _exit_code(record)
     if code is None:
         return Status(
