@@ -321,6 +321,9 @@ def submit(
         "pid": os.getpid(),
         "host": os.uname().nodename,  # gethostname(), without importing socket
         "start": proc.start_time(os.getpid()),
+        # the group the launch's processes (docker run, sbatch) run in, outliving taospec
+        "pgid": os.getpgrp(),
+        "group_start": proc.start_time(os.getpgrp()),
     }
     fields = plan.record
     record = ledger.open(
@@ -371,7 +374,8 @@ def submit(
 
 
 SUBMITTER = "submitter"
-"""Sidecar note: the pid, host and start time of the taospec process that opened the record."""
+"""Sidecar note: the pid, host and start time of the taospec process that opened the record,
+and its process group (``pgid``, its leader's ``group_start``)."""
 CANCEL_NOTE = "cancel_requested"
 """Sidecar note: when a cancel began (written before anything is stopped or removed)."""
 CANCEL_FAILED = "cancel_failed"
@@ -390,15 +394,19 @@ before a launch, so that the RUNNING and terminal marks can be written after it.
 ROOM_MIN_BYTES = 256 * 1024
 
 
-def submitter_alive(note: object) -> bool | None:
-    """Whether the taospec process a :data:`SUBMITTER` note names still runs (None: unknown,
-    e.g. it ran on another host)."""
+def launch_alive(note: object, job_id: str) -> bool | None:
+    """Whether the job may still be launched by what a :data:`SUBMITTER` note names: the
+    taospec process runs, or a process of its group whose arguments name the job (the
+    ``docker run`` or ``sbatch`` it started, which a killed taospec leaves running). None:
+    unknown, e.g. it ran on another host."""
     if not isinstance(note, dict) or note.get("host") != os.uname().nodename:
         return None
-    pid = note.get("pid")
+    pid, group = note.get("pid"), note.get("pgid")
     if not isinstance(pid, int):
         return None
-    return proc.alive(pid, note.get("start"))
+    if proc.alive(pid, note.get("start")):
+        return True
+    return isinstance(group, int) and proc.group_names(group, note.get("group_start"), job_id)
 
 
 def _check_room(ledger: Ledger, record: Record) -> None:

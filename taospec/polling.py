@@ -13,7 +13,7 @@ import time
 
 from taospec import platforms, settings
 from taospec.diagnose import INFRA
-from taospec.executor import CANCEL_FAILED, SUBMITTER, cancel_began, submitter_alive, teardown
+from taospec.executor import CANCEL_FAILED, SUBMITTER, cancel_began, launch_alive, teardown
 from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
@@ -92,12 +92,17 @@ def _cancelled(began: object, status: Status) -> str:
 
 def _abandoned(record: Record, sidecar: dict[str, object], status: Status) -> str | None:
     """Why a job never launched, once it is older than ``$TAOSPEC_LAUNCH_GRACE`` seconds and
-    no live taospec process holds it (None while its launch may still come)."""
+    neither the taospec process that opened it nor a launch it started runs
+    (:func:`~taospec.executor.launch_alive`; None while its launch may still come)."""
     age = time.time() - instant(record.submitted_at).timestamp()
     grace = settings.seconds(settings.LAUNCH_GRACE)
-    if SUBMITTER in sidecar and age > grace and submitter_alive(sidecar[SUBMITTER]) is False:
+    if (
+        SUBMITTER in sidecar
+        and age > grace
+        and launch_alive(sidecar[SUBMITTER], record.id) is False
+    ):
         return (
             f"{status.message}; never launched: the taospec process that opened the record "
-            f"{int(age)} s ago is gone"
+            f"{int(age)} s ago is gone, and so is any launch it started"
         )
     return None

@@ -17,7 +17,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -313,12 +313,50 @@ def group_alive(pgid: int, started: object = None) -> bool:
     if leader is not None and leader[0] not in ("Z", "X"):
         return started is None or int(leader[19]) == started
     alive(pgid)
+    return any(True for _ in _members(pgid))
+
+
+def group_names(pgid: int, started: object, word: str) -> bool:
+    """Whether a process of the group ``pgid`` (whose leader started at ``started``, when
+    given and the leader lives) has an argument holding ``word``, other than this process
+    and the processes it descends from (its asker); zombies do not count."""
+    leader = _stat_fields(pgid)
+    if leader is not None and started is not None and int(leader[19]) != started:
+        return False  # the group ended and its id was given to a new process
+    asking = _ancestry(os.getpid())
+    return any(
+        pid not in asking and any(word in arg for arg in command_line(pid))
+        for pid in _members(pgid)
+    )
+
+
+def _members(pgid: int) -> Iterator[int]:
+    """The live processes of the group ``pgid``, zombies left out."""
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             fields = _stat_fields(int(entry.name))
             if fields is not None and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                return True
-    return False
+                yield int(entry.name)
+
+
+def _ancestry(pid: int) -> set[int]:
+    """``pid`` and the processes it descends from."""
+    found = set()
+    fields = _stat_fields(pid)
+    while pid > 0 and pid not in found and fields is not None:
+        found.add(pid)
+        pid = int(fields[1])
+        fields = _stat_fields(pid)
+    return found
+
+
+def command_line(pid: int) -> list[str]:
+    """The arguments process ``pid`` runs with ([] when it is gone or a kernel thread)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")[:-1] if raw else []
 
 
 def alive(pid: int, started: object = None) -> bool:

@@ -321,6 +321,57 @@ def test_a_record_taospec_never_launched_is_closed_after_the_grace_period(
     assert "the container disappeared" in rec["transitions"][-1]["message"]
 
 
+def _gone(pid: int) -> bool:
+    """The process ended (a zombie nobody reaps has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("own_group", [True, False], ids=["own-group", "shared-group"])
+def test_a_record_stays_open_while_the_launch_a_killed_taospec_started_runs(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    own_group: bool,
+) -> None:
+    # taospec SIGKILLed while its `docker run` was slow: status closed the record as "never
+    # launched" (taospec's own pid was gone), then the orphaned docker CLI started the
+    # container, which ran on with its record saying ERROR for good
+    gate, reached = open_tmp / "gate", open_tmp / "reached"
+    waiting = f"echo $$ > {reached}.tmp; mv {reached}.tmp {reached}"
+    waiting += f"; until [ -e {gate} ]; do sleep 0.05; done"
+    env = stand_in(open_tmp, f'{waiting}; exec "$REAL" run "$@"')
+    child = subprocess.Popen(
+        [*taospec_command(), "run", str(job_file(open_tmp, engine, "sleep 300"))],
+        env={**taospec.env, **env},
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=own_group,
+    )
+    wait_for(reached.exists)
+    child.kill()
+    child.wait()
+    (job_id,) = job_ids(state_dir)
+    early = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+    assert early.stdout.split()[1] == "UNKNOWN", early.stdout
+    assert record(state_dir, job_id)["terminal_state"] is None
+    gate.touch()
+    launcher = int(reached.read_text())
+    wait_for(lambda: _gone(launcher))
+    late = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+    assert late.stdout.split()[1] == "RUNNING", late.stdout
+    assert record(state_dir, job_id)["backend_ref"]
+    assert taospec("cancel", job_id).returncode == 0
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert labelled(job_id) == []
+
+
 def test_status_of_a_cancelled_job_says_canceled(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
