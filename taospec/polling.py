@@ -16,6 +16,7 @@ from taospec.diagnose import INFRA
 from taospec.executor import CANCEL_FAILED, SUBMITTER, cancel_began, launch_alive, teardown
 from taospec.ledger import Ledger, Record
 from taospec.ledger.record import instant
+from taospec.platforms.base import EndedFirst, Platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
 
 
@@ -25,8 +26,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     A terminal record answers with its recorded state. A job whose backend
     object is confirmed gone is closed: CANCELED when a cancel had begun,
     else ERROR (ERR_INFRA) once it was launched, or once it is older than
-    ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with no live taospec process holding it;
-    so is a stalled object (a created container nobody started) past that grace. An
+    ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with neither the taospec process that opened it
+    nor a launch it started running; so is a stalled object (a created container nobody
+    started), removed first, past that grace. An
     end other than COMPLETE while a cancel had begun is that cancel's: CANCELED, unless
     that cancel failed with the job still running: the job's end is then its own.
     """
@@ -51,7 +53,7 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         status = _closed(record, sidecar, status)
     elif status.stalled and record.state == PENDING:
         abandoned = _abandoned(record, sidecar, status)
-        status = Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
+        status = _cleared(module, record, sidecar, abandoned) if abandoned else status
     elif status.terminal and status.state != COMPLETE and cancel_began(sidecar):
         # the end a cancel under way brought about (docker kill: exit 137), not the job's own
         status = Status(CANCELED, _cancelled(cancel_began(sidecar), status))
@@ -82,6 +84,18 @@ def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Statu
         return Status(ERROR, status.message, err_class=INFRA)
     abandoned = _abandoned(record, sidecar, status)
     return Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
+
+
+def _cleared(
+    module: Platform, record: Record, sidecar: dict[str, object], abandoned: str
+) -> Status:
+    """The end of a launch that stalled with nothing left to finish it: what it left (a
+    container created and never started) is removed first, so nothing can start it later."""
+    try:
+        removed = module.cancel(record, sidecar)
+    except EndedFirst as ended:  # it was started after all, and has ended
+        return ended.status
+    return Status(ERROR, f"{abandoned}; {removed}", err_class=INFRA)
 
 
 def _cancelled(began: object, status: Status) -> str:

@@ -372,6 +372,23 @@ def test_a_record_stays_open_while_the_launch_a_killed_taospec_started_runs(
     assert labelled(job_id) == []
 
 
+def test_a_created_container_of_a_record_closed_as_never_launched_is_removed(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the record was closed ERROR and its created container kept: nothing stopped a later
+    # `docker start` from running a job its record says ended
+    env = stand_in(open_tmp, '"$REAL" create "${@:2}" >/dev/null; kill -9 $PPID; exit 1')
+    killed = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300"), env=env)
+    assert killed.returncode == -9
+    (job_id,) = job_ids(state_dir)
+    assert labelled(job_id)
+    closed = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+    assert closed.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], closed.stdout
+    assert "never launched" in closed.stdout
+    assert "container removed" in closed.stdout
+    assert labelled(job_id) == []
+
+
 def test_status_of_a_cancelled_job_says_canceled(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
