@@ -30,7 +30,7 @@ from taospec.placeholders import stand_in
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json
 from taospec.platforms import brev
 from taospec.platforms.base import EndedFirst, Platform
-from taospec.states import CANCELED, COMPLETE, ERROR, RUNNING, Status, answered
+from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status, answered
 
 Progress = Callable[[str], None]
 
@@ -645,6 +645,8 @@ class Cancelled:
     record: Record
     note: str
     stopped: bool
+    leftover: str = ""
+    """For a job recorded as ended: what of it still ran, and how it was stopped."""
 
 
 def cancel_job(
@@ -658,13 +660,15 @@ def cancel_job(
 
     The backend is asked first: a job that already ended is recorded with its real
     outcome and left as it is. Otherwise the intent is written to the sidecar
-    before anything is stopped, so a cancel that cannot write stops nothing.
+    before anything is stopped, so a cancel that cannot write stops nothing. A job
+    recorded as ended whose backend says it still runs or waits (a record closed by
+    hand, or before a launch it never saw) is stopped all the same; its record stays.
     """
     job_id = record.id
     with flocked(f"{ledger.root}/taospec/cancel/{job_id}.lock", 0o600, parents=True):
         record = ledger.get(job_id)
         if record.terminal_state is not None:
-            return Cancelled(record, "", False)
+            return Cancelled(record, "", False, _stop_leftover(record, ledger))
         module = platforms.get(record.platform)
         sidecar = ledger.sidecar(job_id)
         try:
@@ -689,6 +693,20 @@ def cancel_job(
             return Cancelled(ledger.get(job_id), note, False)
         teardown(record, ledger, progress)
         return Cancelled(record, note, True)
+
+
+def _stop_leftover(record: Record, ledger: Ledger) -> str:
+    """Stop what still runs of a job recorded as ended: what ran and what was done ('' when
+    the backend says nothing of it runs or waits)."""
+    module = platforms.get(record.platform)
+    sidecar = ledger.sidecar(record.id)
+    found = module.status(record, sidecar)
+    if found.state not in (PENDING, RUNNING):
+        return ""
+    try:
+        return f"but {found.message}; stopped: {module.cancel(record, sidecar)}"
+    except EndedFirst:
+        return ""
 
 
 def _stop(module: Platform, record: Record, sidecar: dict[str, object], ledger: Ledger) -> str:

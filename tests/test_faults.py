@@ -389,6 +389,24 @@ def test_a_created_container_of_a_record_closed_as_never_launched_is_removed(
     assert labelled(job_id) == []
 
 
+def test_cancel_of_a_job_recorded_as_ended_stops_what_still_runs(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # cancel answered "already ended ERROR; nothing to cancel" and left the container running
+    job_id = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300")).stdout.strip()
+    marked = taospec("record", "mark", job_id, "--state", "ERROR", "--message", "closed by hand")
+    assert marked.returncode == 0, marked.stderr
+    cancelled = taospec("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "already ended ERROR" in cancelled.stdout
+    assert "docker: running" in cancelled.stdout
+    assert "container removed" in cancelled.stdout
+    assert labelled(job_id) == []
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+    again = taospec("cancel", job_id)
+    assert again.stdout.strip() == f"{job_id} already ended ERROR; nothing to cancel"
+
+
 def test_status_of_a_cancelled_job_says_canceled(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

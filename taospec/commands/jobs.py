@@ -70,6 +70,8 @@ def cancel(job_id: str) -> int:
     record = done.record
     if done.stopped:
         print(f"{job_id} {record.state} ({done.note})")
+    elif done.leftover:
+        print(redacted(f"{job_id} already ended {record.state}, {done.leftover}"))
     else:
         detail = f" ({done.note})" if done.note else ""
         print(redacted(f"{job_id} already ended {record.state}{detail}; nothing to cancel"))
