@@ -542,6 +542,60 @@ def test_no_job_of_that_name_fails_the_attempt(slurm, taospec: Runner, open_tmp:
     assert not (open_tmp / "results" / job_id / ".tao-runtime" / "secrets.env").exists()
 
 
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("sbatch", ["killed", "submits"])
+def test_a_record_whose_sbatch_never_ran_is_closed_once_no_launch_can_come(
+    slurm, taospec: Runner, open_tmp: Path, state_dir: Path, sbatch: str
+) -> None:
+    # taospec and its sbatch killed before anything was submitted: the record stayed PENDING
+    # for good ("no single job is named"), where docker and local close it after the grace
+    gate, reached = open_tmp / "gate", open_tmp / "reached"
+    wait = f"echo $$ > {reached}.tmp; mv {reached}.tmp {reached}\n"
+    wait += f'until [ -e {gate} ]; do sleep 0.05; done\nexec "$real" "$@"'
+    path = lossy_sbatch(open_tmp / "bin", wait)
+    child = subprocess.Popen(
+        [*taospec_argv(), "run", str(job_file(open_tmp, ["sleep", "300"]))],
+        env={**taospec.env, **path},
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    wait_for(reached.exists, what="sbatch to start")
+    child.kill()
+    child.wait()
+    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    grace = {"TAOSPEC_LAUNCH_GRACE": "0"}
+    early = taospec("status", job_id, env=grace)  # sbatch may still submit
+    assert early.stdout.split()[1] == "UNKNOWN", early.stdout
+    assert shown(taospec, job_id)["terminal_state"] is None
+    launcher = int(reached.read_text())
+    if sbatch == "killed":
+        os.kill(launcher, 9)
+    else:
+        gate.touch()
+    wait_for(lambda: _ended(launcher), what="sbatch to end")
+    late = taospec("status", job_id, env=grace)
+    if sbatch == "killed":
+        assert late.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], late.stdout
+        assert "never launched" in late.stdout
+        assert shown(taospec, job_id)["terminal_state"] == ERROR
+        return
+    (slurm_id,) = jobs_named(job_id)
+    try:
+        assert late.stdout.split()[1] in (PENDING, RUNNING), late.stdout
+        assert shown(taospec, job_id)["backend_ref"] == slurm_id
+    finally:
+        subprocess.run(["scancel", slurm_id], check=False)
+
+
 # -- rendering: goldens for what one machine cannot run --------------------------
 
 

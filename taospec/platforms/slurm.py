@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -456,19 +457,51 @@ def _slurm_id(record: Record, login: str | None) -> tuple[str | None, str | None
 
 
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
-    """``scontrol show job`` (or ``sacct``) mapped to the vocabulary (facts.md section 10)."""
+    """``scontrol show job`` (or ``sacct``) mapped to the vocabulary (facts.md section 10).
+
+    A record without a Slurm job id is looked up by name (a lost mark); when neither
+    ``squeue`` nor ``sacct`` knows a job of that name, nothing was submitted: gone."""
     login = _login(sidecar)
     try:
-        slurm_id, found = _slurm_id(record, login)
+        named = [record.backend_ref] if record.backend_ref else _named(record, login)
     except CommandFailed as failure:
         return Status(UNKNOWN, f"slurm: {failure}")
-    if slurm_id is None:
-        return Status(UNKNOWN, f"slurm: no single job is named {record.id}")
+    if not named:
+        return Status(UNKNOWN, f"slurm: Slurm knows no job named {record.id}", gone=True)
+    if len(named) > 1:
+        return Status(UNKNOWN, f"slurm: no single job is named {record.id} ({', '.join(named)})")
+    slurm_id = named[0]
+    found = None if record.backend_ref else slurm_id
     native = query(slurm_id, login)
     if isinstance(native, str):
         return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
     return result._replace(found_ref=found)
+
+
+def _named(record: Record, login: str | None) -> list[str]:
+    """Ids of the Slurm jobs named after the record: in ``squeue`` (queued, running or
+    ended less than MinJobAge ago), else in ``sacct`` since the day before the record was
+    opened; a cluster that keeps no accounts has only ``squeue``'s answer."""
+    ids = jobs_named(record.id, login)
+    if ids:
+        return ids
+    from taospec.ledger.record import instant  # status alone needs the record's times
+
+    since = (instant(record.submitted_at) - timedelta(days=1)).astimezone()
+    argv = on(login, ("sacct", "--noheader", "--allocations", "--parsable2", "--format=JobID",
+                      f"--name={record.id}", f"--starttime={since:%Y-%m-%d}"))  # fmt: skip
+    accounted = proc.run(argv, check=False)
+    if accounted.ok:
+        return accounted.stdout.split()
+    if "accounting storage is disabled" in accounted.output():
+        return []
+    raise CommandFailed(
+        proc.shown(argv),
+        accounted.returncode,
+        f"{accounted.output()}\n(squeue knows no job named {record.id}; sacct cannot tell "
+        "whether one ran)",
+    )
 
 
 # -- logs ------------------------------------------------------------------
