@@ -357,13 +357,17 @@ def test_a_record_stays_open_while_the_launch_a_killed_taospec_started_runs(
     wait_for(reached.exists)
     child.kill()
     child.wait()
-    (job_id,) = job_ids(state_dir)
-    early = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
-    assert early.stdout.split()[1] == "UNKNOWN", early.stdout
-    assert record(state_dir, job_id)["terminal_state"] is None
-    gate.touch()
     launcher = int(reached.read_text())
-    wait_for(lambda: _gone(launcher))
+    try:
+        (job_id,) = job_ids(state_dir)
+        early = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
+        assert early.stdout.split()[1] == "UNKNOWN", early.stdout
+        assert record(state_dir, job_id)["terminal_state"] is None
+        gate.touch()
+        wait_for(lambda: _gone(launcher))
+    finally:
+        if not _gone(launcher):  # a failed test leaves no launch waiting at the gate
+            os.kill(launcher, signal.SIGKILL)
     late = taospec("status", job_id, env={"TAOSPEC_LAUNCH_GRACE": "0"})
     assert late.stdout.split()[1] == "RUNNING", late.stdout
     assert record(state_dir, job_id)["backend_ref"]

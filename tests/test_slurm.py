@@ -571,16 +571,19 @@ def test_a_record_whose_sbatch_never_ran_is_closed_once_no_launch_can_come(
     wait_for(reached.exists, what="sbatch to start")
     child.kill()
     child.wait()
-    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
-    grace = {"TAOSPEC_LAUNCH_GRACE": "0"}
-    early = taospec("status", job_id, env=grace)  # sbatch may still submit
-    assert early.stdout.split()[1] == "UNKNOWN", early.stdout
-    assert shown(taospec, job_id)["terminal_state"] is None
     launcher = int(reached.read_text())
-    if sbatch == "killed":
-        os.kill(launcher, 9)
-    else:
-        gate.touch()
+    try:
+        (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+        grace = {"TAOSPEC_LAUNCH_GRACE": "0"}
+        early = taospec("status", job_id, env=grace)  # sbatch may still submit
+        assert early.stdout.split()[1] == "UNKNOWN", early.stdout
+        assert shown(taospec, job_id)["terminal_state"] is None
+        if sbatch == "submits":
+            gate.touch()
+            wait_for(lambda: _ended(launcher), what="sbatch to end")
+    finally:
+        if not _ended(launcher):  # killed here, and by a failed test: nothing left waiting
+            os.kill(launcher, 9)
     wait_for(lambda: _ended(launcher), what="sbatch to end")
     late = taospec("status", job_id, env=grace)
     if sbatch == "killed":
