@@ -716,3 +716,19 @@ def test_a_job_whose_leader_was_killed_ends_when_its_group_does(
     shown = taospec("status", job_id)
     assert shown.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], shown.stdout
     assert "left no exit code" in shown.stdout
+
+
+def test_a_command_that_ended_ends_its_job_whatever_it_left_running(
+    taospec: Runner, tmp_path, state_dir
+) -> None:
+    # the wrapper wrote the command's exit code and left; a process the command started in
+    # the background lives on in the group, and must not keep the job RUNNING
+    spec = job_file(tmp_path, "sh -c 'sleep 300 >/dev/null 2>&1 & echo started'")
+    ran = taospec("run", spec)
+    assert ran.returncode == 0, ran.stderr
+    job_id = ran.stdout.split()[0]
+    assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
+    left = _group_of(job_id)
+    assert left, "the background process should still run"
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)

@@ -129,24 +129,24 @@ def find_by_job_id(job_id: str) -> int | None:
 
 
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
-    """RUNNING while a process of the job's group runs (its leader the same process, by
-    start time, while the leader lives), as :func:`cancel` sees it; then the recorded
-    exit code, which a leader killed before its command ended never wrote."""
+    """RUNNING while the job's leader runs (the same process, by start time); then the exit
+    code the leader wrote when its command ended. A leader killed before that writes none:
+    the job runs while a process of its group does, as :func:`cancel` sees it."""
     pid = _pid(record)
     found = None
     if pid is None:
         pid = find_by_job_id(record.id)
         found = f"pid:{pid}" if pid is not None else None
     started = sidecar.get("start_time") if found is None else None
-    if pid is not None and proc.group_alive(pid, started):
-        if proc.alive(pid, started):
-            return Status(RUNNING, f"process {pid} is running", found_ref=found)
+    if pid is not None and proc.alive(pid, started):
+        return Status(RUNNING, f"process {pid} is running", found_ref=found)
+    code = _exit_code(record)
+    if code is None and pid is not None and proc.group_alive(pid, started):
         return Status(
             RUNNING,
             f"process group {pid} is running (its leader is gone: no exit code will be known)",
             found_ref=found,
         )
-    code = _exit_code(record)
     if code is None:
         return Status(
             UNKNOWN,
