@@ -28,7 +28,7 @@ from taospec.ledger import Ledger, Record, TerminalStateError, WriteFailed
 from taospec.ledger.record import now
 from taospec.placeholders import stand_in
 from taospec.plan import FAILED, GPU_IDS, Plan, Step, plan_from_json
-from taospec.platforms import brev
+from taospec.platforms import brev, docker
 from taospec.platforms.base import EndedFirst, Platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status, answered
 
@@ -73,7 +73,7 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
             )
     if plan.platform != "docker":
         return
-    for container in engine_gpus(plan.backend_value("docker_host")):
+    for container in engine_gpus(dict(plan.backend)):
         if _overlap(wanted, container.gpus):
             raise InvalidInput(
                 f"{plan.file}: GPUs {wanted} overlap GPUs {container.gpus} of running "
@@ -114,8 +114,7 @@ def choose_gpus(
     holders = [(f"running job {job_id}", ids) for job_id, ids in ledger_gpus(ledger, host).items()]
     if plan.platform == "docker":
         holders += [
-            (f"container {c.name} ({c.whose()})", c.gpus)
-            for c in engine_gpus(plan.backend_value("docker_host"))
+            (f"container {c.name} ({c.whose()})", c.gpus) for c in engine_gpus(dict(plan.backend))
         ]
     gpus = host_gpus(plan, progress)
     held: dict[str, str] = {}
@@ -148,14 +147,17 @@ def host_gpus(plan: Plan, progress: Progress = lambda _: None) -> tuple[gpupick.
 
 def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
     """How to run ``nvidia-smi`` on the host that runs the job: here, or through ssh."""
-    host = plan.backend_value("docker_host")
-    if not host:
+    facts = dict(plan.backend)
+    if docker.on_this_machine(facts):
         return ()
+    host = plan.backend_value("docker_host") or ""
     if host.startswith("ssh://"):
         return remote.ssh_argv(host)
+    through = host or f"docker context {plan.backend_value('docker_context')}"
     raise InvalidInput(
         f"{plan.file}: gpus: {{free: N}} reads GPU occupancy with nvidia-smi on the host, "
-        f"which taospec cannot reach through {host}; use an ssh:// docker.host or name the ids"
+        f"which taospec cannot reach through {through}; use an ssh:// docker.host or name "
+        "the ids"
     )
 
 
@@ -198,14 +200,14 @@ class Container:
         return ", ".join(parts)
 
 
-def engine_gpus(docker_host: str | None) -> list[Container]:
-    """The engine's running containers that hold GPUs: any with a GPU device request,
-    taospec's (label ``tao-job``) from any ledger included."""
-    env = (("DOCKER_HOST", docker_host),) if docker_host else ()
+def engine_gpus(facts: Mapping[str, object]) -> list[Container]:
+    """The running containers that hold GPUs of the engine a plan's ``facts`` name: any with
+    a GPU device request, taospec's (label ``tao-job``) from any ledger included."""
+    env = docker.engine_env(facts)
     listed = proc.run(["docker", "ps", "-q", "--no-trunc"], extra_env=env, check=False)
     if not listed.ok:
         raise InvalidInput(
-            f"cannot list the running containers of {docker_host or 'the local engine'} to "
+            f"cannot list the running containers of {_gpu_host(facts) or 'the local engine'} to "
             f"check their GPUs: {listed.output() or 'docker ps failed'}; pass "
             "--allow-shared-gpus to skip the check"
         )
@@ -261,10 +263,13 @@ def _gpu_request(request: dict[str, object]) -> bool:
 
 
 def _gpu_host(facts: Mapping[str, object]) -> str:
-    """The machine whose GPUs a job holds: its docker host, its brev instance, or ''."""
+    """The machine whose GPUs a job holds: its docker host or context, its brev instance,
+    or '' (this machine)."""
     if facts.get("instance"):
         return f"brev instance {facts['instance']}"
-    return str(facts.get("docker_host") or "")
+    if docker.on_this_machine(facts):
+        return ""
+    return str(facts.get("docker_host") or f"docker context {facts.get('docker_context')}")
 
 
 @contextlib.contextmanager
@@ -316,6 +321,7 @@ def submit(
     retries (the record's ``retry_of``).
     """
     env = dict(os.environ)
+    engine = docker.opened_facts(plan, env)  # refused before anything is written
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
     submitter = {
         "pid": os.getpid(),
@@ -337,6 +343,7 @@ def submit(
         retry_of=retry_of,
         sidecar={
             **(sidecar or {}),
+            **engine,
             **dict(plan.backend),
             "plan_digest": plan.digest(),
             SUBMITTER: submitter,

@@ -31,6 +31,7 @@ from taospec.errors import InvalidInput
 from taospec.job import Target, input_files
 from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
 from taospec.plan import Plan
+from taospec.platforms import docker
 from taospec.states import COMPLETE
 
 CHUNK = 1 << 20
@@ -136,7 +137,7 @@ def image_digest(plan: Plan, asked: dict[str, str | None]) -> str | None:
     """
     if not has_image_digest(plan):
         return None
-    key = f"{plan.backend_value('docker_host') or ''} {plan.record.image}"
+    key = f"{_engine_env(plan)} {plan.record.image}"
     if key not in asked:
         asked[key] = look_up_image(plan).result()
     return asked[key]
@@ -161,13 +162,17 @@ def look_up_image(plan: Plan) -> ImageLookup:
     """Ask the plan's engine for its image's id (``docker image inspect``); don't wait."""
     if not has_image_digest(plan):
         return ImageLookup(None)
-    host = plan.backend_value("docker_host")
     return ImageLookup(
         proc.start(
             ["docker", "image", "inspect", "--format", "{{.Id}}", plan.record.image],
-            extra_env=(("DOCKER_HOST", host),) if host else (),
+            extra_env=_engine_env(plan),
         )
     )
+
+
+def _engine_env(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """What points the docker CLI at the plan's engine."""
+    return docker.engine_env(dict(plan.backend))
 
 
 def hash_path(path: Path) -> str:

@@ -71,9 +71,19 @@ def on_this_machine(job: Job, source: Source) -> list[Problem]:
     return mount_sources(job, source) + results_root(job, source)
 
 
+def _elsewhere(job: Job) -> bool:
+    """A job whose paths are another host's: not docker or local, or a docker job whose
+    engine (``docker.host``, or a DOCKER_HOST the plan takes from the environment) is
+    remote; its plan checks them there."""
+    if job.platform not in ("docker", "local") or job.docker.host:
+        return True
+    host = os.environ.get("DOCKER_HOST", "") if job.platform == "docker" else ""
+    return bool(host) and not host.startswith("unix://")
+
+
 def mount_sources(job: Job, source: Source) -> list[Problem]:
     """Mount sources that do not exist here, where the container engine would mount them."""
-    if job.platform not in ("docker", "local") or job.docker.host:
+    if _elsewhere(job):
         return []
     missing = []
     for index, mount in enumerate(job.mounts):
@@ -93,6 +103,8 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
 def results_root(job: Job, source: Source) -> list[Problem]:
     """A ``results_root`` that is, or lies under, what is not a folder here, where the job's
     results folder would be made in it (the record would open, then the job fail)."""
+    if _elsewhere(job):
+        return []
     why = results_root_unusable(job.platform, job.docker.host, job.results_root)
     if why is None:
         return []

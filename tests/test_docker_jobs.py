@@ -7,6 +7,7 @@ image, with its results under a directory every user can traverse.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -109,7 +110,10 @@ def test_a_finished_jobs_status_is_its_record_and_needs_no_engine(
 ) -> None:
     spec = job_file(open_tmp, engine, "sh -c 'exit 3'")
     job_id, _ = taospec("run", spec).stdout.split()
-    no_engine = {"DOCKER_HOST": f"unix://{open_tmp}/no-engine.sock"}
+    # no engine answers (a job's later verbs ask its own engine, whatever DOCKER_HOST says)
+    absent = write(open_tmp / "bin" / "docker", "#!/bin/sh\necho 'Cannot connect' >&2\nexit 1\n")
+    absent.chmod(0o755)
+    no_engine = {"PATH": f"{absent.parent}:{os.environ['PATH']}"}
     done = taospec("status", job_id, "--json", env=no_engine)
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)

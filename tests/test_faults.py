@@ -606,3 +606,144 @@ def test_prune_removes_passed_values_and_logs_still_work(
     assert sorted(logs.stdout.splitlines()) == ["err-line", "out-line"]
     assert taospec("logs", job_id, "--tail", "1").stdout.count("\n") == 1
     assert (open_tmp / "results" / job_id / "taospec.log").stat().st_uid == 1000
+
+
+# -- 7. the engine a job ran on is the engine every later verb asks ----------------
+
+REAL_ENGINE = "unix:///var/run/docker.sock"
+
+
+@pytest.fixture
+def empty_engine(tmp_path: Path):
+    """Another docker engine (a stand-in on a unix socket) that holds no container: it
+    answers ``/_ping``, an empty ``docker ps -a`` and "No such container" to the rest."""
+    import socketserver
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    class Engine(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self, code: int, body: object) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Api-Version", "1.41")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path.endswith("/_ping"):
+                return self.answer(200, b"OK")
+            if path.endswith("/containers/json"):
+                return self.answer(200, [])
+            name = path.rsplit("/containers/", 1)[-1].split("/")[0]
+            return self.answer(404, {"message": f"No such container: {name}"})
+
+        do_HEAD = do_POST = do_DELETE = do_GET
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self):  # type: ignore[no-untyped-def]
+            request, _ = super().get_request()
+            return request, ("empty-engine", 0)
+
+    socket = tmp_path / "empty-engine.sock"
+    server = Server(str(socket), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"unix://{socket}"
+    server.shutdown()
+    server.server_close()
+
+
+def contexts(folder: Path, **endpoints: str) -> dict[str, str]:
+    """A private docker configuration holding a context per endpoint."""
+    config = folder / "docker-config"
+    for name, host in endpoints.items():
+        made = subprocess.run(
+            [REAL_DOCKER, "context", "create", name, "--docker", f"host={host}"],
+            env={**os.environ, "DOCKER_CONFIG": str(config)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert made.returncode == 0, made.stderr
+    return {"DOCKER_CONFIG": str(config)}
+
+
+def running_there(taospec: Runner, job_id: str, env: dict[str, str]) -> None:
+    """status and logs from a shell whose environment names another engine find the
+    running job where it runs."""
+    status = taospec("status", job_id, env=env)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.split()[1] == "RUNNING", status.stdout
+    assert taospec("logs", job_id, env=env).stdout == "started\n"
+
+
+@pytest.mark.parametrize(
+    "launch",
+    ["DOCKER_HOST", "DOCKER_CONTEXT", "docker context use", "nothing"],
+)
+def test_later_verbs_ask_the_engine_the_job_was_launched_on(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    empty_engine: str,
+    launch: str,
+) -> None:
+    env = contexts(open_tmp, real=REAL_ENGINE, empty=empty_engine)
+    if launch == "DOCKER_HOST":
+        env["DOCKER_HOST"] = REAL_ENGINE
+    elif launch == "DOCKER_CONTEXT":
+        env["DOCKER_CONTEXT"] = "real"
+    elif launch == "docker context use":
+        (Path(env["DOCKER_CONFIG"]) / "config.json").write_text('{"currentContext": "real"}')
+    spec = job_file(open_tmp, engine, "sh -c 'echo started; sleep 300'")
+    job_id = taospec("run", "-d", spec, env=env).stdout.strip()
+    wait_for(lambda: docker("logs", job_id).stdout == "started\n")
+    elsewhere = {"DOCKER_CONFIG": env["DOCKER_CONFIG"]}
+    running_there(taospec, job_id, {**elsewhere, "DOCKER_HOST": empty_engine})
+    running_there(taospec, job_id, {**elsewhere, "DOCKER_CONTEXT": "empty"})
+    (Path(env["DOCKER_CONFIG"]) / "config.json").write_text('{"currentContext": "empty"}')
+    running_there(taospec, job_id, elsewhere)
+    cancelled = taospec("cancel", job_id, env=elsewhere)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert labelled(job_id) == [], "the cancel stopped the job where it runs"
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "CANCELED"]
+
+
+def test_a_plan_runs_on_its_own_engine_whatever_the_launch_environment_names(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup, empty_engine: str
+) -> None:
+    spec = job_file(open_tmp, engine, "sh -c 'echo started; exit 3'")
+    pinned = taospec("run", spec, env={"DOCKER_HOST": REAL_ENGINE})
+    assert pinned.returncode == 1, pinned.stderr
+    first = pinned.stdout.split()[0]
+    # the stored plan names the engine: its retry runs there, not where this shell points
+    retried = taospec("retry", "--detach", first, env={"DOCKER_HOST": empty_engine})
+    assert retried.returncode == 0, retried.stderr
+    second = retried.stdout.split()[0]
+    assert labelled(second), "the retry ran on the engine its plan names"
+    # a plan on the local engine is refused where the environment names another, and
+    # nothing is recorded or started
+    local = taospec("run", "-B", spec)
+    assert local.returncode == 1, local.stderr
+    third = local.stdout.split()[0]
+    before = job_ids(state_dir)
+    refused = taospec("retry", "--detach", third, env={"DOCKER_HOST": empty_engine})
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"runs on the local engine, but the environment names {empty_engine}" in (refused.stderr)
+    assert job_ids(state_dir) == before
+    # the engine a run's environment names differs from the last run's: the diff says so
+    dry = taospec("run", "-n", "-B", spec, env={"DOCKER_HOST": REAL_ENGINE})
+    assert f"+# Note: engine: {REAL_ENGINE} from $DOCKER_HOST" in dry.stdout
+    assert f"+DOCKER_HOST={REAL_ENGINE} docker" in dry.stdout

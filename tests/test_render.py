@@ -45,6 +45,14 @@ def rendered(path: Path, launcher: Identity = ROOT_LAUNCHER) -> dict[str, str]:
     return {ext: "\n".join(fmt(plan) for plan in plans) for ext, fmt in FORMATS.items()}
 
 
+@pytest.fixture(autouse=True)
+def no_ambient_engine(tmp_path: Path, monkeypatch) -> None:
+    """A docker plan names the engine the environment points the CLI at: here, none."""
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
+
+
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])
 @pytest.mark.parametrize("ext", sorted(FORMATS))
 def test_example_job_matches_its_golden_file(path: Path, ext: str, monkeypatch) -> None:
@@ -193,6 +201,91 @@ def test_remote_host_prefixes_every_docker_command_and_warns(tmp_path: Path) -> 
     docker_lines = [line for line in text.splitlines() if "docker " in line and "#" not in line]
     assert docker_lines
     assert all("DOCKER_HOST=ssh://u@box " in line for line in docker_lines)
+
+
+HOSTLESS = (
+    "version: 1\nnetwork_arch: a\naction: b\nplatform: docker\nimage: busybox:1\n"
+    "command: 'true'\nresults_root: /r\nuser: '1000:1000'\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("environ", "env", "facts", "said"),
+    [
+        (
+            {"DOCKER_HOST": "ssh://u@box"},
+            (("DOCKER_HOST", "ssh://u@box"),),
+            {"docker_host": "ssh://u@box", "engine": "ssh://u@box from $DOCKER_HOST"},
+            "engine: ssh://u@box from $DOCKER_HOST",
+        ),
+        (
+            {"DOCKER_CONTEXT": "gpu-box"},
+            (("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "gpu-box")),
+            {"docker_context": "gpu-box", "engine": "docker context gpu-box from $DOCKER_CONTEXT"},
+            "engine: docker context gpu-box from $DOCKER_CONTEXT",
+        ),
+        (
+            {"config": "gpu-box"},
+            (("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "gpu-box")),
+            {"docker_context": "gpu-box"},
+            "engine: docker context gpu-box from docker context use (",
+        ),
+        ({"config": "default", "DOCKER_CONTEXT": "default"}, (), {}, None),
+        ({"config": "gpu-box", "DOCKER_CONTEXT": "default"}, (), {}, None),
+    ],
+    ids=["DOCKER_HOST", "DOCKER_CONTEXT", "docker-context-use", "default", "default-over-use"],
+)
+def test_the_engine_the_environment_names_is_in_the_plan_and_every_docker_command(
+    tmp_path: Path, monkeypatch, environ: dict[str, str], env: tuple, facts: dict, said: str | None
+) -> None:
+    spec = write(tmp_path / "job.yaml", HOSTLESS)
+    if "config" in environ:
+        write(tmp_path / "no-docker-config" / "config.json", json.dumps(
+            {"currentContext": environ["config"]}
+        ))  # fmt: skip
+    for name in ("DOCKER_HOST", "DOCKER_CONTEXT"):
+        if name in environ:
+            monkeypatch.setenv(name, environ[name])
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    docker_steps = [s for s in plan.steps if s.argv[0] == "docker"]
+    assert [step.env for step in docker_steps] == [env] * len(docker_steps)
+    backend = dict(plan.backend)
+    assert {k: v for k, v in backend.items() if k != "engine"} == {
+        k: v for k, v in facts.items() if k != "engine"
+    }
+    if said is None:
+        assert "engine" not in backend
+        assert "# Note: engine" not in plantext.text(plan)
+        return
+    assert backend["engine"].startswith(said.removeprefix("engine: "))
+    assert f"# Note: {said}" in plantext.text(plan)
+
+
+def test_a_docker_host_holding_a_password_is_refused_and_never_shown(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    spec = write(tmp_path / "job.yaml", HOSTLESS)
+    write(tmp_path / "versions.yaml", (ROOT / "jobs" / "versions.yaml").read_text())
+    host = "tcp://admin:s3cr3t-pass@box:2376"
+    for argv in (("render", spec), ("run", "-n", spec), ("run", "-d", spec)):
+        refused = taospec(*argv, env={"DOCKER_HOST": host})
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "$DOCKER_HOST (tcp://admin:" in refused.stderr
+        assert "s3cr3t-pass" not in refused.stdout + refused.stderr
+    assert not any(Path(taospec.env["TAO_STATE_DIR"]).iterdir()), "nothing was written"
+
+
+def test_an_ssh_docker_host_from_the_environment_is_a_remote_host_as_docker_host_is(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    spec = write(tmp_path / "job.yaml", HOSTLESS + "mounts: [{source: /only/there, target: /d}]\n")
+    write(tmp_path / "versions.yaml", (ROOT / "jobs" / "versions.yaml").read_text())
+    here = taospec("run", "-n", spec)
+    assert "/only/there does not exist on this machine" in here.stderr
+    there = taospec("run", "-n", spec, env={"DOCKER_HOST": "ssh://u@box"})
+    assert there.returncode == 0, there.stderr
+    assert "does not exist on this machine" not in there.stderr
+    assert "# paths-check: check on ssh://u@box that results_root and every mount" in there.stdout
 
 
 def test_inline_secret_in_the_command_is_refused_and_never_printed(tmp_path: Path) -> None:

@@ -57,7 +57,11 @@ def _refuse_results_root(job_id: str, plan: Plan) -> None:
     """Refuse, before a record opens, a retry whose results folder cannot be made here: the
     check ``run`` makes, on the folder the stored plan makes its results folder in."""
     root = plan.record.results_dir.rpartition("/")[0] or "/"
-    why = preflight.results_root_unusable(plan.platform, plan.backend_value("docker_host"), root)
+    why = preflight.results_root_unusable(
+        plan.platform,
+        plan.backend_value("docker_host") or plan.backend_value("docker_context"),
+        root,
+    )
     if why:
         raise InvalidInput(
             f"{job_id}: {why}, and a retry makes its own there: move what is there, then retry"

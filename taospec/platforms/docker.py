@@ -7,6 +7,7 @@ GPUs by id, and stays after it exits so that status and logs can read it.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import deque
@@ -14,10 +15,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from taospec import identity, proc, remote, templates
+from taospec import identity, lint, proc, remote, templates
 from taospec.diagnose import KILLED, KILLED_FROM_OUTSIDE, NO_ENGINE, classify, diagnose
 from taospec.durable import write_atomic
-from taospec.errors import CommandFailed
+from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
@@ -168,32 +169,115 @@ def ssh_steps(context: Context, host: str) -> list[Step]:
     ]
 
 
+class Engine(NamedTuple):
+    """The engine a docker job runs on: a ``DOCKER_HOST``, a docker context, or (neither)
+    the local engine; ``source`` says what named it (``docker.host``, ``$DOCKER_HOST``, ...)."""
+
+    host: str | None = None
+    context: str | None = None
+    source: str = ""
+
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """What every docker command of the job is run with: a DOCKER_HOST, or the context
+        with DOCKER_HOST emptied (which the docker CLI reads as unset; set, it would win)."""
+        if self.host:
+            return (("DOCKER_HOST", self.host),)
+        if self.context:
+            return (("DOCKER_HOST", ""), ("DOCKER_CONTEXT", self.context))
+        return ()
+
+    def __str__(self) -> str:
+        where = self.host or (f"docker context {self.context}" if self.context else "")
+        return f"{where or 'the local engine'} from {self.source}" if self.source else where
+
+    def facts(self) -> list[tuple[str, str]]:
+        """The plan's backend facts: the host or context, and (when the environment named
+        it) the :data:`ENGINE` line."""
+        facts = [("docker_host", self.host)] if self.host else []
+        facts += [("docker_context", self.context)] if self.context else []
+        return facts + ([(ENGINE, str(self))] if self.from_environment else [])
+
+    @property
+    def from_environment(self) -> bool:
+        """Whether the environment (not the job file) named this engine."""
+        return self.source not in ("", "docker.host")
+
+
+ENGINE = "engine"
+"""Backend fact (and sidecar note): which engine the job runs on and what named it. A record
+without it, nor ``docker_host`` nor ``docker_context``, predates the pinned engine."""
+LOCAL = Engine()
+
+
+def engine(job: Job, environ: Mapping[str, str] = os.environ) -> Engine:
+    """The engine the docker CLI would use for ``job`` in ``environ``, in its own order:
+    ``docker.host``, then :func:`ambient`."""
+    if job.docker.host:
+        return Engine(host=job.docker.host, source="docker.host")
+    return ambient(environ, job.file)
+
+
+def ambient(environ: Mapping[str, str], file: str) -> Engine:
+    """The engine ``environ`` points the docker CLI at: ``$DOCKER_HOST``, ``$DOCKER_CONTEXT``,
+    the ``docker context use`` default of the docker configuration, or the local engine. A
+    DOCKER_HOST that holds a credential is refused (for ``file``): the engine is written
+    into the plan and the record."""
+    host = environ.get("DOCKER_HOST", "")
+    if host:
+        if lint.lint_argv([host]):
+            raise InvalidInput(
+                f"{file}: $DOCKER_HOST ({lint.redacted(host)}) holds a credential, and "
+                "taospec writes the engine a job runs on into its plan and record; name an "
+                "engine without one (ssh keys, TLS certificates), or set docker.host"
+            )
+        return Engine(host=host, source="$DOCKER_HOST")
+    context = environ.get("DOCKER_CONTEXT", "")
+    if context:
+        return LOCAL if context == "default" else Engine(context=context, source="$DOCKER_CONTEXT")
+    config = Path(environ.get("DOCKER_CONFIG") or Path(environ.get("HOME", "/"), ".docker"))
+    try:
+        current = json.loads((config / "config.json").read_text()).get("currentContext")
+    except (OSError, ValueError, AttributeError):
+        current = None  # no configuration (or one docker itself refuses): the local engine
+    if isinstance(current, str) and current not in ("", "default"):
+        return Engine(context=current, source=f"docker context use ({config}/config.json)")
+    return LOCAL
+
+
 def plan(context: Context) -> Plan:
-    """prepare, spec-file, (login,) pull, launch; on an ssh host, check and prepare there."""
+    """prepare, spec-file, (login,) pull, launch; on an ssh host, check and prepare there.
+    Every docker command runs on :func:`engine`'s answer at render, whatever the environment
+    of the launch (or of a later verb) names."""
     job = context.job
     identity.refuse_root(context.identity, job.file, from_host=context.user_from_host)
-    host = job.docker.host
-    env = (("DOCKER_HOST", host),) if host else ()
+    where = engine(job)
+    host = where.host
     on_ssh = bool(host) and str(host).startswith("ssh://")
     prepare = ssh_steps(context, str(host)) if on_ssh else local_steps(context)
     return job_plan(
         context,
         NAME,
-        [*prepare, *engine_steps(context, env)],
-        notes=_notes(context, host),
-        backend=[*([("docker_host", host)] if host else []), *gpu_facts(job)],
+        [*prepare, *engine_steps(context, where.env)],
+        notes=_notes(context, where),
+        backend=[*where.facts(), *gpu_facts(job)],
     )
 
 
-def _notes(context: Context, host: str | None) -> tuple[str, ...]:
-    picked = (gpu_ids_note(context.job.gpus_free),) if context.job.gpus_free else ()
-    if not host:
-        return picked
-    notes = [
-        *picked,
+def _notes(context: Context, where: Engine) -> tuple[str, ...]:
+    notes = [gpu_ids_note(context.job.gpus_free)] if context.job.gpus_free else []
+    if where.from_environment:
+        notes.append(
+            f"engine: {where}; every docker command of the job runs there, whatever the "
+            "environment names at launch or when taospec is asked about the job later"
+        )
+    host = where.host
+    if not host or host.startswith("unix://"):
+        return tuple(notes)
+    notes.append(
         f"the containers run on {host}: mount sources and results_root are paths on that "
-        "host, not on this machine",
-    ]
+        "host, not on this machine"
+    )
     if context.user_from_host:
         notes.append(
             f"user: host is this machine's {context.identity.spec}; the job runs as that "
@@ -210,10 +294,41 @@ INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
 _NATIVE = {"created": PENDING, "restarting": PENDING, "running": RUNNING, "paused": RUNNING}
 
 
-def engine_env(sidecar: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
-    """DOCKER_HOST for a job that ran on a remote daemon."""
-    host = sidecar.get("docker_host")
-    return (("DOCKER_HOST", str(host)),) if host else ()
+def engine_env(facts: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """What points the docker CLI at the engine a plan's (or a sidecar's) facts name: the
+    job's own engine, whatever this process's environment names. A record from before the
+    engine was pinned names none: the environment's engine, as then."""
+    host, context = facts.get("docker_host"), facts.get("docker_context")
+    if host or context:
+        return Engine(host=str(host) if host else None, context=str(context or "")).env
+    if facts.get(ENGINE):  # the local engine, however this environment points the CLI
+        return (("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "default"))
+    return ()
+
+
+def on_this_machine(facts: Mapping[str, object]) -> bool:
+    """Whether the engine the facts name runs here (its results folder is this machine's);
+    a context's endpoint is not known here, so it counts as elsewhere."""
+    host = str(facts.get("docker_host") or "")
+    return not facts.get("docker_context") and (not host or host.startswith("unix://"))
+
+
+def opened_facts(plan: Plan, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The sidecar notes a docker job's record opens with, beyond the plan's facts: for a
+    plan on the local engine, that it is (:data:`ENGINE`). Such a plan's commands run as the
+    environment points them, so one that points the CLI elsewhere now is refused."""
+    if plan.platform != NAME or plan.backend_value("docker_host"):
+        return {}
+    if plan.backend_value("docker_context"):
+        return {}
+    now = ambient(environ, plan.file)
+    if now != LOCAL:
+        raise InvalidInput(
+            f"{plan.file}: the plan of target {plan.target} runs on the local engine, but the "
+            f"environment names {now} now; unset it, or render the job again (taospec run "
+            "renders it where it runs)"
+        )
+    return {ENGINE: "the local engine"}
 
 
 def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
@@ -324,7 +439,7 @@ def logs(
     once it holds 16 KiB of it)."""
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
-    if not env and kept.is_file() and not _exists(record.id, env):
+    if on_this_machine(sidecar) and kept.is_file() and not _exists(record.id, env):
         for line in last_lines(output_lines(kept.read_text(errors="replace")), tail):
             on_line(line)
         return 0
@@ -382,25 +497,25 @@ def prune(record: Record, sidecar: Mapping[str, object], *, dry_run: bool) -> st
     if native not in ("exited", "dead", "created"):
         return f"kept: the container is {native}"
     results = Path(record.results_dir)
-    if env or not results.is_dir():
+    if not on_this_machine(sidecar) or not results.is_dir():
         return f"kept: the results directory {record.results_dir} is not on this machine"
     if dry_run:
         return f"would copy its output to {results / LOG_FILE} and remove the container"
-    kept = _keep_output(record, env)
+    kept = _keep_output(record, sidecar)
     if isinstance(kept, str):
         return f"kept: docker logs failed: {kept}"
     _remove([record.id], env)
     return f"output copied to {kept}; container removed"
 
 
-def _keep_output(record: Record, env: tuple[tuple[str, str], ...]) -> Path | str | None:
+def _keep_output(record: Record, sidecar: Mapping[str, object]) -> Path | str | None:
     """Copy the container's output to ``<results_dir>/taospec.log`` (owned like the folder),
     where ``logs`` reads it once the container is gone: the copy's path; what ``docker logs``
     said when it failed; None when the results directory is not on this machine."""
     results = Path(record.results_dir)
-    if env or not results.is_dir():
+    if not on_this_machine(sidecar) or not results.is_dir():
         return None
-    out = proc.run(["docker", "logs", record.id], extra_env=env, check=False)
+    out = proc.run(["docker", "logs", record.id], extra_env=engine_env(sidecar), check=False)
     if not out.ok:
         return out.stderr.strip()
     target = results / LOG_FILE
@@ -428,7 +543,7 @@ def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
             ended = interpret(inspected.stdout, lambda: log_tail(record, sidecar))
             if ended.terminal:
                 raise EndedFirst(ended)
-    kept = _keep_output(record, env) if killed.ok else None
+    kept = _keep_output(record, sidecar) if killed.ok else None
     removed = _remove([record.id], env)
     # A docker CLI killed while it created the container may leave the daemon to
     # finish creating it a moment later: look for the job's label until it settles.
