@@ -14,12 +14,13 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from taospec import __version__, identity, interrupts, notify, platforms, progress, ticker
-from taospec.errors import InvalidInput, TaospecError
+from taospec.errors import EXIT_INTERNAL, InvalidInput, TaospecError
 from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
 from taospec.fingerprint import (
     Fingerprint,
@@ -44,6 +45,9 @@ from taospec.yamlsrc import Source
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
 """Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
+INTERNAL_ERROR = "INTERNAL ERROR"
+"""A target's result when taospec itself failed (exit 3: a ledger it cannot write, a bug),
+which says nothing of how its job did."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +258,7 @@ class Outcome:
 
     ``refused`` marks a target stopped before any record was opened, for a
     reason in the input or on the host (a GPU another job holds): nothing ran.
+    ``internal`` marks one that taospec itself failed (:data:`INTERNAL_ERROR`).
     """
 
     name: str
@@ -263,6 +268,7 @@ class Outcome:
     _: KW_ONLY
     fingerprint: Fingerprint | None = None
     refused: bool = False
+    internal: bool = False
     started: float = 0.0
     ended: float = 0.0
 
@@ -405,9 +411,14 @@ class Build:
         try:
             outcome = self._build_one(decision, upstream, board)
         except TaospecError as exc:
-            outcome = Outcome(name, FAILED, message=str(exc), refused=isinstance(exc, InvalidInput))
-        except Exception as exc:  # a bug in one worker must not hang the build
-            outcome = Outcome(name, FAILED, message=f"internal error: {exc!r}")
+            if exc.exit_code == EXIT_INTERNAL:  # as the command line's handler reports it
+                outcome = Outcome(name, INTERNAL_ERROR, message=str(exc), internal=True)
+            else:
+                refused = isinstance(exc, InvalidInput)
+                outcome = Outcome(name, FAILED, message=str(exc), refused=refused)
+        except Exception:  # a bug in one worker must not hang the build
+            bug = f"a bug; please report it with this output:\n{traceback.format_exc().rstrip()}"
+            outcome = Outcome(name, INTERNAL_ERROR, message=bug, internal=True)
         outcome.started, outcome.ended = started, time.time()
         done.put(outcome)
 

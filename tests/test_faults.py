@@ -441,22 +441,35 @@ def fill(folder: Path, leave: int = 0) -> None:
         out.write(b"\0" * max(0, free - leave))
 
 
+@pytest.mark.parametrize("detach", [True, False], ids=["detach", "follow"])
+@pytest.mark.parametrize("leave", [64 * 1024, 0], ids=["under-256KiB", "full"])
 def test_no_launch_without_room_to_record_the_outcome(
-    engine: str, taospec: Runner, open_tmp: Path, small_state: Path
+    engine: str, taospec: Runner, open_tmp: Path, small_state: Path, detach: bool, leave: int
 ) -> None:
-    fill(small_state, leave=64 * 1024)
-    refused = taospec(
-        "run",
-        "-d",
-        job_file(open_tmp, engine, "sleep 300"),
-        env={"TAO_STATE_DIR": str(small_state)},
-    )
-    assert refused.returncode == 3, refused.stderr
+    """An internal error (the ledger cannot take the job's writes) exits 3 with one
+    message, followed or not: exit 1 says that a job failed."""
+    spec = job_file(open_tmp, engine, "sleep 300")
+    env = {"TAO_STATE_DIR": str(small_state)}
+    assert taospec("run", "-d", spec, env=env).returncode == 0  # the state folder exists
+    for job_id in job_ids(small_state):
+        assert taospec("cancel", job_id, env=env).returncode == 0
+    before = job_ids(small_state)
+    fill(small_state, leave=leave)
+    refused = taospec("run", *(["-d"] if detach else []), "-B", spec, env=env)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "Traceback" not in refused.stderr
-    assert "nothing was launched" in refused.stderr
-    (job_id,) = job_ids(small_state)
-    assert labelled(job_id) == []
-    assert record(small_state, job_id)["terminal_state"] == "ERROR"
+    said = [line for line in refused.stderr.splitlines() if "starting" not in line]
+    assert len(said) == 1, refused.stderr
+    assert ("nothing was launched" if leave else "No space left on device") in said[0]
+    opened = sorted(set(job_ids(small_state)) - set(before))
+    assert len(opened) <= 1
+    for job_id in opened:
+        assert labelled(job_id) == []
+        if leave:
+            assert record(small_state, job_id)["terminal_state"] == "ERROR"
+    assert sorted((open_tmp / "results").iterdir()) == [
+        open_tmp / "results" / job_id for job_id in before
+    ], "nothing ran"
 
 
 def test_a_write_failing_after_the_launch_is_healed_by_status(
@@ -488,6 +501,44 @@ def test_a_write_failing_after_the_launch_is_healed_by_status(
         assert healed["backend_ref"]
     finally:
         docker("rm", "-f", job_id)
+
+
+def test_a_pipeline_exits_3_when_one_target_hits_an_internal_error_and_one_fails(
+    engine: str, taospec: Runner, open_tmp: Path, small_state: Path
+) -> None:
+    """One target fails (its command exits 3), the next is launched but its RUNNING mark
+    cannot be written: the run exits 3 (over 1), reporting the job that runs."""
+    env = stand_in(
+        open_tmp,
+        f'"$REAL" run "$@"; code=$?; case "$*" in *unrecorded*) '
+        f"head -c 2000000 /dev/zero > {small_state}/filler;; esac; exit $code",
+    )
+    env["TAO_STATE_DIR"] = str(small_state)
+    results = open_tmp / "results"
+    defaults = (
+        f"network_arch: demo, platform: docker, image: {engine}, results_root: {results}, "
+        'user: "1000:1000", docker: {shm_size: 64m}'
+    )
+    spec = write(
+        open_tmp / "pipeline.yaml",
+        f"version: 1\ndefaults: {{{defaults}}}\njobs:\n"
+        "  failing: {action: failing, command: \"sh -c 'exit 3'\"}\n"
+        "  unrecorded: {action: unrecorded, command: \"sh -c 'echo unrecorded; sleep 300'\"}\n",
+    )
+    done = taospec("run", "-k", spec, env=env)
+    ids = {record(small_state, i)["action"]: i for i in job_ids(small_state)}
+    try:
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        assert record(small_state, ids["failing"])["terminal_state"] == "ERROR"
+        running = ids["unrecorded"]
+        assert f"{running} was launched" in done.stderr
+        assert docker("inspect", "--format", "{{.State.Status}}", running).stdout.strip() == (
+            "running"
+        )
+        assert f"unrecorded: INTERNAL ERROR  {running} was launched" in done.stderr
+    finally:
+        docker("rm", "-f", *ids.values())
 
 
 # -- 4. the GPU check and the launch are one critical section -------------------

@@ -22,6 +22,7 @@ from taospec import doctor, notify, plandiff, plantext, platforms, preflight, re
 from taospec.commands.session import open_ledger, say
 from taospec.diagnostics import Problem, raise_if_any, unique
 from taospec.errors import (
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_INVALID,
     EXIT_JOB_FAILED,
@@ -268,7 +269,7 @@ def _detach(build: Build) -> int:
 def _report(
     decisions: list[Decision], results: dict[str, Outcome], ledger: Ledger, *, show_summary: bool
 ) -> int:
-    failed = refused = False
+    internal = failed = refused = False
     for decision in decisions:
         outcome = results.get(decision.target.name)
         if outcome is None:
@@ -276,8 +277,9 @@ def _report(
         if outcome.record is not None:
             print(f"{outcome.record.id} {outcome.state}")
         if outcome.state != COMPLETE:
+            internal |= outcome.internal
             refused |= outcome.refused
-            failed |= not outcome.refused
+            failed |= not (outcome.refused or outcome.internal)
             _explain(outcome, ledger)
     if show_summary:
         for line in summary(decisions, results):
@@ -286,6 +288,8 @@ def _report(
         outcome = results.get(decision.target.name)
         if outcome is not None:
             say(ending(outcome))
+    if internal:  # the most severe first: taospec failed, a job failed, an input was refused
+        return EXIT_INTERNAL
     if failed:
         return EXIT_JOB_FAILED
     return EXIT_INVALID if refused else EXIT_OK
