@@ -588,12 +588,15 @@ of its passed value."""
 def tail_of_a_line_logged_in_pieces(
     taospec: Callable[..., subprocess.CompletedProcess[str]], job_id: str, passed: dict
 ) -> None:
-    """``logs --tail N`` of the job :data:`LONG_LINE` ran shows its last N whole lines."""
+    """``logs --tail N`` (``-f`` too) of the job :data:`LONG_LINE` ran shows its last N
+    whole lines."""
     line = "x" * (LOG_CHUNK - 8) + "<redacted>\n"
-    for tail, shown in (("1", line), ("2", "first\n" + line), ("0", "")):
-        looked = taospec("logs", "--tail", tail, job_id, env=passed)
-        assert looked.returncode == 0, looked.stderr
-        assert looked.stdout == shown
+    for how in ((), ("-f",)):
+        for tail, shown in (("1", line), ("2", "first\n" + line), ("3", "first\n" + line)):
+            looked = taospec("logs", *how, "--tail", tail, job_id, env=passed)
+            assert looked.returncode == 0, looked.stderr
+            assert (how, tail, looked.stdout) == (how, tail, shown)
+        assert taospec("logs", *how, "--tail", "0", job_id, env=passed).stdout == ""
 
 
 def test_tail_counts_whole_lines_and_never_begins_inside_one(

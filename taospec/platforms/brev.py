@@ -342,16 +342,33 @@ def logs(
     look (not ``follow``) at a running container's output shows it
     :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
-    asked = docker.logs_argv(record.id, tail if follow else None, follow)
-    command = f"{remote.command(asked)} || true"
-    writing = not follow and still_writing(record, lambda: status(record, sidecar))
+    if follow:
+        earlier = docker.Earlier.of(tail, lambda out, err: _stream_logs(instance, record, out, err))
+        out, err = earlier.after(False, on_line), earlier.after(True, on_line)
+        return _stream_logs(instance, record, out, err, follow=True)
+    writing = still_writing(record, lambda: status(record, sidecar))
     read = docker.looked_at(tail)
-    shown = on_line if follow else read.append
-    lines = _DropInstanceLine(instance, shown)  # brev's trailer is on its stdout
-    code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=shown)
-    lines.end(code == 0)
+    code = _stream_logs(instance, record, read.append, read.append)
     for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
         on_line(line)
+    return code
+
+
+def _stream_logs(
+    instance: str,
+    record: Record,
+    on_line: Callable[[str], None],
+    on_error_line: Callable[[str], None],
+    follow: bool = False,
+) -> int:
+    """``docker logs`` (all of it) on the instance: each line of its stdout, without brev's
+    trailing instance line, to ``on_line``, of its stderr to ``on_error_line``."""
+    command = f"{remote.command(docker.logs_argv(record.id, None, follow))} || true"
+    lines = _DropInstanceLine(instance, on_line)  # brev's trailer is on its stdout
+    code = proc.stream(
+        exec_argv(instance, command), on_line=lines.line, on_error_line=on_error_line
+    )
+    lines.end(code == 0)
     return code
 
 

@@ -21,7 +21,7 @@ from taospec.durable import write_atomic
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
-from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
+from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     gpu_facts,
     gpu_ids,
@@ -444,10 +444,21 @@ def logs(
             on_line(line)
         return 0
     if follow:
-        return proc.stream(logs_argv(record.id, tail, follow), extra_env=env, on_line=on_line)
+        earlier = Earlier.of(
+            tail,
+            lambda out, err: proc.stream(
+                logs_argv(record.id), extra_env=env, on_line=out, on_error_line=err
+            ),
+        )
+        return proc.stream(
+            logs_argv(record.id, follow=True),
+            extra_env=env,
+            on_line=earlier.after(False, on_line),
+            on_error_line=earlier.after(True, on_line),
+        )
     writing = still_writing(record, lambda: status(record, sidecar))
     read = looked_at(tail)
-    code = proc.stream(logs_argv(record.id, None), extra_env=env, on_line=read.append)
+    code = proc.stream(logs_argv(record.id), extra_env=env, on_line=read.append)
     for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
         on_line(line)
     return code
@@ -462,7 +473,53 @@ def looked_at(tail: int | None) -> deque[str]:
     return deque(maxlen=None if tail is None else tail + 2)
 
 
-def logs_argv(container: str, tail: int | None, follow: bool = False) -> list[str]:
+class Earlier:
+    """How many whole lines of each stream come before the last ``tail`` of them all (None:
+    none), as ``docker logs`` gives them (:meth:`of`), for ``logs -f --tail N`` to follow
+    all of the output and leave those out (:meth:`after`):
+    docker's own ``--tail`` counts each piece of a line it logged in pieces (of 16 KiB) as
+    a line, so that what it gives may begin inside a line, and a value in it. A line not
+    ended yet is not counted: it is shown once it has ended."""
+
+    def __init__(self, tail: int | None) -> None:
+        self.tail = tail
+        self.last: deque[bool] = deque()  # of the last ``tail`` lines, which are stderr's
+        self.before = {False: 0, True: 0}
+
+    @classmethod
+    def of(cls, tail: int | None, look: Callable[[Write, Write], int]) -> Earlier:
+        """Those of the output ``look`` reads (handing each line of stdout, and of stderr,
+        to the one and the other it is given; 0 when it read it all); none when it did not."""
+        earlier = cls(tail)
+        if tail is None or look(earlier._count, earlier._count_error) == 0:
+            return earlier
+        return cls(None)
+
+    def _count(self, line: str, error: bool = False) -> None:
+        if self.tail is not None and line.endswith("\n"):
+            self.last.append(error)
+            if len(self.last) > self.tail:
+                self.before[self.last.popleft()] += 1
+
+    def _count_error(self, line: str) -> None:
+        self._count(line, error=True)
+
+    def after(self, error: bool, on_line: Callable[[str], None]) -> Callable[[str], None]:
+        """``on_line`` for the lines of stdout (of stderr when ``error``) after those
+        counted before the last ``tail``."""
+        left = self.before[error]
+
+        def line(text: str) -> None:
+            nonlocal left
+            if left:
+                left -= 1
+            else:
+                on_line(text)
+
+        return line
+
+
+def logs_argv(container: str, tail: int | None = None, follow: bool = False) -> list[str]:
     """``docker logs`` of ``container``: its last ``tail`` lines, followed while it runs."""
     argv = ["docker", "logs"]
     if tail is not None:
