@@ -34,9 +34,15 @@ from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
     HALF_WRITTEN,
     INTERLEAVED,
+    INTERLEAVED_FAILING,
     LONG_LINE,
+    PIECES_FAILING,
+    _only_job,
+    last_lines_of_a_failure_broken_by_the_other_stream,
+    last_lines_of_a_failure_logged_in_pieces,
     logs_of_a_line_broken_by_the_other_stream,
     look_while_a_value_is_half_written,
+    start,
     tail_of_a_line_logged_in_pieces,
 )
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
@@ -297,6 +303,37 @@ def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
         return run(taospec, emulator, *args, **env)
 
     tail_of_a_line_logged_in_pieces(on_box, done.stdout.split()[0], passed)
+
+
+def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # the last lines run prints were docker logs --tail 50, which counts each piece of a
+    # line logged in pieces as a line: they began inside the passed value
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    spec = job_file(open_tmp, engine, PIECES_FAILING, env="{pass: [PLAIN_VAR]}")
+    last_lines_of_a_failure_logged_in_pieces(run(taospec, emulator, "run", spec, **passed))
+
+
+def test_the_last_lines_shown_of_a_failed_container_are_each_stream_s_whole_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    # the last lines run prints were read with 2>&1 on the instance: a stderr line written
+    # while a stdout line was half written broke it, and the value in it, in two
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    spec = job_file(open_tmp, engine, INTERLEAVED_FAILING, env="{pass: [PLAIN_VAR]}")
+    env = {**emulator.env, "TAOSPEC_RETRY_INTERVAL": "0.1", **passed}
+    running = start(taospec, "run", spec, env=env)
+
+    def job_id() -> str:
+        found = _only_job(state_dir)
+        if found and found not in emulator.job_ids:
+            emulator.job_ids.append(found)
+        return found
+
+    last_lines_of_a_failure_broken_by_the_other_stream(running, job_id)
 
 
 # -- brev's hazards ---------------------------------------------------------------

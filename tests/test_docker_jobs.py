@@ -610,3 +610,73 @@ def test_tail_counts_whole_lines_and_never_begins_inside_one(
     done = taospec("run", spec, env=passed)
     assert done.returncode == 0, done.stderr
     tail_of_a_line_logged_in_pieces(taospec, done.stdout.split()[0], passed)
+
+
+PIECES_FAILING = (
+    f'sh -c \'head -c {LOG_CHUNK - 8} /dev/zero | tr \\\\0 x; printf %s "$PLAIN_VAR"; '
+    f"head -c {49 * LOG_CHUNK} /dev/zero | tr \\\\0 y; echo; exit 3'"
+)
+"""A job that fails after writing one line, which docker logs in 51 pieces: the last 50 of
+them (docker's ``--tail 50``) begin inside its passed value."""
+
+
+def last_lines_of_a_failure_logged_in_pieces(done: subprocess.CompletedProcess[str]) -> None:
+    """``run`` of the job :data:`PIECES_FAILING` shows its last lines whole."""
+    assert done.returncode == 1, done.stderr
+    line = "x" * (LOG_CHUNK - 8) + "<redacted>" + "y" * (49 * LOG_CHUNK)
+    assert f"  | {line}\n" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # the last lines run prints (and status reads for its diagnosis) were docker logs
+    # --tail 50, which counts each piece of a line logged in pieces as a line: they began
+    # inside the line, with the second part of the passed value, which redaction does not know
+    spec = job_file(open_tmp, engine, PIECES_FAILING, env="{pass: [PLAIN_VAR]}")
+    done = taospec("run", spec, env={"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"})
+    last_lines_of_a_failure_logged_in_pieces(done)
+
+
+INTERLEAVED_FAILING = INTERLEAVED[:-1] + "; exit 3'"
+""":data:`INTERLEAVED`, failing once it has written its lines."""
+
+
+def last_lines_of_a_failure_broken_by_the_other_stream(
+    running: subprocess.Popen[str], job_id: Callable[[], str]
+) -> None:
+    """``run`` (``running``) of the job :data:`INTERLEAVED_FAILING` (``job_id()`` once it is
+    recorded) shows, once it has failed, each stream's last lines whole: the stderr line
+    does not break the stdout line holding the value."""
+    _wait_for(lambda: bool(job_id()) and "Zq8sup3r" in docker("logs", job_id()).stdout)
+    assert docker("exec", job_id(), "touch", "/tmp/gate").returncode == 0
+    _wait_for(lambda: docker("logs", job_id()).stderr == "y" * LOG_CHUNK)
+    assert docker("exec", job_id(), "touch", "/tmp/gate2").returncode == 0
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 1, err
+    shown = [line for line in err.splitlines() if line.startswith("  | ")]
+    line = "x" * (LOG_CHUNK - 8) + "<redacted>"
+    assert sorted(shown) == sorted(f"  | {text}" for text in ("first", "y" * LOG_CHUNK, line))
+    assert "Zq8" not in out + err
+
+
+def start(taospec: Runner, *args: str | os.PathLike[str], env: dict[str, str]):
+    """``taospec ARGS`` started, its output piped."""
+    return subprocess.Popen(
+        [*taospec_command(), *map(str, args)],
+        env={**taospec.env, **env},
+        cwd=taospec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_last_lines_shown_of_a_failed_container_are_each_stream_s_whole_lines(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, INTERLEAVED_FAILING, env="{pass: [PLAIN_VAR]}")
+    running = start(taospec, "run", spec, env={"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"})
+    last_lines_of_a_failure_broken_by_the_other_stream(running, lambda: _only_job(state_dir))

@@ -31,7 +31,7 @@ from taospec.job import BrevOptions
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, last_lines
-from taospec.platforms.common import gpu_facts, still_writing, while_writing
+from taospec.platforms.common import ended, gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -259,14 +259,6 @@ def _exec(instance: str, command: str) -> proc.Result:
     return proc.run(exec_argv(instance, command), check=False)
 
 
-def without_instance_line(output: str, instance: str) -> str:
-    """``output`` without the instance name brev prints last when stdout is piped."""
-    lines = output.splitlines(keepends=True)
-    if lines and lines[-1].rstrip("\n") == instance:
-        lines.pop()
-    return "".join(lines)
-
-
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     """``docker inspect`` on the instance, mapped exactly as the docker platform maps it."""
     instance = instance_of(record, sidecar)
@@ -298,10 +290,11 @@ def _missing(record: Record, instance: str, result: proc.Result) -> Status:
 
 
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the container's output ('' when the instance cannot say)."""
-    instance = instance_of(record, sidecar)
-    result = _exec(instance, f"{remote.command(docker.logs_argv(record.id, lines))} 2>&1")
-    return without_instance_line(result.stdout, instance) if result.ok else ""
+    """The last ``lines`` whole lines of the container's output ('' when the instance cannot
+    say), as :func:`taospec.platforms.docker.log_tail` takes them: each stream read apart."""
+    read = docker.looked_at(lines)
+    code = _stream_logs(instance_of(record, sidecar), record, read.append, read.append)
+    return ended(last_lines(list(read), lines)) if code == 0 else ""
 
 
 class _DropInstanceLine:
@@ -363,7 +356,7 @@ def _stream_logs(
 ) -> int:
     """``docker logs`` (all of it) on the instance: each line of its stdout, without brev's
     trailing instance line, to ``on_line``, of its stderr to ``on_error_line``."""
-    command = f"{remote.command(docker.logs_argv(record.id, None, follow))} || true"
+    command = f"{remote.command(docker.logs_argv(record.id, follow))} || true"
     lines = _DropInstanceLine(instance, on_line)  # brev's trailer is on its stdout
     code = proc.stream(
         exec_argv(instance, command), on_line=lines.line, on_error_line=on_error_line

@@ -95,6 +95,12 @@ def output_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def ended(lines: list[str]) -> str:
+    """A job's output ``lines`` as one text, each ended: of output read as two streams, the
+    last line of one, not ended, is not joined to a line of the other."""
+    return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
+
+
 def still_writing(record: Record, status: Callable[[], Status]) -> bool:
     """Whether the job may still be writing its output: not recorded as ended, and its
     ``status`` neither ended nor gone. Asked before the output is read, so that output

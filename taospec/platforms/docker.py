@@ -23,6 +23,7 @@ from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
+    ended,
     gpu_facts,
     gpu_ids,
     local_steps,
@@ -419,9 +420,12 @@ def _no_engine(env: tuple[tuple[str, str], ...], said: str) -> str:
 
 
 def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the container's output ('' when there is none)."""
-    result = proc.run(logs_argv(record.id, lines), extra_env=engine_env(sidecar), check=False)
-    return result.stdout + result.stderr if result.ok else ""
+    """The last ``lines`` whole lines of the container's output ('' when there is none):
+    read all of it, each stream apart (see :func:`looked_at`), and each line ended, so that
+    one a stream left unended is not joined to one of the other."""
+    read = looked_at(lines)
+    code = proc.stream(logs_argv(record.id), extra_env=engine_env(sidecar), on_line=read.append)
+    return ended(last_lines(list(read), lines)) if code == 0 else ""
 
 
 def logs(
@@ -519,14 +523,10 @@ class Earlier:
         return line
 
 
-def logs_argv(container: str, tail: int | None = None, follow: bool = False) -> list[str]:
-    """``docker logs`` of ``container``: its last ``tail`` lines, followed while it runs."""
-    argv = ["docker", "logs"]
-    if tail is not None:
-        argv += ["--tail", str(tail)]
-    if follow:
-        argv.append("--follow")
-    return [*argv, container]
+def logs_argv(container: str, follow: bool = False) -> list[str]:
+    """``docker logs`` of ``container``: all of its output, followed while it runs. Never
+    docker's ``--tail``: see :func:`looked_at` and :class:`Earlier`."""
+    return ["docker", "logs", *(["--follow"] if follow else []), container]
 
 
 def _exists(name: str, env: tuple[tuple[str, str], ...]) -> bool:
