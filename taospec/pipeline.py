@@ -610,7 +610,8 @@ class Build:
         if latest is None:
             module = platforms.get(record.platform)
             try:
-                last = redacted(module.log_tail(record, self.ledger.sidecar(record.id), 5))
+                sidecar = self.ledger.sidecar(record.id)
+                last = redacted(module.log_tail(record, sidecar, 5, writing=True))
             except TaospecError:
                 last = ""
         return ticker.line(

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from taospec import settings
-from tests.conftest import Runner, write
+from tests.conftest import Runner, taospec_command, write
 from tests.test_local_jobs import job_file
 
 # One status.json line per second: epoch 1..4 with a falling loss, then a normal end.
@@ -292,3 +293,51 @@ command: "true"
     assert done.returncode == 0, done.stdout
     assert "ok    GPUs: not needed" in done.stdout
     assert "ok    NGC login: not needed" in done.stdout
+
+
+HALF_A_VALUE = """\
+import os, sys, time
+value = os.environ["PLAIN_VAR"]
+os.write(1, ("first\\n" + value[:8]).encode())
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+os.write(1, (value[8:] + "\\n").encode())
+"""
+"""A job that writes a line and, in the same write, the first part of its passed value,
+then once the file its argument names exists, the rest."""
+
+
+def test_a_progress_line_shows_no_part_of_a_value_being_written(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # the progress line showed the running job's last line as its log ended, not yet
+    # ended: the first part of a passed value the job was still writing, which redaction
+    # does not know
+    gate = tmp_path / "gate"
+    script = write(tmp_path / "half.py", HALF_A_VALUE)
+    spec = job_file(tmp_path, f"python3 {script} {gate}", env="{pass: [PLAIN_VAR]}")
+    env = {
+        **taospec.env,
+        "PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X",
+        "TAOSPEC_PROGRESS_INTERVAL": "0.1",
+    }
+    running = subprocess.Popen(
+        [*taospec_command(), "run", str(spec)],
+        env=env,
+        cwd=taospec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stderr is not None
+    seen = []
+    for line in running.stderr:  # until a progress line says what the job wrote
+        seen.append(line)
+        if re.match(r"\S+ \S+  RUNNING  \d+s  \S", line):
+            break
+    gate.touch()
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 0, err
+    assert seen[-1].endswith("  first\n"), seen
+    assert "Zq8" not in "".join(seen) + out + err

@@ -88,8 +88,12 @@ class Platform(Protocol):
         """Hand the job's output to ``on_line`` (following it while it runs); 0 when read."""
         ...
 
-    def log_tail(self, record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-        """The last ``lines`` lines of the job's output."""
+    def log_tail(
+        self, record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
+    ) -> str:
+        """The last ``lines`` lines of the job's output; of one the job may still be
+        ``writing``, as a look at it shows them
+        (:func:`~taospec.platforms.common.while_writing`)."""
         ...
 
     def cancel(self, record: Record, sidecar: Mapping[str, object]) -> str:

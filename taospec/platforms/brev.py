@@ -289,12 +289,15 @@ def _missing(record: Record, instance: str, result: proc.Result) -> Status:
     return Status(UNKNOWN, f"docker inspect failed on instance {instance}: {reason}")
 
 
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+def log_tail(
+    record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
+) -> str:
     """The last ``lines`` whole lines of the container's output ('' when the instance cannot
     say), as :func:`taospec.platforms.docker.log_tail` takes them: each stream read apart."""
     read = docker.looked_at(lines)
     code = _stream_logs(instance_of(record, sidecar), record, read.append, read.append)
-    return ended(last_lines(list(read), lines)) if code == 0 else ""
+    shown = while_writing(list(read)) if writing else list(read)
+    return ended(last_lines(shown, lines)) if code == 0 else ""
 
 
 class _DropInstanceLine:

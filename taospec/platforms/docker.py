@@ -419,13 +419,17 @@ def _no_engine(env: tuple[tuple[str, str], ...], said: str) -> str:
     )
 
 
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+def log_tail(
+    record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
+) -> str:
     """The last ``lines`` whole lines of the container's output ('' when there is none):
     read all of it, each stream apart (see :func:`looked_at`), and each line ended, so that
-    one a stream left unended is not joined to one of the other."""
+    one a stream left unended is not joined to one of the other. Of a container still
+    ``writing``, as a look shows them (cut first)."""
     read = looked_at(lines)
     code = proc.stream(logs_argv(record.id), extra_env=engine_env(sidecar), on_line=read.append)
-    return ended(last_lines(list(read), lines)) if code == 0 else ""
+    shown = while_writing(list(read)) if writing else list(read)
+    return ended(last_lines(shown, lines)) if code == 0 else ""
 
 
 def logs(

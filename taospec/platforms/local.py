@@ -170,10 +170,13 @@ def _exit_code(record: Record) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
+def log_tail(
+    record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
+) -> str:
     """The last ``lines`` of the job's log file, of those its last 64 KiB hold whole: the
     first line read there, unless it is the file's first, may begin inside a line (and a
-    value in it, which redaction would not know)."""
+    value in it, which redaction would not know). Of a job still ``writing``, as a look
+    shows them."""
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
             log.seek(0, os.SEEK_END)
@@ -183,7 +186,7 @@ def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> 
     except OSError:
         return ""
     whole = output_lines(data)[1 if start else 0 :]
-    return "".join(whole[-lines:])
+    return "".join(last_lines(while_writing(whole) if writing else whole, lines))
 
 
 def logs(

@@ -522,12 +522,16 @@ def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
     return result.stdout.encode()
 
 
-def log_tail(record: Record, sidecar: Mapping[str, object], lines: int = 50) -> str:
-    """The last ``lines`` of the job's output file ('' when there is none)."""
+def log_tail(
+    record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
+) -> str:
+    """The last ``lines`` of the job's output file ('' when there is none); of a job still
+    ``writing``, as a look shows them."""
     data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
     if not data:
         return ""
-    return "".join(output_lines(data.decode(errors="replace"))[-lines:])
+    shown = output_lines(data.decode(errors="replace"))
+    return "".join(last_lines(while_writing(shown) if writing else shown, lines))
 
 
 def logs(
