@@ -404,18 +404,21 @@ def _missing(record: Record, env: tuple[tuple[str, str], ...], inspected: proc.R
 
 
 def _no_engine(env: tuple[tuple[str, str], ...], said: str) -> str:
-    """Which Docker engine did not answer (what docker said), and what to check."""
-    host = dict(env).get("DOCKER_HOST")
+    """Which Docker engine did not answer (what docker said), and what to check: the job's
+    own engine, the one it was launched on (see :func:`engine_env`)."""
+    pinned = dict(env)
+    host, context = pinned.get("DOCKER_HOST"), pinned.get("DOCKER_CONTEXT")
     if host:
-        where = f"at {host} (the job's docker.host)"
-    elif os.environ.get("DOCKER_HOST"):
+        where = f"at {host} (the engine the job was launched on)"
+    elif context and context != "default":
+        where = f"of docker context {context} (the engine the job was launched on)"
+    elif not env and os.environ.get("DOCKER_HOST"):  # a record from before engines were pinned
         where = f"at {os.environ['DOCKER_HOST']} (DOCKER_HOST)"
     else:
         where = "on this machine"
     return (
         f"the Docker engine {where} does not answer ({said.splitlines()[-1]}): start dockerd "
-        "there, or check that DOCKER_HOST (or the job's docker.host) names the engine the job "
-        "runs on"
+        "there; the job's status, output and cancel are asked of that engine alone"
     )
 
 
