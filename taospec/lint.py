@@ -42,6 +42,8 @@ import string
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
+from taospec import braces
+
 PLACEHOLDER = "<redacted>"
 """What :func:`redact` writes in place of a secret value."""
 
@@ -1379,7 +1381,7 @@ def find_secret_literals(
     """
     texts = [value]
     if "{" in value:
-        texts = [_fill_placeholders(value, f) for f in (_as_reference, fill or _filled)]
+        texts = [braces.fill(value, f) for f in (_as_reference, fill or _filled)]
     for text in texts:
         if _may_hold_secret(text) and (found := _findings(_located(text, free_text=True))):
             return found
@@ -1400,15 +1402,6 @@ _STAND_IN = "${TAOSPEC_PLACEHOLDER}"
 
 def _as_reference(name: str) -> str:
     return _STAND_IN
-
-
-def _fill_placeholders(text: str, value: Callable[[str], str]) -> str:
-    """``text`` with each of its placeholders as the plan reads them (the placeholder
-    module's own, ``{needs.prep[ds=a/b].results_dir}`` included) replaced by ``value``
-    of its name, and each escaped brace (``{{``) read as one."""
-    from taospec import placeholders  # it reads YAML, which the quick verbs never load
-
-    return placeholders.fill(text, value)
 
 
 def secret_keyed_values(
@@ -1443,7 +1436,7 @@ def _literal_string(value: object) -> bool:
     """Whether ``value`` is a string holding literal text, placeholders read as references."""
     if not isinstance(value, str):
         return False
-    return _carries_literal(_fill_placeholders(value.strip(), _as_reference))
+    return _carries_literal(braces.fill(value.strip(), _as_reference))
 
 
 def _filled(name: str) -> str:

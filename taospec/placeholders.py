@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from taospec.braces import TOKEN, fill, name_of
 from taospec.diagnostics import closest
 from taospec.yamlsrc import dump_yaml
 
@@ -39,27 +40,14 @@ Any ``\\x00NAME\\x00`` is such a stand-in, shown to a reviewer as ``$NAME``.
 """
 STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
 
-_TOKEN = re.compile(
-    r"\{\{|\}\}|\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
-    r"\[(?:[^\[\]{}]|\{\{|\}\}|\{matrix\.[A-Za-z_][A-Za-z0-9_]*\})*\]\.results_dir"
-    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}"
-)
-"""An escaped brace, or a placeholder: a name, or an upstream's results directory. A matrix
-target's name may hold any character its values may (all but ``,=[]``), a brace doubled;
-a ``{matrix.<key>}`` in it is filled when the matrix expands."""
 _MATRIX_IN_NAME = re.compile(r"\{\{|\}\}|\{(matrix\.[A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOKALIKE = re.compile(r"\{(?:needs|matrix)\.")
-"""How a placeholder :data:`_TOKEN` cannot read starts: it is refused, never left as text."""
+"""How a placeholder :data:`TOKEN` cannot read starts: it is refused, never left as text."""
 
 
 def names(text: str) -> list[str]:
     """The placeholder names used in ``text``, in order."""
-    return [_name(m) for m in _TOKEN.finditer(text) if m.group(1)]
-
-
-def _name(match: re.Match[str]) -> str:
-    """The name a placeholder stands for: the target it names holds each doubled brace once."""
-    return match.group(1).replace("{{", "{").replace("}}", "}")
+    return [name_of(m) for m in TOKEN.finditer(text) if m.group(1)]
 
 
 def unknown(text: str, known: Iterable[str]) -> list[str]:
@@ -89,7 +77,7 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
 
 def _lookalikes(text: str) -> list[str]:
     """Sentences about each ``{needs.`` or ``{matrix.`` in ``text`` that starts no placeholder."""
-    read = [match.span() for match in _TOKEN.finditer(text)]
+    read = [match.span() for match in TOKEN.finditer(text)]
     found = []
     for match in _LOOKALIKE.finditer(text):
         if any(start <= match.start() < end for start, end in read):
@@ -124,17 +112,17 @@ def lost_brace(words: Sequence[str]) -> tuple[int, str] | None:
     opened: list[tuple[int, re.Match[str]]] = []  # the '{{' no '}}' closed yet
     stray: tuple[int, re.Match[str]] | None = None  # the first '}}' that closes no '{{'
     for index, word in enumerate(words):
-        for match in _TOKEN.finditer(word):
+        for match in TOKEN.finditer(word):
             if match[0] == "{{":
                 opened.append((index, match))
             elif match[0] == "}}" and opened:
                 opened.pop()
             elif match[0] == "}}" and stray is None:
                 stray = (index, match)
-        for lone in _TOKEN.split(word)[:: 1 + _TOKEN.groups]:  # the text between tokens
+        for lone in TOKEN.split(word)[:: 1 + TOKEN.groups]:  # the text between tokens
             written += lone.count("{") - lone.count("}")
             shown += lone.count("{") - lone.count("}")
-        escapes = [m[0] for m in _TOKEN.finditer(word) if m[0] in ("{{", "}}")]
+        escapes = [m[0] for m in TOKEN.finditer(word) if m[0] in ("{{", "}}")]
         written += 2 * (escapes.count("{{") - escapes.count("}}"))
         shown += escapes.count("{{") - escapes.count("}}")
     if written or not shown:
@@ -159,25 +147,12 @@ def lost_brace(words: Sequence[str]) -> tuple[int, str] | None:
 
 def _unescaped(text: str) -> str:
     """``text`` with each ``{{`` and ``}}`` read as one brace, its placeholders as written."""
-    return _TOKEN.sub(lambda m: m[0][0] if m[0] in ("{{", "}}") else m[0], text)
+    return TOKEN.sub(lambda m: m[0][0] if m[0] in ("{{", "}}") else m[0], text)
 
 
 def expand(text: str, values: Mapping[str, str]) -> str:
     """Fill every placeholder in ``text``. A name missing from ``values`` is a bug."""
     return fill(text, values.__getitem__)
-
-
-def fill(text: str, value: Callable[[str], str]) -> str:
-    """``text`` with each placeholder replaced by ``value`` of its name, each escape by its
-    brace: what the plan writes, for any ``value``."""
-
-    def replace(match: re.Match[str]) -> str:
-        text = match.group(0)
-        if text in ("{{", "}}"):
-            return text[0]
-        return value(_name(match))
-
-    return _TOKEN.sub(replace, text)
 
 
 def escape(text: str) -> str:
@@ -196,7 +171,7 @@ def expand_known(text: str, values: Mapping[str, str]) -> str:
             return _MATRIX_IN_NAME.sub(fill, match.group(0))
         return match.group(0)
 
-    return _TOKEN.sub(fill, text)
+    return TOKEN.sub(fill, text)
 
 
 def script_words(words: Sequence[str]) -> list[int]:

@@ -32,7 +32,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                          "taospec.skilljob"}),
     ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint", "taospec.settings",
                               "taospec.states", "taospec.errors", "taospec.diagnose",
-                              "taospec.durable", "taospec.interrupts", "taospec"}),
+                              "taospec.durable", "taospec.interrupts", "taospec.braces",
+                              "taospec"}),
 ]  # fmt: skip
 
 
