@@ -32,6 +32,7 @@ from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
+    GATED_FAILING,
     HALF_WRITTEN,
     INTERLEAVED,
     INTERLEAVED_FAILING,
@@ -44,6 +45,7 @@ from tests.test_docker_jobs import (
     look_while_a_value_is_half_written,
     start,
     tail_of_a_line_logged_in_pieces,
+    tail_reads_of_a_gated_failure,
 )
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
@@ -334,6 +336,32 @@ def test_the_last_lines_shown_of_a_failed_container_are_each_stream_s_whole_on_a
         return found
 
     last_lines_of_a_failure_broken_by_the_other_stream(running, job_id)
+
+
+def test_the_last_lines_run_shows_are_read_from_the_end_of_the_output_alone_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    # log_tail read all of the container's output over brev exec, each time: run's progress
+    # line, every TAOSPEC_PROGRESS_INTERVAL, read the whole log of a multi-day job again
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, GATED_FAILING)
+    env = {**emulator.env, "TAOSPEC_RETRY_INTERVAL": "0.1", "TAOSPEC_PROGRESS_INTERVAL": "0.1"}
+    running = start(taospec, "run", spec, env=env)
+
+    def job_id() -> str:
+        found = _only_job(state_dir)
+        if found and found not in emulator.job_ids:
+            emulator.job_ids.append(found)
+        return found
+
+    def reads() -> list[list[str]]:
+        ran = [shlex.split(c["command"]) for c in emulator.commands()]
+        return [words[1:] for words in ran if words[:2] == ["docker", "logs"]]
+
+    try:
+        tail_reads_of_a_gated_failure(running, job_id, reads)
+    finally:
+        running.kill()
 
 
 # -- brev's hazards ---------------------------------------------------------------

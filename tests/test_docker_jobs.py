@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -680,3 +682,63 @@ def test_the_last_lines_shown_of_a_failed_container_are_each_stream_s_whole_line
     spec = job_file(open_tmp, engine, INTERLEAVED_FAILING, env="{pass: [PLAIN_VAR]}")
     running = start(taospec, "run", spec, env={"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"})
     last_lines_of_a_failure_broken_by_the_other_stream(running, lambda: _only_job(state_dir))
+
+
+GATED_FAILING = (
+    "sh -c 'echo started; echo working; while [ ! -e /tmp/gate ]; do sleep 0.2; done; "
+    "echo about to fail; exit 3'"
+)
+"""A job that writes two lines, then once /tmp/gate is made a third, and fails."""
+
+
+def tail_reads_of_a_gated_failure(
+    running: subprocess.Popen[str], job_id: Callable[[], str], reads: Callable[[], list[list[str]]]
+) -> None:
+    """``run`` (``running``, with a progress line every 0.1 s) of the job
+    :data:`GATED_FAILING` (``job_id()`` once it is recorded) reads the job's output, for its
+    progress line while it runs and for the last lines it shows once it has failed, with
+    ``docker logs --tail`` alone: ``reads()`` is each ``docker logs`` it ran so far (the
+    words after ``docker``)."""
+    _wait_for(lambda: bool(job_id()) and bool(reads()))  # a progress line read the output
+    assert docker("exec", job_id(), "touch", "/tmp/gate").returncode == 0
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 1, err
+    assert re.search(r"^job \S+  RUNNING  ", err, re.M), err
+    assert "  | started\n  | working\n  | about to fail\n" in err
+    assert len(reads()) >= 2, reads()
+    for argv in reads():
+        assert argv[:2] == ["logs", "--tail"], argv
+        assert argv[2].isdigit(), argv
+
+
+def recording_docker(folder: Path) -> tuple[dict[str, str], Callable[[], list[list[str]]]]:
+    """A ``docker`` first on PATH (the environment to run with) that notes each argv it is
+    given, then runs the real one; and each ``docker logs`` it was given so far."""
+    calls, real = folder / "docker-calls", shutil.which("docker")
+    assert real is not None
+    stand_in = write(
+        folder / "bin" / "docker",
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(calls))}\n'
+        f'exec {shlex.quote(real)} "$@"\n',
+    )
+    stand_in.chmod(0o755)
+
+    def reads() -> list[list[str]]:
+        noted = calls.read_text().splitlines() if calls.exists() else []
+        return [line.split() for line in noted if line.split()[:1] == ["logs"]]
+
+    return {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}, reads
+
+
+def test_the_last_lines_run_shows_are_read_from_the_end_of_the_output_alone(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, tmp_path: Path, cleanup
+) -> None:
+    # log_tail read all of the container's output, each time: run's progress line, every
+    # TAOSPEC_PROGRESS_INTERVAL, read the whole log of a multi-day job again
+    env, reads = recording_docker(tmp_path)
+    spec = job_file(open_tmp, engine, GATED_FAILING)
+    running = start(taospec, "run", spec, env={**env, "TAOSPEC_PROGRESS_INTERVAL": "0.1"})
+    try:
+        tail_reads_of_a_gated_failure(running, lambda: _only_job(state_dir), reads)
+    finally:
+        running.kill()

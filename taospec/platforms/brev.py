@@ -30,8 +30,8 @@ from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
-from taospec.platforms.base import Launched, StepRunner, last_lines
-from taospec.platforms.common import ended, gpu_facts, still_writing, while_writing
+from taospec.platforms.base import Launched, StepRunner, Write, last_lines
+from taospec.platforms.common import gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -293,11 +293,15 @@ def log_tail(
     record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
 ) -> str:
     """The last ``lines`` whole lines of the container's output ('' when the instance cannot
-    say), as :func:`taospec.platforms.docker.log_tail` takes them: each stream read apart."""
-    read = docker.looked_at(lines)
-    code = _stream_logs(instance_of(record, sidecar), record, read.append, read.append)
-    shown = while_writing(list(read)) if writing else list(read)
-    return ended(last_lines(shown, lines)) if code == 0 else ""
+    say), as :func:`taospec.platforms.docker.log_tail` takes them: of its last pieces only
+    (:func:`~taospec.platforms.docker.last_whole_lines`), each stream read apart."""
+    instance = instance_of(record, sidecar)
+
+    def read(window: int, out: Write, err: Write) -> int:
+        return _stream_logs(instance, record, out, err, tail=window)
+
+    read_lines = docker.last_whole_lines(lines + 2 if writing else lines, read)
+    return docker.tail_text(read_lines, lines, writing)
 
 
 class _DropInstanceLine:
@@ -355,11 +359,14 @@ def _stream_logs(
     record: Record,
     on_line: Callable[[str], None],
     on_error_line: Callable[[str], None],
+    *,
     follow: bool = False,
+    tail: int | None = None,
 ) -> int:
-    """``docker logs`` (all of it) on the instance: each line of its stdout, without brev's
-    trailing instance line, to ``on_line``, of its stderr to ``on_error_line``."""
-    command = f"{remote.command(docker.logs_argv(record.id, follow))} || true"
+    """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
+    its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
+    ``on_error_line``."""
+    command = f"{remote.command(docker.logs_argv(record.id, follow, tail))} || true"
     lines = _DropInstanceLine(instance, on_line)  # brev's trailer is on its stdout
     code = proc.stream(
         exec_argv(instance, command), on_line=lines.line, on_error_line=on_error_line

@@ -425,14 +425,92 @@ def _no_engine(env: tuple[tuple[str, str], ...], said: str) -> str:
 def log_tail(
     record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
 ) -> str:
-    """The last ``lines`` whole lines of the container's output ('' when there is none):
-    read all of it, each stream apart (see :func:`looked_at`), and each line ended, so that
-    one a stream left unended is not joined to one of the other. Of a container still
-    ``writing``, as a look shows them (cut first)."""
-    read = looked_at(lines)
-    code = proc.stream(logs_argv(record.id), extra_env=engine_env(sidecar), on_line=read.append)
-    shown = while_writing(list(read)) if writing else list(read)
-    return ended(last_lines(shown, lines)) if code == 0 else ""
+    """The last ``lines`` whole lines of the container's output ('' when there is none), of
+    those its last pieces hold (see :func:`last_whole_lines`), each stream read apart and
+    each line ended, so that one a stream left unended is not joined to one of the other.
+    Of a container still ``writing``, as a look shows them (cut first)."""
+    env = engine_env(sidecar)
+
+    def read(window: int, out: Write, err: Write) -> int:
+        argv = logs_argv(record.id, tail=window)
+        return proc.stream(argv, extra_env=env, on_line=out, on_error_line=err)
+
+    return tail_text(last_whole_lines(lines + 2 if writing else lines, read), lines, writing)
+
+
+def tail_text(read: list[str] | None, lines: int, writing: bool) -> str:
+    """``log_tail``'s text of the last whole lines ``read`` (None: none could be read)."""
+    if read is None:
+        return ""
+    return ended(last_lines(while_writing(read) if writing else read, lines))
+
+
+TAIL_READS = 4
+"""How many windows, each twice the one before, :func:`last_whole_lines` reads at most."""
+
+
+def last_whole_lines(lines: int, read: Callable[[int, Write, Write], int]) -> list[str] | None:
+    """The last ``lines`` whole lines of a container's output, of those its last pieces
+    hold: ``read`` runs ``docker logs --tail WINDOW`` (handing each line of its stdout, and
+    of its stderr, to the one and the other it is given; 0 when it read them), never all of
+    it, so that a progress line every minute does not read a multi-day job's whole log.
+    None when it failed.
+
+    docker's ``--tail`` counts each piece of a line it logged in pieces (of 16 KiB) as a
+    line, so that what it gives of each stream may begin inside a line, and a value in it:
+    of each stream, everything up to and including its first newline is left out (what
+    follows a newline begins a line). A window of ``2 * lines + 2`` pieces holds enough
+    whole lines unless they are long; while it does not, one twice as large is read (at
+    most :data:`TAIL_READS` in all), and once one gives each stream exactly as the one
+    before did, that one held all of the output, which begins with a whole line, and
+    nothing is left out of it (a larger window gives more pieces; a job still writing
+    would have to make each stream's last ones exactly as they were). Of long lines,
+    fewer than ``lines`` may be shown: a tail still, whole lines, read in bounded time."""
+    if lines <= 0:
+        return []
+    window, before = 2 * lines + 2, None
+    for _ in range(TAIL_READS):
+        got = _last_pieces(window, read)
+        if got is None:
+            return None
+        if before is not None and _streams(got) == _streams(before):  # all of the output
+            return last_lines([line for _, line in got], lines)
+        whole = _after_first_lines(got)
+        if len(whole) >= lines:
+            return whole[-lines:]
+        window, before = 2 * window, got
+    return whole
+
+
+def _last_pieces(
+    window: int, read: Callable[[int, Write, Write], int]
+) -> list[tuple[bool, str]] | None:
+    """What ``read`` gives of the last ``window`` pieces: each line, with whether it is
+    stderr's, in the order they came; None when it failed."""
+    got: list[tuple[bool, str]] = []
+    code = read(
+        window, lambda line: got.append((False, line)), lambda line: got.append((True, line))
+    )
+    return got if code == 0 else None
+
+
+def _after_first_lines(got: list[tuple[bool, str]]) -> list[str]:
+    """The lines of ``got`` after the first of each stream, which may begin inside a line."""
+    seen: set[bool] = set()
+    kept = []
+    for error, line in got:
+        if error in seen:
+            kept.append(line)
+        seen.add(error)
+    return kept
+
+
+def _streams(got: list[tuple[bool, str]]) -> tuple[str, str]:
+    """The text of each stream (stdout, stderr) of ``got``."""
+    return (
+        "".join(line for error, line in got if not error),
+        "".join(line for error, line in got if error),
+    )
 
 
 def logs(
@@ -530,10 +608,17 @@ class Earlier:
         return line
 
 
-def logs_argv(container: str, follow: bool = False) -> list[str]:
-    """``docker logs`` of ``container``: all of its output, followed while it runs. Never
-    docker's ``--tail``: see :func:`looked_at` and :class:`Earlier`."""
-    return ["docker", "logs", *(["--follow"] if follow else []), container]
+def logs_argv(container: str, follow: bool = False, tail: int | None = None) -> list[str]:
+    """``docker logs`` of ``container``: all of its output (its last ``tail`` pieces: see
+    :func:`last_whole_lines`), followed while it runs. docker's ``--tail`` counts each piece
+    of a line logged in pieces as a line: see :func:`looked_at` and :class:`Earlier`."""
+    return [
+        "docker",
+        "logs",
+        *(["--tail", str(tail)] if tail is not None else []),
+        *(["--follow"] if follow else []),
+        container,
+    ]
 
 
 def _exists(name: str, env: tuple[tuple[str, str], ...]) -> bool:
