@@ -742,3 +742,46 @@ def test_the_last_lines_run_shows_are_read_from_the_end_of_the_output_alone(
         tail_reads_of_a_gated_failure(running, lambda: _only_job(state_dir), reads)
     finally:
         running.kill()
+
+
+INSIDE_A_LONG_LINE = (
+    'sh -c \'v="$PLAIN_VAR"; a="${v%%VALUE*}"; b="VALUE${v#*VALUE}"; '
+    f'head -c {LOG_CHUNK - 14} /dev/zero | tr \\\\0 x; printf %s "$a"; i=0; '
+    f'while [ $i -lt 200 ]; do printf %s "$b"; head -c {LOG_CHUNK - 30} /dev/zero | tr \\\\0 y; '
+    'printf %s "$a"; i=$((i + 1)); done; echo "$b"; '
+    "while [ ! -e /tmp/gate ]; do sleep 0.2; done'"
+)
+"""A job that writes a line docker logs in 202 pieces, its passed value split between each
+piece and the next (each but the first begins with the value's last 16 characters), then
+waits for /tmp/gate."""
+
+
+def test_the_progress_line_shows_no_piece_of_a_line_longer_than_the_tail_it_reads(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, tmp_path: Path, cleanup
+) -> None:
+    # each docker logs --tail the progress line reads of a job whose last line is long
+    # begins inside that line, with the second part of a passed value, which redaction does
+    # not know: of each stream, everything up to its first newline is left out
+    env, reads = recording_docker(tmp_path)
+    spec = job_file(open_tmp, engine, INSIDE_A_LONG_LINE, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    progress = {"TAOSPEC_PROGRESS_INTERVAL": "0.1"}
+    running = start(taospec, "run", spec, env={**env, **passed, **progress})
+    try:
+        _wait_for(lambda: bool(_only_job(state_dir)))
+        job_id = _only_job(state_dir)
+        _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "VALUE0123456789X\n")
+        mark = len(reads())
+
+        def firsts() -> int:  # progress lines begun since the line was written
+            windows = [int(argv[2]) for argv in reads()]
+            return windows[mark:].count(min(windows)) if windows else 0
+
+        _wait_for(lambda: firsts() >= 2)  # the first of them has been printed
+        assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+        out, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    assert running.returncode == 0, err
+    assert re.search(r"^job \S+  RUNNING  \d+s$", err, re.M), err
+    assert "VALUE" not in out + err
