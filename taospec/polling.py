@@ -23,8 +23,10 @@ from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
 def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     """Ask the backend, heal a lost mark, record a first terminal state.
 
-    A terminal record answers with its recorded state. A job whose backend
-    object is confirmed gone is closed: CANCELED when a cancel had begun,
+    A terminal record answers with its recorded state. A job not launched yet whose
+    backend object is not there is PENDING while the taospec process that opened it (or
+    a launch it started) runs: its submit is still launching it (a pull, say). A job
+    whose backend object is confirmed gone is closed: CANCELED when a cancel had begun,
     else ERROR (ERR_INFRA) once it was launched, or once it is older than
     ``$TAOSPEC_LAUNCH_GRACE`` seconds (120) with neither the taospec process that opened it
     nor a launch it started running; so is a stalled object (a created container nobody
@@ -83,7 +85,11 @@ def _closed(record: Record, sidecar: dict[str, object], status: Status) -> Statu
     if launched:
         return Status(ERROR, status.message, err_class=INFRA)
     abandoned = _abandoned(record, sidecar, status)
-    return Status(ERROR, abandoned, err_class=INFRA) if abandoned else status
+    if abandoned:
+        return Status(ERROR, abandoned, err_class=INFRA)
+    if launch_alive(sidecar.get(SUBMITTER), record.id):
+        return Status(PENDING, f"{status.message}; its submit is still launching it")
+    return status
 
 
 def _cleared(
