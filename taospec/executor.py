@@ -308,9 +308,12 @@ def submit(
     on_running: Callable[[Record], None] = lambda _: None,
     retry_of: str | None = None,
     stopping: Callable[[], bool] = lambda: False,
+    opened: Callable[[Record], None] = lambda _: None,
 ) -> Submission:
     """Open the record, run the plan's steps, mark RUNNING. Raises :class:`SubmitFailed`
-    when a step fails (the record then says ERROR and why).
+    when a step fails (the record then says ERROR and why). ``opened(record)`` runs once
+    the record exists, before any step (a build notes the job there, and ends the critical
+    section that decided to open it).
 
     An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
     the open cancels the job; from ``on_running(record)`` on, the caller owns it.
@@ -324,9 +327,7 @@ def submit(
     engine = docker.opened_facts(plan, env)  # refused before anything is written
     results_root = plan.record.results_dir.rsplit("/", 1)[0]
     submitter = {
-        "pid": os.getpid(),
-        "host": os.uname().nodename,  # gethostname(), without importing socket
-        "start": proc.start_time(os.getpid()),
+        **this_process(),
         # the group the launch's processes (docker run, sbatch) run in, outliving taospec
         "pgid": os.getpgrp(),
         "group_start": proc.start_time(os.getpgrp()),
@@ -353,6 +354,7 @@ def submit(
     )
     real = plan.with_job_id(record.id)
     try:
+        opened(record)
         _check_room(ledger, record)
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
@@ -378,6 +380,15 @@ def submit(
         _interrupted(ledger, record)
         raise
     return Submission(marked, real)
+
+
+def this_process() -> dict[str, object]:
+    """This taospec process, as a note that :func:`launch_alive` reads: pid, host, start."""
+    return {
+        "pid": os.getpid(),
+        "host": os.uname().nodename,  # gethostname(), without importing socket
+        "start": proc.start_time(os.getpid()),
+    }
 
 
 SUBMITTER = "submitter"

@@ -14,7 +14,8 @@ job ids, so a check costs a few small file reads whatever the ledger's size.
 It also notes each launched *work* (a fingerprint without the image): a
 target whose work was never launched cannot be up to date on any image, so
 it is decided without asking the engine, and the image's id is looked up
-while its plan runs.
+while its plan runs. A job is noted as soon as its record opens, before anything
+launches, so that a run of the same work sees it while it is being launched.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from taospec import proc
+from taospec.durable import flocked
 from taospec.errors import InvalidInput
 from taospec.job import Target, input_files
 from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
@@ -250,10 +253,6 @@ class Index:
         """True when the matching job completed but its results directory is gone."""
         return self._complete(fingerprint.digest, results_exist=False) is not None
 
-    def last_record(self, fingerprint: Fingerprint) -> Record | None:
-        """The job this fingerprint stands for: its newest COMPLETE one, else its newest launch."""
-        return self._record(fingerprint.digest)
-
     def _record(self, digest: str) -> Record | None:
         job_id = self._read(self._fingerprint_path(digest)).get("job_id")
         if not isinstance(job_id, str):
@@ -270,6 +269,40 @@ class Index:
         if record is None or record.state != COMPLETE:
             return None
         return record if Path(record.results_dir).is_dir() == results_exist else None
+
+    def deciding(self, work: Fingerprint) -> AbstractContextManager[None]:
+        """One launch at a time of this work (a fingerprint but the image), from deciding
+        that it runs to its record's open (``<state>/taospec/deciding/<work digest>.lock``,
+        an exclusive flock; the engine's image id may be known only after the launch)."""
+        path = self.root / "deciding" / f"{work.work_digest}.lock"
+        return flocked(path, 0o600, parents=True)
+
+    def newest(self, work: Fingerprint, digest: str | None) -> list[Record]:
+        """The jobs opened last for this work and for the fingerprint ``digest`` (None while
+        the image's id is not known): a job of this work whose fingerprint is not known yet
+        (its image is being pulled) or is ``digest`` (or ``digest`` is not known)."""
+        ids = [self._read(self._work_path(work.work_digest)).get("job_id")]
+        if digest is not None:
+            ids.append(self._read(self._fingerprint_path(digest)).get("job_id"))
+        found: list[Record] = []
+        for job_id in dict.fromkeys(i for i in ids if isinstance(i, str)):
+            try:
+                record = self.ledger.get(job_id)
+            except UnknownJob:
+                continue
+            noted = self.ledger.sidecar(job_id).get("fingerprint")
+            if digest is None or not isinstance(noted, str) or noted == digest:
+                found.append(record)
+        return found
+
+    def opened(self, key: str, job_id: str, fingerprint: Fingerprint, *, image_known: bool) -> None:
+        """Note a job as soon as its record is opened, before anything launches: a launch of
+        the same work then sees it (:meth:`newest`). Without its image's id (not known
+        yet), only its work is noted; :meth:`launched` notes the rest once the id is known."""
+        if image_known:
+            self.launched(key, job_id, fingerprint)
+        else:
+            write_json_atomic(self._work_path(fingerprint.work_digest), {"job_id": job_id})
 
     def launched(self, key: str, job_id: str, fingerprint: Fingerprint) -> None:
         """Remember a launch; a fingerprint keeps pointing at an earlier COMPLETE job."""

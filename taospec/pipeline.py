@@ -7,6 +7,12 @@ COMPLETE job already holds its result, or which job of the same fingerprint
 is still under way (a run then starts nothing). :class:`Build` then runs what is out
 of date, up to ``jobs`` targets at once, never two whose GPU ids overlap on
 one host at the same time, and cancels what runs on Ctrl-C.
+
+One job at a time per fingerprint: each launch decides again, under a lock per work
+(:meth:`~taospec.fingerprint.Index.deciding`) held from that look to its record's open,
+whether a job of the same fingerprint is under way (:class:`Busy`), and notes its job in
+the index as soon as the record is open, before anything launches. A run holds one such
+lock at a time, never across a launch.
 """
 
 from __future__ import annotations
@@ -15,13 +21,21 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from taospec import __version__, identity, interrupts, notify, platforms, progress, ticker
 from taospec.errors import EXIT_INTERNAL, InvalidInput, TaospecError
-from taospec.executor import SubmitFailed, cancel_job, claimed_gpus, submit
+from taospec.executor import (
+    SubmitFailed,
+    cancel_job,
+    claimed_gpus,
+    launch_alive,
+    submit,
+    this_process,
+)
 from taospec.fingerprint import (
     Fingerprint,
     Index,
@@ -34,6 +48,7 @@ from taospec.fingerprint import (
 from taospec.identity import Identity
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, Record
+from taospec.ledger.record import now
 from taospec.lint import redacted
 from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
@@ -45,6 +60,9 @@ from taospec.yamlsrc import Source
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
 """Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
+RETRY_DUE = "retry_due"
+"""Sidecar note on a job whose failed submit a run will submit again after its backoff: that
+run's process (:func:`~taospec.executor.this_process`) and when it began to wait."""
 INTERNAL_ERROR = "INTERNAL ERROR"
 """A target's result when taospec itself failed (exit 3: a ledger it cannot write, a bug),
 which says nothing of how its job did."""
@@ -60,6 +78,7 @@ class Decision:
     (None when the target waits for an upstream or is forced). ``running`` names
     the job of the same fingerprint that has not ended, by its platform's word:
     the target is not up to date, and a run must not start it a second time.
+    ``forced`` (``-B``) starts it whatever is under way.
     """
 
     target: Target
@@ -72,6 +91,24 @@ class Decision:
     _: KW_ONLY
     work: Fingerprint | None = None
     running: str | None = None
+    forced: bool = False
+
+
+class Busy(InvalidInput):
+    """A job of the same fingerprint is under way (another run launches or follows it): a
+    launch refused before anything was opened."""
+
+    def __init__(self, target: str, reason: str, job_id: str) -> None:
+        super().__init__(f"{target}: {busy_line(reason, job_id)}")
+        self.target, self.reason, self.job_id = target, reason, job_id
+
+
+def busy_line(reason: str, job_id: str) -> str:
+    """Why a target is not started, and how to follow or stop the job under way."""
+    return (
+        f"{reason}; follow it with `taospec logs -f {job_id}`, or stop it with "
+        f"`taospec cancel {job_id}`"
+    )
 
 
 def decide(
@@ -146,7 +183,7 @@ def _decide_one(
     upstream = _upstream_dirs(target, decided)
     plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
     if forced:
-        return Decision(target, True, "forced (-B)", plan)
+        return Decision(target, True, "forced (-B)", plan, forced=True)
     needs = {need: _digest(decided[need]) for need in target.needs}
     try:
         work = compute(target, plan, needs)
@@ -163,10 +200,10 @@ def _decide_one(
             return Decision(target, True, changed[0], plan, work=work)
     fingerprint = work.with_image(image_digest(plan, asked))
     done = index.complete_record(fingerprint)
-    if done is None and (asked_now := _ask(index, fingerprint)) is not None:
-        record, status = asked_now
-        if record.terminal_state is None:
-            why = _busy(record, status)
+    if done is None:
+        going = under_way(index, work, fingerprint.digest)
+        if going is not None:
+            record, why = going
             return Decision(target, True, why, plan, fingerprint, work=work, running=record.id)
         done = index.complete_record(fingerprint)  # it may have completed since its last poll
     if done is not None:
@@ -177,14 +214,38 @@ def _decide_one(
     return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint, work=work)
 
 
-def _ask(index: Index, fingerprint: Fingerprint) -> tuple[Record, Status] | None:
-    """The job this fingerprint stands for and its platform's answer, when its record says it
-    has not ended (None otherwise). An end the platform reports is recorded, as ``taospec
-    status`` records it; a job still under way must not be started a second time."""
-    record = index.last_record(fingerprint)
-    if record is None or record.terminal_state is not None:
-        return None
-    return poll(record, index.ledger)
+def under_way(
+    index: Index, work: Fingerprint, digest: str | None, besides: frozenset[str] = frozenset()
+) -> tuple[Record, str] | None:
+    """The job of this work and fingerprint (``digest``; None while the image's id is not
+    known) that has not ended, by its platform's word, and why it is busy; or one that
+    ended and whose run waits to submit its retry. A job still under way must not be started
+    a second time. An end the platform reports is recorded, as ``taospec status`` records
+    it. The jobs ``besides`` (a retry's own chain) are not asked about."""
+    for record in index.newest(work, digest):
+        if record.id in besides:
+            continue
+        if record.terminal_state is None:
+            record, status = poll(record, index.ledger)
+            if record.terminal_state is None:
+                return record, _busy(record, status)
+        note = index.ledger.sidecar(record.id).get(RETRY_DUE)
+        if isinstance(note, dict) and launch_alive(note, record.id):
+            ended = " ".join(filter(None, (record.state, record.err_class)))
+            why = f"job {record.id} ended {ended}; the run that launched it submits its retry"
+            return record, f"{why} (pid {note.get('pid')})"
+    return None
+
+
+def _noted_digest(ledger: Ledger, record: Record) -> str | None:
+    """The fingerprint a job's sidecar notes (None when its image's id was never known)."""
+    digest = ledger.sidecar(record.id).get("fingerprint")
+    return digest if isinstance(digest, str) else None
+
+
+def _chain(ledger: Ledger, record: Record) -> frozenset[str]:
+    """A job and the jobs it retries: the jobs a retry of it stands in for."""
+    return frozenset({record.id, *(r.id for r in earlier(ledger, record))})
 
 
 def _busy(record: Record, status: Status) -> str:
@@ -259,6 +320,8 @@ class Outcome:
     ``refused`` marks a target stopped before any record was opened, for a
     reason in the input or on the host (a GPU another job holds): nothing ran.
     ``internal`` marks one that taospec itself failed (:data:`INTERNAL_ERROR`).
+    ``running`` names the job of the same fingerprint that another run had under way
+    when this one was to launch it (:class:`Busy`): it was refused too.
     """
 
     name: str
@@ -269,6 +332,7 @@ class Outcome:
     fingerprint: Fingerprint | None = None
     refused: bool = False
     internal: bool = False
+    running: str | None = None
     started: float = 0.0
     ended: float = 0.0
 
@@ -410,6 +474,10 @@ class Build:
         started = time.time()
         try:
             outcome = self._build_one(decision, upstream, board)
+        except Busy as busy:
+            outcome = Outcome(
+                name, "NOT RUN", message=busy.reason, refused=True, running=busy.job_id
+            )
         except TaospecError as exc:
             if exc.exit_code == EXIT_INTERNAL:  # as the command line's handler reports it
                 outcome = Outcome(name, INTERNAL_ERROR, message=str(exc), internal=True)
@@ -436,7 +504,11 @@ class Build:
             if not self._retrying(target, record, retries, board):
                 break
             retries += 1
-            record = self._resubmit(target, record, board)
+            try:
+                record = self._resubmit(target, record, board, fingerprint)
+            except Busy as busy:
+                board.say(f"{target.name}: {record.id} not retried: {busy.reason}")
+                break
             board.update(target.name, RUNNING, record.id)
         if record.terminal_state is not None:
             self._notify(record, target.name, board)
@@ -482,7 +554,9 @@ class Build:
     def launch(
         self, decision: Decision, upstream: dict[str, Decision]
     ) -> tuple[Record, Fingerprint]:
-        """Render with the real upstream results, submit, and index the launch."""
+        """Render with the real upstream results, submit, and index the launch. Unless
+        forced, :class:`Busy` when a job of the same fingerprint is under way, as decided
+        under the target's lock, which its record's open ends (its job noted first)."""
         target = decision.target
         board = self.board or Board(enabled=False)
         upstream = upstream or {d.target.name: d for d in self.decisions if not d.run}
@@ -496,26 +570,70 @@ class Build:
             "taospec": __version__,
         }
         work = decision.work or compute(target, plan, digests)
-        if decision.fingerprint is not None or not has_image_digest(plan):
-            image = decision.fingerprint.image if decision.fingerprint else None
-            fingerprint = work.with_image(image)
-            sidecar["fingerprint"] = fingerprint.digest
-            record = self._locked_submit(target, plan, sidecar, board)
-        else:
-            # The engine is asked for the image's id while the plan's steps run; an
+        known = decision.fingerprint is not None or not has_image_digest(plan)
+        fingerprint = work.with_image(decision.fingerprint.image if decision.fingerprint else None)
+        index = Index(self.ledger)
+
+        def noted(record: Record) -> None:
+            index.opened(target_key(target), record.id, fingerprint, image_known=known)
+
+        with self._deciding(index, work, noted) as opened:
+            if not decision.forced:
+                self._refuse_busy(target, index, work, fingerprint.digest if known else None)
+            if known:
+                sidecar["fingerprint"] = fingerprint.digest
+            # Else the engine is asked for the image's id while the plan's steps run; an
             # image it lacks is pulled by the plan, so its id is known only afterwards.
-            lookup = look_up_image(plan)
+            lookup = None if known else look_up_image(plan)
             try:
-                record = self._locked_submit(target, plan, sidecar, board)
+                record = self._locked_submit(target, plan, sidecar, board, work=work, opened=opened)
             finally:
-                image = lookup.result()
-            fingerprint = work.with_image(image or image_digest(plan, {}))
-            self.ledger.update_sidecar(record.id, fingerprint=fingerprint.digest)
-        Index(self.ledger).launched(target_key(target), record.id, fingerprint)
-        return record, fingerprint
+                image = lookup.result() if lookup else None
+        if known:
+            return record, fingerprint
+        pulled = work.with_image(image or image_digest(plan, {}))
+        self.ledger.update_sidecar(record.id, fingerprint=pulled.digest)
+        index.launched(target_key(target), record.id, pulled)
+        return record, pulled
+
+    @contextmanager
+    def _deciding(
+        self, index: Index, work: Fingerprint, noted: Callable[[Record], None]
+    ) -> Iterator[Callable[[Record], None]]:
+        """Hold the work's lock (:meth:`Index.deciding`) for the block, or until the record
+        of its launch opens: the callback given to the submit notes the job, then lets go,
+        so the launch itself (a long pull) holds no lock of this kind."""
+        with ExitStack() as held:
+            held.enter_context(index.deciding(work))
+
+            def opened(record: Record) -> None:
+                noted(record)
+                held.close()
+
+            yield opened
+
+    def _refuse_busy(
+        self,
+        target: Target,
+        index: Index,
+        work: Fingerprint,
+        digest: str | None,
+        besides: frozenset[str] = frozenset(),
+    ) -> None:
+        busy = under_way(index, work, digest, besides)
+        if busy is not None:
+            record, why = busy
+            raise Busy(target.name, why, record.id)
 
     def _locked_submit(
-        self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
+        self,
+        target: Target,
+        plan: Plan,
+        sidecar: dict[str, object],
+        board: Board,
+        *,
+        work: Fingerprint,
+        opened: Callable[[Record], None],
     ) -> Record:
         """The GPU pick and check and the submit, in one critical section per machine; a
         submit that fails ERR_INFRA is retried (:meth:`_submit_again`) after the lock."""
@@ -525,13 +643,17 @@ class Build:
             with claim as (claimed, notes):
                 if notes:
                     board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
-                return self._submit(target, claimed, {**sidecar, **notes}, board)
+                return self._submit(target, claimed, {**sidecar, **notes}, board, opened)
         except SubmitFailed as failed:
-            return self._submit_again(target, failed, board)
+            return self._submit_again(target, failed, board, work)
 
-    def _submit_again(self, target: Target, failed: SubmitFailed, board: Board) -> Record:
+    def _submit_again(
+        self, target: Target, failed: SubmitFailed, board: Board, work: Fingerprint
+    ) -> Record:
         """Retry a submit that failed ERR_INFRA as ``retry: {max}`` allows, each time after
-        :func:`taospec.retrying.backoff`; the last failure is raised when none is left."""
+        :func:`taospec.retrying.backoff`; the last failure is raised when none is left, or
+        when another run started a job of the same fingerprint meanwhile. While this waits,
+        the failed record's :data:`RETRY_DUE` note keeps other runs from starting one."""
         while True:
             record = failed.record
             retries = len(earlier(self.ledger, record))
@@ -539,25 +661,60 @@ class Build:
             failed_how = "ended ERROR ERR_INFRA while submitting"
             if not self._retrying(target, record, retries, board, failed=failed_how, wait=wait):
                 raise failed
-            if self._stop.wait(wait):
-                raise failed
             try:
-                return self._resubmit(target, record, board)
+                self._retry_due(target, record, work)
+                try:
+                    if self._stop.wait(wait):
+                        raise failed
+                    return self._resubmit(target, record, board, work)
+                except BaseException:  # no retry comes of this wait: other runs may start one
+                    self.ledger.update_sidecar(record.id, **{RETRY_DUE: None})
+                    raise
             except SubmitFailed as again:
                 failed = again
+            except Busy as busy:
+                board.say(f"{target.name}: {record.id} not retried: {busy.reason}")
+                raise failed from None
 
-    def _resubmit(self, target: Target, record: Record, board: Board) -> Record:
-        return resubmit(
-            self.ledger,
-            record,
-            allow_shared_gpus=self.allow_shared_gpus,
-            progress=board.note,
-            on_running=self._on_running(target),
-            stopping=self._stop.is_set,
-        ).record
+    def _retry_due(self, target: Target, record: Record, work: Fingerprint) -> None:
+        """Note on ``record`` that this run submits its retry, unless another run started a
+        job of the same fingerprint first (:class:`Busy`)."""
+        index = Index(self.ledger)
+        with index.deciding(work):
+            self._refuse_busy(
+                target, index, work, _noted_digest(self.ledger, record), _chain(self.ledger, record)
+            )
+            self.ledger.update_sidecar(record.id, **{RETRY_DUE: {**this_process(), "at": now()}})
+
+    def _resubmit(self, target: Target, record: Record, board: Board, work: Fingerprint) -> Record:
+        """Submit ``record`` again, unless another run started a job of the same fingerprint
+        (:class:`Busy`), decided under the work's lock as a first launch is."""
+        index = Index(self.ledger)
+        digest, chain = _noted_digest(self.ledger, record), _chain(self.ledger, record)
+
+        def noted(new: Record) -> None:  # with its fingerprint known, resubmit notes it
+            if digest is None:
+                index.opened(target_key(target), new.id, work, image_known=False)
+
+        with self._deciding(index, work, noted) as opened:
+            self._refuse_busy(target, index, work, digest, chain)
+            return resubmit(
+                self.ledger,
+                record,
+                allow_shared_gpus=self.allow_shared_gpus,
+                progress=board.note,
+                on_running=self._on_running(target),
+                stopping=self._stop.is_set,
+                opened=opened,
+            ).record
 
     def _submit(
-        self, target: Target, plan: Plan, sidecar: dict[str, object], board: Board
+        self,
+        target: Target,
+        plan: Plan,
+        sidecar: dict[str, object],
+        board: Board,
+        opened: Callable[[Record], None],
     ) -> Record:
         return submit(
             plan,
@@ -566,6 +723,7 @@ class Build:
             progress=board.note,
             on_running=self._on_running(target),
             stopping=self._stop.is_set,
+            opened=opened,
         ).record
 
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:

@@ -116,18 +116,26 @@ def resubmit(
     progress: Progress = lambda _: None,
     on_running: Callable[[Record], None] = lambda _: None,
     stopping: Callable[[], bool] = lambda: False,
+    opened: Callable[[Record], None] = lambda _: None,
 ) -> Submission:
     """Submit ``record``'s stored plan as a new job with ``retry_of``, checked by :func:`check`,
-    under the same GPU lock and overlap check as a first submit (``stopping``: as for
-    :func:`taospec.executor.submit`)."""
+    under the same GPU lock and overlap check as a first submit (``stopping``, ``opened``: as
+    for :func:`taospec.executor.submit`). The new job stands for the fingerprint of the one
+    it retries from its open on, so that a run of the same plan sees it being launched."""
     check(ledger, record)
     side = ledger.sidecar(record.id)
     plan = plan_from_json(stored_plan(record.id, side)).with_placeholder_id()
     carried = {key: side[key] for key in CARRIED if key in side}
+    target, fingerprint = carried.get("target"), carried.get("fingerprint")
+
+    def noted(new: Record) -> None:
+        if isinstance(target, str) and isinstance(fingerprint, str):
+            Index(ledger).retried(target, new.id, fingerprint)
+        opened(new)
 
     claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)
     with claim as (claimed, notes):
-        done = submit(
+        return submit(
             claimed,
             ledger,
             sidecar={**carried, **notes},
@@ -135,8 +143,5 @@ def resubmit(
             on_running=on_running,
             retry_of=record.id,
             stopping=stopping,
+            opened=noted,
         )
-    target, fingerprint = carried.get("target"), carried.get("fingerprint")
-    if isinstance(target, str) and isinstance(fingerprint, str):
-        Index(ledger).retried(target, done.record.id, fingerprint)
-    return done

@@ -590,6 +590,153 @@ def test_overlapping_pairs_never_both_launch(
         assert taospec("cancel", holder).returncode == 0
 
 
+# -- 4b. one job at a time per target fingerprint ---------------------------------
+
+
+def held_first_launch(folder: Path) -> tuple[dict[str, str], Path, Path]:
+    """A stand-in whose every ``docker run`` adds a line to ``reached``; the first one then
+    waits until ``gate`` exists (a long first-time pull), the others run at once."""
+    gate, reached, held = folder / "gate", folder / "reached", folder / "held"
+    env = stand_in(
+        folder,
+        f"echo $$ >> {reached}\n"
+        f"if mkdir {held} 2>/dev/null; then until [ -e {gate} ]; do sleep 0.05; done; fi\n"
+        'exec "$REAL" run "$@"',
+    )
+    return env, gate, reached
+
+
+def launches(reached: Path) -> int:
+    return len(reached.read_text().splitlines()) if reached.exists() else 0
+
+
+def refusal(job_id: str, state: str = "PENDING") -> str:
+    return (
+        f"job: job {job_id} is still {state}; follow it with `taospec logs -f {job_id}`, "
+        f"or stop it with `taospec cancel {job_id}`\n"
+    )
+
+
+def test_concurrent_runs_of_one_target_launch_exactly_one_job(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # every run decided before the first had launched (its index entry came after its
+    # submit returned), so each of them started the same job
+    env, gate, reached = held_first_launch(open_tmp)
+    spec = job_file(open_tmp, engine, "sleep 300")
+    pool = ThreadPoolExecutor(6)
+    try:
+        runs = [pool.submit(taospec, "run", "-d", spec, env=env) for _ in range(6)]
+        # the first launch is held at the gate: the other five end, or launch too
+        wait_for(lambda: sum(r.done() for r in runs) == 5 or launches(reached) > 1, 120)
+        assert launches(reached) == 1, [r.result().stderr for r in runs if r.done()]
+        (job_id,) = job_ids(state_dir)
+        gate.touch()
+        done = [r.result() for r in runs]
+    finally:
+        gate.touch()
+        pool.shutdown()
+    winners = [d for d in done if d.returncode == 0]
+    assert [w.stdout.strip() for w in winners] == [job_id], [d.stderr for d in done]
+    for loser in (d for d in done if d.returncode != 0):
+        assert (loser.returncode, loser.stdout) == (2, ""), loser.stderr
+        assert refusal(job_id) in loser.stderr
+        assert f"`taospec run -B {spec}` to start another" in loser.stderr
+    assert job_ids(state_dir) == [job_id]
+    assert [j for j in job_ids(state_dir) if labelled(j)] == [job_id]
+
+
+def test_a_run_while_the_same_job_is_still_being_launched_is_refused(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    env, gate, reached = held_first_launch(open_tmp)
+    spec = job_file(open_tmp, engine, "sleep 300")
+    first = subprocess.Popen(
+        [*taospec_command(), "run", "-d", str(spec)],
+        env={**taospec.env, **env},
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(reached.exists)  # opened, and held in its `docker run`
+        (job_id,) = job_ids(state_dir)
+        opened = record(state_dir, job_id)
+        assert opened["terminal_state"] is None
+        dry = taospec("run", "-n", spec, env=env)
+        assert dry.stdout == f"busy  job  job {job_id} is still PENDING\n", dry.stderr
+        assert taospec("run", "--check", spec, env=env).returncode == 1
+        for args in (("run", spec), ("run", "-d", spec)):
+            refused = taospec(*args, env=env)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr.endswith(
+                refusal(job_id) + "nothing was run: run again once it has ended, or "
+                f"`taospec run -B {spec}` to start another\n"
+            )
+        assert job_ids(state_dir) == [job_id]
+        assert record(state_dir, job_id) == opened  # asking wrote nothing
+        assert taospec("status", job_id).stdout.split()[1] == "PENDING"
+        forced = taospec("run", "-d", "-B", spec, env=env)
+        assert forced.returncode == 0, forced.stderr
+        other = forced.stdout.strip()
+        assert other not in ("", job_id)
+        gate.touch()
+        out, err = first.communicate(timeout=120)
+        assert (first.returncode, out.strip()) == (0, job_id), err
+    finally:
+        gate.touch()
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert sorted(j for j in job_ids(state_dir) if labelled(j)) == sorted([job_id, other])
+
+
+def test_a_run_while_the_same_job_waits_to_retry_its_submit_is_refused(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the first `docker run` fails as a registry hiccup does (ERR_INFRA); the run that
+    # launched it waits before its retry, and another run must not start the job meanwhile
+    failed_once = open_tmp / "failed-once"
+    env = stand_in(
+        open_tmp,
+        f"if mkdir {failed_once} 2>/dev/null; then\n"
+        "  echo 'docker: error pulling image: TLS handshake timeout.' >&2; exit 125\n"
+        'fi\nexec "$REAL" run "$@"',
+    )
+    spec = job_file(open_tmp, engine, "sleep 300", retry="{max: 1}")
+    first = subprocess.Popen(  # followed, so that it says when it begins to wait
+        [*taospec_command(), "run", str(spec)],
+        env={**taospec.env, **env, "TAOSPEC_SUBMIT_BACKOFF": "600"},
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert first.stderr is not None
+        waiting = next((line for line in first.stderr if "retry 1 of 1 in 600s" in line), "")
+        assert waiting, first.communicate()
+        (job_id,) = job_ids(state_dir)
+        assert record(state_dir, job_id)["err_class"] == "ERR_INFRA"
+        refused = taospec("run", "-d", spec, env=env)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+        said = f"job: job {job_id} ended ERROR ERR_INFRA; the run that launched it submits"
+        assert said in refused.stderr
+        assert job_ids(state_dir) == [job_id]
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGTERM)
+        first.communicate(timeout=60)
+    # the run that would retry it is gone: a run starts the job again
+    again = taospec("run", "-d", spec, env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() != job_id
+
+
 # -- 5. signals -----------------------------------------------------------------
 
 DELAYS = [0.05 + i * (2.0 - 0.05) / 19 for i in range(20)]

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -291,6 +292,29 @@ def test_a_pipeline_refuses_to_start_an_upstream_still_running_elsewhere(
         assert [r["id"] for r in records(state_dir)] == [job_id]
     finally:
         taospec("cancel", job_id)
+
+
+def test_concurrent_runs_of_pipelines_sharing_targets_start_each_job_once(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # each run decides, and takes its targets' locks one at a time, in its own order
+    jobs = "".join(
+        f"  {name}:\n    action: {name}\n    command: sleep 300\n" for name in ("one", "two")
+    )
+    spec = pipeline(tmp_path, jobs)
+    orders = [("one", "two"), ("two", "one")] * 3
+    try:
+        with ThreadPoolExecutor(len(orders)) as pool:
+            done = list(pool.map(lambda names: taospec("run", "-d", spec, *names), orders))
+        assert sorted(r["action"] for r in records(state_dir)) == ["one", "two"]
+        for run in done:
+            assert run.returncode in (0, 2), run.stderr
+            if run.returncode == 2:
+                assert "is still" in run.stderr, run.stderr
+                assert "to start another" in run.stderr
+    finally:
+        for rec in records(state_dir):
+            taospec("cancel", rec["id"])
 
 
 def _interval(state_dir: Path, action: str) -> tuple[datetime, datetime]:

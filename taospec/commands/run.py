@@ -34,7 +34,17 @@ from taospec.job import Job, JobFile
 from taospec.ledger import Ledger
 from taospec.lint import redacted
 from taospec.loader import load_located
-from taospec.pipeline import Board, Build, Decision, Outcome, age, decide, summary
+from taospec.pipeline import (
+    Board,
+    Build,
+    Busy,
+    Decision,
+    Outcome,
+    age,
+    busy_line,
+    decide,
+    summary,
+)
 from taospec.states import CANCELED, COMPLETE
 from taospec.yamlsrc import Source
 
@@ -102,7 +112,7 @@ def run(
         submit_backoff=backoff, notifier=notifier,
     )  # fmt: skip
     if detach:
-        return _detach(builder(board=Board(enabled=False)))
+        return _detach(builder(board=Board(enabled=False)), file, targets)
     for decision in decisions:
         if not decision.run:
             say(f"{decision.target.name}: {decision.reason}")
@@ -117,7 +127,9 @@ def run(
     except KeyboardInterrupt:
         _report(decisions, build.results, ledger, show_summary=jobfile.pipeline)
         return EXIT_INTERRUPTED
-    return _report(decisions, results, ledger, show_summary=jobfile.pipeline)
+    code = _report(decisions, results, ledger, show_summary=jobfile.pipeline)
+    _busy_meanwhile(results, file, targets, pipeline=jobfile.pipeline)
+    return code
 
 
 def _refusals(
@@ -153,18 +165,39 @@ def _under_way(
     """Say so, and start nothing, when a target's job of the same plan has not ended: the
     run that started it follows it (and goes on to what needs it), so another would run
     the same work twice. ``-B`` on the targets that would run starts another anyway."""
-    busy = [d for d in decisions if d.running]
-    for decision in busy:
-        job_id = decision.running
-        say(
-            f"{decision.target.name}: {decision.reason}; follow it with `taospec logs -f "
-            f"{job_id}`, or stop it with `taospec cancel {job_id}`"
-        )
+    busy = [(d.target.name, d.reason, d.running) for d in decisions if d.running]
     if busy:
         named = [*targets, *(d.target.name for d in decisions if d.run)] if pipeline else targets
-        again = shlex.join(["taospec", "run", "-B", file, *dict.fromkeys(named)])
-        say(f"nothing was run: run again once it has ended, or `{again}` to start another")
+        _say_busy(busy, file, named)
     return bool(busy)
+
+
+def _busy_meanwhile(
+    results: Mapping[str, Outcome], file: str, targets: Sequence[str], *, pipeline: bool
+) -> None:
+    """The targets refused at their launch: another run had started a job of the same plan
+    after this one decided (:class:`~taospec.pipeline.Busy`)."""
+    busy = [(o.name, o.message, o.running) for o in results.values() if o.running]
+    if busy:
+        ran = any(o.record is not None for o in results.values())
+        named = [*targets, *(name for name, _, _ in busy)] if pipeline else targets
+        _say_busy(busy, file, named, ran=ran)
+
+
+def _say_busy(
+    busy: Sequence[tuple[str, str, str | None]],
+    file: str,
+    named: Sequence[str],
+    *,
+    ran: bool = False,
+) -> None:
+    """Each target not started for a job under way, and how to start another (``-B`` on
+    ``named``); ``ran`` when other targets of the run did run."""
+    for name, reason, job_id in busy:
+        say(f"{name}: {busy_line(reason, str(job_id))}")
+    again = shlex.join(["taospec", "run", "-B", file, *dict.fromkeys(named)])
+    what = f"{', '.join(name for name, _, _ in busy)} not run" if ran else "nothing was run"
+    say(f"{what}: run again once it has ended, or `{again}` to start another")
 
 
 def live_board(environ: Mapping[str, str] = os.environ) -> bool:
@@ -242,8 +275,9 @@ def decisions_json(decisions: list[Decision], ledger: Ledger) -> dict[str, objec
     }
 
 
-def _detach(build: Build) -> int:
-    """Submit what is out of date without following it; refused when targets wait on others."""
+def _detach(build: Build, file: str, targets: Sequence[str]) -> int:
+    """Submit what is out of date without following it; refused when targets wait on others,
+    and (exit 2) at a target whose job of the same plan another run has under way."""
     running = {d.target.name for d in build.decisions if d.run}
     for decision in build.decisions:
         waits = [n for n in decision.target.needs if n in running]
@@ -253,13 +287,19 @@ def _detach(build: Build) -> int:
                 "run without --detach"
             )
             return EXIT_INVALID
+    ran = False
     try:
         for decision in build.decisions:
             if decision.run:
                 record, _ = build.launch(decision, {})
                 print(record.id, flush=True)
+                ran = True
             else:
                 say(f"{decision.target.name}: {decision.reason}")
+    except Busy as busy:
+        named = [*targets, busy.target] if build.jobfile.pipeline else targets
+        _say_busy([(busy.target, busy.reason, busy.job_id)], file, named, ran=ran)
+        return EXIT_INVALID
     except KeyboardInterrupt:
         build.cancel_launched()
         raise
@@ -286,7 +326,7 @@ def _report(
             say(line)
     for decision in decisions:
         outcome = results.get(decision.target.name)
-        if outcome is not None:
+        if outcome is not None and not outcome.running:  # said after, as a refusal is
             say(ending(outcome))
     if internal:  # the most severe first: taospec failed, a job failed, an input was refused
         return EXIT_INTERNAL
