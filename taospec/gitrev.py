@@ -2,21 +2,28 @@
 
 :func:`load_at` reads a job file through ``git show REV:path`` and resolves
 its versions keys in the nearest ``versions.yaml`` of the same revision (next
-to the file or in a parent folder, up to the repository's top), so a job
-spec can be rendered as it was when it was committed.
+to the file or in a parent folder, up to the repository's top), and its
+``skill:`` in the skill folder of the same revision when the folder is inside
+the repository, so a job spec can be rendered as it was when it was committed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import tarfile
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from taospec import proc
+from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
 from taospec.job import JobFile
 from taospec.loader import load_jobfile_text
+from taospec.skills import BANK_VARIABLE, INFO, MODELS, SkillError, bank_root, find_skill
 from taospec.versions import VERSIONS_FILE, Images
 from taospec.yamlsrc import Source
 
@@ -117,11 +124,104 @@ def versions_reader(where: GitFile, rev: str) -> tuple[str, str] | None:
     return None
 
 
-def load_at(where: GitFile, rev: str) -> tuple[JobFile, dict[str, Source]] | None:
+class SkillsAt:
+    """Finds the skill folders a job file at ``rev`` names, as that revision has them.
+
+    A folder inside the repository is read with ``git archive`` into ``scratch``
+    (with the versions.yaml of the bank it sits in, if any). A folder outside it
+    (``$TAO_SKILL_BANK``, a path out of the repository) is in no revision: it is
+    read where it is now, the same for every revision, and listed in ``outside``.
+    """
+
+    def __init__(self, where: GitFile, rev: str, scratch: Path) -> None:
+        self.where = where
+        self.rev = rev
+        self.scratch = scratch
+        self.outside: list[Path] = []
+        self._read: dict[str, Path] = {}
+
+    def __call__(self, ref: str, job_dir: Path, environ: Mapping[str, str]) -> Path:
+        job_dir = self.where.top / PurePosixPath(self.where.path).parent  # as at the revision
+        inside = self._in_repository(ref, job_dir, environ)
+        if inside is None:
+            folder = find_skill(ref, job_dir, environ)
+            if folder not in self.outside:
+                self.outside.append(folder)
+            return folder
+        if inside not in self._read:
+            self._read[inside] = self._extract(ref, inside)
+        return self._read[inside]
+
+    def _in_repository(self, ref: str, job_dir: Path, environ: Mapping[str, str]) -> str | None:
+        """The folder ``ref`` names, from the repository's top (None when it is outside)."""
+        if "/" in ref:
+            folder = job_dir / ref
+        elif environ.get(BANK_VARIABLE):
+            folder = Path(environ[BANK_VARIABLE]) / MODELS / ref
+        else:
+            return None
+        real = Path(os.path.realpath(folder))
+        try:
+            inside = real.relative_to(os.path.realpath(self.where.top))
+        except ValueError:
+            return None
+        return PurePosixPath(*inside.parts).as_posix() if inside.parts else None
+
+    def _extract(self, ref: str, folder: str) -> Path:
+        top, rev = self.where.top, self.rev
+        info = f"{folder}/{INFO.as_posix()}"
+        if info not in existing(top, rev, [info]):
+            raise SkillError(f"skill {ref!r}: {rev}:{info} does not exist")
+        paths = [folder]
+        root = bank_root(PurePosixPath(folder))
+        if root is not None:
+            paths += existing(top, rev, [(root / VERSIONS_FILE).as_posix()])
+        archive = self.scratch / "skill.tar"
+        made = _git(top, "archive", "--format=tar", f"--output={archive}", rev, "--", *paths)
+        if not made.ok:
+            raise SkillError(f"skill {ref!r}: git archive {rev} {folder} failed: {made.output()}")
+        try:
+            with tarfile.open(archive) as tar:
+                for member in tar:  # regular files only: no link leads out of the scratch tree
+                    content = tar.extractfile(member) if member.isfile() else None
+                    if content is not None:
+                        target = self.tree / member.name
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(content.read())
+        except (OSError, tarfile.TarError) as exc:
+            raise SkillError(f"skill {ref!r}: cannot read {rev}:{folder}: {exc}") from None
+        archive.unlink()
+        return self.tree / folder
+
+    @property
+    def tree(self) -> Path:
+        """Where the revision's skill folders are written, at their paths in the repository."""
+        return self.scratch / "tree"
+
+
+def load_at(
+    where: GitFile, rev: str, outside: list[Path] | None = None
+) -> tuple[JobFile, dict[str, Source]] | None:
     """The job file at ``rev`` and the source of each target (None when it did not exist
-    then), shown as its display name."""
+    then), shown as its display name; each skill folder it reads from outside the
+    repository is added to ``outside``."""
     if where.path not in existing(where.top, rev, [where.path]):
         return None
     text = show(where.top, rev, where.path)
     images = Images(Path(where.display), functools.cache(lambda: versions_reader(where, rev)))
-    return load_jobfile_text(text, where.display, images)
+    with tempfile.TemporaryDirectory(prefix="taospec-diff-") as scratch:
+        skills = SkillsAt(where, rev, Path(scratch).resolve())
+        try:
+            loaded = load_jobfile_text(text, where.display, images, skills)
+        except SpecError as exc:  # a skill file is named as the revision has it
+            shown = f"{skills.tree}/"
+            raise SpecError(
+                [
+                    dataclasses.replace(p, message=p.message.replace(shown, f"{rev}:"))
+                    for p in exc.problems
+                ],
+                outcome=exc.outcome,
+            ) from None
+    if outside is not None:
+        outside += [folder for folder in skills.outside if folder not in outside]
+    return loaded

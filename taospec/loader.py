@@ -39,6 +39,7 @@ from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
 if TYPE_CHECKING:
     from taospec.skilljob import Applied
+    from taospec.skills import SkillFinder
 
 PIPELINE_KEYS = ("needs", "matrix", "inputs")
 
@@ -84,19 +85,26 @@ def is_piped(path: str) -> bool:
 
 
 def load_jobfile_text(
-    text: str, display: str, images: Images | None = None
+    text: str, display: str, images: Images | None = None, skills: SkillFinder | None = None
 ) -> tuple[JobFile, dict[str, Source]]:
     """:func:`load_located` for the ``text`` of the job file at path ``display``.
 
-    Nothing is read from disk but what ``images`` reads: a job file as it was
-    at a git revision is given with an :class:`Images` whose reader finds the
-    versions.yaml of that revision.
+    Nothing is read from disk but what ``images`` and ``skills`` read: a job
+    file as it was at a git revision is given with an :class:`Images` whose
+    reader finds the versions.yaml of that revision, and a finder of the skill
+    folders that revision holds.
     """
-    return _load_text(text, display, Path(display), images)
+    return _load_text(text, display, Path(display), images, skills=skills)
 
 
 def _load_text(
-    text: str, display: str, file: Path, images: Images | None, job_file: str | None = None
+    text: str,
+    display: str,
+    file: Path,
+    images: Images | None,
+    job_file: str | None = None,
+    *,
+    skills: SkillFinder | None = None,
 ) -> tuple[JobFile, dict[str, Source]]:
     """The job file ``text``, its problems shown at ``display``; each job's file is
     ``job_file`` (default: ``display``), and a single job is named after ``file``."""
@@ -105,9 +113,9 @@ def _load_text(
     images = images or Images(file)
     job_file = job_file or display
     if "jobs" not in source.data:
-        return _single(source, file, images, job_file)
+        return _single(source, file, images, job_file, skills)
     raise_if_any(schema.validate(source))
-    return _pipeline(source, file, images, job_file)
+    return _pipeline(source, file, images, job_file, skills)
 
 
 def _passed_values(data: Any) -> Iterator[str]:
@@ -127,7 +135,7 @@ def _passed_values(data: Any) -> Iterator[str]:
 
 
 def _single(
-    source: Source, file: Path, images: Images, job_file: str
+    source: Source, file: Path, images: Images, job_file: str, skills: SkillFinder | None
 ) -> tuple[JobFile, dict[str, Source]]:
     problems = check(source, images) + lost_braces(source)
     named = _naming_problem(source, (), "the job file's name", file.stem)
@@ -138,7 +146,7 @@ def _single(
                 source.problem((key,), f"{key} belongs to a pipeline file's jobs:", key=True)
             )
     raise_if_any(problems)
-    applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS)
+    applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS, skills)
     inputs = tuple(source.data.get("inputs", []))
     job = build_job(source, file.stem, images, applied, job_file)
     target = Target(file.stem, job, (), inputs, file.stem)
@@ -239,7 +247,7 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
 
 
 def _pipeline(
-    source: Source, file: Path, images: Images, job_file: str
+    source: Source, file: Path, images: Images, job_file: str, skills: SkillFinder | None
 ) -> tuple[JobFile, dict[str, Source]]:
     defaults = source.data.get("defaults") or {}
     raise_if_any(_matrix_problems(source, defaults))
@@ -276,7 +284,7 @@ def _pipeline(
         applied = None
         if not found and "skill" in merged.data:
             try:
-                applied = _skill(merged, file, images, known)
+                applied = _skill(merged, file, images, known, skills)
             except SpecError as exc:
                 problems += exc.problems
                 continue
@@ -478,13 +486,23 @@ def _cycles(
     return [_at(source, where, "dependency cycle: " + " -> ".join(path))]
 
 
-def _skill(source: Source, file: Path, images: Images, known: tuple[str, ...]) -> Applied | None:
-    """What the job's ``skill:`` adds (None without one); its warnings go to stderr."""
+def _skill(
+    source: Source,
+    file: Path,
+    images: Images,
+    known: tuple[str, ...],
+    skills: SkillFinder | None,
+) -> Applied | None:
+    """What the job's ``skill:`` adds (None without one, its folder found by ``skills``,
+    default on disk); its warnings go to stderr."""
     if "skill" not in source.data:
         return None
     from taospec.skilljob import apply_skill  # the skill bank's code, for jobs that name one
+    from taospec.skills import find_skill
 
-    applied, problems = apply_skill(source, file, images, known, os.environ)
+    applied, problems = apply_skill(
+        source, file, images, known, os.environ, find=skills or find_skill
+    )
     raise_if_any(problems)
     assert applied is not None
     for warning in applied.warnings:  # a warning may quote a value of the job's spec

@@ -41,6 +41,7 @@ from taospec.skills import (
     KeyPath,
     Skill,
     SkillError,
+    SkillFinder,
     find_skill,
     load_skill,
     parse_key,
@@ -83,15 +84,18 @@ def apply_skill(
     images: Images,
     known: tuple[str, ...],
     environ: Mapping[str, str],
+    *,
+    find: SkillFinder = find_skill,
 ) -> tuple[Applied | None, list[Problem]]:
     """The job in ``source`` (checked, naming ``skill:``) completed by its skill.
 
     Returns None and the problems when the skill cannot be used or the merged spec fails
-    its check; ``known`` are the placeholders the job's values may use.
+    its check; ``known`` are the placeholders the job's values may use; ``find`` finds the
+    skill's folder (the job file as a revision had it finds the revision's).
     """
     data = source.data
     try:
-        skill = load_skill(find_skill(data["skill"], file.resolve().parent, environ))
+        skill = load_skill(find(data["skill"], file.resolve().parent, environ))
     except SkillError as exc:
         return None, [source.problem(("skill",), str(exc))]
     try:

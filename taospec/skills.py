@@ -20,9 +20,9 @@ gives one. PyYAML is imported when a skill is first read.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from taospec.diagnostics import closest
@@ -38,6 +38,9 @@ _VERSIONS_KEY = re.compile(r"#\s*versions-key:\s*([A-Za-z0-9_.-]+)")
 KeyPath = tuple[str | int, ...]
 """A spec key as a path: ``dataset.train_data_sources[0].image_dir`` is
 ``("dataset", "train_data_sources", 0, "image_dir")``."""
+
+SkillFinder = Callable[[str, Path, Mapping[str, str]], Path]
+"""Finds the folder of a job's ``skill:`` (see :func:`find_skill`, the one on disk)."""
 
 
 class SkillError(InvalidInput):
@@ -109,10 +112,14 @@ class Skill:
     @property
     def versions_file(self) -> Path | None:
         """The ``versions.yaml`` at the root of the bank this skill sits in, if any."""
-        if self.folder.parent.parent.name != "skills":
-            return None
-        candidate = self.folder.parents[2] / "versions.yaml"
-        return candidate if candidate.is_file() else None
+        root = bank_root(self.folder)
+        candidate = None if root is None else Path(root) / "versions.yaml"
+        return candidate if candidate is not None and candidate.is_file() else None
+
+
+def bank_root(folder: PurePath) -> PurePath | None:
+    """The root of the bank a skill ``folder`` sits in (``<root>/skills/<group>/<skill>``)."""
+    return folder.parents[2] if folder.parent.parent.name == "skills" else None
 
 
 def parse_key(dotted: str) -> KeyPath:

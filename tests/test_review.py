@@ -250,6 +250,82 @@ def test_diff_of_a_renamed_file_names_the_old_path_when_that_side_is_invalid(
     assert done.stdout == ""
 
 
+SKILL_BANK = Path(__file__).resolve().parent / "skills"
+TINY = SKILL_BANK / "skills" / "models" / "tao-train-tiny"
+
+
+def skill_job(repo: Path, skill: str) -> Path:
+    """A docker job in ``repo`` that trains with the tiny skill named ``skill``."""
+    (repo / "data" / "images").mkdir(parents=True, exist_ok=True)
+    write(repo / "data" / "t.json", "{}\n")
+    return write(
+        repo / "jobs" / "t.yaml",
+        f"""\
+version: 1
+skill: {skill}
+action: train
+platform: docker
+user: "1000:1000"
+results_root: /tmp/taospec-review-results
+spec:
+  dataset:
+    train_data_sources: [{{image_dir: {repo}/data/images, json_file: {repo}/data/t.json}}]
+    classes: [a]
+""",
+    )
+
+
+def test_diff_reads_a_skill_folder_in_the_repository_at_each_revision(taospec: Runner, repo: Path):
+    # both sides read the skill from the work tree: "unchanged" while render showed the change
+    shutil.copytree(TINY, repo / "skills" / "tiny")
+    skill_job(repo, "../skills/tiny")
+    first = commit(repo, "skill")
+    info = repo / "skills" / "tiny" / "references" / "skill_info.yaml"
+    template = repo / "skills" / "tiny" / "references" / "spec_template_train.yaml"
+    info.write_text(info.read_text().replace("tiny_net train -e", "tiny_net train --evil -e"))
+    template.write_text(template.read_text().replace("  depth: 2", "  depth: 5"))
+    run = in_repo(taospec, repo)
+    done = run("diff", "jobs/t.yaml")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "jobs/t.yaml: t: changed\n" in done.stdout
+    assert "-  depth: 2\n+  depth: 5\n" in done.stdout
+    assert "+    --evil \\\n" in done.stdout
+    assert "outside the repository" not in done.stdout
+    second = commit(repo, "evil")
+    info.write_text("not: [a skill\n")  # the work tree is broken; git is not
+    between = run("diff", first, second, "jobs/t.yaml")
+    assert between.returncode == 1, between.stdout + between.stderr
+    assert "-  depth: 2\n+  depth: 5\n" in between.stdout
+    assert "+    --evil \\\n" in between.stdout
+    same = run("diff", second, second, "jobs/t.yaml")
+    assert (same.returncode, same.stdout) == (0, "jobs/t.yaml: t: unchanged\n"), same.stderr
+    # a skill the revision does not have is a problem at that revision's skill: line
+    shutil.rmtree(repo / "skills")
+    third = commit(repo, "no skill")
+    gone = run("diff", second, third, "jobs/t.yaml")
+    assert gone.returncode == 2
+    assert f"jobs/t.yaml:2:8: $.skill: skill '../skills/tiny': {third}:skills/tiny/" in (
+        gone.stderr
+    )
+    assert f"jobs/t.yaml is invalid at {third}" in gone.stderr
+
+
+def test_diff_says_a_skill_outside_the_repository_is_read_as_it_is_now(taospec: Runner, repo: Path):
+    skill_job(repo, "tao-train-tiny")
+    commit(repo, "skill")
+    run = in_repo(taospec, repo)
+    env = {"TAO_SKILL_BANK": str(SKILL_BANK)}
+    note = (
+        f"jobs/t.yaml: skill tao-train-tiny read from {TINY}, outside the repository: "
+        "the same on both sides\n"
+    )
+    done = run("diff", "jobs/t.yaml", env=env)
+    assert (done.returncode, done.stdout) == (0, note + "jobs/t.yaml: t: unchanged\n"), done.stderr
+    data = json.loads(run("diff", "--format", "json", "jobs/t.yaml", env=env).stdout)
+    conforms(data, "diff")
+    assert data["files"][0]["skills_outside"] == [str(TINY)]
+
+
 def test_diff_with_an_invalid_revision_says_which(taospec: Runner, repo: Path):
     spec = repo / "jobs" / "pipeline.yaml"
     good = spec.read_text()

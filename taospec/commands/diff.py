@@ -4,7 +4,9 @@ Each file's targets are rendered at two revisions (default: HEAD against the
 work tree; one revision: it against the work tree) and their plans compared
 as text, every job id shown as ``$JOB_ID``. A file at a revision is read with
 ``git show REV:path``, and so is the versions.yaml it resolves against: a
-changed image pin shows as a changed image in every target that uses it. A
+changed image pin shows as a changed image in every target that uses it; so
+is a skill folder inside the repository (one outside it, such as
+``$TAO_SKILL_BANK``, is read as it is now for both sides, and a note says so). A
 file git sees renamed since the old revision is compared with its old path,
 read under its new name so that only a change of its commands shows.
 Exit 0 when no plan changed, 1 when one did, 2 when either side is invalid.
@@ -31,6 +33,7 @@ from taospec.platforms import render
 from taospec.yamlsrc import Source
 
 WORK_TREE = "work tree"
+OUTSIDE = "skill {} read from {}, outside the repository: the same on both sides"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +92,11 @@ def _plans(loaded: tuple[JobFile, dict[str, Source]] | None) -> dict[str, str]:
     return out
 
 
-def _side(where: gitrev.GitFile, rev: str | None, renamed: bool = False) -> dict[str, str]:
-    """The plans of ``where`` at ``rev`` (None: the work tree), naming the side in any error."""
+def _side(
+    where: gitrev.GitFile, rev: str | None, renamed: bool = False, outside: list[Path] | None = None
+) -> dict[str, str]:
+    """The plans of ``where`` at ``rev`` (None: the work tree), naming the side in any error;
+    a skill folder a revision reads from outside the repository is added to ``outside``."""
     label = f"at {rev}" if rev else f"in the {WORK_TREE}"
     if renamed:
         label += f" (as {where.path})"
@@ -98,7 +104,7 @@ def _side(where: gitrev.GitFile, rev: str | None, renamed: bool = False) -> dict
         if rev is None:
             loaded = load_located(where.display) if os.path.lexists(where.display) else None
         else:
-            loaded = gitrev.load_at(where, rev)
+            loaded = gitrev.load_at(where, rev, outside)
         return _plans(loaded)
     except SpecError as exc:
         raise SideInvalid(where.display, label, str(exc)) from None
@@ -137,7 +143,7 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
     revs, files = split_args(args)
     old_rev = revs[0] if revs else "HEAD"
     new_rev = revs[1] if len(revs) > 1 else None
-    results: list[tuple[str, str | None, list[TargetDiff]]] = []
+    results: list[tuple[str, str | None, list[Path], list[TargetDiff]]] = []
     try:
         for file in files:
             where = gitrev.locate(file)
@@ -154,18 +160,20 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 f"{old_rev}:{before.path}",
                 f"{new_rev}:{where.path}" if new_rev else file,
             )
-            old, new = _side(before, old_rev, source is not None), _side(where, new_rev)
+            outside: list[Path] = []
+            old = _side(before, old_rev, source is not None, outside)
+            new = _side(where, new_rev, outside=outside)
             if not old and not new:
                 # split_args read a first word that is neither as a file: say both.
                 meant = not revs and len(files) > 1 and file == files[0]
                 nor = ", nor a revision git knows" if meant else ""
                 raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}{nor}")
-            results.append((file, source, compare(old, new, names)))
+            results.append((file, source, outside, compare(old, new, names)))
     except SideInvalid as exc:
         print(exc.detail, file=sys.stderr)
         print(f"taospec diff: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    changed = any(t.status != "unchanged" for _, _, diffs in results for t in diffs)
+    changed = any(t.status != "unchanged" for *_, diffs in results for t in diffs)
     if fmt == "json":
         document = {
             "old": old_rev,
@@ -175,17 +183,26 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 {
                     "file": file,
                     **({"renamed_from": source} if source else {}),
+                    **({"skills_outside": [str(f) for f in outside]} if outside else {}),
                     "targets": [t.to_json() for t in diffs],
                 }
-                for file, source, diffs in results
+                for file, source, outside, diffs in results
             ],
         }
         print(json.dumps(shown_data(document), indent=2))
     else:
-        for file, source, diffs in results:
-            if source:
-                print(redacted(f"{file}: renamed from {source} at {old_rev}"))
-            for target in diffs:
-                print(redacted(f"{file}: {target.target}: {target.status}"))
-                sys.stdout.write(redacted(target.diff))
+        _show(results, old_rev)
     return EXIT_JOB_FAILED if changed else EXIT_OK
+
+
+def _show(results: list[tuple[str, str | None, list[Path], list[TargetDiff]]], old: str) -> None:
+    """Each file's comparison as text: what it was renamed from, the skills read from
+    outside the repository, then each target's status and diff."""
+    for file, source, outside, diffs in results:
+        if source:
+            print(redacted(f"{file}: renamed from {source} at {old}"))
+        for folder in outside:
+            print(redacted(f"{file}: {OUTSIDE.format(folder.name, folder)}"))
+        for target in diffs:
+            print(redacted(f"{file}: {target.target}: {target.status}"))
+            sys.stdout.write(redacted(target.diff))
