@@ -323,7 +323,58 @@ def test_diff_says_a_skill_outside_the_repository_is_read_as_it_is_now(taospec: 
     assert (done.returncode, done.stdout) == (0, note + "jobs/t.yaml: t: unchanged\n"), done.stderr
     data = json.loads(run("diff", "--format", "json", "jobs/t.yaml", env=env).stdout)
     conforms(data, "diff")
-    assert data["files"][0]["skills_outside"] == [str(TINY)]
+    assert data["files"][0]["notes"] == [note.removeprefix("jobs/t.yaml: ").rstrip("\n")]
+
+
+HOST_JOB = """\
+version: 1
+network_arch: h
+action: train
+platform: {platform}
+image: {{versions_key: images.trainer}}
+results_root: /tmp/taospec-review-results
+user: host
+command: echo hi
+"""
+
+
+def test_diff_compares_user_host_jobs_as_a_named_stand_in_whoever_runs_it(
+    taospec: Runner, repo: Path
+):
+    # as root (CI) diff was refused, advising --user, an option diff does not have
+    spec = write(repo / "jobs" / "h.yaml", HOST_JOB.format(platform="docker"))
+    commit(repo, "host job")
+    spec.write_text(spec.read_text().replace("echo hi", "echo bye"))
+    run = in_repo(taospec, repo)
+    done = run("diff", "jobs/h.yaml")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(
+        "jobs/h.yaml: user: host shown as 1000:1000 (host-user), a stand-in for whoever "
+        "runs the job\njobs/h.yaml: h: changed\n"
+    )
+    assert "-    registry.example/tao/trainer:6.0.0 echo hi\n" in done.stdout
+    assert "+    registry.example/tao/trainer:6.0.0 echo bye\n" in done.stdout
+    data = json.loads(run("diff", "--format", "json", "jobs/h.yaml").stdout)
+    conforms(data, "diff")
+    assert data["files"][0]["notes"] == [
+        "user: host shown as 1000:1000 (host-user), a stand-in for whoever runs the job"
+    ]
+
+
+def test_diff_places_a_plan_refusal_at_its_line_once(taospec: Runner, repo: Path):
+    # "jobs/h.yaml: jobs/h.yaml: ..." with no line, where render gives one
+    write(repo / "jobs" / "h.yaml", HOST_JOB.format(platform="docker"))
+    commit(repo, "host job")
+    env = {"DOCKER_HOST": "tcp://admin:hunter2secret@engine.example:2376"}
+    done = in_repo(taospec, repo)("diff", "jobs/h.yaml", env=env)
+    assert done.returncode == 2
+    assert done.stderr.startswith("jobs/h.yaml:1:1: $: $DOCKER_HOST ("), done.stderr
+    assert "jobs/h.yaml: jobs/h.yaml" not in done.stderr
+    assert "hunter2secret" not in done.stderr
+    assert "jobs/h.yaml is invalid at HEAD" in done.stderr
+    rendered = in_repo(taospec, repo)("render", "--user", "1000:1000", "jobs/h.yaml", env=env)
+    assert rendered.returncode == 2
+    assert rendered.stderr.startswith("jobs/h.yaml:1:1: $: $DOCKER_HOST ("), rendered.stderr
 
 
 def test_diff_with_an_invalid_revision_says_which(taospec: Runner, repo: Path):

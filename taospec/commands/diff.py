@@ -25,6 +25,7 @@ from taospec import gitrev, plandiff, preflight
 from taospec.commands.session import shown_data
 from taospec.diagnostics import SpecError
 from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
+from taospec.identity import Identity
 from taospec.job import JobFile
 from taospec.lint import redacted
 from taospec.loader import load_located
@@ -34,6 +35,12 @@ from taospec.yamlsrc import Source
 
 WORK_TREE = "work tree"
 OUTSIDE = "skill {} read from {}, outside the repository: the same on both sides"
+HOST_STAND_IN = Identity(1000, 1000, (), "host-user")
+"""Who a ``user: host`` job is shown running as: the same on both sides, whoever runs diff."""
+HOST_NOTE = (
+    f"user: host shown as {HOST_STAND_IN.spec} ({HOST_STAND_IN.name}), a stand-in for whoever "
+    "runs the job"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +85,11 @@ def _is_revision(word: str) -> bool:
     return True
 
 
-def _plans(loaded: tuple[JobFile, dict[str, Source]] | None) -> dict[str, str]:
-    """Each target's plan text, as ``render`` shows it, refused as render refuses it when
-    it writes a passed variable's value."""
+def _plans(loaded: tuple[JobFile, dict[str, Source]] | None, notes: list[str]) -> dict[str, str]:
+    """Each target's plan text, as ``render`` shows it, refused as render refuses it (a
+    passed variable's value written, a refusal at its line). A ``user: host`` job is shown
+    as :data:`HOST_STAND_IN` (and ``notes`` says so): what it runs as depends on who runs
+    it, and a comparison of text must not (CI runs as root, which render refuses)."""
     if loaded is None:
         return {}
     jobfile, sources = loaded
@@ -88,15 +97,25 @@ def _plans(loaded: tuple[JobFile, dict[str, Source]] | None) -> dict[str, str]:
     out = {}
     for name, target in jobfile.targets.items():
         upstream = upstream_stand_ins(target.needs)
-        out[name] = plandiff.text(render(target.job, upstream=upstream))
+        launcher = None
+        if target.job.user == "host":
+            launcher = HOST_STAND_IN
+            _note(notes, HOST_NOTE)
+        plan = render(target.job, launcher=launcher, upstream=upstream, source=sources[name])
+        out[name] = plandiff.text(plan)
     return out
 
 
+def _note(notes: list[str], note: str) -> None:
+    if note not in notes:
+        notes.append(note)
+
+
 def _side(
-    where: gitrev.GitFile, rev: str | None, renamed: bool = False, outside: list[Path] | None = None
+    where: gitrev.GitFile, rev: str | None, notes: list[str], renamed: bool = False
 ) -> dict[str, str]:
     """The plans of ``where`` at ``rev`` (None: the work tree), naming the side in any error;
-    a skill folder a revision reads from outside the repository is added to ``outside``."""
+    what a reader of the comparison must know is added to ``notes``."""
     label = f"at {rev}" if rev else f"in the {WORK_TREE}"
     if renamed:
         label += f" (as {where.path})"
@@ -104,12 +123,18 @@ def _side(
         if rev is None:
             loaded = load_located(where.display) if os.path.lexists(where.display) else None
         else:
+            outside: list[Path] = []
             loaded = gitrev.load_at(where, rev, outside)
-        return _plans(loaded)
+            for folder in outside:
+                _note(notes, OUTSIDE.format(folder.name, folder))
+        return _plans(loaded, notes)
     except SpecError as exc:
         raise SideInvalid(where.display, label, str(exc)) from None
     except TaospecError as exc:
-        raise SideInvalid(where.display, label, f"{where.display}: {exc}") from None
+        detail = str(exc)
+        if not detail.startswith(f"{where.display}: "):
+            detail = f"{where.display}: {detail}"
+        raise SideInvalid(where.display, label, detail) from None
 
 
 class SideInvalid(InvalidInput):
@@ -143,7 +168,7 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
     revs, files = split_args(args)
     old_rev = revs[0] if revs else "HEAD"
     new_rev = revs[1] if len(revs) > 1 else None
-    results: list[tuple[str, str | None, list[Path], list[TargetDiff]]] = []
+    results: list[tuple[str, str | None, list[str], list[TargetDiff]]] = []
     try:
         for file in files:
             where = gitrev.locate(file)
@@ -160,15 +185,15 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 f"{old_rev}:{before.path}",
                 f"{new_rev}:{where.path}" if new_rev else file,
             )
-            outside: list[Path] = []
-            old = _side(before, old_rev, source is not None, outside)
-            new = _side(where, new_rev, outside=outside)
+            notes: list[str] = []
+            old = _side(before, old_rev, notes, source is not None)
+            new = _side(where, new_rev, notes)
             if not old and not new:
                 # split_args read a first word that is neither as a file: say both.
                 meant = not revs and len(files) > 1 and file == files[0]
                 nor = ", nor a revision git knows" if meant else ""
                 raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}{nor}")
-            results.append((file, source, outside, compare(old, new, names)))
+            results.append((file, source, notes, compare(old, new, names)))
     except SideInvalid as exc:
         print(exc.detail, file=sys.stderr)
         print(f"taospec diff: {exc}", file=sys.stderr)
@@ -183,10 +208,10 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 {
                     "file": file,
                     **({"renamed_from": source} if source else {}),
-                    **({"skills_outside": [str(f) for f in outside]} if outside else {}),
+                    **({"notes": notes} if notes else {}),
                     "targets": [t.to_json() for t in diffs],
                 }
-                for file, source, outside, diffs in results
+                for file, source, notes, diffs in results
             ],
         }
         print(json.dumps(shown_data(document), indent=2))
@@ -195,14 +220,14 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
     return EXIT_JOB_FAILED if changed else EXIT_OK
 
 
-def _show(results: list[tuple[str, str | None, list[Path], list[TargetDiff]]], old: str) -> None:
-    """Each file's comparison as text: what it was renamed from, the skills read from
-    outside the repository, then each target's status and diff."""
-    for file, source, outside, diffs in results:
+def _show(results: list[tuple[str, str | None, list[str], list[TargetDiff]]], old: str) -> None:
+    """Each file's comparison as text: what it was renamed from, its notes, then each
+    target's status and diff."""
+    for file, source, notes, diffs in results:
         if source:
             print(redacted(f"{file}: renamed from {source} at {old}"))
-        for folder in outside:
-            print(redacted(f"{file}: {OUTSIDE.format(folder.name, folder)}"))
+        for note in notes:
+            print(redacted(f"{file}: {note}"))
         for target in diffs:
             print(redacted(f"{file}: {target.target}: {target.status}"))
             sys.stdout.write(redacted(target.diff))
