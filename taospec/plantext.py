@@ -8,7 +8,7 @@ command is assembled here. Every argument becomes one shell word through
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from taospec.placeholders import STAND_IN
 from taospec.plan import Plan, Step
@@ -208,8 +208,13 @@ def text(plan: Plan) -> str:
     return "\n".join(out) + "\n"
 
 
-def script(plan: Plan) -> str:
-    """A bash script a person could run by hand: record, steps, RUNNING."""
+def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
+    """A bash script a person could run by hand: record, steps, RUNNING.
+
+    ``upstream`` holds the stand-in of each needed target's results directory (see
+    :func:`taospec.plan.upstream_stand_ins`): the script requires each one it uses as a
+    variable set before it runs, and stops, before the record is opened, without it.
+    """
     record = plan.record
     open_argv = [
         "taospec",
@@ -230,12 +235,28 @@ def script(plan: Plan) -> str:
     ]
     for exclude in record.upload_excludes:
         open_argv += ["--upload-exclude", exclude]
-    out = ["#!/usr/bin/env bash", *_notes(plan)]
-    out.append("# Values are single-quoted so that a $ in them stays literal, as in the spec.")
-    out += ["# shellcheck disable=SC2016", "set -euo pipefail", ""]
-    out.append("# The record comes first: it mints the id the container is named after.")
+    head = ["#!/usr/bin/env bash", *_notes(plan)]
+    head.append("# Values are single-quoted so that a $ in them stays literal, as in the spec.")
+    head += ["# shellcheck disable=SC2016", "set -euo pipefail", ""]
+    out = ["# The record comes first: it mints the id the container is named after."]
     out.append(f'JOB_ID="${{JOB_ID:-$({words(open_argv)})}}"')
     out.append("export JOB_ID")
+    _steps(plan, out)
+    for need, value in (upstream or {}).items():
+        name = STAND_IN.sub(r"\1", value)
+        if plan.with_value(name, "") != plan:  # the plan uses it
+            why = f"Set {name} to the results directory of the job of target {need} this reads."
+            head += [f"# {comment(why)}", f': "${{{name}:?{UNSET}}}"', ""]
+    return "\n".join([*head, *out]) + "\n"
+
+
+UNSET = "set it to the results directory of the upstream job"
+"""What a script says, and stops, when a stand-in for an upstream's results is unset."""
+
+
+def _steps(plan: Plan, out: list[str]) -> None:
+    """The script's steps, after the record is opened: each launch step's backend ref kept,
+    then RUNNING marked; the teardown as comments."""
     for step in plan.steps:
         out.append("")
         out.append(f"# {step.name}: {comment(step.why)}")
@@ -262,4 +283,3 @@ def script(plan: Plan) -> str:
             f"# after the job ends, {step.name}: {comment(step.why)}",
             *(f"# {line}" for line in command_line(step).split("\n")),
         ]
-    return "\n".join(out) + "\n"

@@ -460,3 +460,42 @@ def test_the_plan_lint_reads_each_word_list_apart_and_places_only_spec_findings_
     text = "export T='Authorization: Bearer secret-value'\n"
     assert refused_at(Step(SPEC_STEP, ("cat",), "spec", stdin_text=text)) == ("spec",)
     assert refused_at(Step("script", ("cat",), "script", stdin_text=text)) == ()
+
+
+def test_the_script_of_one_target_with_needs_requires_its_upstream_results(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # "name one target (prep, train)" though one was named: the upstream was rendered too
+    write(tmp_path / "versions.yaml", (ROOT / "jobs" / "versions.yaml").read_text())
+    write(
+        tmp_path / "f.yaml",
+        "version: 1\ndefaults: {network_arch: f, platform: local, "
+        f"image: {{versions_key: images.test.busybox}}, results_root: {tmp_path}/results}}\n"
+        "jobs:\n  prep: {action: prep, command: echo p}\n"
+        '  train: {action: train, needs: [prep], command: "ls {needs.prep.results_dir}"}\n',
+    )
+    done = taospec("render", "--format", "sh", "f.yaml", "train")
+    assert done.returncode == 0, done.stderr
+    script = done.stdout
+    assert script.startswith("#!/usr/bin/env bash\n# taospec plan: f.yaml (target train,")
+    assert "# Set UPSTREAM_PREP to the results directory of the job of target prep" in script
+    assert script.count("taospec record open") == 1  # train's alone
+    guard = ': "${UPSTREAM_PREP:?'
+    assert guard in script
+    assert script.index(guard) < script.index("taospec record open")
+    assert 'ls "$UPSTREAM_PREP"' in script
+    path = write(tmp_path / "train.sh", script)
+    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
+    # run without the upstream's results: it stops before the record opens
+    bin_dir = tmp_path / "bin"
+    marker = tmp_path / "record-opened"
+    write(bin_dir / "taospec", f"#!/bin/sh\ntouch {marker}\necho id-1\n").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    ran = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, check=False)
+    assert ran.returncode != 0
+    assert "UPSTREAM_PREP" in ran.stderr
+    assert not marker.exists()
+    # the whole file still needs a target named for a script
+    whole = taospec("render", "--format", "sh", "f.yaml")
+    assert whole.returncode == 2
+    assert "name one target (prep, train)" in whole.stderr

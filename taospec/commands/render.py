@@ -2,6 +2,8 @@
 
 For a pipeline, every target's plan is shown, each as if what it needs ran
 first: an upstream result appears as ``$UPSTREAM_<TARGET>`` until it exists.
+``--format sh`` writes one target's script, which requires each such
+variable set before it runs (a target's upstreams are not in it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ def run(
     dependencies first; ``file`` ``-`` is standard input."""
     jobfile, sources = load_located(file, versions=versions)
     names = jobfile.closure(tuple(targets))
+    if fmt == "sh":  # one target's script: what it needs is a variable the script requires
+        chosen = jobfile.select(tuple(targets)) if targets else names
+        if len(chosen) != 1:
+            raise InvalidInput(
+                f"{file}: --format sh writes one job's script; name one target ({', '.join(names)})"
+            )
+        names = chosen
     # A passed variable's value written in the job would be shown here: refused, as run does.
     preflight.refuse_passed_values_shown(jobfile, sources, names)
     rendered = []
@@ -40,12 +49,7 @@ def run(
         data = [plan.to_json() for plan in rendered]
         out = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
     elif fmt == "sh":
-        if len(rendered) != 1:
-            raise InvalidInput(
-                f"{file}: --format sh writes one job's script; name one target "
-                f"({', '.join(p.target for p in rendered)})"
-            )
-        out = plantext.script(rendered[0])
+        out = plantext.script(rendered[0], upstream_stand_ins(jobfile.targets[names[0]].needs))
     else:
         out = "\n".join(plantext.text(plan) for plan in rendered)
     sys.stdout.write(out)
