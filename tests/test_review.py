@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 from tests.conftest import ROOT, Runner, write
 
@@ -574,6 +576,29 @@ def test_shell_completion_offers_job_ids_and_targets(taospec: Runner, repo: Path
     assert "_TAOSPEC_COMPLETE=bash_complete" in script.stdout
 
 
+def test_validate_of_a_versions_file_validates_the_job_files_beside_it(taospec: Runner, repo: Path):
+    # a commit that broke every job through versions.yaml alone was never checked
+    write(repo / "jobs" / "configs" / "nested.yaml", "not: [a job\n")  # not beside it
+    run = in_repo(taospec, repo)
+    done = run("validate", "jobs/versions.yaml", "jobs/pipeline.yaml")
+    assert (done.returncode, done.stdout) == (0, "jobs/pipeline.yaml: ok\n"), done.stderr
+    versions = repo / "jobs" / "versions.yaml"
+    versions.write_text(versions.read_text().replace("example/tao", "example/TAO"))
+    broken = run("validate", "-q", "jobs/versions.yaml")
+    assert broken.returncode == 2
+    assert broken.stderr.startswith("jobs/pipeline.yaml:6:25: $.defaults.image.versions_key: ")
+    assert "1 of 1 job files is invalid" in broken.stderr
+
+
+def test_the_validate_hook_takes_the_versions_file_of_the_jobs_it_checks():
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = [h for h in hooks if h["id"] == "taospec-validate"]
+    for path in ("jobs/versions.yaml", "jobs/train.yaml", "jobs/a.yml"):
+        assert re.search(hook["files"], path), path
+        assert not re.search(hook.get("exclude", "^$"), path), path
+    assert not re.search(hook["files"], "jobs/configs/spec.yaml")
+
+
 # -- pre-commit -----------------------------------------------------------------
 
 
@@ -615,6 +640,24 @@ def test_pre_commit_hook_validates_job_files_in_another_repository(tmp_path: Pat
     assert failed.returncode == 1
     assert "Failed" in failed.stdout
     assert "jobs/bad.yaml:4:13: $.defaults.platform:" in failed.stdout
+
+    # a commit that breaks the jobs through versions.yaml alone is checked too
+    (user / "jobs" / "bad.yaml").unlink()
+    versions = user / "jobs" / "versions.yaml"
+    versions.write_text(versions.read_text().replace("example/tao", "example/TAO"))
+    git(user, "add", "-A")
+    staged = subprocess.run(
+        [str(pre_commit), "try-repo", str(ROOT), "taospec-validate"],
+        cwd=user,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert staged.returncode == 1, staged.stdout + staged.stderr
+    assert "jobs/pipeline.yaml:6:25: $.defaults.image.versions_key:" in staged.stdout
+    git(user, "checkout", "HEAD", "--", "jobs/versions.yaml")
 
     linted = hook("taospec-lint")
     assert linted.returncode == 1

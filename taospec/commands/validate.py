@@ -3,7 +3,9 @@
 Many files are checked in a pool of worker processes (one per CPU by
 default), forked once this process has checked the first file and so has
 loaded everything a check needs. The output is the same either way: file by
-file, in the order given.
+file, in the order given. A versions.yaml given stands for the job files beside
+it, which resolve their images in it: a change to it alone is checked where it
+takes effect (the pre-commit hook passes it).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
+from taospec.versions import VERSIONS_FILE
 from taospec.yamlsrc import STDIN
 
 SHARE = 16
@@ -44,6 +48,7 @@ def run(
     (:mod:`taospec.preflight`); ``versions`` names the versions.yaml; ``user`` is
     ``--user`` as render and run take it.
     """
+    files = job_files(files)
     if here or versions is not None or STDIN in files:
         # One at a time in this process: stdin is read once, and the checks ask this machine.
         answers: Iterator[tuple[Problem, ...]] = (
@@ -68,6 +73,22 @@ def run(
         print(f"{failed} of {len(files)} job files {verb} invalid", file=sys.stderr)
         return EXIT_INVALID
     return EXIT_OK
+
+
+def job_files(files: Sequence[str]) -> list[str]:
+    """``files``, each versions.yaml as the job files beside it (``*.yaml``, ``*.yml``), each
+    file once, in the order given."""
+    out: dict[str, None] = {}
+    for file in files:
+        if Path(file).name != VERSIONS_FILE:
+            out[file] = None
+            continue
+        folder = Path(file).parent
+        beside = [*folder.glob("*.yaml"), *folder.glob("*.yml")]
+        for path in sorted(beside):
+            if path.is_file() and path.stem != "versions":
+                out[str(path)] = None
+    return list(out)
 
 
 def check(file: str) -> tuple[Problem, ...]:
