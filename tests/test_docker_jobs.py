@@ -785,3 +785,49 @@ def test_the_progress_line_shows_no_piece_of_a_line_longer_than_the_tail_it_read
     assert running.returncode == 0, err
     assert re.search(r"^job \S+  RUNNING  \d+s$", err, re.M), err
     assert "VALUE" not in out + err
+
+
+UNENDED_TAILS = "sh -c 'echo step; sleep 0.5; printf final-out; printf final-err >&2; exit 3'"
+"""A job that writes a line, then the last of each stream without a newline, and fails."""
+
+DROPPING_FOLLOW = """#!/usr/bin/env python3
+# docker, but `docker logs --follow` leaves out what each stream has not ended when it stops,
+# as the real one may (it can stop once the container exits, before the log copier has
+# flushed the last piece of a line the job never ended)
+import os, subprocess, sys, threading
+argv = [REAL, *sys.argv[1:]]
+if "logs" not in sys.argv[1:2] or "--follow" not in sys.argv:
+    os.execv(REAL, argv)
+child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def copy(source, fd):
+    data = source.read()
+    os.write(fd, data[: data.rfind(b"\\n") + 1])
+threads = [threading.Thread(target=copy, args=(child.stdout, 1)),
+           threading.Thread(target=copy, args=(child.stderr, 2))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+sys.exit(child.wait())
+"""
+
+
+def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended(
+    engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
+) -> None:
+    # docker logs --follow may stop before the last piece of a line the job never ended is
+    # logged, and logs -f (and run -f) never read it: the job's last line was lost
+    real = shutil.which("docker")
+    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
+    stand_in.chmod(0o755)
+    env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    spec = job_file(open_tmp, engine, UNENDED_TAILS)
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    followed = taospec("logs", "-f", job_id, env=env)
+    assert followed.returncode == 1, followed.stderr
+    assert sorted(followed.stdout.split("\n")) == ["final-err", "final-out", "step"]
+    ran = taospec("run", "-B", "-f", spec, env=env)
+    assert ran.returncode == 1, ran.stderr
+    shown = ran.stdout.splitlines()
+    assert shown[0] == "step"
+    assert sorted(shown[1:3]) == ["final-err", "final-out"], ran.stdout

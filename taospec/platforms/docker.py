@@ -539,12 +539,22 @@ def logs(
                 logs_argv(record.id), extra_env=env, on_line=out, on_error_line=err
             ),
         )
-        return proc.stream(
+        followed = Followed(earlier.after(False, on_line), earlier.after(True, on_line))
+        code = proc.stream(
             logs_argv(record.id, follow=True),
             extra_env=env,
-            on_line=earlier.after(False, on_line),
-            on_error_line=earlier.after(True, on_line),
+            on_line=followed.line(False),
+            on_error_line=followed.line(True),
         )
+
+        def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
+            if code != 0 or not _container_ended(record.id, env):
+                return 1
+            argv = logs_argv(record.id)
+            return proc.stream(argv, extra_env=env, on_line=out, on_error_line=err)
+
+        followed.end(all_of_it)
+        return code
     writing = still_writing(record, lambda: status(record, sidecar))
     read = looked_at(tail)
     code = proc.stream(logs_argv(record.id), extra_env=env, on_line=read.append)
@@ -606,6 +616,70 @@ class Earlier:
                 on_line(text)
 
         return line
+
+
+class Followed:
+    """What ``docker logs --follow`` gave of each stream, handed on to ``out`` (stdout's
+    lines) and ``err`` (stderr's) as each line ends (:meth:`line`), and, once the follow
+    has ended, what it left out (:meth:`end`): it may stop once the container exits,
+    before the log copier has flushed the last piece of a line the job never ended, so
+    that piece, and with it the job's last line, would be lost."""
+
+    def __init__(self, out: Write, err: Write) -> None:
+        self.sinks = {False: out, True: err}
+        self.seen = {False: 0, True: 0}  # the lines of each stream handed on
+        self.held = {False: "", True: ""}  # the line of each stream the follow left unended
+
+    def line(self, error: bool) -> Write:
+        """What takes each line of stdout (of stderr when ``error``) the follow gives."""
+
+        def take(text: str) -> None:
+            if text.endswith("\n"):
+                self.seen[error] += 1
+                self.sinks[error](text)
+            else:
+                self.held[error] = text
+
+        return take
+
+    def end(self, read: Callable[[Write, Write], int]) -> None:
+        """Hand on what follows the lines handed on of each stream in what ``read`` gives
+        (all of the output, once the container has ended; 0 when it read it), each line
+        whole; when it read nothing (nonzero), what the follow left unended. The lines a
+        stream leaves unended go on last, each but the last ended, so that one of a
+        stream is not joined to one of the other."""
+        left = dict(self.seen)
+        unended = {False: "", True: ""}
+        handed = False
+
+        def rest(error: bool) -> Write:
+            def take(text: str) -> None:
+                nonlocal handed
+                if left[error]:
+                    left[error] -= 1
+                elif text.endswith("\n"):
+                    handed = True
+                    self.sinks[error](text)
+                else:
+                    unended[error] = text
+
+            return take
+
+        if read(rest(False), rest(True)) != 0 and not handed:
+            unended = self.held
+        last = [(error, text) for error, text in unended.items() if text]
+        for i, (error, text) in enumerate(last):
+            self.sinks[error](text if i == len(last) - 1 else f"{text}\n")
+
+
+def _container_ended(name: str, env: tuple[tuple[str, str], ...]) -> bool:
+    """Whether the container has exited (its output, all of it, is logged by then)."""
+    inspected = proc.run(
+        ["docker", "inspect", "--type", "container", "--format", "{{.State.Status}}", name],
+        extra_env=env,
+        check=False,
+    )
+    return inspected.ok and inspected.stdout.strip() in ("exited", "dead")
 
 
 def logs_argv(container: str, follow: bool = False, tail: int | None = None) -> list[str]:
