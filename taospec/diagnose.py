@@ -67,6 +67,25 @@ _HOST_OOM = _program(
     "lower the batch size or the number of data loader workers, or run on a host with more memory",
 )
 
+_NO_COMMAND = _program(
+    "the job's command cannot be started",
+    "check the command's first word: it must exist in the image (or on the host, for "
+    "platform local), be a file the job's UID may execute, and be built for this CPU",
+)
+_NO_COMMAND_AT_PATH = (
+    r'container process(?: caused)?:? "?exec: \\?"[^"\\\n]+\\?": '
+    r"(?:stat [^:\n]+: )?(?:no such file or directory|permission denied|not a directory)"
+)
+"""runc's word that the command's path (``/no/such/binary``, ``./bin/train``) names nothing
+the job's UID may execute in the container: ``unable to start container process: exec:
+"/x": stat /x: no such file or directory`` (``starting container process caused: exec:``
+before runc 1.1, with the quotes escaped before 1.0); also ``permission denied`` and ``not
+a directory``. The job's fault, though it comes inside an ``OCI runtime create failed``."""
+_RUNTIME = _infra(
+    "the container runtime failed to start the container",
+    "the Docker host's runtime is unhealthy; see journalctl -u docker there and submit again",
+)
+
 # What the backend's own message says, checked before the log: the backend knows best.
 _NATIVE: tuple[tuple[str, Diagnosis], ...] = (
     (r"\bNODE_FAIL\b", _NODE_FAIL),
@@ -196,21 +215,12 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "create it or fix mounts[].source; with docker.host it is a path on that host",
         ),
     ),
-    (
-        r"executable file not found in \$PATH|: command not found|exec format error",
-        _program(
-            "the job's command cannot be started",
-            "check the command's first word: it must exist in the image (or on the host, for "
-            "platform local) and be built for this CPU",
-        ),
-    ),
+    (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
+    (_NO_COMMAND_AT_PATH, _NO_COMMAND),
+    (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),
     (
         r"OCI runtime (?:create|start) failed|failed to create shim|error creating overlay mount",
-        _infra(
-            "the container runtime failed to start the container",
-            "the Docker host's runtime is unhealthy; see journalctl -u docker there and submit "
-            "again",
-        ),
+        _RUNTIME,
     ),
     (
         r"getpwuid\(\): uid not found",

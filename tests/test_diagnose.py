@@ -115,6 +115,81 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             INFRA,
         ),
         (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: "
+            'exec: "/no/such/binary": stat /no/such/binary: no such file or directory: unknown',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: "
+            'exec: "./bin/train": stat ./bin/train: no such file or directory: unknown',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: "
+            'exec: "/etc/passwd": permission denied: unknown',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: "
+            'exec: "/etc/passwd/x": stat /etc/passwd/x: not a directory: unknown: Are you trying '
+            "to mount a directory onto a file (or vice-versa)?",
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: "
+            'exec: "nosuchbinary": executable file not found in $PATH: unknown',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: OCI runtime create failed: "
+            "container_linux.go:380: starting container process caused: exec: "
+            '"/opt/x": stat /opt/x: no such file or directory: unknown.',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: OCI runtime create failed: "
+            'container_linux.go:348: starting container process caused "exec: \\"/opt/x\\": '
+            'stat /opt/x: no such file or directory": unknown.',
+            "the job's command cannot be started",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: error running hook #0: error running hook: exit status 1, "
+            "stdout: , stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: mount "
+            "error: stat failed: /dev/nvidia3: no such file or directory: unknown",
+            "the container runtime failed to start the container",
+            INFRA,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: error running hook #0: error running hook: exec: "
+            '"nvidia-container-runtime-hook": executable file not found in $PATH: unknown',
+            "the container runtime failed to start the container",
+            INFRA,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            'during container init: error mounting "/data" to rootfs at "/data": '
+            "mkdir /var/lib/docker/overlay2/x/merged/data: permission denied: unknown",
+            "the container runtime failed to start the container",
+            INFRA,
+        ),
+        (
             'ssh connection failed and could not look up instance "bxo": exit status 255',
             "the Brev instance does not exist",
             PROGRAM,

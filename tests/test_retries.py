@@ -418,16 +418,31 @@ def _records(state_dir: Path) -> list[Path]:
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("no-such-command-here", "executable file not found"),
+        # a path the image lacks: runc's stat, which came inside "OCI runtime create failed"
+        # and was taken for an unhealthy runtime (ERR_INFRA), and retried
+        ("/no/such/binary", "stat /no/such/binary: no such file or directory"),
+    ],
+)
 def test_a_docker_submit_that_failed_err_program_is_not_retried(
-    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, containers_removed: None
+    command: str,
+    said: str,
+    engine: str,
+    taospec: Runner,
+    tmp_path: Path,
+    state_dir: Path,
+    containers_removed: None,
 ) -> None:
-    spec = docker_job_file(tmp_path, engine, "no-such-command-here", retry="{max: 3}")
+    spec = docker_job_file(tmp_path, engine, command, retry="{max: 3}")
     done = taospec("run", spec, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
     assert done.returncode == 1
     (job_id,) = [p.stem for p in _records(state_dir)]
     job = record(state_dir, job_id)
     assert (job["terminal_state"], job["err_class"]) == ("ERROR", "ERR_PROGRAM")
-    assert "executable file not found" in job["transitions"][-1]["message"]
+    assert said in job["transitions"][-1]["message"]
     assert "while submitting" not in done.stderr
 
 
