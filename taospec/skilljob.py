@@ -51,6 +51,7 @@ from taospec.taoschema import (
     Finding,
     check_spec,
     gpu_count_problem,
+    gpu_count_unknown,
     inputs_in,
     merge_spec,
     unset_inputs,
@@ -190,8 +191,11 @@ def _spec(
 ) -> tuple[dict[str, Any], list[Problem], list[str]]:
     user_spec = source.data.get("spec") or {}
     gpus = source.data.get("gpus", [])
-    count = len(gpus) if isinstance(gpus, list) and gpus else None
+    count = gpu_count(gpus)
     problems = []
+    unknown = gpu_count_unknown(skill, template, user_spec) if gpus == "all" else None
+    if unknown is not None:
+        problems.append(source.problem(("gpus",), unknown))
     mismatch = gpu_count_problem(skill, user_spec, count)
     if mismatch is not None and skill.gpu_spec_key is not None:
         at: JsonPath = ("spec", *parse_key(skill.gpu_spec_key))
@@ -218,6 +222,15 @@ def _spec(
                 message += f" (the value comes from {action.template_path})"
             problems.append(Problem(line, column, ("spec", *path), message, source.file))
     return literal, problems, warnings
+
+
+def gpu_count(gpus: object) -> int | None:
+    """How many GPUs ``gpus:`` names per node: its ids, or N of ``{free: N}``; None for
+    ``all`` (known only on the host), none named, or a value the job's checks refuse."""
+    if isinstance(gpus, list) and gpus:
+        return len(gpus)
+    free = gpus.get("free") if isinstance(gpus, dict) else None
+    return free if isinstance(free, int) and not isinstance(free, bool) and free > 0 else None
 
 
 def _problem(source: Source, finding: Finding, action: Action) -> Problem:

@@ -361,6 +361,25 @@ def gpu_count_problem(skill: Skill, user_spec: Mapping[str, Any], gpus: int | No
     )
 
 
+def gpu_count_unknown(
+    skill: Skill, template: Mapping[str, Any], user_spec: Mapping[str, Any]
+) -> str | None:
+    """Why ``gpus: all`` cannot set the skill's ``gpu_spec_key`` (which GPUs ``all`` names,
+    and so how many, is known only on the host, and the plan shows the spec the job reads),
+    or None: the action's ``template`` has no such key, or the user's spec sets it."""
+    key = skill.gpu_spec_key
+    if key is None:
+        return None
+    path = parse_key(key)
+    if lookup(user_spec, path) is not _ABSENT or lookup(template, path) is _ABSENT:
+        return None
+    return (
+        f"gpus: all leaves the number of GPUs to the host, and skill {skill.name}'s "
+        f"spec.{key} must name it: list the ids (gpus: [0, 1]), ask for a number of them "
+        f"(gpus: {{free: 2}}), or set spec.{key} yourself"
+    )
+
+
 def with_gpu_count(
     skill: Skill, template: Mapping[str, Any], user_spec: Mapping[str, Any], gpus: int | None
 ) -> dict[str, Any]:

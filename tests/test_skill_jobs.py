@@ -209,6 +209,30 @@ def test_the_gpu_key_follows_gpus_and_a_different_value_is_refused(
     ]
 
 
+def test_the_gpu_key_follows_free_gpus_and_all_asks_for_a_count(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # {free: 2} and all left the template's num_gpus: 1, silently: the trainer used 1 GPU
+    free = [x.replace("[0, 1]", "{free: 2}") for x in TRAIN]
+    assert spec_of(plan(bank, job(tmp_path, *free, name="free.yaml")))["train"]["num_gpus"] == 2
+    clash = job(tmp_path, *free[:-1], "  train: {num_gpus: 3}", name="clash.yaml")
+    assert invalid(bank, clash) == [
+        f"{clash}:{line_of(clash, 'num_gpus')}:21: $.spec.train.num_gpus: spec.train.num_gpus "
+        "is 3 but gpus: names 2 GPU(s); leave spec.train.num_gpus out (taospec sets it from "
+        "gpus:) or make the two agree"
+    ]
+    every = [x.replace("[0, 1]", "all") for x in TRAIN]
+    refused = job(tmp_path, *every, name="all.yaml")
+    assert invalid(bank, refused) == [
+        f"{refused}:{line_of(refused, 'gpus')}:7: $.gpus: gpus: all leaves the number of GPUs "
+        "to the host, and skill tao-train-tiny's spec.train.num_gpus must name it: list the "
+        "ids (gpus: [0, 1]), ask for a number of them (gpus: {free: 2}), or set "
+        "spec.train.num_gpus yourself"
+    ]
+    counted = job(tmp_path, *every[:-1], "  train: {num_gpus: 4}", name="counted.yaml")
+    assert spec_of(plan(bank, counted))["train"]["num_gpus"] == 4
+
+
 def test_inputs_are_mounted_read_only_unless_a_mount_already_holds_them(
     bank: Runner, tmp_path: Path
 ) -> None:
