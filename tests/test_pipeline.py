@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -711,7 +712,43 @@ def test_mermaid_graph_matches_its_golden_file(taospec: Runner, monkeypatch) -> 
     assert done.stdout == golden.read_text()
     dot = taospec("graph", "--format", "dot", ROOT / "jobs" / "tao-workflow.yaml")
     assert dot.stdout.startswith("digraph taospec {")
-    assert "t_prepare -> t_train_lr_0_0001_;" in dot.stdout
+    assert "t_prepare -> t_train_lr_0_0001_06347a6c6b;" in dot.stdout
+
+
+def test_each_target_is_its_own_node_and_labels_read_as_written(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # levir-cd, levir_cd and levir.cd (and any two non-ASCII names) made one node id, so the
+    # picture merged them; DOT labels came out as caf\u00e9, which Graphviz prints literally
+    jobs = (
+        "  prep: {action: prep, command: echo p}\n"
+        "  train:\n"
+        "    action: train\n"
+        "    needs: [prep]\n"
+        "    matrix: {ds: [levir-cd, levir_cd, levir.cd, café, cafè, 'a\"b\\N<i>#1']}\n"
+        '    command: "echo {matrix.ds}"\n'
+    )
+    spec = pipeline(tmp_path, jobs)
+    names = ["levir-cd", "levir_cd", "levir.cd", "café", "cafè", 'a"b\\N<i>#1']
+    drawn = taospec("graph", spec)
+    assert drawn.returncode == 0, drawn.stderr
+    nodes = re.findall(r"^    (\S+)\[\"(.*)\"\]:::todo$", drawn.stdout, re.M)
+    assert len({node for node, _ in nodes}) == 7, drawn.stdout
+    assert [label.partition("<br/>")[0] for _, label in nodes[1:]] == [
+        f"train[ds={name}]" for name in names[:-1]
+    ] + ["train[ds=a#34;b\\N#60;i#62;#35;1]"]
+    edges = re.findall(r"^    (\S+) --> (\S+)$", drawn.stdout, re.M)
+    assert edges == [(nodes[0][0], node) for node, _ in nodes[1:]]
+    again = taospec("graph", spec)
+    assert again.stdout == drawn.stdout  # stable
+    dot = taospec("graph", "--format", "dot", spec)
+    assert dot.returncode == 0, dot.stderr
+    dot_nodes = re.findall(r'^    (\S+) \[label="((?:[^"\\]|\\.)*)", ', dot.stdout, re.M)
+    assert [node for node, _ in dot_nodes] == [node for node, _ in nodes]
+    assert [label.partition("\\n")[0] for _, label in dot_nodes[1:]] == [
+        f"train[ds={name}]" for name in names[:-1]
+    ] + ['train[ds=a\\"b\\\\N<i>#1]']
+    assert re.findall(r"^    (\S+) -> (\S+);$", dot.stdout, re.M) == edges
 
 
 def test_a_graph_refused_says_no_graph_was_drawn_not_that_nothing_was_run(

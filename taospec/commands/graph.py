@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -30,8 +30,29 @@ def run(
 
 
 def node_id(name: str) -> str:
-    """A graph node id for a target name (matrix names hold brackets and commas)."""
-    return "t_" + re.sub(r"[^A-Za-z0-9]", "_", name)
+    """A graph node id for a target name, the same in every graph: the name itself when it
+    is letters and digits alone, else its letters and digits with a digest of the whole
+    name after them (matrix names hold brackets, dots and dashes, and ``levir-cd`` and
+    ``levir.cd`` are two targets); only those ids hold a ``_`` after ``t_``."""
+    if re.fullmatch(r"[A-Za-z0-9]+", name):
+        return f"t_{name}"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"t_{re.sub(r'[^A-Za-z0-9]+', '_', name).strip('_')}_{digest}"
+
+
+def mermaid_text(text: str) -> str:
+    """``text`` as a Mermaid label in double quotes shows it: ``#``, the quote and the
+    characters HTML reads as markup as Mermaid's entity codes, a newline as ``<br/>``."""
+    escaped = re.sub(r'[#"<>&]', lambda found: f"#{ord(found.group())};", text)
+    return escaped.replace("\n", "<br/>")
+
+
+def dot_text(text: str) -> str:
+    """``text`` as a DOT double-quoted string that Graphviz shows as written: a backslash
+    (which would begin an escape such as ``\\N``, the node's name) and the quote escaped,
+    a newline as ``\\n``; any other character as it is (DOT files are UTF-8)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def _label(decision: Decision) -> str:
@@ -43,7 +64,7 @@ def mermaid(decisions: list[Decision]) -> list[str]:
     """A Mermaid flowchart; up-to-date targets and those that will run styled apart."""
     lines = ["flowchart LR"]
     for decision in decisions:
-        label = _label(decision).replace('"', "#quot;").replace("\n", "<br/>")
+        label = mermaid_text(_label(decision))
         style = "todo" if decision.run else "done"
         lines.append(f'    {node_id(decision.target.name)}["{label}"]:::{style}')
     for decision in decisions:
@@ -59,7 +80,7 @@ def dot(decisions: list[Decision]) -> list[str]:
     lines = ["digraph taospec {", "    rankdir=LR;", "    node [shape=box];"]
     for decision in decisions:
         color = "#fff3cd" if decision.run else "#d9f2d9"
-        label = json.dumps(_label(decision))
+        label = dot_text(_label(decision))
         lines.append(
             f"    {node_id(decision.target.name)} [label={label}, style=filled, "
             f'fillcolor="{color}"];'
