@@ -394,30 +394,43 @@ def _expand(base: str, data: dict[str, Any]) -> Iterator[_Expansion]:
         values = tuple((k, matrix_value(v)) for k, v in zip(keys, combo, strict=True))
         name = f"{base}[{','.join(f'{k}={v}' for k, v in values)}]"
         named = {f"matrix.{k}": v for k, v in values}
-        filled = _fill(data, named)
+        typed = {  # text goes in as every value does, its braces doubled
+            f"{{matrix.{k}}}": v for k, v in zip(keys, combo, strict=True) if not isinstance(v, str)
+        }
+        filled = _fill(data, named, typed=typed)
         if words is not None and filled["command"] != data["command"]:
             filled["command"] = _fill(words, named, ("command",))
         yield _Expansion(name, base, filled, values)
 
 
-def _fill(value: Any, values: Mapping[str, str], path: JsonPath = ()) -> Any:
+def _fill(
+    value: Any,
+    values: Mapping[str, str],
+    path: JsonPath = (),
+    typed: Mapping[str, object] | None = None,
+) -> Any:
     """``value`` (the job's data at ``path``) with its ``{matrix.*}`` placeholders filled.
 
     A value arrives as written: where the plan fills placeholders later
     (:func:`_filled_again`), its braces are doubled as it goes in, so that
-    ``{job_id}`` or ``{{x}}`` in a matrix value is not read a second time.
+    ``{job_id}`` or ``{{x}}`` in a matrix value is not read a second time. A value of the
+    spec that is one placeholder and nothing else becomes the matrix value as YAML read it
+    (``typed``: the values not text, by placeholder), so that ``lr: "{matrix.lr}"`` is a
+    number when the value is one; in longer text the value is text.
     """
+    if isinstance(value, str) and path[:1] == ("spec",) and typed and value in typed:
+        return typed[value]
     if isinstance(value, str):
         if _filled_again(path):
             values = {name: placeholders.escape(text) for name, text in values.items()}
         return placeholders.expand_known(value, values)
     if isinstance(value, dict):
         return {
-            k: v if (*path, k) == ("matrix",) else _fill(v, values, (*path, k))
+            k: v if (*path, k) == ("matrix",) else _fill(v, values, (*path, k), typed)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_fill(v, values, (*path, i)) for i, v in enumerate(value)]
+        return [_fill(v, values, (*path, i), typed) for i, v in enumerate(value)]
     return value
 
 

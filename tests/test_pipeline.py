@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from taospec.fingerprint import Fingerprint
 from tests.conftest import ROOT, Runner, taospec_command, write
@@ -526,6 +527,42 @@ def test_a_matrix_value_arrives_as_written_wherever_it_is_filled(
             "[{foo}][{foo}]\nk: '{foo}'\n",
         ]
     )
+
+
+def test_a_spec_value_that_is_one_matrix_placeholder_keeps_the_values_yaml_type(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # lr: "{matrix.lr}" (the README's own pattern) wrote lr: '0.0001', a string, into the
+    # spec the job reads; a skill's schema then warned to write 1.0e-4, which a matrix
+    # value cannot follow
+    jobs = """\
+  t:
+    action: t
+    matrix: {lr: [0.0001, 0.00005], seed: [3], flag: [true], v: ["1e-4", "{job_id}"]}
+    command: 'true'
+    env: {set: {LR: "{matrix.lr}"}}
+    spec:
+      optim: {lr: "{matrix.lr}", seed: "{matrix.seed}", flag: "{matrix.flag}", v: "{matrix.v}"}
+      text: "lr={matrix.lr}"
+      list: ["{matrix.seed}", " {matrix.seed}"]
+"""
+    spec = pipeline(tmp_path, jobs)
+    rendered = taospec("render", spec, "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    specs = {
+        plan["target"]: yaml.safe_load(
+            next(s["stdin_text"] for s in plan["steps"] if s["name"] == "spec-file")
+        )
+        for plan in json.loads(rendered.stdout)
+    }
+    assert specs["t[lr=0.00005,seed=3,flag=true,v=1e-4]"] == {
+        "optim": {"lr": 0.00005, "seed": 3, "flag": True, "v": "1e-4"},
+        "text": "lr=0.00005",
+        "list": [3, " 3"],
+    }
+    assert specs["t[lr=0.0001,seed=3,flag=true,v={job_id}]"]["optim"]["v"] == "{job_id}"
+    launch = next(s for s in json.loads(rendered.stdout)[0]["steps"] if s["name"] == "launch")
+    assert ["LR", "0.0001"] in launch["env"]  # an environment variable's value is text
 
 
 def test_an_upstream_is_named_in_a_placeholder_whatever_its_matrix_value_holds(

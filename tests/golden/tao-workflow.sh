@@ -91,7 +91,7 @@ train:
   num_epochs: 10
   num_gpus: 2
   optim:
-    lr: '0.0001'
+    lr: 0.0001
 TAOSPEC_EOF
 
 # login: log in to NGC with the key fed on stdin, unless the image is already here
@@ -159,7 +159,7 @@ train:
   num_epochs: 10
   num_gpus: 2
   optim:
-    lr: '0.00005'
+    lr: 5.0e-05
 TAOSPEC_EOF
 
 # login: log in to NGC with the key fed on stdin, unless the image is already here
