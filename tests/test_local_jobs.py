@@ -732,3 +732,43 @@ def test_a_command_that_ended_ends_its_job_whatever_it_left_running(
     assert left, "the background process should still run"
     for pid in left:
         os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("gone", ["removed", "results_root a file", "log removed"])
+def test_logs_of_a_job_whose_results_are_gone_says_so_and_exits_2(
+    gone: str, taospec: Runner, tmp_path, state_dir
+) -> None:
+    """Its log cannot be read because its results are gone, which is no failure of the job
+    (exit 1) nor of taospec (3): what logs needs is not there (2), as for an engine that does
+    not answer. It printed "(no log yet …)" and exited 0."""
+    done = taospec("run", job_file(tmp_path, "echo hello"))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    results = tmp_path / "results"
+    assert taospec("logs", job_id).stdout == "hello\n"
+    before = [p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())]
+    if gone == "log removed":
+        (results / job_id / "taospec.log").unlink()
+        why = f"{results / job_id / 'taospec.log'} is gone"
+    else:
+        subprocess.run(["rm", "-r", str(results)], check=True)
+        why = f"its results directory {results / job_id} is gone"
+        if gone == "results_root a file":
+            results.write_text("not a directory\n")
+            why = f"{results} is a file now, not a directory"
+    logs = taospec("logs", job_id)
+    assert (logs.returncode, logs.stdout) == (2, ""), logs.stderr
+    assert logs.stderr == (
+        f"taospec: cannot read the output of {job_id}: {why} (removed or replaced since the "
+        "job ran); the job's record is unchanged (COMPLETE)\n"
+    )
+    assert [p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())] == before
+
+
+def test_logs_of_a_job_not_launched_yet_says_there_is_no_log_yet(taospec: Runner, tmp_path):
+    fields = {"platform": "local", "image": "x", "network-arch": "a", "action": "b",
+              "storage-tier": "A", "results-root": str(tmp_path / "results")}  # fmt: skip
+    job_id = taospec("record", "open", *(f"--{k}={v}" for k, v in fields.items())).stdout.strip()
+    logs = taospec("logs", job_id)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.startswith("(no log yet at ")

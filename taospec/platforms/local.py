@@ -201,8 +201,13 @@ def logs(
 
     path = Path(record.results_dir, LOG_FILE)
     if not path.exists():
-        on_line(f"(no log yet at {path})\n")
-        return 0
+        if not _launched(record):
+            on_line(f"(no log yet at {path})\n")
+            return 0
+        raise InvalidInput(
+            f"cannot read the output of {record.id}: {_gone(path)} (removed or replaced since "
+            f"the job ran); the job's record is unchanged ({record.state})"
+        )
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
     with path.open("rb") as log:  # between two reads is read whole
@@ -225,6 +230,25 @@ def logs(
         if held + (rest := decoder.decode(b"", final=True)):
             on_line(held + rest)
     return 0
+
+
+def _launched(record: Record) -> bool:
+    """Whether the job's process was started, so that its log was opened."""
+    return record.backend_ref is not None or any(t.state == RUNNING for t in record.transitions)
+
+
+def _gone(log: Path) -> str:
+    """What of the path to a launched job's ``log`` is no longer there."""
+    for folder in log.parents:
+        if folder.is_dir():
+            return (
+                f"{log} is gone"
+                if folder == log.parent
+                else f"its results directory {log.parent} is gone"
+            )
+        if folder.exists():
+            return f"{folder} is a file now, not a directory"
+    return f"its results directory {log.parent} is gone"
 
 
 HELD_AT_MOST = 1 << 16
