@@ -469,6 +469,115 @@ def test_hostile_values_reach_the_command_exactly(slurm, taospec: Runner, open_t
     assert log_of(open_tmp / "results", job_id) == expected
 
 
+# -- a cluster that does not answer -------------------------------------------
+
+
+@pytest.fixture
+def dead_controller(open_tmp: Path) -> dict[str, str]:
+    """SLURM_CONF naming this cluster's controller on a port nothing listens on: the real
+    Slurm commands then fail as they do when slurmctld is down (MessageTimeout=1 makes them
+    give up at once rather than after their usual retries)."""
+    text = Path("/etc/slurm/slurm.conf").read_text()
+    kept = [line for line in text.splitlines() if not line.startswith(("SlurmctldPort", "Message"))]
+    lines = [*kept, "SlurmctldPort=1", "MessageTimeout=1", ""]
+    conf = write(open_tmp / "dead" / "slurm.conf", "\n".join(lines))
+    return {"SLURM_CONF": str(conf)}
+
+
+@pytest.fixture
+def refused_ssh(open_tmp: Path) -> dict[str, str]:
+    """A PATH whose ``ssh`` is the real one sent to a port nothing listens on: the login node
+    refuses the connection, as a login node that is down or unreachable does."""
+    real = shutil.which("ssh")
+    assert real
+    folder = open_tmp / "no-login"
+    folder.mkdir()
+    write(folder / "ssh", f'#!/bin/sh\nexec {real} -o Port=1 "$@"\n').chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def ledger_files(state_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())}
+
+
+CONTROLLER_DOWN = (
+    "the Slurm controller (slurmctld) does not answer the Slurm commands on this machine "
+    "(slurm_load_jobs error: Unable to contact slurm controller (connect failure)): check "
+    "that slurmctld runs and that this machine's slurm.conf (or SLURM_CONF) names it "
+    "(scontrol ping)"
+)
+
+
+def test_status_logs_and_cancel_exit_2_when_slurmctld_does_not_answer(
+    slurm, taospec: Runner, open_tmp: Path, state_dir: Path, dead_controller: dict[str, str]
+) -> None:
+    """As for a Docker engine that does not answer: exit 2, what did not answer and what to
+    check, nothing written (status said UNKNOWN and exited 0; cancel exited 1 after writing a
+    cancel begun and a cancel failed into the sidecar)."""
+    job_id = submit(taospec, job_file(open_tmp, ["sleep", "300"]))
+    slurm_id = shown(taospec, job_id)["backend_ref"]
+    before = ledger_files(state_dir)
+    try:
+        for verb, cannot in (
+            ("status", "cannot tell the state of"),
+            ("logs", "cannot read the output of"),
+            ("cancel", "cannot cancel"),
+        ):
+            done = taospec(verb, job_id, env=dead_controller)
+            assert (done.returncode, done.stdout) == (2, ""), done.stderr
+            assert done.stderr == (
+                f"taospec: {cannot} {job_id}: {CONTROLLER_DOWN}; nothing was changed\n"
+            )
+        assert ledger_files(state_dir) == before
+        assert slurm_state(slurm_id) in ("PENDING", "RUNNING")
+        # a record whose Slurm job id was lost is looked up by name (squeue): refused alike
+        fields = {"platform": "slurm", "image": "x", "network-arch": "a", "action": "b",
+                  "storage-tier": "A", "results-root": str(open_tmp)}  # fmt: skip
+        opened = taospec("record", "open", *(f"--{k}={v}" for k, v in fields.items()))
+        lost = opened.stdout.strip()
+        done = taospec("status", lost, env=dead_controller)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert CONTROLLER_DOWN in done.stderr
+    finally:
+        assert taospec("cancel", job_id).returncode == 0
+
+
+def test_status_logs_and_cancel_exit_2_when_the_login_node_does_not_answer(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path, state_dir: Path,
+    refused_ssh: dict[str, str],
+) -> None:  # fmt: skip
+    """logs of a job that ended printed "(no output yet …)" and exited 0; status UNKNOWN, 0."""
+    refused = (
+        f"the Slurm login node {login_node} does not answer over ssh (ssh: connect to host "
+        "127.0.0.1 port 1: Connection refused): check that it is up and that "
+        f"ssh -o BatchMode=yes {login_node} true works from this machine"
+    )
+    running = submit(taospec, job_file(open_tmp, ["sleep", "300"], slurm={"login": login_node}))
+    ended = submit(taospec, job_file(open_tmp, ["echo", "ended"], "docker",
+                                     slurm={"login": login_node}))  # fmt: skip
+    wait_for(lambda: status(taospec, ended)["state"] == COMPLETE, what="the job to complete")
+    before = ledger_files(state_dir)
+    try:
+        for verb, cannot in (
+            ("status", "cannot tell the state of"),
+            ("logs", "cannot read the output of"),
+            ("cancel", "cannot cancel"),
+        ):
+            done = taospec(verb, running, env=refused_ssh)
+            assert (done.returncode, done.stdout) == (2, ""), done.stderr
+            assert done.stderr == f"taospec: {cannot} {running}: {refused}; nothing was changed\n"
+        logs = taospec("logs", ended, env=refused_ssh)
+        assert (logs.returncode, logs.stdout) == (2, ""), logs.stderr
+        assert logs.stderr.endswith(
+            f"taospec: cannot read the output of {ended}: {refused}; nothing was changed\n"
+        )
+        assert ledger_files(state_dir) == before
+        assert status(taospec, running)["state"] == RUNNING
+        assert taospec("logs", ended).stdout == "ended\n"
+    finally:
+        assert taospec("cancel", running).returncode == 0
+
+
 # -- a lost sbatch answer ----------------------------------------------------
 
 

@@ -399,21 +399,54 @@ def _native(state: str, code: Sequence[str] | None, reason: str) -> Native:
 SACCT = ("sacct", "--noheader", "--allocations", "--parsable2", "--format=State,ExitCode")
 
 
-def query(slurm_id: str, login: str | None) -> Native | str:
-    """The job's state from ``scontrol``, else from ``sacct``; or why neither knows it."""
+def query(slurm_id: str, login: str | None) -> Native | Status:
+    """The job's state from ``scontrol``, else from ``sacct``; or why neither knows it
+    (UNKNOWN, ``unreachable`` when the login node or the controller did not answer)."""
     shown = proc.run(on(login, ("scontrol", "-o", "show", "job", slurm_id)), check=False)
     native = parse_scontrol(shown.stdout) if shown.ok else None
     if native is not None:
         return native
-    if login is not None and shown.returncode == SSH_FAILED:
-        return f"cannot reach {login} over ssh ({_last_line(shown)})"
+    unanswered = _unanswered(shown.returncode, shown.output(), login)
+    if unanswered:
+        return Status(UNKNOWN, f"slurm: {unanswered}", unreachable=unanswered)
     accounted = proc.run(on(login, (*SACCT, "--jobs", slurm_id)), check=False)
     native = parse_sacct(accounted.stdout) if accounted.ok else None
     if native is not None:
         return native
+    return Status(
+        UNKNOWN,
+        f"slurm: scontrol does not know job {slurm_id} ({_last_line(shown)}; a finished job "
+        f"stays there for MinJobAge seconds) and sacct has no record of it "
+        f"({_last_line(accounted)})",
+    )
+
+
+NO_CONTROLLER = "Unable to contact slurm controller"
+"""What the Slurm commands say when slurmctld does not answer them."""
+
+
+def _unanswered(code: int, said: str, login: str | None) -> str:
+    """Which part of the cluster did not answer a Slurm command (what it said), and what to
+    check; '' when the cluster answered."""
+    lines = said.strip().splitlines()
+    last = lines[-1] if lines else f"exit {code}, no output"
+    if login is not None and code == SSH_FAILED:
+        return (
+            f"the Slurm login node {login} does not answer over ssh ({last}): check that it is "
+            f"up and that ssh -o BatchMode=yes {login} true works from this machine"
+        )
+    if NO_CONTROLLER not in said:
+        return ""
+    said = next(line for line in lines if NO_CONTROLLER in line)
+    if login is not None:
+        return (
+            f"the Slurm controller (slurmctld) does not answer the Slurm commands on login node "
+            f"{login} ({said}): check that slurmctld runs (scontrol ping there)"
+        )
     return (
-        f"scontrol does not know job {slurm_id} ({_last_line(shown)}; a finished job stays "
-        f"there for MinJobAge seconds) and sacct has no record of it ({_last_line(accounted)})"
+        f"the Slurm controller (slurmctld) does not answer the Slurm commands on this machine "
+        f"({said}): check that slurmctld runs and that this machine's slurm.conf (or "
+        "SLURM_CONF) names it (scontrol ping)"
     )
 
 
@@ -465,7 +498,8 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     try:
         named = [record.backend_ref] if record.backend_ref else _named(record, login)
     except CommandFailed as failure:
-        return Status(UNKNOWN, f"slurm: {failure}")
+        unanswered = _unanswered(failure.returncode, failure.output, login)
+        return Status(UNKNOWN, f"slurm: {failure}", unreachable=unanswered)
     if not named:
         return Status(UNKNOWN, f"slurm: Slurm knows no job named {record.id}", gone=True)
     if len(named) > 1:
@@ -473,8 +507,8 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     slurm_id = named[0]
     found = None if record.backend_ref else slurm_id
     native = query(slurm_id, login)
-    if isinstance(native, str):
-        return Status(UNKNOWN, f"slurm: {native}", found_ref=found)
+    if isinstance(native, Status):
+        return native._replace(found_ref=found)
     result = to_status(native, lambda: log_tail(record, sidecar))
     return result._replace(found_ref=found)
 
@@ -508,7 +542,8 @@ def _named(record: Record, login: str | None) -> list[str]:
 
 
 def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
-    """The output file's bytes from ``offset`` on; None while it does not exist."""
+    """The output file's bytes from ``offset`` on; None while it does not exist. Raises
+    :class:`CommandFailed` when ssh to the login node failed."""
     if login is None:
         try:
             with Path(path).open("rb") as file:
@@ -517,6 +552,8 @@ def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
         except FileNotFoundError:
             return None
     result = proc.run(on(login, ("tail", "-c", f"+{offset + 1}", "--", path)), check=False)
+    if result.returncode == SSH_FAILED:  # the login node did not answer: not a missing file
+        raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())
     if not result.ok:
         return None
     return result.stdout.encode()
@@ -527,7 +564,10 @@ def log_tail(
 ) -> str:
     """The last ``lines`` of the job's output file ('' when there is none); of a job still
     ``writing``, as a look shows them."""
-    data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
+    try:
+        data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
+    except CommandFailed:
+        return ""
     if not data:
         return ""
     shown = output_lines(data.decode(errors="replace"))
@@ -546,7 +586,10 @@ def logs(
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
-    data = _read_from(path, 0, login)
+    try:
+        data = _read_from(path, 0, login)
+    except CommandFailed as failure:  # the caller asks status which part did not answer
+        return failure.returncode
     if data is None and not follow:
         on_line(f"(no output yet at {path})\n")
         return 0
@@ -573,7 +616,10 @@ def _follow(
 
     def read() -> bytes:
         nonlocal offset
-        more = _read_from(path, offset, login) or b""
+        try:
+            more = _read_from(path, offset, login) or b""
+        except CommandFailed:  # not now: the job's status decides when to stop
+            return b""
         offset += len(more)
         return more
 
