@@ -504,6 +504,79 @@ def test_an_instance_that_never_answers_fails_after_the_probe_budget(
     assert emulator.commands() == []  # nothing ran on an instance that was not up
 
 
+def _set_instance(emulator: Brev, name: str, **fields: object) -> None:
+    """Set documented emulator fields of an instance that exists."""
+    data = emulator.data()
+    data["instances"][name].update(fields)
+    emulator.state.write_text(json.dumps(data))
+
+
+NOT_ANSWERING = {
+    "sshd down": (
+        {"probes_before_ready": 1000},
+        "Brev instance box does not answer through brev exec (ssh: connect to host box port "
+        "22: Connection refused): check it with brev ls (it may be stopped, starting or "
+        "unreachable), and that brev exec box 'echo ok' works from this machine",
+    ),
+    "logged out": (
+        {},
+        "Brev instance box does not answer through brev exec (not logged in, run brev login): "
+        "check it with brev ls (it may be stopped, starting or unreachable), and that "
+        "brev exec box 'echo ok' works from this machine",
+    ),
+    "its engine down": (
+        {"env": {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}},
+        "the Docker engine on Brev instance box does not answer (Cannot connect to the Docker "
+        "daemon at unix:///nonexistent/docker.sock. Is the docker daemon running?): start "
+        "dockerd there",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(NOT_ANSWERING))
+def test_status_logs_and_cancel_exit_2_when_the_instance_does_not_answer(
+    fault: str, engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """As for a Docker engine that does not answer: exit 2, the instance named, what to check,
+    nothing written (status said UNKNOWN and exited 0; cancel exited 1 after writing a cancel
+    begun and a cancel failed into the sidecar)."""
+    emulator.add("box")
+    running = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, "sleep 300"))
+    assert running.returncode == 0, running.stderr
+    job_id = running.stdout.strip()
+    (open_tmp / "ended").mkdir()
+    ended = run(taospec, emulator, "run", job_file(open_tmp / "ended", engine, "echo ended"))
+    assert ended.stdout.split()[1:] == ["COMPLETE"], ended.stderr
+    ended_id = ended.stdout.split()[0]
+    before = {p.name: p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())}
+    fields, said = NOT_ANSWERING[fault]
+    if fault == "logged out":
+        assert emulator("logout").returncode == 0
+    _set_instance(emulator, "box", **fields)
+    for verb, cannot in (
+        ("status", "cannot tell the state of"),
+        ("logs", "cannot read the output of"),
+        ("cancel", "cannot cancel"),
+    ):
+        done = run(taospec, emulator, verb, job_id)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr == f"taospec: {cannot} {job_id}: {said}; nothing was changed\n"
+    # logs of a job that ended asks status once brev itself failed to read its output (the
+    # remote `docker logs ... || true` hides a failure of the instance's own engine: left)
+    if fault != "its engine down":
+        logs = run(taospec, emulator, "logs", ended_id)
+        assert (logs.returncode, logs.stdout) == (2, ""), logs.stderr
+        assert logs.stderr.endswith(
+            f"taospec: cannot read the output of {ended_id}: {said}; nothing was changed\n"
+        )
+    assert {p.name: p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())} == before
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
+    if fault == "logged out":
+        assert emulator("login", "--token", "emulator-token").returncode == 0
+    _set_instance(emulator, "box", probes_before_ready=0, env={})
+    assert run(taospec, emulator, "cancel", job_id).returncode == 0
+
+
 def test_an_ephemeral_instance_is_deleted_when_the_job_is_cancelled(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -21,13 +21,15 @@ that what a reviewer reads is what runs). The spec names the UID:GID (or
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from taospec import gpupick, identity, proc, remote, templates
-from taospec.diagnose import diagnose
+from taospec.diagnose import NO_ENGINE, diagnose
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
+from taospec.lint import redacted
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
@@ -269,11 +271,30 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     result = _exec(instance, f"{inspect} || {remote.marker('STATE', 'missing')}")
     states = remote.values(result.stdout, "STATE")
     if not states:
-        return Status(UNKNOWN, f"brev exec on instance {instance} failed: {_last(result)}")
+        message = f"brev exec on instance {instance} failed: {_last(result)}"
+        # an instance brev cannot find is gone, which is an answer (see cancel)
+        unreachable = "" if GONE in result.stderr else _no_answer(instance, result)
+        return Status(UNKNOWN, message, unreachable=unreachable)
     if states[-1] == "missing":
         return _missing(record, instance, result)
     found = f"{instance}/{record.id}" if record.backend_ref is None else None
     return docker.interpret(states[-1], lambda: log_tail(record, sidecar), found)
+
+
+def _no_answer(instance: str, result: proc.Result) -> str:
+    """Why brev exec could not run a command on the instance (brev's own words, without its
+    retry notice and advice lines), and what to check."""
+    said = [
+        line
+        for line in result.stderr.strip().splitlines()
+        if line.strip() and not line.startswith(("Connection failed,", "Please check"))
+    ]
+    why = said[-1].strip() if said else _last(result)
+    return (
+        f"Brev instance {instance} does not answer through brev exec ({why}): check it with "
+        f"brev ls (it may be stopped, starting or unreachable), and that "
+        f"brev exec {instance} 'echo ok' works from this machine"
+    )
 
 
 def _last(result: proc.Result) -> str:
@@ -286,7 +307,15 @@ def _missing(record: Record, instance: str, result: proc.Result) -> Status:
         return Status(UNKNOWN, f"docker: no container named {record.id} on instance {instance}")
     diagnosis = diagnose(result.stderr)
     reason = str(diagnosis) if diagnosis else _last(result)
-    return Status(UNKNOWN, f"docker inspect failed on instance {instance}: {reason}")
+    unreachable = ""
+    if diagnosis is NO_ENGINE:
+        said = next(line for line in result.stderr.splitlines() if diagnose(line) is NO_ENGINE)
+        unreachable = (
+            f"the Docker engine on Brev instance {instance} does not answer ({said}): start "
+            "dockerd there"
+        )
+    message = f"docker inspect failed on instance {instance}: {reason}"
+    return Status(UNKNOWN, message, unreachable=unreachable)
 
 
 def log_tail(
@@ -349,6 +378,10 @@ def logs(
     writing = still_writing(record, lambda: status(record, sidecar))
     read = docker.looked_at(tail)
     code = _stream_logs(instance, record, read.append, read.append)
+    if code != 0:  # brev itself failed (the remote command cannot): its words, not the output
+        for line in read:
+            print(redacted(line), end="", file=sys.stderr)
+        return code
     for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
         on_line(line)
     return code
