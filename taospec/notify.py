@@ -1,7 +1,9 @@
 """Tell someone a job ended: run a command of theirs with the outcome in its environment.
 
 The notifier (an argument list: a job's ``notify:``, or ``$TAOSPEC_NOTIFY`` under
-``sh -c``) runs once when a job reaches a terminal state, with this process's environment plus
+``sh -c``) is put in the job's plan when it is rendered, and the one the plan shows (kept
+with the job's record, :func:`planned`) runs once when the job reaches a terminal state, with
+this process's environment plus
 ``TAOSPEC_JOB_ID``, ``TAOSPEC_STATE``, ``TAOSPEC_ERR_CLASS``,
 ``TAOSPEC_DURATION`` (whole seconds) and ``TAOSPEC_RESULTS_DIR``; nothing
 else is added, and none of those is a secret. It is bounded by a timeout. A
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from taospec import lint, proc
 from taospec.errors import InvalidInput, TaospecError
+from taospec.plan import plan_from_json
 
 NOTIFY_ENV = "TAOSPEC_NOTIFY"
 TIMEOUT = 30.0
@@ -52,6 +55,13 @@ def notifier(
                 f"that the value is never written down; refer to ${name} in the command instead"
             )
     return argv
+
+
+def planned(sidecar: Mapping[str, object]) -> tuple[str, ...]:
+    """The notifier a job's stored plan shows, the one that runs when it ends; () for none,
+    or for a record that holds no plan."""
+    stored = sidecar.get("plan")
+    return plan_from_json(stored).notifier if isinstance(stored, dict) else ()
 
 
 def outcome(

@@ -121,6 +121,7 @@ def decide(
     preview: bool = False,
     launching: bool = False,
     sources: Mapping[str, Source] | None = None,
+    notifier: Sequence[str] = (),
 ) -> list[Decision]:
     """A decision per target in ``names`` (dependencies first).
 
@@ -132,7 +133,8 @@ def decide(
     its platform refuses stops the run before anything is submitted, and is
     rendered again when it launches. Who launches is asked once, for every
     target. With each target's ``sources``, a render refusal is located at the
-    key it is about.
+    key it is about. ``notifier`` (``$TAOSPEC_NOTIFY``) is in the plan of each target
+    without ``notify:``, as :func:`taospec.platforms.render` puts it.
     """
     index = Index(ledger)
     asked: dict[str, str | None] = {}  # image ids, by engine and image
@@ -151,6 +153,7 @@ def decide(
             preview=preview,
             launching=launching,
             source=(sources or {}).get(name),
+            notifier=notifier,
         )
     return [decided[name] for name in names]
 
@@ -167,6 +170,7 @@ def _decide_one(
     preview: bool,
     launching: bool,
     source: Source | None,
+    notifier: Sequence[str],
 ) -> Decision:
     waiting = [need for need in target.needs if decided[need].run]
     if waiting:
@@ -178,10 +182,16 @@ def _decide_one(
         if not (preview or launching):
             return Decision(target, True, reason, None)
         upstream = {**_upstream_dirs(target, decided), **upstream_stand_ins(waiting)}
-        plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
+        plan = render(
+            target.job, user=user, launcher=launcher, upstream=upstream, source=source,
+            notifier=notifier,
+        )  # fmt: skip
         return Decision(target, True, reason, plan if preview else None)
     upstream = _upstream_dirs(target, decided)
-    plan = render(target.job, user=user, launcher=launcher, upstream=upstream, source=source)
+    plan = render(
+        target.job, user=user, launcher=launcher, upstream=upstream, source=source,
+        notifier=notifier,
+    )  # fmt: skip
     if forced:
         return Decision(target, True, "forced (-B)", plan, forced=True)
     needs = {need: _digest(decided[need]) for need in target.needs}
@@ -342,8 +352,9 @@ class Build:
     """Runs the out-of-date targets of one decision list.
 
     ``submit_backoff`` is the wait in seconds before the first retry of a submit that
-    failed (see :func:`taospec.retrying.backoff`); ``notifier`` runs when a job without
-    its own ``notify:`` ends (``$TAOSPEC_NOTIFY``, read once by the caller).
+    failed (see :func:`taospec.retrying.backoff`); ``notifier`` (``$TAOSPEC_NOTIFY``, read
+    once by the caller, as :func:`decide` was given it) goes in the plan of a target
+    rendered at its launch. What runs when a job ends is the notifier its stored plan shows.
     """
 
     jobfile: JobFile
@@ -563,7 +574,7 @@ class Build:
         dirs, digests = self._upstream(target, upstream)
         plan = decision.plan
         if plan is None:  # it waited for an upstream: rendered now, with its real results
-            plan = render(target.job, user=self.user, upstream=dirs)
+            plan = render(target.job, user=self.user, upstream=dirs, notifier=self.notifier)
         sidecar: dict[str, object] = {
             "spec": target.job.file,
             "target": target_key(target),
@@ -777,14 +788,14 @@ class Build:
         )
 
     def _notify(self, record: Record, name: str, board: Board) -> None:
-        """Run the target's ``notify:`` (else ``$TAOSPEC_NOTIFY``) once, for a job this run
-        saw end; a failing notifier is reported and changes nothing."""
+        """Run the notifier the job's stored plan shows (its ``notify:``, else
+        ``$TAOSPEC_NOTIFY``) once, for a job this run saw end; a failing notifier is reported
+        and changes nothing."""
         with self._lock:
             if not board.enabled or record.id in self._notified:
                 return
             self._notified.add(record.id)
-        target = self.jobfile.targets.get(name)
-        argv = (target.job.notify if target else ()) or self.notifier
+        argv = notify.planned(self.ledger.sidecar(record.id))
         variables = notify.outcome(
             record.id, record.state, record.err_class, age(record), record.results_dir
         )

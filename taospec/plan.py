@@ -127,7 +127,9 @@ class Plan:
     anywhere. ``teardown`` steps run once after the job has ended, however it
     ended (e.g. delete an instance). ``reactions`` say how ``taospec run``
     reacts when the job ends (``notify:``, ``retry:``); they are shown with the
-    notes but are not what runs, so they stay out of :meth:`digest`.
+    notes but are not what runs, so they stay out of :meth:`digest`, as does
+    ``notifier``, the argument list the reaction note shows, which is what runs
+    on this machine when the job ends (its ``notify:``, else ``$TAOSPEC_NOTIFY``).
     """
 
     file: str
@@ -141,6 +143,7 @@ class Plan:
     secrets: tuple[str, ...] = ()
     teardown: tuple[Step, ...] = ()
     reactions: tuple[str, ...] = ()
+    notifier: tuple[str, ...] = ()
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -175,7 +178,7 @@ class Plan:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self.with_placeholder_id()
         data = {name: getattr(abstract, name) for name in _FIELDS[Plan]}
-        del data["reactions"]
+        del data["reactions"], data["notifier"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -454,4 +457,5 @@ def _plan_as_written(data: Mapping[str, Any]) -> Plan:
         secrets=tuple(data["secrets"]),
         teardown=tuple(step(s) for s in data.get("teardown", [])),
         reactions=tuple(data.get("reactions", [])),
+        notifier=tuple(data.get("notifier", [])),
     )

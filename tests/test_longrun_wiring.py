@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from taospec import settings
+from taospec.plan import plan_from_json
 from tests.conftest import Runner, taospec_command, write
 from tests.test_local_jobs import job_file
 
@@ -215,6 +216,59 @@ def test_a_notifier_from_the_environment_runs_under_a_shell(
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.split()[0]
     assert ended.read_text() == f"{job_id} COMPLETE\n"
+
+
+def test_the_review_shows_the_notifier_from_the_environment_and_run_runs_that_one(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # $TAOSPEC_NOTIFY ran after run, but neither render nor run -n showed it
+    spec = job_file(tmp_path, "true")
+    ended = tmp_path / "ended.txt"
+    command = f'echo "$TAOSPEC_STATE after ${{TAOSPEC_DURATION}}s" >> {ended}'
+    env = {"TAOSPEC_NOTIFY": command}
+    note = (
+        f"# Note: notify: when the job ends, taospec run runs sh -c "
+        f"'echo \"$TAOSPEC_STATE after ${{TAOSPEC_DURATION}}s\" >> {ended}' here ($TAOSPEC_NOTIFY)"
+    )
+    for review in (("render", spec), ("run", "-n", spec)):
+        shown = taospec(*review, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert note in shown.stdout
+    as_json = json.loads(taospec("render", "--format", "json", spec, env=env).stdout)
+    assert plan_from_json(as_json).notifier == ("sh", "-c", command)
+    assert not ended.exists()
+    done = taospec("run", spec, env=env)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert re.fullmatch(r"COMPLETE after \d+s\n", ended.read_text())
+    assert note in taospec("show", "--plan", job_id).stdout  # what ran is what was shown
+    # a job's own notify: is the one shown, and the one run
+    own = tmp_path / "own.txt"
+    spec = job_file(tmp_path, "true", notify=json.dumps(f"echo own >> {own}"))
+    shown = taospec("render", spec, env=env)
+    assert f"taospec run runs sh -c 'echo own >> {own}' here\n" in shown.stdout
+    assert "TAOSPEC_NOTIFY" not in shown.stdout
+    assert taospec("run", "-B", spec, env=env).returncode == 0
+    assert own.read_text() == "own\n"
+    assert ended.read_text().count("COMPLETE") == 1
+
+
+def test_a_review_refuses_a_notifier_from_the_environment_as_run_does(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    value = "Vq3Lm8Tz5Rx"
+    spec = job_file(tmp_path, "true", env="{pass: [PLAIN_VAR]}")
+    env = {"TAOSPEC_NOTIFY": f"echo {value}", "PLAIN_VAR": value}
+    for review in (("render", spec), ("run", "-n", spec)):
+        refused = taospec(*review, env=env)
+        assert refused.returncode == 2, refused.stdout
+        assert "TAOSPEC_NOTIFY holds the value of PLAIN_VAR" in refused.stderr
+        assert value not in refused.stdout + refused.stderr
+        secret = taospec(*review, env={"TAOSPEC_NOTIFY": "curl --password hunter2 https://x"})
+        assert secret.returncode == 2
+        assert "TAOSPEC_NOTIFY would carry inline secrets" in secret.stderr
+        assert "hunter2" not in secret.stdout + secret.stderr
+    assert not (state_dir / "jobs").exists()
 
 
 def test_notify_is_allowed_under_pipeline_defaults(taospec: Runner, tmp_path: Path) -> None:

@@ -9,10 +9,11 @@ variable set before it runs (a target's upstreams are not in it).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 
-from taospec import plantext, preflight
+from taospec import notify, plantext, preflight
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
@@ -40,11 +41,17 @@ def run(
         names = chosen
     # A passed variable's value written in the job would be shown here: refused, as run does.
     preflight.refuse_passed_values_shown(jobfile, sources, names)
+    passed = sorted({n for name in names for n in jobfile.targets[name].job.env_pass})
+    notifier = notify.notifier(os.environ, passed)  # in the plans, as run puts it there
     rendered = []
     for name in names:
         target = jobfile.targets[name]
         upstream = upstream_stand_ins(target.needs)
-        rendered.append(render(target.job, user=user, upstream=upstream, source=sources[name]))
+        rendered.append(
+            render(
+                target.job, user=user, upstream=upstream, source=sources[name], notifier=notifier
+            )
+        )
     if fmt == "json":
         data = [plan.to_json() for plan in rendered]
         out = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"

@@ -75,6 +75,8 @@ def run(
     passed = sorted({n for t in names for n in jobfile.targets[t].job.env_pass})
     # Opened (not yet written) first, so that even a refusal below prints no passed value.
     ledger = open_ledger(secret_values(tuple(passed)))
+    # In each plan without notify:, for review too, and refused before any record opens.
+    notifier = notify.notifier(os.environ, passed)
     # The engines of the docker jobs are asked now, answer while the plans render, and are
     # read by the preflight; what nobody read is ended when the block is left.
     with doctor.Engines([] if review else [jobfile.targets[n].job for n in names]) as engines:
@@ -89,6 +91,7 @@ def run(
             preview=dry_run,
             launching=not review,
             sources=sources,
+            notifier=notifier,
         )
         if dry_run and as_json:
             print(json.dumps(decisions_json(decisions, ledger), indent=2))
@@ -103,7 +106,6 @@ def run(
                 check_environment(decision.target.job, os.environ)
         interval = ticker.interval(os.environ)
         backoff = retrying.backoff_first(os.environ)
-        notifier = notify.notifier(os.environ, passed)  # refused now, not at a job's end
         stopped = _preflight([d.target.job for d in decisions if d.run], engines)
     if stopped:
         return stopped

@@ -7,7 +7,7 @@ plan that would carry a secret.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
@@ -16,6 +16,7 @@ from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
+from taospec.notify import NOTIFY_ENV
 from taospec.placeholders import JOB_ID
 from taospec.plan import Context, Plan, lint_plan
 from taospec.platforms.base import Platform
@@ -54,17 +55,20 @@ def render(
     launcher: Identity | None = None,
     upstream: Mapping[str, str] | None = None,
     source: Source | None = None,
+    notifier: Sequence[str] = (),
 ) -> Plan:
     """Render ``job`` into its plan, refusing any plan that carries a secret.
 
     ``launcher`` is who submits (default: this process); ``user`` overrides
     the spec's ``user:``; ``upstream`` gives each needed target's results
     directory (or a stand-in from :func:`taospec.plan.upstream_stand_ins`).
-    With the job's ``source``, a refusal is a located problem
+    ``notifier`` is the launcher's ``$TAOSPEC_NOTIFY`` (as
+    :func:`taospec.notify.notifier` reads and checks it): the plan's notifier when the
+    job has no ``notify:``. With the job's ``source``, a refusal is a located problem
     (:class:`~taospec.diagnostics.SpecError`) at the key it is about.
     """
     try:
-        return _render(job, job_id, user, launcher, upstream)
+        return _render(job, job_id, user, launcher, upstream, notifier=tuple(notifier))
     except SpecError:
         raise
     except InvalidInput as refused:
@@ -79,6 +83,8 @@ def _render(
     user: str | None,
     launcher: Identity | None,
     upstream: Mapping[str, str] | None,
+    *,
+    notifier: tuple[str, ...],
 ) -> Plan:
     submitter = launcher or identity.launcher()
     platform = get(job.platform)
@@ -99,8 +105,10 @@ def _render(
     lint_plan(plan, context.spec_yaml)
     if job.notify:
         _lint_notify(job)
-        note = f"notify: when the job ends, taospec run runs {proc.shown(job.notify)} here"
-        plan = replace(plan, reactions=(*plan.reactions, note))
+    if job.notify or notifier:
+        argv, where = (job.notify, "") if job.notify else (notifier, f" (${NOTIFY_ENV})")
+        note = f"notify: when the job ends, taospec run runs {proc.shown(argv)} here{where}"
+        plan = replace(plan, reactions=(*plan.reactions, note), notifier=argv)
     if job.retry_max:
         note = (
             f"retry: taospec run submits a retry (a new job) when the job, or its submit, ends "
