@@ -505,22 +505,26 @@ class Build:
         self, decision: Decision, upstream: dict[str, Decision], board: Board
     ) -> Outcome:
         target = decision.target
-        record, fingerprint = self.launch(decision, upstream)
-        board.update(target.name, RUNNING, record.id)
-        retries = len(earlier(self.ledger, record))  # submits that failed and were retried
-        while True:
-            if self.follow_logs:
-                self._stream_logs(record, target.name, board)
-            record, state, message = self._follow(record, target.name, board)
-            if not self._retrying(target, record, retries, board):
-                break
-            retries += 1
-            try:
-                record = self._resubmit(target, record, board, fingerprint)
-            except Busy as busy:
-                board.say(f"{target.name}: {record.id} not retried: {busy.reason}")
-                break
+        try:
+            record, fingerprint = self.launch(decision, upstream)
             board.update(target.name, RUNNING, record.id)
+            retries = len(earlier(self.ledger, record))  # submits that failed and were retried
+            while True:
+                if self.follow_logs:
+                    self._stream_logs(record, target.name, board)
+                record, state, message = self._follow(record, target.name, board)
+                if not self._retrying(target, record, retries, board):
+                    break
+                retries += 1
+                try:
+                    record = self._resubmit(target, record, board, fingerprint)
+                except Busy as busy:
+                    board.say(f"{target.name}: {record.id} not retried: {busy.reason}")
+                    break
+                board.update(target.name, RUNNING, record.id)
+        except SubmitFailed as failed:  # the chain ends in a job recorded ERROR at its submit
+            self._notify(failed.record, target.name, board)
+            raise
         if record.terminal_state is not None:
             self._notify(record, target.name, board)
         if state == COMPLETE:

@@ -342,6 +342,22 @@ def test_without_retry_a_failed_submit_is_not_submitted_again(
     assert done.stderr.count("a filesystem is full") == 1  # the closing line, once
 
 
+@pytest.mark.parametrize("retry", ["{max: 2}", "{max: 0}"])
+def test_a_chain_that_ends_in_a_failed_submit_notifies_once_for_its_last_job(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path, retry: str
+) -> None:
+    # the last job was recorded ERROR, but no notifier ran, with retry: or without
+    seen = tmp_path / "notified"
+    notify = json.dumps(f'echo "$TAOSPEC_JOB_ID $TAOSPEC_STATE $TAOSPEC_ERR_CLASS" >> {seen}')
+    spec = job_file(tmp_path, "cat {config_path}", retry=retry, spec="{a: b}", notify=notify)
+    done = taospec("run", results_on(spec, full_fs), env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    ids = sorted(p.stem for p in (state_dir / "jobs").glob("*.json"))
+    (last,) = [i for i in ids if not any(record(state_dir, j).get("retry_of") == i for j in ids)]
+    assert len(ids) == (3 if retry == "{max: 2}" else 1)
+    assert seen.read_text() == f"{last} ERROR ERR_INFRA\n"
+
+
 def test_a_detached_run_retries_a_failed_submit_too(
     taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
 ) -> None:
