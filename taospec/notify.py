@@ -6,9 +6,11 @@ with the job's record, :func:`planned`) runs once when the job reaches a termina
 this process's environment plus
 ``TAOSPEC_JOB_ID``, ``TAOSPEC_STATE``, ``TAOSPEC_ERR_CLASS``,
 ``TAOSPEC_DURATION`` (whole seconds) and ``TAOSPEC_RESULTS_DIR``; nothing
-else is added, and none of those is a secret. It is bounded by a timeout. A
-notifier that fails is reported as a message, never raised: the job's outcome
-is already recorded and must not be changed by its messenger.
+else is added, and none of those is a secret. It is bounded by a timeout, past which its
+process group is stopped (:func:`taospec.proc.run_bounded`); what it leaves in the
+background when it exits is not waited for. A notifier that fails is reported as a
+message, never raised: the job's outcome is already recorded and must not be changed by its
+messenger.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def notify(
     if not argv:
         return None
     try:
-        result = proc.run(argv, extra_env=variables, timeout=timeout, check=False)
+        result = proc.run_bounded(argv, extra_env=variables, timeout=timeout)
     except (TaospecError, OSError, ValueError) as error:
         return f"notifier {proc.shown(argv)} could not run: {error}"
     if result.ok:

@@ -17,9 +17,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.lint import redacted
@@ -90,6 +91,69 @@ def run(
     data = stdin.encode() if isinstance(stdin, str) else stdin
     process = _popen(argv, env, extra_env, with_stdin=data is not None)
     return _finished(argv, process, data, timeout, check=check)
+
+
+def run_bounded(
+    argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = (), timeout: float
+) -> Result:
+    """Run ``argv`` in a session of its own with no input, waiting for it at most ``timeout``
+    seconds, and return what it printed (the last :data:`KEPT_OUTPUT` bytes of each stream),
+    whatever its exit code.
+
+    The wait ends when the command itself exits: its output goes to files, not pipes, so
+    work it leaves running in the background (``curl ... &``) holds nothing of taospec's
+    and goes on on its own. Past ``timeout`` (or on Ctrl-C) its whole process group, that
+    background work included, is terminated, then killed; its stderr then says it timed out.
+    """
+    extra = dict(extra_env)
+    _log(argv, extra)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=environment(extra.items()),
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise InvalidInput(f"{argv[0]}: command not found") from None
+        timed_out = b""
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop_group(process)
+            timed_out = f"\n(taospec: timed out after {timeout:g} s)".encode()
+        except KeyboardInterrupt:
+            _stop_group(process)
+            raise
+        return Result(
+            tuple(argv),
+            process.returncode,
+            _tail(out).decode(errors="replace"),
+            (_tail(err) + timed_out).decode(errors="replace"),
+        )
+
+
+KEPT_OUTPUT = 1 << 16
+"""The bytes of each stream :func:`run_bounded` keeps, from the end."""
+
+
+def _tail(file: IO[bytes]) -> bytes:
+    size = file.seek(0, os.SEEK_END)
+    file.seek(max(0, size - KEPT_OUTPUT))
+    return file.read(KEPT_OUTPUT)
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace: float = 1.0) -> None:
+    """Terminate the process group ``process`` leads, kill what is left of it after
+    ``grace`` seconds (or at once when ``process`` ended), and collect ``process``."""
+    signal_group(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace)
+    signal_group(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 class Started:

@@ -5,7 +5,9 @@ and ``doctor`` (with ``run``'s preflight) on this machine's docker engine."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -269,6 +271,21 @@ def test_a_review_refuses_a_notifier_from_the_environment_as_run_does(
         assert "TAOSPEC_NOTIFY would carry inline secrets" in secret.stderr
         assert "hunter2" not in secret.stdout + secret.stderr
     assert not (state_dir / "jobs").exists()
+
+
+def test_a_notifier_that_queues_work_in_the_background_does_not_hold_run(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # notify: 'sleep 45 & echo queued' kept run 45 s: the sleep held the notifier's pipes
+    pid_file = tmp_path / "pid"
+    spec = job_file(tmp_path, "true", notify=json.dumps(f"sleep 60 & echo $! > {pid_file}"))
+    try:
+        done = taospec("run", spec, timeout=45)  # raises when run is still waiting
+        assert done.returncode == 0, done.stderr
+        assert "job: notifier" not in done.stderr
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_notify_is_allowed_under_pipeline_defaults(taospec: Runner, tmp_path: Path) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from taospec import notify
+from taospec import notify, proc
 from taospec.errors import InvalidInput
 
 OUTCOME = notify.outcome("dino-train-a1b2", "ERROR", "ERR_PROGRAM", 3725.4, "/data/results/x")
@@ -67,6 +70,42 @@ def test_a_notifier_that_hangs_is_stopped_at_its_timeout(tmp_path: Path) -> None
     assert time.monotonic() - started < 30
     assert message is not None
     assert "timed out" in message
+
+
+def returned(call: Callable[[], str | None], bound: float) -> list[str | None]:
+    """``call``'s answer, in a list left empty when it had not returned within ``bound``
+    seconds (a generous bound: the guard of a wait that would otherwise last a minute)."""
+    answer: list[str | None] = []
+    worker = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    worker.start()
+    worker.join(bound)
+    return answer
+
+
+def test_a_notifier_timing_out_is_stopped_with_what_it_started(tmp_path: Path) -> None:
+    # after the timeout, run still waited for the children holding the notifier's output
+    pid_file = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pid_file}; echo started; wait"
+    answer = returned(lambda: notify.notify(["sh", "-c", script], OUTCOME, timeout=0.5), 30)
+    assert answer, "the notifier's timeout did not bound the wait"
+    (message,) = answer
+    assert message is not None
+    assert "started" in message
+    assert "timed out after 0.5 s" in message
+    assert not proc.alive(int(pid_file.read_text()))  # its process group was stopped
+
+
+def test_work_a_notifier_leaves_in_the_background_does_not_hold_the_run(tmp_path: Path) -> None:
+    # 'sleep 45 & echo queued' held run for 45 s: the background sleep held its pipes
+    pid_file = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pid_file}; echo queued"
+    answer = returned(lambda: notify.notify(["sh", "-c", script], OUTCOME), 20)
+    pid = int(pid_file.read_text())
+    try:
+        assert answer == [None], "the notifier's background work held the wait"
+        assert proc.alive(pid)  # it goes on on its own
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_no_notifier_does_nothing() -> None:
