@@ -127,9 +127,10 @@ class Plan:
     anywhere. ``teardown`` steps run once after the job has ended, however it
     ended (e.g. delete an instance). ``reactions`` say how ``taospec run``
     reacts when the job ends (``notify:``, ``retry:``); they are shown with the
-    notes but are not what runs, so they stay out of :meth:`digest`, as does
-    ``notifier``, the argument list the reaction note shows, which is what runs
-    on this machine when the job ends (its ``notify:``, else ``$TAOSPEC_NOTIFY``).
+    notes but are not what runs, so they stay out of :meth:`digest`, as do what
+    they show: ``notifier``, the argument list that runs on this machine when the
+    job ends (its ``notify:``, else ``$TAOSPEC_NOTIFY``), and ``retry_max``, the
+    retries (``retry: {max}``) its chain may be given for an ``ERR_INFRA`` end.
     """
 
     file: str
@@ -144,6 +145,7 @@ class Plan:
     teardown: tuple[Step, ...] = ()
     reactions: tuple[str, ...] = ()
     notifier: tuple[str, ...] = ()
+    retry_max: int = 0
 
     @property
     def has_placeholder_id(self) -> bool:
@@ -178,7 +180,7 @@ class Plan:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self.with_placeholder_id()
         data = {name: getattr(abstract, name) for name in _FIELDS[Plan]}
-        del data["reactions"], data["notifier"]
+        del data["reactions"], data["notifier"], data["retry_max"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -458,4 +460,5 @@ def _plan_as_written(data: Mapping[str, Any]) -> Plan:
         teardown=tuple(step(s) for s in data.get("teardown", [])),
         reactions=tuple(data.get("reactions", [])),
         notifier=tuple(data.get("notifier", [])),
+        retry_max=int(data.get("retry_max", 0)),
     )

@@ -141,7 +141,8 @@ def test_notify_runs_once_with_the_outcome_in_its_environment(
         notify=json.dumps(f"env | grep ^TAOSPEC_ | sort >> {seen}; echo --- >> {seen}"),
     )
     rendered = taospec("render", spec)
-    assert "# Note: notify: when the job ends, taospec run runs sh -c" in rendered.stdout
+    note = "# Note: notify: when the job ends, the taospec run or retry following it runs sh -c"
+    assert note in rendered.stdout
     done = taospec("run", spec)
     assert done.returncode == 1
     job_id = done.stdout.split()[0]
@@ -229,7 +230,7 @@ def test_the_review_shows_the_notifier_from_the_environment_and_run_runs_that_on
     command = f'echo "$TAOSPEC_STATE after ${{TAOSPEC_DURATION}}s" >> {ended}'
     env = {"TAOSPEC_NOTIFY": command}
     note = (
-        f"# Note: notify: when the job ends, taospec run runs sh -c "
+        f"# Note: notify: when the job ends, the taospec run or retry following it runs sh -c "
         f"'echo \"$TAOSPEC_STATE after ${{TAOSPEC_DURATION}}s\" >> {ended}' here ($TAOSPEC_NOTIFY)"
     )
     for review in (("render", spec), ("run", "-n", spec)):
@@ -248,7 +249,7 @@ def test_the_review_shows_the_notifier_from_the_environment_and_run_runs_that_on
     own = tmp_path / "own.txt"
     spec = job_file(tmp_path, "true", notify=json.dumps(f"echo own >> {own}"))
     shown = taospec("render", spec, env=env)
-    assert f"taospec run runs sh -c 'echo own >> {own}' here\n" in shown.stdout
+    assert f"following it runs sh -c 'echo own >> {own}' here\n" in shown.stdout
     assert "TAOSPEC_NOTIFY" not in shown.stdout
     assert taospec("run", "-B", spec, env=env).returncode == 0
     assert own.read_text() == "own\n"

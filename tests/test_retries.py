@@ -114,6 +114,53 @@ def test_retry_by_hand_runs_the_same_plan_as_a_new_job(
     assert taospec("run", spec).stderr.strip().endswith(f"up to date (job {retry_id})")
 
 
+@pytest.mark.parametrize("where", ["notify:", "$TAOSPEC_NOTIFY"])
+def test_retry_by_hand_reacts_to_the_end_as_the_stored_plan_says(
+    taospec: Runner, tmp_path: Path, state_dir: Path, where: str
+) -> None:
+    # retry ID skipped notify:, $TAOSPEC_NOTIFY and retry:, which the plan it reran shows
+    count, seen = tmp_path / "count", tmp_path / "notified"
+    # the first run fails in the program, its retry is stopped from outside, then it works
+    command = (
+        f"sh -c 'n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; "
+        f"case $n in 0) exit 3;; 1) kill -TERM $$;; esac; echo ok'"
+    )
+    notifier = f'echo "$TAOSPEC_JOB_ID $TAOSPEC_STATE" >> {seen}'
+    own = {"notify": json.dumps(notifier)} if where == "notify:" else {}
+    spec = job_file(tmp_path, command, retry="{max: 2}", **own)
+    failed = taospec("run", spec, env={} if own else {"TAOSPEC_NOTIFY": notifier})
+    assert failed.returncode == 1
+    first_id = failed.stdout.split()[0]
+    assert seen.read_text() == f"{first_id} ERROR\n"
+    # what runs is the notifier the stored plan shows, not one this environment names
+    other = tmp_path / "other"
+    retried = taospec("retry", first_id, env={"TAOSPEC_NOTIFY": f"echo x >> {other}"})
+    assert retried.returncode == 0, retried.stderr
+    retry_id, last_id = retried.stdout.split()
+    assert record(state_dir, retry_id)["err_class"] == "ERR_INFRA"
+    assert record(state_dir, last_id)["retry_of"] == retry_id
+    assert f"{retry_id} ended ERROR ERR_INFRA; retry 2 of 2" in retried.stderr
+    assert f"{last_id}: COMPLETE" in retried.stderr
+    assert seen.read_text() == f"{first_id} ERROR\n{last_id} COMPLETE\n"
+    assert not other.exists()
+
+
+def test_retry_by_hand_stops_where_the_retry_policy_does(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    seen = tmp_path / "notified"
+    notifier = json.dumps(f'echo "$TAOSPEC_JOB_ID $TAOSPEC_STATE" >> {seen}')
+    spec = job_file(tmp_path, "sh -c 'kill -TERM $$'", retry="{max: 1}", notify=notifier)
+    failed = taospec("run", spec)
+    assert failed.returncode == 1
+    last = failed.stdout.split()[0]
+    retried = taospec("retry", last)
+    assert retried.returncode == 1
+    (retry_id,) = retried.stdout.split()
+    assert f"{retry_id} ended ERROR ERR_INFRA; no retries left (max 1)" in retried.stderr
+    assert seen.read_text() == f"{last} ERROR\n{retry_id} ERROR\n"
+
+
 def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path) -> None:
     spec = job_file(tmp_path, "sleep 300")
     job_id = taospec("run", "--detach", spec).stdout.strip()
@@ -221,8 +268,8 @@ def test_the_dry_run_shows_the_retry_policy(taospec: Runner, tmp_path: Path) -> 
     spec = job_file(tmp_path, "true", retry="{max: 3}")
     shown = taospec("run", "-n", spec)
     assert (
-        "# Note: retry: taospec run submits a retry (a new job) when the job, or its submit, "
-        "ends ERROR ERR_INFRA, at most 3 times" in shown.stdout
+        "# Note: retry: the taospec run or retry following the job submits a retry (a new job) "
+        "when it, or its submit, ends ERROR ERR_INFRA, at most 3 times" in shown.stdout
     )
     bad = write(tmp_path / "bad.yaml", spec.read_text().replace("max: 3", "max: 11"))
     refused = taospec("validate", bad)

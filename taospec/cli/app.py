@@ -439,7 +439,8 @@ def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
     """Run JOB_ID's plan again as a new job whose record says retry_of: JOB_ID.
 
     Refused (exit 2) for a job that has not ended or that COMPLETED; followed
-    until it ends (exit 0 when it completes, 1 when not)."""
+    until it ends, retried and notified of as its plan's notes say (exit 0 when
+    the last job completes, 1 when not)."""
     from taospec.commands import retry as command
 
     sys.exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus))

@@ -107,14 +107,18 @@ def _render(
         _lint_notify(job)
     if job.notify or notifier:
         argv, where = (job.notify, "") if job.notify else (notifier, f" (${NOTIFY_ENV})")
-        note = f"notify: when the job ends, taospec run runs {proc.shown(argv)} here{where}"
+        note = (
+            f"notify: when the job ends, the taospec run or retry following it runs "
+            f"{proc.shown(argv)} here{where}"
+        )
         plan = replace(plan, reactions=(*plan.reactions, note), notifier=argv)
     if job.retry_max:
         note = (
-            f"retry: taospec run submits a retry (a new job) when the job, or its submit, ends "
-            f"ERROR ERR_INFRA, at most {job.retry_max} time{'s' if job.retry_max > 1 else ''}"
+            f"retry: the taospec run or retry following the job submits a retry (a new job) "
+            f"when it, or its submit, ends ERROR ERR_INFRA, at most {job.retry_max} "
+            f"time{'s' if job.retry_max > 1 else ''}"
         )
-        plan = replace(plan, reactions=(*plan.reactions, note))
+        plan = replace(plan, reactions=(*plan.reactions, note), retry_max=job.retry_max)
     return plan
 
 
