@@ -6,6 +6,12 @@ is an argument list. What runs is logged (redacted) when
 ``TAOSPEC_VERBOSE`` is set or ``-v`` is given; a failure carries the command,
 its exit code and its output. Ctrl-C is handled in order: give the child a
 moment to stop on its own, then terminate it, then kill it.
+
+Every wait with a timeout follows one rule (:func:`_wait`): it ends when the command
+exits, or at the timeout, when the command (its whole process group when it leads one
+of its own) is terminated, then killed; either way its output is read for
+:data:`PIPE_GRACE` seconds more at most, since what it started (a docker CLI helper, an
+ssh ControlMaster, work a script puts in the background) may hold its pipes open.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
@@ -26,6 +33,10 @@ from taospec.errors import CommandFailed, InvalidInput
 from taospec.lint import redacted
 
 GRACE_SECONDS = 5.0
+PIPE_GRACE = 1.0
+"""Seconds a timed wait reads output for once the command has ended."""
+POLL_SECONDS = 0.25
+"""Seconds between looks at whether a command waited for with a timeout has ended."""
 VERBOSE = os.environ.get("TAOSPEC_VERBOSE", "") not in ("", "0")
 
 
@@ -47,6 +58,8 @@ class Result(NamedTuple):
     returncode: int
     stdout: str
     stderr: str
+    timed_out: bool = False
+    """It was stopped at its timeout (its stderr ends saying so)."""
 
     @property
     def ok(self) -> bool:
@@ -119,20 +132,17 @@ def run_bounded(
             )
         except FileNotFoundError:
             raise InvalidInput(f"{argv[0]}: command not found") from None
-        timed_out = b""
         try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _stop_group(process)
-            timed_out = f"\n(taospec: timed out after {timeout:g} s)".encode()
+            _, note, timed_out = _wait(process, None, timeout)  # no pipes: the note alone
         except KeyboardInterrupt:
-            _stop_group(process)
+            _end(process)
             raise
         return Result(
             tuple(argv),
             process.returncode,
             _tail(out).decode(errors="replace"),
-            (_tail(err) + timed_out).decode(errors="replace"),
+            (_tail(err) + note).decode(errors="replace"),
+            timed_out,
         )
 
 
@@ -146,14 +156,58 @@ def _tail(file: IO[bytes]) -> bytes:
     return file.read(KEPT_OUTPUT)
 
 
-def _stop_group(process: subprocess.Popen[bytes], grace: float = 1.0) -> None:
-    """Terminate the process group ``process`` leads, kill what is left of it after
-    ``grace`` seconds (or at once when ``process`` ended), and collect ``process``."""
-    signal_group(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=grace)
-    signal_group(process.pid, signal.SIGKILL)
-    process.wait()
+def _wait(
+    process: subprocess.Popen[bytes], data: bytes | None, timeout: float
+) -> tuple[bytes, bytes, bool]:
+    """Hand ``data`` to ``process`` and wait for it as the module's notes say: its output
+    (b"" for what does not go to a pipe), its stderr ending with a note saying so when it
+    was stopped at ``timeout``, and whether it was."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            out, err = process.communicate(data, timeout=min(POLL_SECONDS, left))
+            return out or b"", err or b"", False
+        except subprocess.TimeoutExpired:
+            data = None  # what is left of it is written on the next call
+        if process.poll() is None and left > 0:
+            continue
+        if process.returncode is not None:  # it ended; what it started holds its pipes
+            return (*_drain(process), False)
+        _end(process)
+        out, err = _drain(process)
+        return out, err + f"\n(taospec: timed out after {timeout:g} s)".encode(), True
+
+
+def _drain(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """What ``process``, which has ended, printed, its pipes read :data:`PIPE_GRACE`
+    seconds at most, then closed."""
+    try:
+        out, err = process.communicate(timeout=PIPE_GRACE)
+        return out or b"", err or b""
+    except subprocess.TimeoutExpired as held:
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        return held.stdout or b"", held.stderr or b""
+
+
+def _end(process: subprocess.Popen[bytes], grace: float = 1.0) -> None:
+    """Terminate ``process``, or the whole process group it leads when it has one of its
+    own; kill what is left after ``grace`` seconds (or at once when ``process`` ended);
+    collect ``process``, waiting ``grace`` seconds at most."""
+    try:
+        group = os.getpgid(process.pid) == process.pid
+    except ProcessLookupError:
+        group = False
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        if group:
+            signal_group(process.pid, signum)
+        else:
+            process.send_signal(signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
 
 
 class Started:
@@ -165,14 +219,13 @@ class Started:
 
     def wait(self, timeout: float | None = None) -> Result:
         """Wait for the command to end and return what it printed, whatever its exit code;
-        past ``timeout`` seconds it is stopped and says so in its stderr."""
+        past ``timeout`` seconds it is stopped and says so in its stderr (see :func:`_wait`)."""
         return _finished(self._argv, self._process, None, timeout, check=False)
 
     def discard(self) -> None:
         """End a command whose answer is no longer wanted, and collect it."""
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.communicate()
+        _end(self._process)
+        _drain(self._process)
 
 
 def start(argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = ()) -> Started:
@@ -214,9 +267,13 @@ def _finished(
     *,
     check: bool,
 ) -> Result:
-    out, err = _communicate(process, data, timeout)
+    out, err, timed_out = _communicate(process, data, timeout)
     result = Result(
-        tuple(argv), process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        tuple(argv),
+        process.returncode,
+        out.decode(errors="replace"),
+        err.decode(errors="replace"),
+        timed_out,
     )
     if check and not result.ok:
         raise CommandFailed(shown(argv), result.returncode, result.output())
@@ -225,14 +282,12 @@ def _finished(
 
 def _communicate(
     process: subprocess.Popen[bytes], data: bytes | None, timeout: float | None
-) -> tuple[bytes, bytes]:
+) -> tuple[bytes, bytes, bool]:
 
     try:
-        return process.communicate(data, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop(process)
-        out, err = process.communicate()
-        return out, err + b"\n(taospec: timed out after %d s)" % int(timeout or 0)
+        if timeout is None:
+            return (*process.communicate(data), False)
+        return _wait(process, data, timeout)
     except KeyboardInterrupt:
         stop(process)
         raise

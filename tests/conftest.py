@@ -6,8 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -148,6 +150,19 @@ def bash_words(text: str, env: dict[str, str] | None = None) -> list[str]:
         check=True,
     )
     return done.stdout.decode().split("\0")[:-1]
+
+
+T = TypeVar("T")
+
+
+def returned(call: Callable[[], T], bound: float) -> list[T]:
+    """``call``'s answer, in a list left empty when it had not returned within ``bound``
+    seconds (a generous bound: the guard of a wait that would otherwise last a minute)."""
+    answer: list[T] = []
+    worker = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    worker.start()
+    worker.join(bound)
+    return answer
 
 
 def write(path: Path, text: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from taospec import doctor
 from taospec.commands import doctor as doctor_command
 from taospec.doctor import Check
-from tests.conftest import JOBS, load_job, write
+from tests.conftest import JOBS, load_job, returned, write
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 NGC_IMAGE = "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt"
@@ -164,6 +165,22 @@ def test_leaving_the_block_ends_a_question_nobody_read(
         assert os.path.exists(f"/proc/{pid}")
     assert not os.path.exists(f"/proc/{pid}")  # ended and collected, not left behind
     assert time.monotonic() - started < 60
+
+
+def test_an_engine_that_does_not_answer_fails_at_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # after the timeout docker info was waited for until what it started had ended
+    pid_file = tmp_path / "pid"
+    docker_first_on_path(tmp_path, monkeypatch, f"sleep 60 & echo $! > {pid_file}\nwait")
+    monkeypatch.setattr(doctor, "TIMEOUT", 1)
+    try:
+        answer = returned(doctor.engine, 30)
+        assert answer, "the timeout did not bound the engine check"
+        assert isinstance(answer[0], Check)
+        assert (answer[0].ok, answer[0].detail) == (False, "(taospec: timed out after 1 s)")
+    finally:
+        os.kill(int(wait_for(pid_file)), signal.SIGKILL)
 
 
 @pytest.mark.parametrize(

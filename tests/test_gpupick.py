@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from taospec import gpupick
 from taospec.errors import InvalidInput
 from taospec.gpupick import Gpu, NoFreeGpus
+from tests.conftest import returned, write
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 FOUR = (
@@ -94,3 +96,25 @@ def test_through_brev_exec(fake_smi: None, tmp_path: Path, monkeypatch: pytest.M
         subprocess.run(["brev", *args], check=True, capture_output=True)
     gpus = gpupick.query(("brev", "exec", "box"))
     assert gpupick.pick(gpus, 1, {"1": "a"}) == ("3",)
+
+
+def test_a_query_that_hangs_is_stopped_at_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # after the timeout the query waited for what nvidia-smi (a wrapper here) had started
+    pid_file = tmp_path / "pid"
+    write(tmp_path / "bin" / "nvidia-smi", f"#!/bin/sh\nsleep 60 & echo $! > {pid_file}\nwait\n")
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+    def query() -> str:
+        with pytest.raises(InvalidInput) as raised:
+            gpupick.query(timeout=1)
+        return str(raised.value)
+
+    try:
+        answer = returned(query, 30)
+        assert answer, "the timeout did not bound the query"
+        assert "(taospec: timed out after 1 s)" in answer[0]
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)

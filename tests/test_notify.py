@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from taospec import notify, proc
 from taospec.errors import InvalidInput
+from tests.conftest import returned
 
 OUTCOME = notify.outcome("dino-train-a1b2", "ERROR", "ERR_PROGRAM", 3725.4, "/data/results/x")
 
@@ -70,16 +69,6 @@ def test_a_notifier_that_hangs_is_stopped_at_its_timeout(tmp_path: Path) -> None
     assert time.monotonic() - started < 30
     assert message is not None
     assert "timed out" in message
-
-
-def returned(call: Callable[[], str | None], bound: float) -> list[str | None]:
-    """``call``'s answer, in a list left empty when it had not returned within ``bound``
-    seconds (a generous bound: the guard of a wait that would otherwise last a minute)."""
-    answer: list[str | None] = []
-    worker = threading.Thread(target=lambda: answer.append(call()), daemon=True)
-    worker.start()
-    worker.join(bound)
-    return answer
 
 
 def test_a_notifier_timing_out_is_stopped_with_what_it_started(tmp_path: Path) -> None:
