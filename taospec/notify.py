@@ -96,7 +96,10 @@ def notify(
     if result.ok:
         return None
     output = result.output()
-    detail = "\n".join("    " + text for text in output.splitlines()[-5:])
-    return f"notifier {proc.shown(argv)} failed (exit {result.returncode})" + (
-        f"\n{detail}" if detail else ""
-    )
+    if result.timed_out:  # said in the message, not by the note that ends its output
+        output = output.rpartition("\n")[0].strip()
+        what = f"ran past its {timeout:g} s timeout and was stopped"
+    else:
+        what = f"failed (exit {result.returncode})"
+    detail = "".join("\n    " + text for text in output.splitlines()[-5:])
+    return f"notifier {proc.shown(argv)} {what}{detail}"
