@@ -7,17 +7,22 @@ reads job text exactly as the plan fills it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
-TOKEN = re.compile(
-    r"\{\{|\}\}|\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
-    r"\[(?:[^\[\]{}]|\{\{|\}\}|\{matrix\.[A-Za-z_][A-Za-z0-9_]*\})*\]\.results_dir"
-    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}"
-)
-"""An escaped brace, or a placeholder: a name, or an upstream's results directory. A matrix
-target's name may hold any character its values may (all but ``,=[]``), a brace doubled;
-a ``{matrix.<key>}`` in it is filled when the matrix expands."""
+
+@functools.cache
+def token() -> re.Pattern[str]:
+    """An escaped brace, or a placeholder: a name, or an upstream's results directory. A
+    matrix target's name may hold any character its values may (all but ``,=[]``), a brace
+    doubled; a ``{matrix.<key>}`` in it is filled when the matrix expands. Compiled when
+    first read: the verbs that never read job text (``status``, ``ls``) never pay for it."""
+    return re.compile(
+        r"\{\{|\}\}|\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
+        r"\[(?:[^\[\]{}]|\{\{|\}\}|\{matrix\.[A-Za-z_][A-Za-z0-9_]*\})*\]\.results_dir"
+        r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}"
+    )
 
 
 def name_of(match: re.Match[str]) -> str:
@@ -35,4 +40,4 @@ def fill(text: str, value: Callable[[str], str]) -> str:
             return token[0]
         return value(name_of(match))
 
-    return TOKEN.sub(replace, text)
+    return token().sub(replace, text)

@@ -38,7 +38,6 @@ import json
 import os
 import re
 import shlex
-import string
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -1695,7 +1694,9 @@ def known_values() -> list[str]:
 OPEN_AT_MOST = 4096
 """How far back from the end of output still being written :func:`still_open` looks: more
 than any token a rule finds by its form (a JWT, a session token) is long."""
-_TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_-.=+/~")
+_TOKEN_CHARACTERS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.=+/~"
+)
 """What the tokens found by their form are made of."""
 _WORD = re.compile(r"\S+")
 

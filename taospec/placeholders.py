@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from taospec.braces import TOKEN, fill, name_of
+from taospec.braces import fill, name_of, token
 from taospec.diagnostics import closest
 from taospec.yamlsrc import dump_yaml
 
@@ -42,12 +42,13 @@ STAND_IN = re.compile("\x00([A-Za-z_][A-Za-z0-9_]*)\x00")
 
 _MATRIX_IN_NAME = re.compile(r"\{\{|\}\}|\{(matrix\.[A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOKALIKE = re.compile(r"\{(?:needs|matrix)\.")
-"""How a placeholder :data:`TOKEN` cannot read starts: it is refused, never left as text."""
+"""How a placeholder :func:`~taospec.braces.token` cannot read starts: it is refused, never
+left as text."""
 
 
 def names(text: str) -> list[str]:
     """The placeholder names used in ``text``, in order."""
-    return [name_of(m) for m in TOKEN.finditer(text) if m.group(1)]
+    return [name_of(m) for m in token().finditer(text) if m.group(1)]
 
 
 def unknown(text: str, known: Iterable[str]) -> list[str]:
@@ -77,7 +78,7 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
 
 def _lookalikes(text: str) -> list[str]:
     """Sentences about each ``{needs.`` or ``{matrix.`` in ``text`` that starts no placeholder."""
-    read = [match.span() for match in TOKEN.finditer(text)]
+    read = [match.span() for match in token().finditer(text)]
     found = []
     for match in _LOOKALIKE.finditer(text):
         if any(start <= match.start() < end for start, end in read):
@@ -112,17 +113,17 @@ def lost_brace(words: Sequence[str]) -> tuple[int, str] | None:
     opened: list[tuple[int, re.Match[str]]] = []  # the '{{' no '}}' closed yet
     stray: tuple[int, re.Match[str]] | None = None  # the first '}}' that closes no '{{'
     for index, word in enumerate(words):
-        for match in TOKEN.finditer(word):
+        for match in token().finditer(word):
             if match[0] == "{{":
                 opened.append((index, match))
             elif match[0] == "}}" and opened:
                 opened.pop()
             elif match[0] == "}}" and stray is None:
                 stray = (index, match)
-        for lone in TOKEN.split(word)[:: 1 + TOKEN.groups]:  # the text between tokens
+        for lone in token().split(word)[:: 1 + token().groups]:  # the text between tokens
             written += lone.count("{") - lone.count("}")
             shown += lone.count("{") - lone.count("}")
-        escapes = [m[0] for m in TOKEN.finditer(word) if m[0] in ("{{", "}}")]
+        escapes = [m[0] for m in token().finditer(word) if m[0] in ("{{", "}}")]
         written += 2 * (escapes.count("{{") - escapes.count("}}"))
         shown += escapes.count("{{") - escapes.count("}}")
     if written or not shown:
@@ -147,7 +148,7 @@ def lost_brace(words: Sequence[str]) -> tuple[int, str] | None:
 
 def _unescaped(text: str) -> str:
     """``text`` with each ``{{`` and ``}}`` read as one brace, its placeholders as written."""
-    return TOKEN.sub(lambda m: m[0][0] if m[0] in ("{{", "}}") else m[0], text)
+    return token().sub(lambda m: m[0][0] if m[0] in ("{{", "}}") else m[0], text)
 
 
 def expand(text: str, values: Mapping[str, str]) -> str:
@@ -171,7 +172,7 @@ def expand_known(text: str, values: Mapping[str, str]) -> str:
             return _MATRIX_IN_NAME.sub(fill, match.group(0))
         return match.group(0)
 
-    return TOKEN.sub(fill, text)
+    return token().sub(fill, text)
 
 
 def script_words(words: Sequence[str]) -> list[int]:
