@@ -14,7 +14,7 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -261,16 +261,11 @@ def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
     # logs (not -f) printed the unended last line as docker logs gave it, brev's trailing
     # instance line joined to it: the first part of a passed value the job was still
     # writing went out, unredacted
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
-    spec = job_file(open_tmp, engine, HALF_WRITTEN, env="{pass: [PLAIN_VAR]}")
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, HALF_WRITTEN)
     done = run(taospec, emulator, "run", "--detach", spec, **passed)
     assert done.returncode == 0, done.stderr
 
-    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return run(taospec, emulator, *args, **env)
-
-    look_while_a_value_is_half_written(on_box, done.stdout.strip(), passed)
+    look_while_a_value_is_half_written(_on_box(taospec, emulator), done.stdout.strip(), passed)
 
 
 def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr_on_an_instance(
@@ -278,16 +273,13 @@ def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr_on_an_instance(
 ) -> None:
     # logs read what brev exec passed on of docker logs' stdout and stderr as one pipe: a
     # stderr line broke a stdout line the job was writing, and the value in it, in two
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
-    spec = job_file(open_tmp, engine, INTERLEAVED, env="{pass: [PLAIN_VAR]}")
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, INTERLEAVED)
     done = run(taospec, emulator, "run", "--detach", spec, **passed)
     assert done.returncode == 0, done.stderr
 
-    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return run(taospec, emulator, *args, **env)
-
-    logs_of_a_line_broken_by_the_other_stream(on_box, done.stdout.strip(), passed)
+    logs_of_a_line_broken_by_the_other_stream(
+        _on_box(taospec, emulator), done.stdout.strip(), passed
+    )
 
 
 def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
@@ -295,16 +287,11 @@ def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
 ) -> None:
     # logs --tail N passed N to docker logs, which counts each piece of a long line as a
     # line: --tail 1 began inside the line, with the second part of the passed value
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
-    spec = job_file(open_tmp, engine, LONG_LINE, env="{pass: [PLAIN_VAR]}")
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, LONG_LINE)
     done = run(taospec, emulator, "run", spec, **passed)
     assert done.returncode == 0, done.stderr
 
-    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return run(taospec, emulator, *args, **env)
-
-    tail_of_a_line_logged_in_pieces(on_box, done.stdout.split()[0], passed)
+    tail_of_a_line_logged_in_pieces(_on_box(taospec, emulator), done.stdout.split()[0], passed)
 
 
 def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line_on_an_instance(
@@ -312,9 +299,7 @@ def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line_on
 ) -> None:
     # the last lines run prints were docker logs --tail 50, which counts each piece of a
     # line logged in pieces as a line: they began inside the passed value
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
-    spec = job_file(open_tmp, engine, PIECES_FAILING, env="{pass: [PLAIN_VAR]}")
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, PIECES_FAILING)
     last_lines_of_a_failure_logged_in_pieces(run(taospec, emulator, "run", spec, **passed))
 
 
@@ -323,17 +308,11 @@ def test_the_last_lines_shown_of_a_failed_container_are_each_stream_s_whole_on_a
 ) -> None:
     # the last lines run prints were read with 2>&1 on the instance: a stderr line written
     # while a stdout line was half written broke it, and the value in it, in two
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
-    spec = job_file(open_tmp, engine, INTERLEAVED_FAILING, env="{pass: [PLAIN_VAR]}")
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, INTERLEAVED_FAILING)
     env = {**emulator.env, "TAOSPEC_RETRY_INTERVAL": "0.1", **passed}
     running = start(taospec, "run", spec, env=env)
 
-    def job_id() -> str:
-        found = _only_job(state_dir)
-        if found and found not in emulator.job_ids:
-            emulator.job_ids.append(found)
-        return found
+    job_id = _job_id_seen(state_dir, emulator)
 
     last_lines_of_a_failure_broken_by_the_other_stream(running, job_id)
 
@@ -348,11 +327,7 @@ def test_the_last_lines_run_shows_are_read_from_the_end_of_the_output_alone_on_a
     env = {**emulator.env, "TAOSPEC_RETRY_INTERVAL": "0.1", "TAOSPEC_PROGRESS_INTERVAL": "0.1"}
     running = start(taospec, "run", spec, env=env)
 
-    def job_id() -> str:
-        found = _only_job(state_dir)
-        if found and found not in emulator.job_ids:
-            emulator.job_ids.append(found)
-        return found
+    job_id = _job_id_seen(state_dir, emulator)
 
     def reads() -> list[list[str]]:
         ran = [shlex.split(c["command"]) for c in emulator.commands()]
@@ -926,3 +901,33 @@ def test_hostile_values_survive_the_local_and_the_remote_shell(
         ["docker", "container", "inspect", job_id],
         list(local["launch"].argv),
     ]
+
+
+def _passing_a_value(
+    emulator: Brev, folder: Path, engine: str, command: str
+) -> tuple[Path, dict[str, str]]:
+    """A job file running ``command`` on an instance, passed a value the tests look for."""
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    emulator.add("box", "--env", f"PLAIN_VAR={passed['PLAIN_VAR']}")
+    return job_file(folder, engine, command, env="{pass: [PLAIN_VAR]}"), passed
+
+
+def _on_box(taospec: Runner, emulator: Brev) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """taospec run against the emulator, with the environment given."""
+
+    def on_box(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return run(taospec, emulator, *args, **env)
+
+    return on_box
+
+
+def _job_id_seen(state_dir: Path, emulator: Brev) -> Callable[[], str]:
+    """The only job's id once it exists, made known to the emulator."""
+
+    def job_id() -> str:
+        found = _only_job(state_dir)
+        if found and found not in emulator.job_ids:
+            emulator.job_ids.append(found)
+        return found
+
+    return job_id
