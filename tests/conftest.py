@@ -87,7 +87,25 @@ def open_tmp(tmp_path: Path) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="taospec-test-", dir="/tmp"))
     path.chmod(0o755)
     yield path
+    _cancel_slurm_jobs_under(path)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _cancel_slurm_jobs_under(folder: Path) -> None:
+    """Cancel every Slurm job still queued or running in ``folder``: a test that stops
+    before it opens its job's gate would leave that job waiting for a gate in a deleted
+    folder, holding the node, and the next run's Slurm tests would find it allocated."""
+    if shutil.which("squeue") is None:
+        return
+    listed = subprocess.run(["squeue", "-h", "-o", "%i %Z"], capture_output=True, text=True,
+                            timeout=30, check=False)  # fmt: skip
+    inside = [
+        job_id
+        for job_id, _, workdir in (line.partition(" ") for line in listed.stdout.splitlines())
+        if Path(workdir).is_relative_to(folder)
+    ]
+    if inside:
+        subprocess.run(["scancel", *inside], timeout=30, check=False)
 
 
 @pytest.fixture
