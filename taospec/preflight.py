@@ -23,7 +23,7 @@ from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, uniq
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, input_files, unreadable
-from taospec.ledger.record import mint_source, minted_form
+from taospec.jobids import mint_source, minted_form
 from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import MergedSource, Source
 

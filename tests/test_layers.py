@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint", "taospec.settings",
                               "taospec.states", "taospec.errors", "taospec.diagnose",
                               "taospec.durable", "taospec.interrupts", "taospec.braces",
+                              "taospec.jobids",
                               "taospec"}),
 ]  # fmt: skip
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from taospec import durable, lint
+from taospec import durable, jobids, lint
 from taospec.errors import InvalidInput
 from taospec.ledger import (
     SOURCES,
@@ -394,7 +394,7 @@ def test_a_minted_id_that_collides_is_retried(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     suffixes = iter(["aaaaaa", "aaaaaa", "aaaaaa", "bbbbbb"])
-    monkeypatch.setattr(record_module, "mint_suffix", lambda: next(suffixes))
+    monkeypatch.setattr(jobids, "mint_suffix", lambda: next(suffixes))
     first = open_job(ledger)
     second = open_job(ledger, action="train")
     assert first.id == "visual_changenet-train-aaaaaa"

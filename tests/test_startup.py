@@ -1,4 +1,5 @@
-"""What the quick verbs load: ``status`` and ``ls`` start without pathlib.
+"""What the quick verbs load: ``status`` and ``ls`` start without pathlib, ``render``
+without the ledger or the pipeline.
 
 On Python 3.10 and 3.11, ``import pathlib`` also imports ``urllib.parse`` and
 ``ipaddress``: about 7% of the instructions of ``taospec ls`` and of ``taospec
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from taospec.ledger import Ledger
+from tests.conftest import ROOT
 from tests.ledgers import open_job
 
 PROBE = """\
@@ -58,3 +60,22 @@ def test_the_command_line_looks_for_cycles_every_50000_new_objects_not_every_700
         check=True,
     )
     assert int(done.stdout) == 50_000
+
+
+def test_render_loads_neither_the_ledger_nor_the_pipeline(tmp_path: Path) -> None:
+    """README, Performance: each verb loads what it uses. ``render`` refuses an id that
+    would spell a secret, which needs the id rule (``taospec.jobids``), not the ledger."""
+    probe = PROBE.replace(
+        '("pathlib", "urllib.parse", "ipaddress")',
+        '("taospec.ledger", "taospec.pipeline", "taospec.executor", "taospec.fingerprint")',
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "render", str(ROOT / "jobs" / "train.yaml")],
+        env={**os.environ, "TAO_STATE_DIR": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "docker run" in done.stdout
+    assert done.stderr.splitlines()[-1] == "loaded:"

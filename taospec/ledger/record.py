@@ -11,7 +11,6 @@ the checked, typed view the rest of taospec reads.
 from __future__ import annotations
 
 import operator
-import os
 import posixpath
 import re
 from collections.abc import Callable, Collection, Sequence
@@ -51,7 +50,6 @@ PLATFORM_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 _TS_RE = re.compile(
     r"(?P<seconds>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?(?:Z|\+00:00)"
 )
-_MINT_PART_LENGTH = 64
 """Most characters of arch or action in a minted id, so its file name stays far below
 the 255 bytes a file name may have (the recorder does not cut them)."""
 
@@ -326,34 +324,6 @@ def platform_slug(value: str) -> str:
             f"^{PLATFORM_RE.pattern}$; e.g. {', '.join(EXAMPLE_PLATFORMS)})"
         )
     return slug
-
-
-def minted_form(text: str) -> str:
-    """``text`` as a minted id holds it, uncut: unsafe runs become ``-``; it starts
-    alphanumeric. A secret's value spelled so is what to look for in an id."""
-    return re.sub(r"^[^A-Za-z0-9]+", "", re.sub(r"[^A-Za-z0-9._-]+", "-", text))
-
-
-def _id_part(text: str) -> str:
-    """One part of a minted id: :func:`minted_form` cut to :data:`_MINT_PART_LENGTH`."""
-    return minted_form(text)[:_MINT_PART_LENGTH].strip(".-") or "job"
-
-
-def mint_id(network_arch: str, action: str) -> str:
-    """A new id ``<arch>-<action>-<6 hex>`` (case kept, as the recorder mints it)."""
-    return f"{_id_part(network_arch)}-{_id_part(action)}-{mint_suffix()}"
-
-
-def mint_source(network_arch: str, action: str) -> str:
-    """What the ids :func:`mint_id` makes of ``network_arch`` and ``action`` are cut from:
-    ``<arch>-<action>``, each as an id holds it but whole. A cut through a secret value
-    leaves a part of it that redaction no longer finds, so redaction judges this."""
-    return f"{minted_form(network_arch)}-{minted_form(action)}"
-
-
-def mint_suffix() -> str:
-    """Six random hex digits."""
-    return os.urandom(3).hex()
 
 
 def now() -> str:

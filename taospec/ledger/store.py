@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 from taospec import durable, lint
 from taospec.errors import InvalidInput
+from taospec.jobids import mint_id, mint_source, minted_form
 from taospec.ledger import journal, listing
 from taospec.ledger.record import (
     ERR_CLASSES,
@@ -65,9 +66,6 @@ from taospec.ledger.record import (
     check_choice,
     check_job_id,
     instant,
-    mint_id,
-    mint_source,
-    minted_form,
     parse_record,
     platform_slug,
     redact_document,
