@@ -667,13 +667,10 @@ def _script_text_hits(script: str, free_text: bool, depth: int) -> tuple[_Hit, .
 
 
 def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterator[_Hit]:
-    """Every shell-word rule over one simple command; a ``sh -c`` script's hits are its word's."""
+    """Every shell-word rule over one simple command; a ``sh -c`` script's hits are its word's.
+    A script is read as the shell reads it, not as one word: ``sh -c 'KEY=$X run'`` assigns
+    ``$X``, where the word rules alone would read the value ``$X run``."""
     for index, word in enumerate(words):
-        # Each word rule needs a leading dash (flags), "=" (assignments) or ":" (headers).
-        if word.text.startswith("-") or "=" in word.text or ":" in word.text:
-            for rule in _WORD_RULES:
-                if (hit := rule(words, index)) is not None:
-                    yield hit
         if depth < _MAX_NESTING and _is_shell_script(words, index):
             script = _unprotect(word.text)
             inner = _script_text_hits(script, free_text, depth + 1)
@@ -681,6 +678,11 @@ def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterat
                 replacement = shlex.quote(_apply(script, inner))
                 for hit in inner:
                     yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
+        # Each word rule needs a leading dash (flags), "=" (assignments) or ":" (headers).
+        elif word.text.startswith("-") or "=" in word.text or ":" in word.text:
+            for rule in _WORD_RULES:
+                if (hit := rule(words, index)) is not None:
+                    yield hit
 
 
 # -- pattern rules ----------------------------------------------------------------

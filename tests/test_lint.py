@@ -456,6 +456,12 @@ ARGV_CASES = [
     (["sh", "-c", "export NGC_KEY=abc123; run"], {(ASSIGN, "NGC_KEY")}),
     (["git", "clone", "https://u:pw12@h/x"], {(URL, "URL password")}),
     (["echo", "export NGC_KEY=abc123"], set()),
+    # a shell's script is read as a script, not as one NAME=value word
+    (["sh", "-c", "NGC_API_KEY=$NGC_KEY ngc registry model list"], set()),
+    (["bash", "-lc", "HF_TOKEN=$(cat /run/secrets/hf) python train.py"], set()),
+    (["sh", "-c", "HF_TOKEN=${HF:-} python train.py"], set()),
+    (["sh", "-c", "NGC_API_KEY=abc123 ngc registry model list"], {(ASSIGN, "NGC_API_KEY")}),
+    (["env", "NGC_API_KEY=$NGC_KEY run"], {(ASSIGN, "NGC_API_KEY")}),
     ([], set()),
 ]
 

@@ -301,6 +301,18 @@ def test_inline_secret_in_the_command_is_refused_and_never_printed(tmp_path: Pat
     assert ":5:10: $.command: holds what looks like a credential" in str(caught.value)
 
 
+def test_a_script_that_sets_a_secret_name_from_a_variable_renders(tmp_path: Path) -> None:
+    # the script of sh -c was also read as one NAME=value word, whose value "$MY_HF python
+    # train.py" holds literal text: a job passing its token on by name was refused
+    spec = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: a\naction: b\nimage: busybox:1\nresults_root: /r\n"
+        "env: {pass: [MY_HF]}\ncommand: sh -c 'HF_TOKEN=$MY_HF python train.py'\n",
+    )
+    plan = render(load_job(spec), launcher=ALICE)
+    assert "-c 'HF_TOKEN=$MY_HF python train.py'" in plantext.text(plan)
+
+
 def brace_job(folder: Path, lines: str) -> Path:
     return write(
         folder / "job.yaml",
