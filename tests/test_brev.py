@@ -36,6 +36,7 @@ from tests.test_docker_jobs import (
     HALF_WRITTEN,
     INTERLEAVED,
     INTERLEAVED_FAILING,
+    LONG_LAST_LINES,
     LONG_LINE,
     PIECES_FAILING,
     _only_job,
@@ -46,6 +47,7 @@ from tests.test_docker_jobs import (
     start,
     tail_of_a_line_logged_in_pieces,
     tail_reads_of_a_gated_failure,
+    tails_read_from_the_end,
 )
 from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
@@ -292,6 +294,23 @@ def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
     assert done.returncode == 0, done.stderr
 
     tail_of_a_line_logged_in_pieces(_on_box(taospec, emulator), done.stdout.split()[0], passed)
+
+
+def test_tail_on_an_instance_reads_a_window_at_the_end_of_a_large_output(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs --tail 3 read all of the container's output over brev exec to count its whole
+    # lines: a look at the end of a long training job carried gigabytes
+    spec, passed = _passing_a_value(emulator, open_tmp, engine, LONG_LAST_LINES)
+    done = run(taospec, emulator, "run", spec, **passed)
+    assert done.returncode == 0, done.stderr
+
+    def reads() -> list[list[str]]:
+        ran = [shlex.split(c["command"]) for c in emulator.commands()]
+        return [words[1:] for words in ran if words[:2] == ["docker", "logs"]]
+
+    job_id = done.stdout.split()[0]
+    tails_read_from_the_end(_on_box(taospec, emulator), job_id, passed, reads)
 
 
 def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line_on_an_instance(

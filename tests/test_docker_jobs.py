@@ -614,6 +614,83 @@ def test_tail_counts_whole_lines_and_never_begins_inside_one(
     tail_of_a_line_logged_in_pieces(taospec, done.stdout.split()[0], passed)
 
 
+LONG_LAST_LINES = (
+    'sh -c \'v="$PLAIN_VAR"; a="${v%%VALUE*}"; b="VALUE${v#*VALUE}"; seq 200000; echo before; '
+    f'head -c {LOG_CHUNK - 14} /dev/zero | tr \\\\0 x; printf %s "$a"; i=0; '
+    f'while [ $i -lt 200 ]; do printf %s "$b"; head -c {LOG_CHUNK - 30} /dev/zero | tr \\\\0 y; '
+    'printf %s "$a"; i=$((i + 1)); done; echo "$b"; echo after\''
+)
+"""A job that writes 200,000 short lines, then ``before``, a line docker logs in 202 pieces
+with its passed value split between each piece and the next (each but the first begins
+with the value's last 16 characters), and ``after``."""
+LONG_LAST_LINE = "x" * (LOG_CHUNK - 14) + ("<redacted>" + "y" * (LOG_CHUNK - 30)) * 200
+LONG_LAST_LINE += "<redacted>\n"
+"""That long line, as ``logs`` shows it."""
+
+
+def tails_read_from_the_end(
+    taospec: Callable[..., subprocess.CompletedProcess[str]],
+    job_id: str,
+    passed: dict,
+    reads: Callable[[], list[list[str]]],
+) -> None:
+    """``logs --tail N`` of the job :data:`LONG_LAST_LINES` ran shows its last N whole lines
+    and reads only the end of its output: ``reads()`` is each ``docker logs`` run so far
+    (the words after ``docker``)."""
+    for tail, shown in (
+        ("1", "after\n"),
+        ("2", LONG_LAST_LINE + "after\n"),
+        ("3", "before\n" + LONG_LAST_LINE + "after\n"),
+        ("5", "199999\n200000\nbefore\n" + LONG_LAST_LINE + "after\n"),
+    ):
+        looked = taospec("logs", "--tail", tail, job_id, env=passed)
+        assert looked.returncode == 0, looked.stderr
+        assert (tail, looked.stdout) == (tail, shown)
+    assert reads()
+    for argv in reads():
+        assert argv[:2] == ["logs", "--tail"], argv
+        assert int(argv[2]) <= 1024, argv
+
+
+def test_tail_reads_a_window_at_the_end_of_a_large_output(
+    engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
+) -> None:
+    # logs --tail 3 read all of the container's output (docker logs without --tail) to count
+    # its whole lines: a look at the end of a long training job read gigabytes
+    env, reads = recording_docker(tmp_path)
+    spec = job_file(open_tmp, engine, LONG_LAST_LINES, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    done = taospec("run", spec, env=passed)
+    assert done.returncode == 0, done.stderr
+    tails_read_from_the_end(taospec, done.stdout.split()[0], {**passed, **env}, reads)
+
+
+PAST_THE_LARGEST_WINDOW = (
+    'sh -c \'echo first; printf %s "$PLAIN_VAR"; '
+    f"head -c {600 * LOG_CHUNK} /dev/zero | tr \\\\0 y; echo'"
+)
+"""A job that writes ``first``, then a line that begins with its passed value and that
+docker logs in 601 pieces: more than the largest window ``logs --tail 1`` reads."""
+
+
+def test_tail_shows_a_line_longer_than_its_largest_window_whole(
+    engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
+) -> None:
+    env, reads = recording_docker(tmp_path)
+    spec = job_file(open_tmp, engine, PAST_THE_LARGEST_WINDOW, env="{pass: [PLAIN_VAR]}")
+    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
+    done = taospec("run", spec, env=passed)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    line = "<redacted>" + "y" * (600 * LOG_CHUNK) + "\n"
+    for tail, shown in (("1", line), ("2", "first\n" + line)):
+        looked = taospec("logs", "--tail", tail, job_id, env={**passed, **env})
+        assert looked.returncode == 0, looked.stderr
+        assert looked.stdout == shown
+        assert reads()[-1] == ["logs", job_id]  # windows first, then all of it
+        assert reads()[-2][:2] == ["logs", "--tail"]
+
+
 PIECES_FAILING = (
     f'sh -c \'head -c {LOG_CHUNK - 8} /dev/zero | tr \\\\0 x; printf %s "$PLAIN_VAR"; '
     f"head -c {49 * LOG_CHUNK} /dev/zero | tr \\\\0 y; echo; exit 3'"

@@ -324,11 +324,7 @@ def log_tail(
     """The last ``lines`` whole lines of the container's output ('' when the instance cannot
     say), as :func:`taospec.platforms.docker.log_tail` takes them: of its last pieces only
     (:func:`~taospec.platforms.docker.last_whole_lines`), each stream read apart."""
-    instance = instance_of(record, sidecar)
-
-    def read(window: int, out: Write, err: Write) -> int:
-        return _stream_logs(instance, record, out, err, tail=window)
-
+    read = _reader(instance_of(record, sidecar), record)
     read_lines = docker.last_whole_lines(lines + 2 if writing else lines, read)
     return docker.tail_text(read_lines, lines, writing)
 
@@ -368,7 +364,8 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Stream ``docker logs`` from the instance, without brev's trailing instance line. A
-    look (not ``follow``) at a running container's output shows it
+    look (not ``follow``) reads the output's end alone
+    (:func:`~taospec.platforms.docker.looked_at`) and shows a running container's output
     :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
     if follow:
@@ -376,15 +373,21 @@ def logs(
         out, err = earlier.after(False, on_line), earlier.after(True, on_line)
         return _stream_logs(instance, record, out, err, follow=True)
     writing = still_writing(record, lambda: status(record, sidecar))
-    read = docker.looked_at(tail)
-    code = _stream_logs(instance, record, read.append, read.append)
-    if code != 0:  # brev itself failed (the remote command cannot): its words, not the output
-        for line in read:
+    found = docker.looked_at(tail, writing, _reader(instance, record))
+    if found.code != 0:  # brev itself failed (the remote command cannot): its words
+        for line in found.lines:
             print(redacted(line), end="", file=sys.stderr)
-        return code
-    for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
+        return found.code
+    for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
         on_line(line)
-    return code
+    return found.code
+
+
+def _reader(instance: str, record: Record) -> docker.Read:
+    def read(window: int | None, out: Write, err: Write) -> int:
+        return _stream_logs(instance, record, out, err, tail=window)
+
+    return read
 
 
 def _stream_logs(

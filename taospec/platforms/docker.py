@@ -429,13 +429,21 @@ def log_tail(
     those its last pieces hold (see :func:`last_whole_lines`), each stream read apart and
     each line ended, so that one a stream left unended is not joined to one of the other.
     Of a container still ``writing``, as a look shows them (cut first)."""
-    env = engine_env(sidecar)
+    read = _reader(record.id, engine_env(sidecar))
+    return tail_text(last_whole_lines(lines + 2 if writing else lines, read), lines, writing)
 
-    def read(window: int, out: Write, err: Write) -> int:
-        argv = logs_argv(record.id, tail=window)
+
+Read = Callable[[int | None, Write, Write], int]
+"""``docker logs --tail WINDOW`` (of all of the output when None), handing each line of its
+stdout, and of its stderr, to the one and the other it is given; 0 when it read them."""
+
+
+def _reader(container: str, env: tuple[tuple[str, str], ...]) -> Read:
+    def read(window: int | None, out: Write, err: Write) -> int:
+        argv = logs_argv(container, tail=window)
         return proc.stream(argv, extra_env=env, on_line=out, on_error_line=err)
 
-    return tail_text(last_whole_lines(lines + 2 if writing else lines, read), lines, writing)
+    return read
 
 
 def tail_text(read: list[str] | None, lines: int, writing: bool) -> str:
@@ -447,51 +455,67 @@ def tail_text(read: list[str] | None, lines: int, writing: bool) -> str:
 
 TAIL_READS = 4
 """How many windows, each twice the one before, :func:`last_whole_lines` reads at most."""
+LOOK_READS = 8
+"""How many windows :func:`looked_at` reads at most before it reads all of the output."""
 
 
-def last_whole_lines(lines: int, read: Callable[[int, Write, Write], int]) -> list[str] | None:
+def last_whole_lines(lines: int, read: Read) -> list[str] | None:
     """The last ``lines`` whole lines of a container's output, of those its last pieces
-    hold: ``read`` runs ``docker logs --tail WINDOW`` (handing each line of its stdout, and
-    of its stderr, to the one and the other it is given; 0 when it read them), never all of
-    it, so that a progress line every minute does not read a multi-day job's whole log.
-    None when it failed.
+    hold (:func:`read_tail`, at most :data:`TAIL_READS` windows), never all of it, so that a
+    progress line every minute does not read a multi-day job's whole log. None when it
+    failed. Of long lines, fewer than ``lines`` may be shown: a tail still, whole lines,
+    read in bounded time."""
+    if lines <= 0:
+        return []
+    found = read_tail(lines, read, TAIL_READS)
+    return None if found.code else last_lines(found.lines, lines)
+
+
+class Tail(NamedTuple):
+    """What :func:`read_tail` found: whole lines at the end of a container's output, as
+    many as it was asked for or all of the output (``whole``), or fewer; or, of a read that
+    failed (``code``, not 0), what that read gave."""
+
+    lines: list[str]
+    code: int = 0
+    whole: bool = True
+
+
+def read_tail(lines: int, read: Read, reads: int) -> Tail:
+    """At least ``lines`` whole lines at the end of a container's output, read with ``docker
+    logs --tail WINDOW`` (``read``) alone, at most ``reads`` windows.
 
     docker's ``--tail`` counts each piece of a line it logged in pieces (of 16 KiB) as a
     line, so that what it gives of each stream may begin inside a line, and a value in it:
     of each stream, everything up to and including its first newline is left out (what
     follows a newline begins a line). A window of ``2 * lines + 2`` pieces holds enough
-    whole lines unless they are long; while it does not, one twice as large is read (at
-    most :data:`TAIL_READS` in all), and once one gives each stream exactly as the one
-    before did, that one held all of the output, which begins with a whole line, and
-    nothing is left out of it (a larger window gives more pieces; a job still writing
-    would have to make each stream's last ones exactly as they were). Of long lines,
-    fewer than ``lines`` may be shown: a tail still, whole lines, read in bounded time."""
-    if lines <= 0:
-        return []
-    window, before = 2 * lines + 2, None
-    for _ in range(TAIL_READS):
-        got = _last_pieces(window, read)
-        if got is None:
-            return None
+    whole lines unless they are long; while it does not, one twice as large is read, and
+    once one gives each stream exactly as the one before did, that one held all of the
+    output, which begins with a whole line, and nothing is left out of it (a larger window
+    gives more pieces; a job still writing would have to make each stream's last ones
+    exactly as they were)."""
+    window, before, whole = 2 * lines + 2, None, []
+    for _ in range(reads):
+        got, code = _last_pieces(window, read)
+        if code != 0:
+            return Tail([line for _, line in got], code, whole=False)
         if before is not None and _streams(got) == _streams(before):  # all of the output
-            return last_lines([line for _, line in got], lines)
+            return Tail([line for _, line in got])
         whole = _after_first_lines(got)
         if len(whole) >= lines:
-            return whole[-lines:]
+            return Tail(last_lines(whole, lines))
         window, before = 2 * window, got
-    return whole
+    return Tail(whole, whole=False)
 
 
-def _last_pieces(
-    window: int, read: Callable[[int, Write, Write], int]
-) -> list[tuple[bool, str]] | None:
+def _last_pieces(window: int, read: Read) -> tuple[list[tuple[bool, str]], int]:
     """What ``read`` gives of the last ``window`` pieces: each line, with whether it is
-    stderr's, in the order they came; None when it failed."""
+    stderr's, in the order they came; and its exit code."""
     got: list[tuple[bool, str]] = []
     code = read(
         window, lambda line: got.append((False, line)), lambda line: got.append((True, line))
     )
-    return got if code == 0 else None
+    return got, code
 
 
 def _after_first_lines(got: list[tuple[bool, str]]) -> list[str]:
@@ -522,8 +546,8 @@ def logs(
     on_line: Callable[[str], None],
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
-    from the copy ``prune`` left in the results directory. A look (not ``follow``) reads it
-    all (see :func:`looked_at`) and shows a running container's output
+    from the copy ``prune`` left in the results directory. A look (not ``follow``) reads
+    its end alone (see :func:`looked_at`) and shows a running container's output
     :func:`~taospec.platforms.common.while_writing` (docker hands on a line not ended yet
     once it holds 16 KiB of it)."""
     kept = Path(record.results_dir, LOG_FILE)
@@ -556,20 +580,26 @@ def logs(
         followed.end(all_of_it)
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
-    read = looked_at(tail)
-    code = proc.stream(logs_argv(record.id), extra_env=env, on_line=read.append)
-    for line in last_lines(while_writing(list(read)) if writing else list(read), tail):
+    found = looked_at(tail, writing, _reader(record.id, env))
+    for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
         on_line(line)
-    return code
+    return found.code
 
 
-def looked_at(tail: int | None) -> deque[str]:
-    """Where a look at a container's output keeps what ``docker logs`` gives of all of it,
-    for its last ``tail`` lines to be taken: docker's own ``--tail`` counts each piece of a
-    line it logged in pieces (of 16 KiB) as a line, so that what it gives may begin inside
-    a line, and a value in it, and a line not ended yet is one of those it counts. Room for
-    two more, the unended lines of each stream that a look may cut to nothing."""
-    return deque(maxlen=None if tail is None else tail + 2)
+def looked_at(tail: int | None, writing: bool, read: Read) -> Tail:
+    """What a look at a container's output reads for its last ``tail`` lines to be taken
+    (all of it when None), as ``docker logs`` (``read``) gives it, each stream's lines in
+    one list; of a read that failed, what it said. The end of the output alone, read by
+    :func:`read_tail` (with room for two more lines of a container still ``writing``, the
+    unended lines of each stream that a look may cut to nothing); all of it once
+    :data:`LOOK_READS` windows held too few whole lines (lines of many pieces), or, of a
+    job still writing, never twice the same."""
+    if tail is not None:
+        found = read_tail(tail + 2 if writing else tail, read, LOOK_READS)
+        if found.whole or found.code:
+            return found
+    got: list[str] = []
+    return Tail(got, read(None, got.append, got.append))
 
 
 class Earlier:
@@ -684,8 +714,8 @@ def _container_ended(name: str, env: tuple[tuple[str, str], ...]) -> bool:
 
 def logs_argv(container: str, follow: bool = False, tail: int | None = None) -> list[str]:
     """``docker logs`` of ``container``: all of its output (its last ``tail`` pieces: see
-    :func:`last_whole_lines`), followed while it runs. docker's ``--tail`` counts each piece
-    of a line logged in pieces as a line: see :func:`looked_at` and :class:`Earlier`."""
+    :func:`read_tail`), followed while it runs. docker's ``--tail`` counts each piece of a
+    line logged in pieces as a line: see :func:`read_tail` and :class:`Earlier`."""
     return [
         "docker",
         "logs",
