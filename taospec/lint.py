@@ -676,8 +676,8 @@ def _command_hits(words: Sequence[_Word], depth: int, free_text: bool) -> Iterat
             inner = _script_text_hits(script, free_text, depth + 1)
             if inner:  # a script without hits needs no replacement worked out
                 replacement = shlex.quote(_apply(script, inner))
-                for hit in inner:
-                    yield _Hit(hit.rule, hit.subject, word.start, word.end, replacement)
+                for found in inner:
+                    yield _Hit(found.rule, found.subject, word.start, word.end, replacement)
         # Each word rule needs a leading dash (flags), "=" (assignments) or ":" (headers).
         elif word.text.startswith("-") or "=" in word.text or ":" in word.text:
             for rule in _WORD_RULES:
