@@ -24,7 +24,9 @@ import pytest
 from taospec.errors import JobFailed
 from taospec.executor import submit
 from taospec.ledger import Ledger
+from taospec.platforms import docker as docker_platform
 from taospec.platforms import render
+from taospec.platforms.base import last_lines
 from tests.conftest import Runner, load_job, taospec_command, write
 
 pytestmark = pytest.mark.engine
@@ -663,6 +665,42 @@ def test_tail_reads_a_window_at_the_end_of_a_large_output(
     done = taospec("run", spec, env=passed)
     assert done.returncode == 0, done.stderr
     tails_read_from_the_end(taospec, done.stdout.split()[0], {**passed, **env}, reads)
+
+
+def logged(pieces: list[tuple[bool, str]]):
+    """``docker logs --tail WINDOW`` over ``pieces`` (whether stderr's, text) as docker logged
+    them: the last WINDOW pieces (all when None), each stream's lines handed on as they end
+    and what a stream leaves unended last, as ``proc.stream`` hands them on."""
+
+    def read(window: int | None, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+        held = {False: "", True: ""}
+        for error, piece in pieces if window is None else pieces[-window:]:
+            *ended, held[error] = (held[error] + piece).split("\n")
+            for line in ended:
+                (err if error else out)(line + "\n")
+        for error, rest in held.items():
+            if rest:
+                (err if error else out)(rest)
+        return 0
+
+    return read
+
+
+def test_a_tail_never_leaves_out_a_whole_line_it_shows() -> None:
+    # each stream's first line in a window may begin inside a line logged in pieces, and was
+    # left out: of a job whose stderr (a traceback) came after much stdout, logs --tail 5
+    # showed the traceback without its first line
+    stdout = [(False, f"{number}\n") for number in range(1000)]
+    traceback = ["Traceback (most recent call last):\n", "  frame\n", "Error: boom\n"]
+    read = logged(stdout + [(True, line) for line in traceback])
+    shown = last_lines(docker_platform.looked_at(5, False, read).lines, 5)
+    assert shown == ["998\n", "999\n", *traceback]
+    # a line logged in pieces at a window's edge is shown whole or not at all
+    long_line = [(False, "x" * 16384)] * 3 + [(False, "y\n")]
+    read = logged(stdout + long_line + [(True, line) for line in traceback])
+    for lines in range(1, 6):
+        shown = last_lines(docker_platform.looked_at(lines, False, read).lines, lines)
+        assert shown == ["999\n", "x" * 3 * 16384 + "y\n", *traceback][-lines:]
 
 
 PAST_THE_LARGEST_WINDOW = (

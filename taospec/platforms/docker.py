@@ -481,19 +481,20 @@ class Tail(NamedTuple):
     whole: bool = True
 
 
-def read_tail(lines: int, read: Read, reads: int) -> Tail:
+def read_tail(lines: int, read: Read, reads: int, writing: bool = False) -> Tail:
     """At least ``lines`` whole lines at the end of a container's output, read with ``docker
     logs --tail WINDOW`` (``read``) alone, at most ``reads`` windows.
 
     docker's ``--tail`` counts each piece of a line it logged in pieces (of 16 KiB) as a
     line, so that what it gives of each stream may begin inside a line, and a value in it:
-    of each stream, everything up to and including its first newline is left out (what
-    follows a newline begins a line). A window of ``2 * lines + 2`` pieces holds enough
-    whole lines unless they are long; while it does not, one twice as large is read, and
-    once one gives each stream exactly as the one before did, that one held all of the
-    output, which begins with a whole line, and nothing is left out of it (a larger window
-    gives more pieces; a job still writing would have to make each stream's last ones
-    exactly as they were)."""
+    only the lines after the first line of every stream are known whole (what follows a
+    newline begins a line), and a tail is taken from those alone, so that no line inside it
+    is left out (see :func:`_known_whole`). A window of ``2 * lines + 2`` pieces holds
+    enough unless lines are long or one stream writes rarely (a traceback after much
+    output); while it does not, one twice as large is read, and once one gives each stream
+    exactly as the one before did, that one held all of the output, which begins with a
+    whole line, and nothing is left out of it (a larger window gives more pieces; a job
+    still writing would have to make each stream's last ones exactly as they were)."""
     window, before, whole = 2 * lines + 2, None, []
     for _ in range(reads):
         got, code = _last_pieces(window, read)
@@ -501,7 +502,7 @@ def read_tail(lines: int, read: Read, reads: int) -> Tail:
             return Tail([line for _, line in got], code, whole=False)
         if before is not None and _streams(got) == _streams(before):  # all of the output
             return Tail([line for _, line in got])
-        whole = _after_first_lines(got)
+        whole = _known_whole(got, writing)
         if len(whole) >= lines:
             return Tail(last_lines(whole, lines))
         window, before = 2 * window, got
@@ -518,15 +519,21 @@ def _last_pieces(window: int, read: Read) -> tuple[list[tuple[bool, str]], int]:
     return got, code
 
 
-def _after_first_lines(got: list[tuple[bool, str]]) -> list[str]:
-    """The lines of ``got`` after the first of each stream, which may begin inside a line."""
-    seen: set[bool] = set()
-    kept = []
-    for error, line in got:
-        if error in seen:
-            kept.append(line)
-        seen.add(error)
-    return kept
+def _known_whole(got: list[tuple[bool, str]], writing: bool) -> list[str]:
+    """The lines of ``got`` after the first line of each stream, which may begin inside a
+    line. Of a container still ``writing``, a stream whose one line is one not ended yet
+    does not hold the others back: a look cuts that line, and it is left out."""
+    firsts: dict[bool, int] = {}
+    for index, (error, _) in enumerate(got):
+        firsts.setdefault(error, index)
+    unended = {
+        index
+        for error, index in firsts.items()
+        if writing and index == max(i for i, (e, _) in enumerate(got) if e == error)
+        and not got[index][1].endswith("\n")
+    }  # fmt: skip
+    start = max((index for index in firsts.values() if index not in unended), default=-1) + 1
+    return [line for index, (_, line) in enumerate(got) if index >= start and index not in unended]
 
 
 def _streams(got: list[tuple[bool, str]]) -> tuple[str, str]:
@@ -595,7 +602,7 @@ def looked_at(tail: int | None, writing: bool, read: Read) -> Tail:
     :data:`LOOK_READS` windows held too few whole lines (lines of many pieces), or, of a
     job still writing, never twice the same."""
     if tail is not None:
-        found = read_tail(tail + 2 if writing else tail, read, LOOK_READS)
+        found = read_tail(tail + 2 if writing else tail, read, LOOK_READS, writing)
         if found.whole or found.code:
             return found
     got: list[str] = []
