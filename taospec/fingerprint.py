@@ -270,18 +270,18 @@ class Index:
             return None
         return record if Path(record.results_dir).is_dir() == results_exist else None
 
-    def deciding(self, work: Fingerprint) -> AbstractContextManager[None]:
-        """One launch at a time of this work (a fingerprint but the image), from deciding
-        that it runs to its record's open (``<state>/taospec/deciding/<work digest>.lock``,
+    def deciding(self, work: str) -> AbstractContextManager[None]:
+        """One launch at a time of this work (the digest of a fingerprint but the image), from
+        deciding that it runs to its record's open (``<state>/taospec/deciding/<work>.lock``,
         an exclusive flock; the engine's image id may be known only after the launch)."""
-        path = self.root / "deciding" / f"{work.work_digest}.lock"
+        path = self.root / "deciding" / f"{work}.lock"
         return flocked(path, 0o600, parents=True)
 
-    def newest(self, work: Fingerprint, digest: str | None) -> list[Record]:
-        """The jobs opened last for this work and for the fingerprint ``digest`` (None while
-        the image's id is not known): a job of this work whose fingerprint is not known yet
-        (its image is being pulled) or is ``digest`` (or ``digest`` is not known)."""
-        ids = [self._read(self._work_path(work.work_digest)).get("job_id")]
+    def newest(self, work: str, digest: str | None) -> list[Record]:
+        """The jobs opened last for this work (its digest) and for the fingerprint ``digest``
+        (None while the image's id is not known): a job of this work whose fingerprint is not
+        known yet (its image is being pulled) or is ``digest`` (or ``digest`` is not known)."""
+        ids = [self._read(self._work_path(work)).get("job_id")]
         if digest is not None:
             ids.append(self._read(self._fingerprint_path(digest)).get("job_id"))
         found: list[Record] = []
@@ -294,6 +294,18 @@ class Index:
             if digest is None or not isinstance(noted, str) or noted == digest:
                 found.append(record)
         return found
+
+    def work_of(self, job_id: str) -> str | None:
+        """The work (digest) a launched job ran: its sidecar's note, or for a job launched
+        before jobs noted it, its target's last launch when that was of the job's fingerprint."""
+        side = self.ledger.sidecar(job_id)
+        work, key, digest = side.get("work"), side.get("target"), side.get("fingerprint")
+        if isinstance(work, str) or not isinstance(key, str):
+            return work if isinstance(work, str) else None
+        stored = self.last_launch(key).get("fingerprint")
+        if isinstance(stored, dict) and Fingerprint(**stored).digest == digest:
+            return Fingerprint(**stored).work_digest
+        return None
 
     def opened(self, key: str, job_id: str, fingerprint: Fingerprint, *, image_known: bool) -> None:
         """Note a job as soon as its record is opened, before anything launches: a launch of
@@ -314,13 +326,16 @@ class Index:
         if self.complete_record(fingerprint) is None:
             write_json_atomic(self._fingerprint_path(fingerprint.digest), {"job_id": job_id})
 
-    def retried(self, key: str, job_id: str, digest: str) -> None:
-        """A retry of a launch whose fingerprint was ``digest``: it stands for the fingerprint
-        until a job completes it, and is the target's last launch when that one was too."""
+    def retried(self, key: str, job_id: str, digest: str, work: str | None) -> None:
+        """A retry of a launch whose fingerprint was ``digest`` and work ``work``: it is the
+        work's newest job, stands for the fingerprint until a job completes it, and is the
+        target's last launch when that one was too."""
         stored = self.last_launch(key).get("fingerprint")
         if isinstance(stored, dict) and Fingerprint(**stored).digest == digest:
             self.launched(key, job_id, Fingerprint(**stored))
             return
+        if work is not None:
+            write_json_atomic(self._work_path(work), {"job_id": job_id})
         if self._complete(digest, results_exist=True) is None:
             write_json_atomic(self._fingerprint_path(digest), {"job_id": job_id})
 

@@ -211,7 +211,7 @@ def _decide_one(
     fingerprint = work.with_image(image_digest(plan, asked))
     done = index.complete_record(fingerprint)
     if done is None:
-        going = under_way(index, work, fingerprint.digest)
+        going = under_way(index, work.work_digest, fingerprint.digest)
         if going is not None:
             record, why = going
             return Decision(target, True, why, plan, fingerprint, work=work, running=record.id)
@@ -225,10 +225,10 @@ def _decide_one(
 
 
 def under_way(
-    index: Index, work: Fingerprint, digest: str | None, besides: frozenset[str] = frozenset()
+    index: Index, work: str, digest: str | None, besides: frozenset[str] = frozenset()
 ) -> tuple[Record, str] | None:
-    """The job of this work and fingerprint (``digest``; None while the image's id is not
-    known) that has not ended, by its platform's word, and why it is busy; or one that
+    """The job of this work (its digest) and fingerprint (``digest``; None while the image's
+    id is not known) that has not ended, by its platform's word, and why it is busy; or one that
     ended and whose run waits to submit its retry. A job still under way must not be started
     a second time. An end the platform reports is recorded, as ``taospec status`` records
     it. The jobs ``besides`` (a retry's own chain) are not asked about."""
@@ -238,13 +238,41 @@ def under_way(
         if record.terminal_state is None:
             record, status = poll(record, index.ledger)
             if record.terminal_state is None:
-                return record, _busy(record, status)
+                return record, busy_reason(record, status)
         note = index.ledger.sidecar(record.id).get(RETRY_DUE)
         if isinstance(note, dict) and launch_alive(note, record.id):
             ended = " ".join(filter(None, (record.state, record.err_class)))
             why = f"job {record.id} ended {ended}; the run that launched it submits its retry"
             return record, f"{why} (pid {note.get('pid')})"
     return None
+
+
+@contextmanager
+def deciding(
+    index: Index, work: str, noted: Callable[[Record], None] = lambda _: None
+) -> Iterator[Callable[[Record], None]]:
+    """Hold the lock of ``work`` (:meth:`Index.deciding`) for the block, or until the record
+    of its launch opens: the callback given to the submit notes the job, then lets go, so
+    the launch itself (a long pull) holds no lock of this kind."""
+    with ExitStack() as held:
+        held.enter_context(index.deciding(work))
+
+        def opened(record: Record) -> None:
+            noted(record)
+            held.close()
+
+        yield opened
+
+
+def refuse_busy(
+    name: str, index: Index, work: str, digest: str | None, besides: frozenset[str] = frozenset()
+) -> None:
+    """:class:`Busy` (for ``name``) when a job of this work and fingerprint is under way
+    (:func:`under_way`)."""
+    busy = under_way(index, work, digest, besides)
+    if busy is not None:
+        record, why = busy
+        raise Busy(name, why, record.id)
 
 
 def _noted_digest(ledger: Ledger, record: Record) -> str | None:
@@ -258,7 +286,8 @@ def _chain(ledger: Ledger, record: Record) -> frozenset[str]:
     return frozenset({record.id, *(r.id for r in earlier(ledger, record))})
 
 
-def _busy(record: Record, status: Status) -> str:
+def busy_reason(record: Record, status: Status) -> str:
+    """Why a job that has not ended keeps its plan from being started again."""
     if status.state in (PENDING, RUNNING):
         return f"job {record.id} is still {status.state}"
     return f"job {record.id} has not ended (its platform answers {status.state})"
@@ -592,9 +621,12 @@ class Build:
         def noted(record: Record) -> None:
             index.opened(target_key(target), record.id, fingerprint, image_known=known)
 
-        with self._deciding(index, work, noted) as opened:
+        with deciding(index, work.work_digest, noted) as opened:
             if not decision.forced:
-                self._refuse_busy(target, index, work, fingerprint.digest if known else None)
+                refuse_busy(
+                    target.name, index, work.work_digest, fingerprint.digest if known else None
+                )
+            sidecar["work"] = work.work_digest
             if known:
                 sidecar["fingerprint"] = fingerprint.digest
             # Else the engine is asked for the image's id while the plan's steps run; an
@@ -610,35 +642,6 @@ class Build:
         self.ledger.update_sidecar(record.id, fingerprint=pulled.digest)
         index.launched(target_key(target), record.id, pulled)
         return record, pulled
-
-    @contextmanager
-    def _deciding(
-        self, index: Index, work: Fingerprint, noted: Callable[[Record], None]
-    ) -> Iterator[Callable[[Record], None]]:
-        """Hold the work's lock (:meth:`Index.deciding`) for the block, or until the record
-        of its launch opens: the callback given to the submit notes the job, then lets go,
-        so the launch itself (a long pull) holds no lock of this kind."""
-        with ExitStack() as held:
-            held.enter_context(index.deciding(work))
-
-            def opened(record: Record) -> None:
-                noted(record)
-                held.close()
-
-            yield opened
-
-    def _refuse_busy(
-        self,
-        target: Target,
-        index: Index,
-        work: Fingerprint,
-        digest: str | None,
-        besides: frozenset[str] = frozenset(),
-    ) -> None:
-        busy = under_way(index, work, digest, besides)
-        if busy is not None:
-            record, why = busy
-            raise Busy(target.name, why, record.id)
 
     def _locked_submit(
         self,
@@ -695,9 +698,13 @@ class Build:
         """Note on ``record`` that this run submits its retry, unless another run started a
         job of the same fingerprint first (:class:`Busy`)."""
         index = Index(self.ledger)
-        with index.deciding(work):
-            self._refuse_busy(
-                target, index, work, _noted_digest(self.ledger, record), _chain(self.ledger, record)
+        with index.deciding(work.work_digest):
+            refuse_busy(
+                target.name,
+                index,
+                work.work_digest,
+                _noted_digest(self.ledger, record),
+                _chain(self.ledger, record),
             )
             self.ledger.update_sidecar(record.id, **{RETRY_DUE: {**this_process(), "at": now()}})
 
@@ -711,8 +718,8 @@ class Build:
             if digest is None:
                 index.opened(target_key(target), new.id, work, image_known=False)
 
-        with self._deciding(index, work, noted) as opened:
-            self._refuse_busy(target, index, work, digest, chain)
+        with deciding(index, work.work_digest, noted) as opened:
+            refuse_busy(target.name, index, work.work_digest, digest, chain)
             return resubmit(
                 self.ledger,
                 record,

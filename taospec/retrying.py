@@ -26,7 +26,8 @@ from taospec.states import COMPLETE, ERROR
 MAX_CHAIN = 10
 """Retries one chain holds at most, however they were asked for."""
 CARRIED = ("spec", "target", "taospec", "fingerprint")
-"""Sidecar notes a retry keeps from the job it retries (what it is a run of)."""
+"""Sidecar notes a retry keeps from the job it retries (what it is a run of), with its
+``work`` (:meth:`~taospec.fingerprint.Index.work_of`)."""
 BACKOFF_FIRST = settings.SECONDS[settings.SUBMIT_BACKOFF].default
 """Seconds before the first retry of a failed submit; each further retry waits twice as long."""
 BACKOFF_MAX = 60.0
@@ -125,12 +126,16 @@ def resubmit(
     check(ledger, record)
     side = ledger.sidecar(record.id)
     plan = plan_from_json(stored_plan(record.id, side)).with_placeholder_id()
+    index = Index(ledger)
+    work = index.work_of(record.id)
     carried = {key: side[key] for key in CARRIED if key in side}
+    if work is not None:
+        carried["work"] = work
     target, fingerprint = carried.get("target"), carried.get("fingerprint")
 
     def noted(new: Record) -> None:
         if isinstance(target, str) and isinstance(fingerprint, str):
-            Index(ledger).retried(target, new.id, fingerprint)
+            index.retried(target, new.id, fingerprint, work)
         opened(new)
 
     claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)

@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -165,9 +166,14 @@ def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path)
     spec = job_file(tmp_path, "sleep 300")
     job_id = taospec("run", "--detach", spec).stdout.strip()
     try:
-        refused = taospec("retry", job_id)
-        assert refused.returncode == 2
-        assert f"{job_id} has not ended (RUNNING)" in refused.stderr
+        for args in ((), ("-B",)):  # another job of its plan may be forced, not a retry of it
+            refused = taospec("retry", *args, job_id)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr == (
+                f"{job_id}: job {job_id} is still RUNNING; follow it with `taospec logs -f "
+                f"{job_id}`, or stop it with `taospec cancel {job_id}`\n"
+                "nothing was run: retry it once it has ended\n"
+            )
     finally:
         assert taospec("cancel", job_id).returncode == 0
 
@@ -519,3 +525,73 @@ def test_the_wait_between_submits_doubles_and_is_bounded() -> None:
     for bad in ("-1", "soon", "nan", "inf"):
         with pytest.raises(InvalidInput, match="TAOSPEC_SUBMIT_BACKOFF"):
             backoff_first({"TAOSPEC_SUBMIT_BACKOFF": bad})
+
+
+# -- a retry starts nothing while a job of the same plan is under way -------------------
+
+
+def _failed_then_sleeps(taospec: Runner, tmp_path: Path) -> tuple[Path, str]:
+    """A job file whose first job fails; once ``mark`` exists its jobs sleep instead."""
+    mark = tmp_path / "mark"
+    spec = job_file(tmp_path, f"sh -c 'if [ -e {mark} ]; then exec sleep 300; fi; exit 3'")
+    failed = taospec("run", spec)
+    assert failed.returncode == 1, failed.stderr
+    mark.touch()
+    return spec, failed.stdout.split()[0]
+
+
+def _retry_refusal(failed_id: str, busy_id: str, state: str = "RUNNING") -> str:
+    return (
+        f"{failed_id}: job {busy_id} is still {state}; follow it with `taospec logs -f "
+        f"{busy_id}`, or stop it with `taospec cancel {busy_id}`\n"
+        f"nothing was run: retry it once that job has ended, or `taospec retry -B "
+        f"{failed_id}` to start another\n"
+    )
+
+
+def test_retry_refuses_while_a_newer_job_of_the_same_plan_runs(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # retry started a second copy of the plan that a later run had under way
+    spec, failed_id = _failed_then_sleeps(taospec, tmp_path)
+    running = taospec("run", "-d", spec)
+    assert running.returncode == 0, running.stderr
+    running_id = running.stdout.strip()
+    try:
+        for args in ((), ("--detach",)):
+            refused = taospec("retry", *args, failed_id)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr == _retry_refusal(failed_id, running_id)
+        assert len(_records(state_dir)) == 2
+        forced = taospec("retry", "-B", "--detach", failed_id)
+        assert forced.returncode == 0, forced.stderr
+        forced_id = forced.stdout.strip()
+        assert record(state_dir, forced_id)["retry_of"] == failed_id
+        # the retry is now the plan's newest job: a run refuses to start it again
+        refused = taospec("run", spec)
+        assert refused.returncode == 2, refused.stderr
+        assert f"job: job {forced_id} is still RUNNING" in refused.stderr
+    finally:
+        for rec in _records(state_dir):
+            taospec("cancel", rec.stem)
+
+
+def test_concurrent_retries_and_runs_of_one_plan_start_one_job(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec, failed_id = _failed_then_sleeps(taospec, tmp_path)
+    pool = ThreadPoolExecutor(6)
+    try:
+        calls = [("retry", "--detach", failed_id)] * 3 + [("run", "-d", str(spec))] * 3
+        done = list(pool.map(lambda args: taospec(*args), calls))
+        started = [d.stdout.strip() for d in done if d.returncode == 0]
+        assert len(started) == 1, [(d.returncode, d.stderr) for d in done]
+        (job_id,) = started
+        for loser in (d for d in done if d.returncode != 0):
+            assert (loser.returncode, loser.stdout) == (2, ""), loser.stderr
+            assert f"job {job_id} is still " in loser.stderr
+        assert sorted(p.stem for p in _records(state_dir)) == sorted([failed_id, job_id])
+    finally:
+        pool.shutdown()
+        for rec in _records(state_dir):
+            taospec("cancel", rec.stem)

@@ -435,15 +435,19 @@ def show(job_id: str, with_plan: bool, as_json: bool) -> None:
 @click.option(
     "--allow-shared-gpus", is_flag=True, help="Skip the check for GPUs a running job holds."
 )
-def retry(job_id: str, detach: bool, allow_shared_gpus: bool) -> None:
+@click.option(
+    "-B", "--force", is_flag=True, help="Retry even while another job of its plan is running."
+)
+def retry(job_id: str, detach: bool, allow_shared_gpus: bool, force: bool) -> None:
     """Run JOB_ID's plan again as a new job whose record says retry_of: JOB_ID.
 
-    Refused (exit 2) for a job that has not ended or that COMPLETED; followed
-    until it ends, retried and notified of as its plan's notes say (exit 0 when
-    the last job completes, 1 when not)."""
+    Refused (exit 2) for a job that has not ended or that COMPLETED, and, as
+    run refuses it, while another job of the same plan has not ended (-B
+    retries anyway); followed until it ends, retried and notified of as its
+    plan's notes say (exit 0 when the last job completes, 1 when not)."""
     from taospec.commands import retry as command
 
-    sys.exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus))
+    sys.exit(command.retry(job_id, detach=detach, allow_shared_gpus=allow_shared_gpus, force=force))
 
 
 @cli.command("ls")

@@ -7,21 +7,27 @@ is retried as the plan's ``retry_max`` allows, and the plan's notifier runs once
 job that ends the chain.
 A job that has not ended, one that COMPLETED, a chain that already holds
 ten retries, and a results_root that is not a folder here (``run``'s own check)
-are refused (exit 2), before any record opens.
+are refused (exit 2), before any record opens. So is a retry while another job of the
+same plan is under way (``run``'s refusal, decided in the same critical section as a
+launch of ``run``: :func:`taospec.pipeline.deciding`), unless ``force`` (``-B``); a retry
+of the chain's own that finds one is not submitted.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shlex
 import time
+from typing import Any
 
 from taospec import interrupts, notify, preflight, retrying
 from taospec.commands.session import ledger_for, say
-from taospec.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
-from taospec.executor import SubmitFailed, cancel_job
+from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
+from taospec.executor import Submission, SubmitFailed, cancel_job
+from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
-from taospec.pipeline import age
+from taospec.pipeline import Busy, age, busy_line, busy_reason, deciding, refuse_busy
 from taospec.plan import Plan, plan_from_json
 from taospec.polling import poll
 from taospec.states import COMPLETE
@@ -29,38 +35,41 @@ from taospec.states import COMPLETE
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 
 
-def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False) -> int:
+def retry(
+    job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False, force: bool = False
+) -> int:
     """Submit the retry, then (unless ``detach``) follow it and react to its end as its
-    plan says: exit 0 when the chain's last job completes."""
+    plan says: exit 0 when the chain's last job completes. Exit 2, nothing submitted, while
+    the job or (unless ``force``) another job of its plan is under way."""
     ledger, record, sidecar = ledger_for(job_id)  # the passed values known before any write
-    if record.terminal_state is None:
-        record, _ = poll(record, ledger)  # it may have ended since anyone last asked
+    ended = _ended(ledger, record)
+    if ended is None:
+        return EXIT_INVALID
+    record = ended
     stored = sidecar.get("plan")
-    names = stored.get("secrets", []) if isinstance(stored, dict) else []
-    missing = [str(n) for n in names if str(n) not in os.environ]
-    if missing and record.platform != "brev":
-        raise InvalidInput(
-            f"{job_id} passes {', '.join(missing)} by name, but this environment does not set "
-            "it; export it before retrying (the value is never written down)"
-        )
-    if isinstance(stored, dict):  # else resubmit refuses it: no stored plan
-        _refuse_results_root(job_id, plan_from_json(stored))
-    submit = functools.partial(
-        retrying.resubmit, ledger, allow_shared_gpus=allow_shared_gpus, progress=say
-    )
+    _refuse_missing(record, stored)
+    submit = functools.partial(_decided, ledger, allow_shared_gpus=allow_shared_gpus)
     if detach:
-        print(submit(record).record.id, flush=True)
+        try:
+            print(submit(record, forced=force).id, flush=True)
+        except Busy as busy:
+            return _refused(job_id, busy)
         return EXIT_OK
     wanted = plan_from_json(stored).retry_max if isinstance(stored, dict) else 0
     first_wait = retrying.backoff_first(os.environ)
     current: Record | None = None
+    failed: SubmitFailed | None = None
     try:
         while True:
-            failed: SubmitFailed | None = None
             try:
-                current = submit(record).record
+                current, failed = submit(record, forced=force and current is None), None
             except SubmitFailed as error:  # recorded ERROR at its submit
                 current, failed = error.record, error
+            except Busy as busy:
+                if current is None:
+                    return _refused(job_id, busy)
+                say(f"{record.id} not retried: {busy.reason}")
+                break
             print(current.id, flush=True)
             if failed is None:
                 current = _follow(ledger, current)
@@ -80,6 +89,61 @@ def retry(job_id: str, *, detach: bool = False, allow_shared_gpus: bool = False)
         raise failed
     say(f"{current.id}: {current.state}" + (f" {current.err_class}" if current.err_class else ""))
     return EXIT_OK if current.state == COMPLETE else EXIT_JOB_FAILED
+
+
+def _ended(ledger: Ledger, record: Record) -> Record | None:
+    """The job as it is now, asked of its platform if it had not ended (it may have, since
+    anyone last asked); None, said as ``run`` says it, if it has not."""
+    if record.terminal_state is None:
+        record, status = poll(record, ledger)
+        if record.terminal_state is None:
+            say(f"{record.id}: {busy_line(busy_reason(record, status), record.id)}")
+            say("nothing was run: retry it once it has ended")
+            return None
+    return record
+
+
+def _refuse_missing(record: Record, stored: object) -> None:
+    """Refuse, before a record opens, a retry of a job that passes a variable this
+    environment does not set, or whose results folder cannot be made here."""
+    names = stored.get("secrets", []) if isinstance(stored, dict) else []
+    missing = [str(n) for n in names if str(n) not in os.environ]
+    if missing and record.platform != "brev":
+        raise InvalidInput(
+            f"{record.id} passes {', '.join(missing)} by name, but this environment does not "
+            "set it; export it before retrying (the value is never written down)"
+        )
+    if isinstance(stored, dict):  # else resubmit refuses it: no stored plan
+        _refuse_results_root(record.id, plan_from_json(stored))
+
+
+def _decided(ledger: Ledger, record: Record, *, forced: bool, allow_shared_gpus: bool) -> Record:
+    """Submit ``record``'s retry, deciding as a launch of ``run`` does, in the critical section
+    of its work (:func:`taospec.pipeline.deciding`), that no job of its plan is under way
+    (:class:`~taospec.pipeline.Busy`; ``forced``: not asked). A job whose work is not known
+    (one launched by a taospec that did not note it) is submitted without that look."""
+    index = Index(ledger)
+    work = index.work_of(record.id)
+    if work is None:
+        return _resubmit(ledger, record, allow_shared_gpus=allow_shared_gpus).record
+    digest = ledger.sidecar(record.id).get("fingerprint")
+    with deciding(index, work) as opened:
+        if not forced:
+            refuse_busy(record.id, index, work, digest if isinstance(digest, str) else None)
+        return _resubmit(ledger, record, allow_shared_gpus=allow_shared_gpus, opened=opened).record
+
+
+def _resubmit(ledger: Ledger, record: Record, **options: Any) -> Submission:
+    return retrying.resubmit(ledger, record, progress=say, **options)
+
+
+def _refused(job_id: str, busy: Busy) -> int:
+    """Say, as ``run`` does, which job of the plan is under way, how to follow or stop it,
+    and how to start another anyway."""
+    again = shlex.join(["taospec", "retry", "-B", job_id])
+    say(f"{job_id}: {busy_line(busy.reason, busy.job_id)}")
+    say(f"nothing was run: retry it once that job has ended, or `{again}` to start another")
+    return EXIT_INVALID
 
 
 def _retrying(record: Record, wanted: int, retries: int, *, submitting: bool, wait: float) -> bool:
