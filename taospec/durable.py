@@ -57,20 +57,58 @@ class WriteFailed(TaospecError):
 
 
 @contextmanager
-def flocked(path: str | os.PathLike[str], mode: int, *, parents: bool = False) -> Iterator[None]:
+def flocked(
+    path: str | os.PathLike[str], mode: int, *, parents: bool = False, remove: bool = False
+) -> Iterator[None]:
     """Hold the exclusive ``flock`` on ``path`` (created with ``mode``, and with its folders
-    when ``parents``) for the block."""
+    when ``parents``) for the block.
+
+    With ``remove``, the file exists only while someone holds it or waits for it: the holder
+    removes it before letting go. A waiter may then get the lock of a file no name points
+    to any more (or of one removed and made again), so it checks, once it holds the lock,
+    that ``path`` still names the file it locked, and otherwise locks what the name holds
+    now. Of two that hold a lock, one holds a removed file and is not inside."""
     try:
         if parents:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    while True:
+        fd = _locked(path, mode)
+        if not remove or _names(path, fd):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        if remove:
+            with suppress(OSError):
+                os.unlink(path)  # still held: whoever opened it sees it gone once they hold it
+        os.close(fd)
+
+
+def _locked(path: str | os.PathLike[str], mode: int) -> int:
+    """A descriptor of ``path`` (created with ``mode``) whose exclusive flock it holds."""
+    try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
     except OSError as exc:
         raise WriteFailed(path, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def _names(path: str | os.PathLike[str], fd: int) -> bool:
+    """Whether ``path`` names the file open as ``fd`` (the same device and inode)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def encode_json(data: object) -> bytes:

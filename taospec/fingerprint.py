@@ -273,9 +273,10 @@ class Index:
     def deciding(self, work: str) -> AbstractContextManager[None]:
         """One launch at a time of this work (the digest of a fingerprint but the image), from
         deciding that it runs to its record's open (``<state>/taospec/deciding/<work>.lock``,
-        an exclusive flock; the engine's image id may be known only after the launch)."""
+        an exclusive flock; the engine's image id may be known only after the launch). The
+        file is there only while the lock is held or waited for: one per work would pile up."""
         path = self.root / "deciding" / f"{work}.lock"
-        return flocked(path, 0o600, parents=True)
+        return flocked(path, 0o600, parents=True, remove=True)
 
     def newest(self, work: str, digest: str | None) -> list[Record]:
         """The jobs opened last for this work (its digest) and for the fingerprint ``digest``

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -989,3 +990,60 @@ def test_one_engine_is_asked_once_for_every_docker_job_that_runs_on_it(
     asked = [line.split()[:2] for line in calls.read_text().splitlines()]
     assert asked.count(["info", "--format"]) == 1
     assert asked.count(["run", "-d"]) == 2
+
+
+def test_concurrent_runs_start_one_job_per_plan_and_leave_no_lock_behind(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # each plan's deciding lock stayed as a file for good: the folder grew with every plan
+    specs = []
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        specs.append(single_job(tmp_path / name, f"sh -c 'sleep 300 || echo {name}'"))
+    pool = ThreadPoolExecutor(9)
+    try:
+        done = list(pool.map(lambda spec: taospec("run", "-d", spec), specs * 3))
+        for spec in specs:
+            runs = [d for d, s in zip(done, specs * 3, strict=True) if s == spec]
+            started = [d.stdout.strip() for d in runs if d.returncode == 0]
+            assert len(started) == 1, [(d.returncode, d.stderr) for d in runs]
+            for loser in (d for d in runs if d.returncode != 0):
+                assert (loser.returncode, loser.stdout) == (2, ""), loser.stderr
+                assert f"job {started[0]} is still " in loser.stderr
+        assert len(records(state_dir)) == 3
+        assert os.listdir(state_dir / "taospec" / "deciding") == []
+        for spec in specs:  # refused under the lock, which goes with each decision too
+            assert taospec("run", spec).returncode == 2
+        assert os.listdir(state_dir / "taospec" / "deciding") == []
+    finally:
+        pool.shutdown()
+        for rec in records(state_dir):
+            taospec("cancel", rec["id"])
+
+
+LOCK_WORKER = """
+import sys, time
+from pathlib import Path
+from taospec.fingerprint import Index
+from taospec.ledger import Ledger
+counter = Path(sys.argv[2])
+for _ in range(int(sys.argv[3])):
+    with Index(Ledger(sys.argv[1])).deciding("work"):
+        seen = int(counter.read_text() or 0)
+        time.sleep(0.001)
+        counter.write_text(str(seen + 1))
+"""
+
+
+def test_the_deciding_lock_excludes_other_processes_while_its_file_comes_and_goes(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    workers = [
+        subprocess.Popen([sys.executable, "-c", LOCK_WORKER, str(state_dir), str(counter), "60"])
+        for _ in range(4)
+    ]
+    assert [w.wait(timeout=120) for w in workers] == [0] * 4
+    assert counter.read_text() == "240"  # no increment lost: never two inside at once
+    assert os.listdir(state_dir / "taospec" / "deciding") == []
