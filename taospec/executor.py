@@ -683,7 +683,7 @@ def cancel_job(
     hand, or before a launch it never saw) is stopped all the same; its record stays.
     """
     job_id = record.id
-    with flocked(f"{ledger.root}/taospec/cancel/{job_id}.lock", 0o600, parents=True):
+    with flocked(f"{ledger.root}/taospec/cancel/{job_id}.lock", 0o600, parents=True, remove=True):
         record = ledger.get(job_id)
         if record.terminal_state is not None:
             return Cancelled(record, "", False, _stop_leftover(record, ledger))

@@ -73,7 +73,9 @@ def test_a_job_that_exits_3_is_an_error_with_the_code_and_log_tail(taospec: Runn
     assert status["exit_code"] == 3
 
 
-def test_detach_then_status_logs_and_cancel_from_other_processes(taospec: Runner, tmp_path):
+def test_detach_then_status_logs_and_cancel_from_other_processes(
+    taospec: Runner, tmp_path, state_dir
+):
     spec = job_file(tmp_path, "sh -c 'for i in 1 2 3; do echo line-$i; done; exec sleep 300'")
     done = taospec("run", "--detach", spec)
     assert done.returncode == 0, done.stderr
@@ -91,6 +93,8 @@ def test_detach_then_status_logs_and_cancel_from_other_processes(taospec: Runner
     assert "already ended CANCELED; nothing to cancel" in again.stdout
     assert taospec("status", job_id).stdout.split()[1] in ("UNKNOWN", "CANCELED")
     assert json.loads(taospec("show", job_id).stdout)["terminal_state"] == "CANCELED"
+    # one cancel at a time per job: its lock file was left behind by every cancel
+    assert list((state_dir / "taospec" / "cancel").iterdir()) == []
 
 
 def _zombie(pid: int) -> bool:
