@@ -43,10 +43,11 @@ class Status(NamedTuple):
         return self.state in TERMINAL
 
 
-def answered(status: Status, cannot: str) -> Status:
+def answered(status: Status, cannot: str, then: str = "nothing was changed") -> Status:
     """``status``, unless its backend did not answer: then refused (exit 2, as ``run``
-    refuses an engine that does not answer) with ``cannot`` (``cannot cancel ID``) and what
-    to check, before anything is asked of the job or recorded."""
+    refuses an engine that does not answer) with ``cannot`` (``cannot cancel ID``), what
+    to check, and ``then`` (what that leaves), before anything is asked of the job or
+    recorded."""
     if status.unreachable:
-        raise InvalidInput(f"{cannot}: {status.unreachable}; nothing was changed")
+        raise InvalidInput(f"{cannot}: {status.unreachable}; {then}")
     return status

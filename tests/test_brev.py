@@ -45,6 +45,8 @@ from tests.test_docker_jobs import (
     logs_of_a_line_broken_by_the_other_stream,
     look_while_a_value_is_half_written,
     start,
+    stop_process,
+    stopped_following,
     tail_of_a_line_logged_in_pieces,
     tail_reads_of_a_gated_failure,
     tails_read_from_the_end,
@@ -569,6 +571,32 @@ def test_status_logs_and_cancel_exit_2_when_the_instance_does_not_answer(
         assert emulator("login", "--token", "emulator-token").returncode == 0
     _set_instance(emulator, "box", probes_before_ready=0, env={})
     assert run(taospec, emulator, "cancel", job_id).returncode == 0
+
+
+@pytest.mark.parametrize("sshd_down", [False, True])
+def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
+    sshd_down: bool, engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """The instance's docker logs --follow dies (with its sshd, when ``sshd_down``): logs -f
+    ended quietly with exit 0, as if the job had."""
+    emulator.add("box")
+    running = run(
+        taospec, emulator, "run", "-d", job_file(open_tmp, engine, "sh -c 'echo one; sleep 300'")
+    )
+    job_id = running.stdout.strip()
+    following = start(taospec, "logs", "-f", job_id, env=emulator.env)
+    assert following.stdout is not None
+    assert following.stdout.readline() == "one\n"
+    if sshd_down:
+        _set_instance(emulator, "box", probes_before_ready=1000)
+    stop_process(["docker", "logs", "--follow", job_id])
+    err = stopped_following(following, job_id)
+    if sshd_down:
+        assert NOT_ANSWERING["sshd down"][1] in err, err
+        _set_instance(emulator, "box", probes_before_ready=0)
+    else:
+        assert "its output stopped (brev exited 0) while the job is RUNNING" in err, err
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
 
 
 def test_an_ephemeral_instance_is_deleted_when_the_job_is_cancelled(

@@ -12,6 +12,7 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -946,3 +947,100 @@ def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended(
     shown = ran.stdout.splitlines()
     assert shown[0] == "step"
     assert sorted(shown[1:3]) == ["final-err", "final-out"], ran.stdout
+
+
+def stop_process(argv: list[str], timeout: float = 30) -> None:
+    """SIGTERM to the process whose argv is ``argv``, once one runs (found in /proc)."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if cmdline.read_bytes() == wanted:
+                    os.kill(int(cmdline.parent.name), signal.SIGTERM)
+                    return
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"no process ran {argv}")
+
+
+def stopped_following(following: subprocess.Popen[str], job_id: str) -> str:
+    """The stderr of a ``logs -f`` whose backend stopped answering while the job ran: exit 2,
+    saying the job may still be running and how to follow it again."""
+    out, err = following.communicate(timeout=60)
+    assert following.returncode == 2, (out, err)
+    assert f"stopped following the output of {job_id}: " in err, err
+    assert err.endswith(
+        f"; the job may still be running: taospec logs -f {job_id} follows it again\n"
+    ), err
+    return err
+
+
+def test_following_a_job_whose_docker_logs_dies_says_it_may_still_run(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs -f ended as if the job had, with exit 1 and "its output could not be read"
+    spec = job_file(open_tmp, engine, "sh -c 'echo one; sleep 60'")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    following = start(taospec, "logs", "-f", job_id, env={})
+    stop_process(["docker", "logs", "--follow", job_id])
+    err = stopped_following(following, job_id)
+    assert "its output stopped (docker exited 143) while the job is RUNNING" in err, err
+    assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
+
+
+ENGINE_PROXY = """import os, socket, sys, threading
+listen, target = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX)
+server.bind(listen)
+server.listen(16)
+def pump(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    client, _ = server.accept()
+    upstream = socket.socket(socket.AF_UNIX)
+    upstream.connect(target)
+    for a, b in ((client, upstream), (upstream, client)):
+        threading.Thread(target=pump, args=(a, b), daemon=True).start()
+"""
+"""A socket that passes everything on to the local engine's, while it runs."""
+
+
+def test_following_a_job_whose_engine_stops_answering_says_it_may_still_run(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # the job's engine is reached through a socket that stops answering mid-follow, as an
+    # engine that is stopped does (the shared engine itself keeps running)
+    socket_path = open_tmp / "engine.sock"
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", ENGINE_PROXY, str(socket_path), "/var/run/docker.sock"]
+    )
+    try:
+        spec = job_file(open_tmp, engine, "sh -c 'echo one; sleep 60'")
+        text = spec.read_text().replace(
+            "docker: {shm_size: 64m}", f'docker: {{shm_size: 64m, host: "unix://{socket_path}"}}'
+        )
+        spec.write_text(text)
+        job_id = taospec("run", "--detach", spec).stdout.strip()
+        following = start(taospec, "logs", "-f", job_id, env={})
+        assert following.stdout is not None
+        assert following.stdout.readline() == "one\n"
+    finally:
+        proxy.terminate()
+        proxy.wait()
+    err = stopped_following(following, job_id)
+    assert (
+        f"the Docker engine at unix://{socket_path} (the engine the job was launched on) "
+        "does not answer" in err
+    ), err
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout == "running\n"

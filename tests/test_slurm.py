@@ -542,6 +542,33 @@ def test_status_logs_and_cancel_exit_2_when_slurmctld_does_not_answer(
         assert taospec("cancel", job_id).returncode == 0
 
 
+def test_following_a_job_whose_controller_stops_answering_says_it_may_still_run(
+    slurm, taospec: Runner, open_tmp: Path, dead_controller: dict[str, str]
+) -> None:
+    """logs -f ended quietly with exit 0 once slurmctld stopped answering, as if the job had
+    ended. Its SLURM_CONF names this cluster's controller until it is made the dead one's."""
+    conf = open_tmp / "live" / "slurm.conf"
+    write(conf, Path("/etc/slurm/slurm.conf").read_text())
+    job_id = submit(taospec, job_file(open_tmp, ["sh", "-c", "echo one; sleep 300"]))
+    try:
+        follower = subprocess.Popen(
+            [*taospec_argv(), "logs", "-f", job_id], env={**taospec.env, "SLURM_CONF": str(conf)},
+            cwd=taospec.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == "one\n"
+        conf.write_text(Path(dead_controller["SLURM_CONF"]).read_text())
+        out, err = follower.communicate(timeout=60)
+        assert (follower.returncode, out) == (2, ""), err
+        assert err == (
+            f"taospec: stopped following the output of {job_id}: {CONTROLLER_DOWN}; the job "
+            f"may still be running: taospec logs -f {job_id} follows it again\n"
+        )
+        assert status(taospec, job_id)["state"] == RUNNING
+    finally:
+        assert taospec("cancel", job_id).returncode == 0
+
+
 def test_status_logs_and_cancel_exit_2_when_the_login_node_does_not_answer(
     slurm, login_node: str, taospec: Runner, open_tmp: Path, state_dir: Path,
     refused_ssh: dict[str, str],

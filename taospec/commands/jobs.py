@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import json
 import time
+from typing import NoReturn
 
 from taospec import plantext, platforms, progress, retrying
 from taospec.commands.session import ledger_for, say, shown_data
-from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
+from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
 from taospec.plan import plan_from_json, stored_plan
 from taospec.polling import poll
-from taospec.states import COMPLETE, answered
+from taospec.states import COMPLETE, Status, answered
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
-    when it completed and 1 when it ended otherwise (ERROR, CANCELED)."""
+    when it completed and 1 when it ended otherwise (ERROR, CANCELED). A follow whose output
+    stops while the job has not ended (its backend stopped answering, or what read the
+    output died) is refused (exit 2): the job may still be running."""
 
     ledger, record, _ = ledger_for(job_id)
     cannot = f"cannot read the output of {job_id}"
@@ -34,32 +37,41 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
     )
+    ended = _ended(ledger, job_id) if follow else None
+    if ended is not None and not ended.terminal:
+        _stopped_following(job_id, f"its output stopped ({record.platform} exited {code})", ended)
     if code != 0:  # what the backend said is printed above
         answered(module.status(record, sidecar), cannot)  # a job that ended: is it the engine?
         say(f"{job_id}: its output could not be read ({record.platform} exited {code})")
         return EXIT_JOB_FAILED
-    if not follow:
+    if ended is None or ended.state == COMPLETE:
         return EXIT_OK
-    ended, err_class = _ended(ledger, job_id)
-    if ended is None or ended == COMPLETE:
-        return EXIT_OK
-    say(f"{job_id} ended {ended}" + (f" ({err_class})" if err_class else ""))
+    say(f"{job_id} ended {ended.state}" + (f" ({ended.err_class})" if ended.err_class else ""))
     return EXIT_JOB_FAILED
 
 
-def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> tuple[str | None, str | None]:
-    """The job's terminal state and error class once its output has ended (the backend may
-    need a moment to say so); (None, None) when it never says."""
+def _ended(ledger: Ledger, job_id: str, attempts: int = 10) -> Status:
+    """The job's terminal state once its output has ended (the backend may need a moment to
+    say so); else what its backend last said (at once when it did not answer)."""
     record = ledger.get(job_id)
     for attempt in range(attempts):
         record, found = poll(record, ledger)
         if record.terminal_state is not None:
-            return record.terminal_state, record.err_class
-        if found.terminal:
-            return found.state, found.err_class
+            return Status(record.terminal_state, "", err_class=record.err_class)
+        if found.terminal or found.unreachable:
+            return found
         if attempt + 1 < attempts:
             time.sleep(0.5)
-    return None, None
+    return found
+
+
+def _stopped_following(job_id: str, why: str, now: Status) -> NoReturn:
+    """Refuse (exit 2) a follow that stopped before the job ended: what stopped answering
+    (the backend, else ``why``), that the job may still be running, and how to go on."""
+    stopped = f"stopped following the output of {job_id}"
+    again = f"the job may still be running: taospec logs -f {job_id} follows it again"
+    answered(now, stopped, then=again)
+    raise InvalidInput(f"{stopped}: {why} while the job is {now.state}; {again}")
 
 
 def cancel(job_id: str) -> int:
