@@ -32,6 +32,7 @@ from taospec.platforms import brev, render
 from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
+    DROPPING_FOLLOW,
     GATED_FAILING,
     HALF_WRITTEN,
     INTERLEAVED,
@@ -39,6 +40,7 @@ from tests.test_docker_jobs import (
     LONG_LAST_LINES,
     LONG_LINE,
     PIECES_FAILING,
+    UNENDED_TAILS,
     _only_job,
     last_lines_of_a_failure_broken_by_the_other_stream,
     last_lines_of_a_failure_logged_in_pieces,
@@ -385,6 +387,29 @@ def docker_shim(folder: Path, flag: Path) -> Path:
     )
     shim.chmod(0o755)
     return folder
+
+
+def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, tmp_path: Path
+) -> None:
+    # the instance's docker logs --follow may stop before the last piece of a line the job
+    # never ended is logged, and logs -f (and run -f) never read it: the last line was lost
+    emulator.add("box")
+    real = shutil.which("docker")
+    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
+    stand_in.chmod(0o755)
+    path = f"{stand_in.parent}{os.pathsep}{emulator.env['PATH']}"
+    spec = job_file(open_tmp, engine, UNENDED_TAILS)
+    job_id = run(taospec, emulator, "run", "--detach", spec).stdout.strip()
+    followed = run(taospec, emulator, "logs", "-f", job_id, PATH=path)
+    assert followed.returncode == 1, followed.stderr
+    assert sorted(followed.stdout.split("\n")) == ["final-err", "final-out", "step"]
+    ran = run(taospec, emulator, "run", "-B", "-f", spec, PATH=path)
+    assert ran.returncode == 1, ran.stderr
+    shown = ran.stdout.splitlines()
+    emulator.job_ids.append(shown[-1].split()[0])
+    assert shown[0] == "step"
+    assert sorted(shown[1:3]) == ["final-err", "final-out"], ran.stdout
 
 
 def test_a_launch_that_brev_runs_twice_starts_one_container(

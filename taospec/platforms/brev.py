@@ -264,12 +264,7 @@ def _exec(instance: str, command: str) -> proc.Result:
 def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     """``docker inspect`` on the instance, mapped exactly as the docker platform maps it."""
     instance = instance_of(record, sidecar)
-    fmt = f"{remote.MARK}STATE={docker.INSPECT_FORMAT}"
-    inspect = remote.command(
-        ["docker", "inspect", "--type", "container", "--format", fmt, record.id]
-    )
-    result = _exec(instance, f"{inspect} || {remote.marker('STATE', 'missing')}")
-    states = remote.values(result.stdout, "STATE")
+    result, states = _inspect(instance, record)
     if not states:
         message = f"brev exec on instance {instance} failed: {_last(result)}"
         # an instance brev cannot find is gone, which is an answer (see cancel)
@@ -279,6 +274,18 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
         return _missing(record, instance, result)
     found = f"{instance}/{record.id}" if record.backend_ref is None else None
     return docker.interpret(states[-1], lambda: log_tail(record, sidecar), found)
+
+
+def _inspect(instance: str, record: Record) -> tuple[proc.Result, list[str]]:
+    """``docker inspect`` of the job's container on the instance: brev's answer, and the
+    :data:`~taospec.platforms.docker.INSPECT_FORMAT` lines (``missing`` when there is no
+    such container; none when the command did not run)."""
+    fmt = f"{remote.MARK}STATE={docker.INSPECT_FORMAT}"
+    inspect = remote.command(
+        ["docker", "inspect", "--type", "container", "--format", fmt, record.id]
+    )
+    result = _exec(instance, f"{inspect} || {remote.marker('STATE', 'missing')}")
+    return result, remote.values(result.stdout, "STATE")
 
 
 def _no_answer(instance: str, result: proc.Result) -> str:
@@ -363,15 +370,27 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
 ) -> int:
-    """Stream ``docker logs`` from the instance, without brev's trailing instance line. A
-    look (not ``follow``) reads the output's end alone
-    (:func:`~taospec.platforms.docker.looked_at`) and shows a running container's output
-    :func:`~taospec.platforms.common.while_writing`."""
+    """Stream ``docker logs`` from the instance, without brev's trailing instance line; a
+    follow reads it once more when the container has exited, for what the follow left out
+    (:class:`~taospec.platforms.docker.Followed`). A look (not ``follow``) reads the
+    output's end alone (:func:`~taospec.platforms.docker.looked_at`) and shows a running
+    container's output :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
     if follow:
         earlier = docker.Earlier.of(tail, lambda out, err: _stream_logs(instance, record, out, err))
-        out, err = earlier.after(False, on_line), earlier.after(True, on_line)
-        return _stream_logs(instance, record, out, err, follow=True)
+        followed = docker.Followed(earlier.after(False, on_line), earlier.after(True, on_line))
+        code = _stream_logs(
+            instance, record, followed.line(False), followed.line(True), follow=True
+        )
+
+        def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
+            states = _inspect(instance, record)[1] if code == 0 else []
+            if not states or states[-1].split()[0] not in ("exited", "dead"):
+                return 1
+            return _stream_logs(instance, record, out, err)
+
+        followed.end(all_of_it)
+        return code
     writing = still_writing(record, lambda: status(record, sidecar))
     found = docker.looked_at(tail, writing, _reader(instance, record))
     if found.code != 0:  # brev itself failed (the remote command cannot): its words
