@@ -624,6 +624,30 @@ def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
 
 
+def test_a_job_on_a_deleted_instance_is_recorded_error_once(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """status answered UNKNOWN and exited 0, every time, for a job whose instance brev no
+    longer knows: it cannot be running there."""
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, "sleep 300")
+    job_id = run(taospec, emulator, "run", "-d", spec).stdout.strip()
+    assert emulator("delete", "box").returncode == 0
+    docker("rm", "-f", job_id)  # the emulator's instances are this machine: deleted with it
+    done = run(taospec, emulator, "status", job_id)
+    assert done.returncode == 0, done.stderr
+    gone = (
+        "brev: instance box was deleted (brev ls lists no instance of that name); the job's "
+        "container went with it"
+    )
+    assert done.stdout == f"{job_id} ERROR ERR_INFRA {gone}\n", done.stderr
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+    assert record(state_dir, job_id)["transitions"][-1]["message"] == gone
+    again = run(taospec, emulator, "status", job_id)
+    assert again.stdout == done.stdout
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+
+
 def test_an_ephemeral_instance_is_deleted_when_the_job_is_cancelled(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -21,6 +21,7 @@ that what a reviewer reads is what runs). The spec names the UID:GID (or
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -58,6 +59,11 @@ def exec_argv(instance: str, command: str) -> tuple[str, ...]:
 def delete_argv(instance: str) -> tuple[str, ...]:
     """``brev delete INSTANCE``."""
     return templates.argv(templates.module(NAME, {"instance": instance}).delete())
+
+
+def ls_argv() -> tuple[str, ...]:
+    """``brev ls --json``: the instances brev knows."""
+    return templates.argv(templates.module(NAME, {}).ls())
 
 
 # -- the plan ---------------------------------------------------------------
@@ -265,11 +271,11 @@ def status(record: Record, sidecar: Mapping[str, object]) -> Status:
     """``docker inspect`` on the instance, mapped exactly as the docker platform maps it."""
     instance = instance_of(record, sidecar)
     result, states = _inspect(instance, record)
+    if not states and GONE in result.stderr:
+        return _looked_up(instance, result)
     if not states:
         message = f"brev exec on instance {instance} failed: {_last(result)}"
-        # an instance brev cannot find is gone, which is an answer (see cancel)
-        unreachable = "" if GONE in result.stderr else _no_answer(instance, result)
-        return Status(UNKNOWN, message, unreachable=unreachable)
+        return Status(UNKNOWN, message, unreachable=_no_answer(instance, result))
     if states[-1] == "missing":
         return _missing(record, instance, result)
     found = f"{instance}/{record.id}" if record.backend_ref is None else None
@@ -286,6 +292,30 @@ def _inspect(instance: str, record: Record) -> tuple[proc.Result, list[str]]:
     )
     result = _exec(instance, f"{inspect} || {remote.marker('STATE', 'missing')}")
     return result, remote.values(result.stdout, "STATE")
+
+
+def _looked_up(instance: str, failed: proc.Result) -> Status:
+    """The job on an instance ``brev exec`` could not look up: gone, its container with it,
+    when ``brev ls`` lists no instance of that name (it was deleted); else brev did not
+    answer (``brev ls`` failed, or lists the instance all the same)."""
+    listed = proc.run(ls_argv(), check=False)
+    try:
+        known = [(w["name"], w["id"]) for w in json.loads(listed.stdout)["workspaces"] or []]
+    except (ValueError, KeyError, TypeError):
+        message = f"brev ls failed: {_last(listed)}"
+        unreachable = (
+            f"brev does not answer: brev exec could not look up instance {instance} and brev "
+            f"ls failed ({_last(listed)}): check that brev ls works from this machine"
+        )
+        return Status(UNKNOWN, message, unreachable=unreachable)
+    if any(instance in named for named in known):
+        message = f"brev exec on instance {instance} failed: {_last(failed)}"
+        return Status(UNKNOWN, message, unreachable=_no_answer(instance, failed))
+    message = (
+        f"brev: instance {instance} was deleted (brev ls lists no instance of that name); the "
+        "job's container went with it"
+    )
+    return Status(UNKNOWN, message, gone=True)
 
 
 def _no_answer(instance: str, result: proc.Result) -> str:
