@@ -9,7 +9,9 @@ import pytest
 
 from taospec.cli import run_guarded
 from taospec.errors import EXIT_INTERNAL
+from taospec.ledger import Ledger
 from tests.conftest import Runner, write
+from tests.ledgers import open_job
 
 HELLO = """\
 version: 1
@@ -48,6 +50,18 @@ def test_a_usage_error_or_a_bug_never_prints_a_secret_it_quotes(
     assert said.startswith("taospec: internal error (a bug; please report it with this output):")
     assert "KeyError: NGC_KEY=<redacted>" in said
     assert token not in said
+
+
+def test_ls_shows_one_row_per_job_whatever_its_results_path_holds(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # a results_root may hold a newline (docker mounts it), and ls printed it as it was:
+    # the row broke in two, and a script reading a job per line read two
+    record = open_job(Ledger(state_dir), results_root="/data/run\nlog\tx")
+    listed = taospec("ls").stdout.splitlines()
+    assert len(listed) == 2
+    assert listed[1].startswith(record.id)
+    assert listed[1].endswith(f"/data/run\\nlog\\tx/{record.id}")
 
 
 def test_a_relative_state_dir_is_refused(taospec: Runner) -> None:
