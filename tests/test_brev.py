@@ -648,6 +648,24 @@ def test_a_job_on_a_deleted_instance_is_recorded_error_once(
     assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
 
 
+def test_a_container_removed_on_a_live_instance_is_recorded_error_once(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """status answered UNKNOWN, every time, for a job whose container was removed on an
+    instance that still runs: the job stayed RUNNING for good, where docker's records ERROR."""
+    emulator.add("box")
+    job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, "sleep 300"))
+    job_id = job_id.stdout.strip()
+    docker("rm", "-f", job_id)
+    done = run(taospec, emulator, "status", job_id)
+    gone = f"docker: the container disappeared (no container named {job_id} on instance box)"
+    assert done.stdout == f"{job_id} ERROR ERR_INFRA {gone}\n", done.stderr
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+    again = run(taospec, emulator, "status", job_id)
+    assert again.stdout == done.stdout
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+
+
 def test_an_ephemeral_instance_is_deleted_when_the_job_is_cancelled(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -341,7 +341,8 @@ def _last(result: proc.Result) -> str:
 
 def _missing(record: Record, instance: str, result: proc.Result) -> Status:
     if "No such" in result.stderr or "no such" in result.stderr:
-        return Status(UNKNOWN, f"docker: no container named {record.id} on instance {instance}")
+        message = f"docker: the container disappeared (no container named {record.id} on "
+        return Status(UNKNOWN, f"{message}instance {instance})", gone=True)
     diagnosis = diagnose(result.stderr)
     reason = str(diagnosis) if diagnosis else _last(result)
     unreachable = ""
