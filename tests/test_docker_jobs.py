@@ -660,12 +660,21 @@ def test_tail_reads_a_window_at_the_end_of_a_large_output(
 ) -> None:
     # logs --tail 3 read all of the container's output (docker logs without --tail) to count
     # its whole lines: a look at the end of a long training job read gigabytes
+    job_id, env, reads = _recorded_run(taospec, open_tmp, tmp_path, engine, LONG_LAST_LINES)
+    tails_read_from_the_end(taospec, job_id, env, reads)
+
+
+def _recorded_run(
+    taospec: Runner, open_tmp: Path, tmp_path: Path, engine: str, command: str
+) -> tuple[str, dict[str, str], Callable[[], list[list[str]]]]:
+    """Run ``command``, passed a value as PLAIN_VAR, to its end: its job id, the environment
+    that passes the value and puts a recording docker CLI first on PATH, and what it read."""
     env, reads = recording_docker(tmp_path)
-    spec = job_file(open_tmp, engine, LONG_LAST_LINES, env="{pass: [PLAIN_VAR]}")
+    spec = job_file(open_tmp, engine, command, env="{pass: [PLAIN_VAR]}")
     passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
     done = taospec("run", spec, env=passed)
     assert done.returncode == 0, done.stderr
-    tails_read_from_the_end(taospec, done.stdout.split()[0], {**passed, **env}, reads)
+    return done.stdout.split()[0], {**passed, **env}, reads
 
 
 def logged(pieces: list[tuple[bool, str]]):
@@ -715,15 +724,10 @@ docker logs in 601 pieces: more than the largest window ``logs --tail 1`` reads.
 def test_tail_shows_a_line_longer_than_its_largest_window_whole(
     engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
 ) -> None:
-    env, reads = recording_docker(tmp_path)
-    spec = job_file(open_tmp, engine, PAST_THE_LARGEST_WINDOW, env="{pass: [PLAIN_VAR]}")
-    passed = {"PLAIN_VAR": "Zq8sup3rs3cretVALUE0123456789X"}
-    done = taospec("run", spec, env=passed)
-    assert done.returncode == 0, done.stderr
-    job_id = done.stdout.split()[0]
+    job_id, env, reads = _recorded_run(taospec, open_tmp, tmp_path, engine, PAST_THE_LARGEST_WINDOW)
     line = "<redacted>" + "y" * (600 * LOG_CHUNK) + "\n"
     for tail, shown in (("1", line), ("2", "first\n" + line)):
-        looked = taospec("logs", "--tail", tail, job_id, env={**passed, **env})
+        looked = taospec("logs", "--tail", tail, job_id, env=env)
         assert looked.returncode == 0, looked.stderr
         assert looked.stdout == shown
         assert reads()[-1] == ["logs", job_id]  # windows first, then all of it
