@@ -70,6 +70,17 @@ class Result(NamedTuple):
         return redacted((self.stdout + self.stderr).strip())
 
 
+def how_it_ended(returncode: int) -> str:
+    """``exited CODE``, or, of a process a signal ended (a negative return code),
+    ``was ended by SIGNAME``: a process may die of the signal or catch it and exit."""
+    if returncode >= 0:
+        return f"exited {returncode}"
+    try:
+        return f"was ended by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was ended by signal {-returncode}"
+
+
 def environment(
     extra: Iterable[tuple[str, str]] = (),
     passed: Iterable[str] = (),

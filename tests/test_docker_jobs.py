@@ -990,7 +990,10 @@ def test_following_a_job_whose_docker_logs_dies_says_it_may_still_run(
     following = start(taospec, "logs", "-f", job_id, env={})
     stop_process(["docker", "logs", "--follow", job_id])
     err = stopped_following(following, job_id)
-    assert "its output stopped (docker exited 143) while the job is RUNNING" in err, err
+    # the docker CLI exits 143 once it handles SIGTERM; before that, the signal ends it
+    stopped = re.search(r"its output stopped \(docker (.*)\) while the job is RUNNING", err)
+    assert stopped is not None, err
+    assert stopped[1] in ("exited 143", "was ended by SIGTERM"), err
     assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
 
 

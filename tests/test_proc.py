@@ -80,3 +80,11 @@ def test_discarding_a_query_is_not_held_by_what_it_started(pid_file: Path) -> No
     started = proc.start(["sh", "-c", f"sleep 60 & echo $! > {pid_file}; exec sleep 600"])
     left_behind(pid_file)
     assert returned(started.discard, 30), "discarding waited for what the query started"
+
+
+def test_how_a_process_ended_names_the_signal_that_ended_it() -> None:
+    # a follow whose docker CLI died of SIGTERM said "docker exited -15"
+    killed = proc.run(["sh", "-c", "kill -TERM $$"], check=False)
+    assert proc.how_it_ended(killed.returncode) == "was ended by SIGTERM"
+    exited = proc.run(["sh", "-c", "exit 143"], check=False)
+    assert proc.how_it_ended(exited.returncode) == "exited 143"

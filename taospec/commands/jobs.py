@@ -6,7 +6,7 @@ import json
 import time
 from typing import NoReturn
 
-from taospec import plantext, platforms, progress, retrying
+from taospec import plantext, platforms, proc, progress, retrying
 from taospec.commands.session import ledger_for, say, shown_data
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput
 from taospec.executor import cancel_job
@@ -39,10 +39,11 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     )
     ended = _ended(ledger, job_id) if follow else None
     if ended is not None and not ended.terminal:
-        _stopped_following(job_id, f"its output stopped ({record.platform} exited {code})", ended)
+        stopped = f"its output stopped ({record.platform} {proc.how_it_ended(code)})"
+        _stopped_following(job_id, stopped, ended)
     if code != 0:  # what the backend said is printed above
         answered(module.status(record, sidecar), cannot)  # a job that ended: is it the engine?
-        say(f"{job_id}: its output could not be read ({record.platform} exited {code})")
+        say(f"{job_id}: its output could not be read ({record.platform} {proc.how_it_ended(code)})")
         return EXIT_JOB_FAILED
     if ended is None or ended.state == COMPLETE:
         return EXIT_OK
