@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ from typing import TypeVar
 
 import pytest
 
+from taospec.interrupts import INTERRUPTS
 from taospec.job import Job
 from taospec.ledger import Ledger
 from taospec.loader import load_jobfile
@@ -77,6 +79,17 @@ def state_dir(tmp_path: Path) -> Path:
 def ledger(tmp_path: Path) -> Ledger:
     """A ledger in a private folder, not created until it is written to."""
     return Ledger(tmp_path / "state")
+
+
+@pytest.fixture(autouse=True)
+def interrupts_restored() -> Iterator[None]:
+    """Each test starts with the interrupt handlers the one before it found: a cancel run in
+    this process holds interrupts off (``interrupts.hold``, SIG_IGN), and every process a
+    later test started would inherit that and ignore SIGTERM."""
+    saved = {signum: signal.getsignal(signum) for signum in INTERRUPTS}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
 
 
 @pytest.fixture
