@@ -713,6 +713,14 @@ def test_a_tail_never_leaves_out_a_whole_line_it_shows() -> None:
         assert shown == ["999\n", "x" * 3 * 16384 + "y\n", *traceback][-lines:]
 
 
+def test_a_running_job_s_progress_bar_holds_back_no_tail() -> None:
+    # a bar a trainer redraws on stderr without a newline is one unended piece in a window:
+    # the last lines of a running job (run's progress line) came back empty behind it
+    pieces = [(False, f"epoch {number}\n") for number in range(100)] + [(True, "\r 40%|####")]
+    found = docker_platform.last_whole_lines(3, logged(pieces), writing=True)
+    assert found == ["epoch 97\n", "epoch 98\n", "epoch 99\n"]
+
+
 PAST_THE_LARGEST_WINDOW = (
     'sh -c \'echo first; printf %s "$PLAIN_VAR"; '
     f"head -c {600 * LOG_CHUNK} /dev/zero | tr \\\\0 y; echo'"

@@ -363,7 +363,7 @@ def log_tail(
     say), as :func:`taospec.platforms.docker.log_tail` takes them: of its last pieces only
     (:func:`~taospec.platforms.docker.last_whole_lines`), each stream read apart."""
     read = _reader(instance_of(record, sidecar), record)
-    read_lines = docker.last_whole_lines(lines + 2 if writing else lines, read)
+    read_lines = docker.last_whole_lines(lines + 2 if writing else lines, read, writing)
     return docker.tail_text(read_lines, lines, writing)
 
 

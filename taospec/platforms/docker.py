@@ -430,7 +430,8 @@ def log_tail(
     each line ended, so that one a stream left unended is not joined to one of the other.
     Of a container still ``writing``, as a look shows them (cut first)."""
     read = _reader(record.id, engine_env(sidecar))
-    return tail_text(last_whole_lines(lines + 2 if writing else lines, read), lines, writing)
+    found = last_whole_lines(lines + 2 if writing else lines, read, writing)
+    return tail_text(found, lines, writing)
 
 
 Read = Callable[[int | None, Write, Write], int]
@@ -459,7 +460,7 @@ LOOK_READS = 8
 """How many windows :func:`looked_at` reads at most before it reads all of the output."""
 
 
-def last_whole_lines(lines: int, read: Read) -> list[str] | None:
+def last_whole_lines(lines: int, read: Read, writing: bool = False) -> list[str] | None:
     """The last ``lines`` whole lines of a container's output, of those its last pieces
     hold (:func:`read_tail`, at most :data:`TAIL_READS` windows), never all of it, so that a
     progress line every minute does not read a multi-day job's whole log. None when it
@@ -467,7 +468,7 @@ def last_whole_lines(lines: int, read: Read) -> list[str] | None:
     read in bounded time."""
     if lines <= 0:
         return []
-    found = read_tail(lines, read, TAIL_READS)
+    found = read_tail(lines, read, TAIL_READS, writing)
     return None if found.code else last_lines(found.lines, lines)
 
 
