@@ -571,10 +571,16 @@ class _Runner:
 def run_step(
     step: Step, env: Mapping[str, str], progress: Progress = lambda _: None
 ) -> proc.Result:
-    """Run one non-detached step; with ``expect``, retry until its output has that line."""
+    """Run one non-detached step; with ``expect``, retry until its output has that line;
+    with ``already_done``, a failure whose error output says so counts as done."""
     stdin = step.stdin_text if step.stdin_env is None else env[step.stdin_env]
     if step.stdin_env_file:
         stdin = env_file_text(step.stdin_env_file, env)
+    if step.already_done is not None:
+        done = proc.run(step.argv, extra_env=step.env, stdin=stdin, check=False)
+        if not done.ok and step.already_done not in done.stderr:
+            raise CommandFailed(proc.shown(step.argv), done.returncode, done.output())
+        return done
     if step.expect is None:
         return proc.run(step.argv, extra_env=step.env, stdin=stdin)
     result = None

@@ -77,7 +77,10 @@ class Step:
     sources (their values never enter the plan). ``log_path`` marks a detached
     process whose output goes to that file. ``expect`` is a line the output
     must contain for the step to count as done (brev does not return remote
-    exit codes); ``attempts`` bounds how often it is tried.
+    exit codes); ``attempts`` bounds how often it is tried. ``already_done`` is
+    what the command's error output says when its aim already holds (``brev delete``
+    of an instance someone else deleted): the step then counts as done (a step has
+    ``expect`` or ``already_done``, not both).
     """
 
     name: str
@@ -95,6 +98,7 @@ class Step:
     cwd: str | None = None
     expect: str | None = None
     attempts: int = 1
+    already_done: str | None = None
 
     def word_lists(self) -> tuple[tuple[str, ...], ...]:
         """What the step hands to processes, for the lint: its command, its ``unless``

@@ -129,6 +129,9 @@ def command_line(step: Step) -> str:
         line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
     if step.expect is not None:
         line = _expecting(step, line)
+    if step.already_done is not None:
+        done = f'grep -Fq -- {word(step.already_done)} <<<"$said"'
+        line = f'said=$({line} 2>&1 >/dev/null) || {done} || {{ echo "$said" >&2; false; }}'
     if step.stdin_text is not None:
         line = _with_input(line, step.stdin_text)
     return line

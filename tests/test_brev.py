@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taospec import plantext
-from taospec.errors import InvalidInput
+from taospec.errors import CommandFailed, InvalidInput
 from taospec.executor import check_gpus, run_step
 from taospec.identity import Identity
 from taospec.ledger import Ledger
@@ -646,6 +646,52 @@ def test_a_job_on_a_deleted_instance_is_recorded_error_once(
     again = run(taospec, emulator, "status", job_id)
     assert again.stdout == done.stdout
     assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+
+
+def test_an_ephemeral_instance_deleted_by_someone_else_ends_its_job_cleanly(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """The teardown's ``brev delete`` of an instance someone already deleted failed with
+    "not found", so the status that recorded the job's end exited 1 with that failure, and
+    every later status tried the delete again."""
+    emulator.add("spot")
+    spec = job_file(open_tmp, engine, "sleep 300", "spot", ephemeral=True)
+    job_id = run(taospec, emulator, "run", "-d", spec).stdout.strip()
+    assert emulator("delete", "spot").returncode == 0
+    docker("rm", "-f", job_id)  # the emulator's instances are this machine: deleted with it
+    done = run(taospec, emulator, "status", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"]
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING", "ERROR"]
+    again = run(taospec, emulator, "status", job_id)
+    assert (again.returncode, again.stdout, again.stderr) == (0, done.stdout, "")
+
+
+def test_the_reviewed_delete_line_and_the_executor_agree_on_a_deleted_instance(
+    engine: str, emulator: Brev, open_tmp: Path, monkeypatch
+) -> None:
+    """The listing's teardown line, run by bash, ends as the executor's step does: an instance
+    already deleted counts as done, any other failure fails and shows brev's words."""
+    emulator.add("spot")
+    for name, value in emulator.env.items():
+        monkeypatch.setenv(name, value)
+    spec = job_file(open_tmp, engine, "true", "spot", ephemeral=True)
+    (step,) = render(load_job(spec), launcher=ROOT_LAUNCHER).teardown
+    line = plantext.command_line(step)
+
+    def by_hand() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False)
+
+    assert (by_hand().returncode, emulator.instances()) == (0, [])
+    assert by_hand().returncode == 0
+    assert run_step(step, os.environ).returncode == 1  # brev's own exit: counted as done
+    assert emulator("logout").returncode == 0
+    refused = by_hand()
+    assert refused.returncode == 1
+    assert "not logged in" in refused.stderr
+    with pytest.raises(CommandFailed, match="not logged in"):
+        run_step(step, os.environ)
+    assert emulator("login", "--token", "emulator-token").returncode == 0
 
 
 def test_a_container_removed_on_a_live_instance_is_recorded_error_once(

@@ -135,8 +135,12 @@ def gpu_query(instance: str) -> Step:
 
 
 def _delete(instance: str) -> Step:
-    why = f"delete the ephemeral instance {instance}: stops its billing and erases its disk"
-    return Step("delete", delete_argv(instance), why)
+    why = (
+        f"delete the ephemeral instance {instance}: stops its billing and erases its disk "
+        "(an instance already deleted counts as done)"
+    )
+    gone = f"instance with id/name {instance} not found"  # deleted already: nothing to stop
+    return Step("delete", delete_argv(instance), why, already_done=gone)
 
 
 def _remote_step(
