@@ -694,6 +694,45 @@ def test_the_reviewed_delete_line_and_the_executor_agree_on_a_deleted_instance(
     assert emulator("login", "--token", "emulator-token").returncode == 0
 
 
+@pytest.mark.parametrize("faults", [1, 1000])
+def test_an_instance_brev_could_not_look_up_but_may_exist_is_no_answer(
+    faults: int, engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
+) -> None:
+    """brev exec could not look the instance up because brev's API failed; after one fault
+    brev ls lists the instance again, after many it fails too. Neither says the instance was
+    deleted: status exits 2 naming what to check, and writes nothing."""
+    emulator.add("box")
+    job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, "sleep 300"))
+    job_id = job_id.stdout.strip()
+    before = {p.name: p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())}
+    _set_instance(emulator, "box", probes_before_ready=1000)
+    data = emulator.data()
+    data["api_faults"] = faults
+    emulator.state.write_text(json.dumps(data))
+    done = run(taospec, emulator, "status", job_id)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    said = (
+        "Brev instance box does not answer through brev exec (ssh connection failed and could "
+        'not look up instance "box": exit status 255): check it with brev ls (it may be '
+        "stopped, starting or unreachable), and that brev exec box 'echo ok' works from this "
+        "machine"
+        if faults == 1
+        else "brev does not answer: brev exec could not look up instance box and brev ls failed "
+        "(cannot reach the Brev API (emulated fault): connection refused): check that brev ls "
+        "works from this machine"
+    )
+    assert (
+        done.stderr == f"taospec: cannot tell the state of {job_id}: {said}; nothing was changed\n"
+    )
+    assert {p.name: p.read_bytes() for p in sorted((state_dir / "jobs").iterdir())} == before
+    data = emulator.data()
+    data["api_faults"] = 0
+    emulator.state.write_text(json.dumps(data))
+    _set_instance(emulator, "box", probes_before_ready=0)
+    assert run(taospec, emulator, "status", job_id).stdout.split()[1] == "RUNNING"
+    assert run(taospec, emulator, "cancel", job_id).returncode == 0
+
+
 def test_a_container_removed_on_a_live_instance_is_recorded_error_once(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, state_dir: Path
 ) -> None:

@@ -479,6 +479,22 @@ def test_probes_before_ready_fail_n_exec_calls(brev: Brev) -> None:
     assert brev.runs() == [("box", "echo ok", 0, 1)]
 
 
+def test_api_faults_fail_the_next_n_lookups_and_listings(box: Brev) -> None:
+    data = box.state()
+    data["instances"]["box"]["probes_before_ready"] = 1000  # every ssh attempt fails
+    data["api_faults"] = 2
+    box.state_path.write_text(json.dumps(data))
+    probe = box.run("exec", "box", "echo ok")
+    assert probe.returncode == 1
+    assert 'ssh connection failed and could not look up instance "box"' in probe.stderr
+    listed = box.run("ls", "--json")
+    assert (listed.returncode, listed.stdout) == (1, "")
+    assert "cannot reach the Brev API" in listed.stderr
+    assert box.state()["api_faults"] == 0
+    assert json.loads(box.run("ls", "--json").stdout)["workspaces"][0]["name"] == "box"
+    assert box.state()["exec_log"] == []
+
+
 def test_non_running_status_is_reported(brev: Brev) -> None:
     brev.login()
     brev.add("box", "--status", "STARTING")
