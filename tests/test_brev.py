@@ -13,7 +13,9 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -622,6 +624,53 @@ def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
     else:
         assert "its output stopped (brev exited 0) while the job is RUNNING" in err, err
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
+
+
+def _drop_connection(command: str) -> None:
+    """Kill, as a dropped ssh connection would, the emulator's ``bash -c COMMAND`` and what it
+    runs: brev then says "Connection failed" and runs the command again."""
+    wanted = f"bash\0-c\0{command}\0".encode()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if cmdline.read_bytes() != wanted:
+                    continue
+                shell = int(cmdline.parent.name)
+                children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+                os.kill(shell, signal.SIGKILL)
+                for child in children:
+                    os.kill(int(child), signal.SIGKILL)
+                return
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"no bash -c {command!r} ran")
+
+
+def test_following_through_a_dropped_connection_shows_each_line_once(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """brev runs a command again when its ssh connection drops, and docker logs --follow
+    then starts from the beginning: the follow showed every earlier line twice, and brev's
+    "Connection failed" notice as if the job had written it."""
+    emulator.add("box")
+    command = (
+        "sh -c 'echo one; echo two >&2; echo three; while [ ! -e /tmp/gate ]; do sleep 0.2; "
+        "done; echo four; echo five >&2'"
+    )
+    job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
+    job_id = job_id.stdout.strip()
+    following = start(taospec, "logs", "-f", job_id, env=emulator.env)
+    assert following.stdout is not None
+    shown = sorted(following.stdout.readline() for _ in range(3))
+    assert shown == ["one\n", "three\n", "two\n"]
+    _drop_connection(f"docker logs --follow {job_id} || true")
+    time.sleep(2)  # brev's second run has shown what the job wrote so far, once more
+    assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+    out, err = following.communicate(timeout=60)
+    assert following.returncode == 0, err
+    assert (sorted(out.splitlines()), err) == (["five", "four"], "")
 
 
 def test_a_job_on_a_deleted_instance_is_recorded_error_once(

@@ -48,6 +48,8 @@ LAUNCH_ATTEMPTS = 3
 safe, and without one a container might run with its record saying ERROR. Other steps fail
 at once: nothing has started yet, and brev itself already ran a failed command twice."""
 GONE = "could not look up instance"
+RERUN = "Connection failed, checking instance status..."
+"""brev's notice, on stderr, that it runs the command again (its ssh connection failed)."""
 
 
 def exec_argv(instance: str, command: str) -> tuple[str, ...]:
@@ -397,6 +399,31 @@ class _DropInstanceLine:
             self.on_line(rest)
 
 
+class _Rerun:
+    """Passes each stream's lines on once through brev's runs of one read: when the ssh
+    connection drops, brev says so (:data:`RERUN`) and runs ``docker logs`` again, which
+    prints the output from its start once more, so as many lines of each stream as were
+    shown are passed over. (A line the drop cut in two cannot be told apart: it shows
+    joined to the next run's first line.)"""
+
+    def __init__(self, on_line: Callable[[str], None], on_error_line: Callable[[str], None]):
+        self.sinks = (on_line, on_error_line)
+        self.shown = [0, 0]
+        self.skip = [0, 0]
+
+    def stream(self, index: int) -> Callable[[str], None]:
+        def line(text: str) -> None:
+            if index == 1 and text.rstrip("\n") == RERUN:
+                self.skip = list(self.shown)
+            elif self.skip[index]:
+                self.skip[index] -= 1
+            else:
+                self.shown[index] += 1
+                self.sinks[index](text)
+
+        return line
+
+
 def logs(
     record: Record,
     sidecar: Mapping[str, object],
@@ -455,11 +482,13 @@ def _stream_logs(
 ) -> int:
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
-    ``on_error_line``."""
+    ``on_error_line``; each line once, however often a dropped connection made brev run it
+    (:class:`_Rerun`)."""
     command = f"{remote.command(docker.logs_argv(record.id, follow, tail))} || true"
-    lines = _DropInstanceLine(instance, on_line)  # brev's trailer is on its stdout
+    once = _Rerun(on_line, on_error_line)
+    lines = _DropInstanceLine(instance, once.stream(0))  # brev's trailer is on its stdout
     code = proc.stream(
-        exec_argv(instance, command), on_line=lines.line, on_error_line=on_error_line
+        exec_argv(instance, command), on_line=lines.line, on_error_line=once.stream(1)
     )
     lines.end(code == 0)
     return code
