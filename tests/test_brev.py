@@ -617,7 +617,7 @@ def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
     if sshd_down:
         _set_instance(emulator, "box", probes_before_ready=1000)
     stop_process(["docker", "logs", "--follow", job_id])
-    err = stopped_following(following, job_id)
+    _, err = stopped_following(following, job_id)
     if sshd_down:
         assert NOT_ANSWERING["sshd down"][1] in err, err
         _set_instance(emulator, "box", probes_before_ready=0)

@@ -961,6 +961,31 @@ def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended(
     assert sorted(shown[1:3]) == ["final-err", "final-out"], ran.stdout
 
 
+LIKE_DOCKERS_OWN = (
+    "sh -c 'echo unexpected EOF >&2; sleep 0.5; echo step; "
+    "echo error from daemon in stream: Error grabbing logs: unexpected EOF >&2'"
+)
+"""A job that writes, on stderr, lines of the form of the docker CLI's own errors, one of
+them its last, and completes."""
+
+
+def test_a_jobs_own_lines_that_look_like_dockers_errors_are_shown(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    spec = job_file(open_tmp, engine, LIKE_DOCKERS_OWN)
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    followed = taospec("logs", "-f", job_id)
+    assert followed.returncode == 0, followed.stderr
+    ran = taospec("run", "-B", "-f", spec)
+    assert ran.returncode == 0, ran.stderr
+    for shown in (followed.stdout.splitlines(), ran.stdout.splitlines()[:-1]):
+        assert sorted(shown) == [
+            "error from daemon in stream: Error grabbing logs: unexpected EOF",
+            "step",
+            "unexpected EOF",
+        ], shown
+
+
 def stop_process(argv: list[str], timeout: float = 30) -> None:
     """SIGTERM to the process whose argv is ``argv``, once one runs (found in /proc)."""
     wanted = "\0".join(argv).encode() + b"\0"
@@ -977,16 +1002,17 @@ def stop_process(argv: list[str], timeout: float = 30) -> None:
     raise AssertionError(f"no process ran {argv}")
 
 
-def stopped_following(following: subprocess.Popen[str], job_id: str) -> str:
-    """The stderr of a ``logs -f`` whose backend stopped answering while the job ran: exit 2,
-    saying the job may still be running and how to follow it again."""
+def stopped_following(following: subprocess.Popen[str], job_id: str) -> tuple[str, str]:
+    """What a ``logs -f`` whose backend stopped answering while the job ran printed after
+    what was read of it, and its stderr: exit 2, saying the job may still be running and
+    how to follow it again."""
     out, err = following.communicate(timeout=60)
     assert following.returncode == 2, (out, err)
     assert f"stopped following the output of {job_id}: " in err, err
     assert err.endswith(
         f"; the job may still be running: taospec logs -f {job_id} follows it again\n"
     ), err
-    return err
+    return out, err
 
 
 def test_following_a_job_whose_docker_logs_dies_says_it_may_still_run(
@@ -997,7 +1023,7 @@ def test_following_a_job_whose_docker_logs_dies_says_it_may_still_run(
     job_id = taospec("run", "--detach", spec).stdout.strip()
     following = start(taospec, "logs", "-f", job_id, env={})
     stop_process(["docker", "logs", "--follow", job_id])
-    err = stopped_following(following, job_id)
+    _, err = stopped_following(following, job_id)
     # the docker CLI exits 143 once it handles SIGTERM; before that, the signal ends it
     stopped = re.search(r"its output stopped \(docker (.*)\) while the job is RUNNING", err)
     assert stopped is not None, err
@@ -1005,14 +1031,17 @@ def test_following_a_job_whose_docker_logs_dies_says_it_may_still_run(
     assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
 
 
-ENGINE_PROXY = """import os, socket, sys, threading
+ENGINE_PROXY = """import os, signal, socket, sys, threading
 listen, target = sys.argv[1], sys.argv[2]
 server = socket.socket(socket.AF_UNIX)
 server.bind(listen)
 server.listen(16)
+followers = []
 def pump(a, b):
     try:
         while data := a.recv(65536):
+            if b"/logs?" in data and b"follow=1" in data:
+                followers.append(a)
             b.sendall(data)
     except OSError:
         pass
@@ -1021,6 +1050,13 @@ def pump(a, b):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+def fail_follows(signum, frame):
+    message = os.environ["DAEMON_SAYS"].encode()
+    frame = bytes([3, 0, 0, 0]) + len(message).to_bytes(4, "big") + message
+    for client in followers:
+        client.sendall(b"%x\\r\\n%s\\r\\n" % (len(frame), frame))
+        client.shutdown(socket.SHUT_RDWR)
+signal.signal(signal.SIGUSR1, fail_follows)
 while True:
     client, _ = server.accept()
     upstream = socket.socket(socket.AF_UNIX)
@@ -1028,34 +1064,78 @@ while True:
     for a, b in ((client, upstream), (upstream, client)):
         threading.Thread(target=pump, args=(a, b), daemon=True).start()
 """
-"""A socket that passes everything on to the local engine's, while it runs."""
+"""A socket that passes everything on to the local engine's, while it runs. On SIGUSR1
+it ends each ``docker logs --follow`` as the engine does when it cannot read the log:
+with a frame of the stream the engine keeps for its own errors (3), holding DAEMON_SAYS."""
+
+
+def proxied_job(
+    taospec: Runner, open_tmp: Path, engine: str, command: str, daemon_says: str = ""
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The proxy, and a job it started, launched on the engine through it."""
+    socket_path = open_tmp / "engine.sock"
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", ENGINE_PROXY, str(socket_path), "/var/run/docker.sock"],
+        env={**os.environ, "DAEMON_SAYS": daemon_says},
+    )
+    _wait_for(socket_path.exists)
+    spec = job_file(open_tmp, engine, command, env="{pass: [PLAIN_VAR]}")
+    text = spec.read_text().replace(
+        "docker: {shm_size: 64m}", f'docker: {{shm_size: 64m, host: "unix://{socket_path}"}}'
+    )
+    spec.write_text(text)
+    job_id = taospec("run", "--detach", spec, env={"PLAIN_VAR": PASSED}).stdout.strip()
+    return proxy, job_id
+
+
+PASSED = "Zq8sup3rs3cretVALUE0123456789X"
 
 
 def test_following_a_job_whose_engine_stops_answering_says_it_may_still_run(
     engine: str, taospec: Runner, open_tmp: Path, cleanup
 ) -> None:
     # the job's engine is reached through a socket that stops answering mid-follow, as an
-    # engine that is stopped does (the shared engine itself keeps running)
-    socket_path = open_tmp / "engine.sock"
-    proxy = subprocess.Popen(
-        [sys.executable, "-c", ENGINE_PROXY, str(socket_path), "/var/run/docker.sock"]
-    )
+    # engine that is stopped does (the shared engine itself keeps running); the docker CLI
+    # then writes its own error ("unexpected EOF") where it writes the job's stderr, and
+    # logs -f showed it as the job's output
+    proxy, job_id = proxied_job(taospec, open_tmp, engine, "sh -c 'echo one; sleep 60'")
     try:
-        spec = job_file(open_tmp, engine, "sh -c 'echo one; sleep 60'")
-        text = spec.read_text().replace(
-            "docker: {shm_size: 64m}", f'docker: {{shm_size: 64m, host: "unix://{socket_path}"}}'
-        )
-        spec.write_text(text)
-        job_id = taospec("run", "--detach", spec).stdout.strip()
         following = start(taospec, "logs", "-f", job_id, env={})
         assert following.stdout is not None
         assert following.stdout.readline() == "one\n"
     finally:
         proxy.terminate()
         proxy.wait()
-    err = stopped_following(following, job_id)
+    out, err = stopped_following(following, job_id)
+    assert out == ""
+    socket_path = open_tmp / "engine.sock"
     assert (
         f"the Docker engine at unix://{socket_path} (the engine the job was launched on) "
         "does not answer" in err
     ), err
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout == "running\n"
+
+
+def test_following_a_job_whose_log_the_engine_cannot_read_says_what_docker_said(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # the engine ends a follow with an error of its own, which the docker CLI writes where
+    # it writes the job's stderr, and logs -f showed it as the job's last line
+    says = f"Error grabbing logs: unexpected EOF in {PASSED}"
+    command = "sh -c 'echo one; sleep 60'"
+    proxy, job_id = proxied_job(taospec, open_tmp, engine, command, daemon_says=says)
+    try:
+        following = start(taospec, "logs", "-f", job_id, env={"PLAIN_VAR": PASSED})
+        assert following.stdout is not None
+        assert following.stdout.readline() == "one\n"
+        proxy.send_signal(signal.SIGUSR1)
+        out, err = stopped_following(following, job_id)
+    finally:
+        proxy.terminate()
+        proxy.wait()
+    assert out == ""
+    assert (
+        "its output stopped (docker exited 1: error from daemon in stream: Error grabbing "
+        "logs: unexpected EOF in <redacted>) while the job is RUNNING" in err
+    ), err
+    assert PASSED not in err

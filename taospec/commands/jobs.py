@@ -30,20 +30,22 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         answered(found, cannot)
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(job_id)
+    said: list[str] = []  # what read the output said of why it stopped
     code = module.logs(
         record,
         sidecar,
         tail=tail,
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
+        on_said=lambda line: said.append(line.strip()),
     )
+    how = f"{record.platform} {proc.how_it_ended(code)}" + "".join(f": {s}" for s in said)
     ended = _ended(ledger, job_id) if follow else None
     if ended is not None and not ended.terminal:
-        stopped = f"its output stopped ({record.platform} {proc.how_it_ended(code)})"
-        _stopped_following(job_id, stopped, ended)
-    if code != 0:  # what the backend said is printed above
+        _stopped_following(job_id, f"its output stopped ({how})", ended)
+    if code != 0:  # what the backend said is printed above, or here
         answered(module.status(record, sidecar), cannot)  # a job that ended: is it the engine?
-        say(f"{job_id}: its output could not be read ({record.platform} {proc.how_it_ended(code)})")
+        say(f"{job_id}: its output could not be read ({how})")
         return EXIT_JOB_FAILED
     if ended is None or ended.state == COMPLETE:
         return EXIT_OK

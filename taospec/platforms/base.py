@@ -84,8 +84,11 @@ class Platform(Protocol):
         tail: int | None,
         follow: bool,
         on_line: Write,
+        on_said: Write | None = None,
     ) -> int:
-        """Hand the job's output to ``on_line`` (following it while it runs); 0 when read."""
+        """Hand the job's output to ``on_line`` (following it while it runs); 0 when read.
+        What reads it may say why it stopped in a line it writes where the job's output
+        comes: that line, told apart from the output, goes to ``on_said``."""
         ...
 
     def log_tail(

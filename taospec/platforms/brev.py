@@ -431,6 +431,7 @@ def logs(
     tail: int | None,
     follow: bool,
     on_line: Callable[[str], None],
+    on_said: Write | None = None,
 ) -> int:
     """Stream ``docker logs`` from the instance, without brev's trailing instance line; a
     follow reads it once more when the container has exited, for what the follow left out
@@ -444,6 +445,7 @@ def logs(
         code = _stream_logs(
             instance, record, followed.line(False), followed.line(True), follow=True
         )
+        followed.stopped(code, on_said)
 
         def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
             states = _inspect(instance, record)[1] if code == 0 else []

@@ -552,12 +552,14 @@ def logs(
     tail: int | None,
     follow: bool,
     on_line: Callable[[str], None],
+    on_said: Write | None = None,
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
     from the copy ``prune`` left in the results directory. A look (not ``follow``) reads
     its end alone (see :func:`looked_at`) and shows a running container's output
     :func:`~taospec.platforms.common.while_writing` (docker hands on a line not ended yet
-    once it holds 16 KiB of it)."""
+    once it holds 16 KiB of it). What the docker CLI said of a follow it could not go on
+    with goes to ``on_said``, not with the output (see :meth:`Followed.stopped`)."""
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if on_this_machine(sidecar) and kept.is_file() and not _exists(record.id, env):
@@ -578,6 +580,7 @@ def logs(
             on_line=followed.line(False),
             on_error_line=followed.line(True),
         )
+        followed.stopped(code, on_said)
 
         def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
             if code != 0 or not _container_ended(record.id, env):
@@ -661,24 +664,48 @@ class Followed:
     lines) and ``err`` (stderr's) as each line ends (:meth:`line`), and, once the follow
     has ended, what it left out (:meth:`end`): it may stop once the container exits,
     before the log copier has flushed the last piece of a line the job never ended, so
-    that piece, and with it the job's last line, would be lost."""
+    that piece, and with it the job's last line, would be lost.
+
+    The docker CLI writes its own error, when the stream it reads breaks, where it writes
+    the job's stderr: a stderr line of that form (:func:`dockers_own`) is held back until
+    another line comes or the follow ends (:meth:`stopped`)."""
 
     def __init__(self, out: Write, err: Write) -> None:
         self.sinks = {False: out, True: err}
         self.seen = {False: 0, True: 0}  # the lines of each stream handed on
         self.held = {False: "", True: ""}  # the line of each stream the follow left unended
+        self.maybe_dockers = ""  # a stderr line held back: the job's, or docker's own error
 
     def line(self, error: bool) -> Write:
         """What takes each line of stdout (of stderr when ``error``) the follow gives."""
 
         def take(text: str) -> None:
-            if text.endswith("\n"):
+            if not text.endswith("\n"):
+                self.held[error] = text
+                return
+            self._hand_on_held_back()
+            if error and dockers_own(text):
+                self.maybe_dockers = text
+            else:
                 self.seen[error] += 1
                 self.sinks[error](text)
-            else:
-                self.held[error] = text
 
         return take
+
+    def _hand_on_held_back(self) -> None:
+        if self.maybe_dockers:
+            self.seen[True] += 1
+            self.sinks[True](self.maybe_dockers)
+            self.maybe_dockers = ""
+
+    def stopped(self, code: int, on_said: Write | None) -> None:
+        """Once the follow has ended with ``code``: the stderr line held back last is the
+        job's when it exited 0 (handed on), else docker's own error (to ``on_said``)."""
+        if code == 0:
+            self._hand_on_held_back()
+        elif self.maybe_dockers and on_said is not None:
+            on_said(self.maybe_dockers)
+        self.maybe_dockers = ""
 
     def end(self, read: Callable[[Write, Write], int]) -> None:
         """Hand on what follows the lines handed on of each stream in what ``read`` gives
@@ -708,6 +735,19 @@ class Followed:
         last = [(error, text) for error, text in unended.items() if text]
         for i, (error, text) in enumerate(last):
             self.sinks[error](text if i == len(last) - 1 else f"{text}\n")
+
+
+STREAM_ERROR = "error from daemon in stream: "
+"""How the docker CLI begins the error the engine puts in the stream it sends (``Error
+grabbing logs: ...`` when it cannot read a container's log)."""
+CONNECTION_ENDED = "unexpected EOF\n"
+"""What the docker CLI says when the engine's connection ends in the middle of a stream."""
+
+
+def dockers_own(line: str) -> bool:
+    """Whether a line has the form of the docker CLI's own error when the stream of a
+    container's output it reads breaks (the CLI writes it, alone on a line, last)."""
+    return line.startswith(STREAM_ERROR) or line == CONNECTION_ENDED
 
 
 def _container_ended(name: str, env: tuple[tuple[str, str], ...]) -> bool:

@@ -23,7 +23,7 @@ from taospec import proc, templates
 from taospec.diagnose import classify
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
-from taospec.platforms.base import EndedFirst, Launched, StepRunner, last_lines
+from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     cut_at,
     gpu_facts,
@@ -196,6 +196,7 @@ def logs(
     tail: int | None,
     follow: bool,
     on_line: Callable[[str], None],
+    on_said: Write | None = None,  # what reads the output never writes into it
 ) -> int:
     """Print the log file (its last ``tail`` lines), then follow it while the job runs."""
 

@@ -36,7 +36,7 @@ from taospec.plan import (
     Step,
     job_plan,
 )
-from taospec.platforms.base import Launched, StepRunner, last_lines
+from taospec.platforms.base import Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     local_steps,
     output_lines,
@@ -581,6 +581,7 @@ def logs(
     tail: int | None,
     follow: bool,
     on_line: Callable[[str], None],
+    on_said: Write | None = None,  # what reads the output never writes into it
 ) -> int:
     """Print the output file (its last ``tail`` lines); with ``follow``, until the job ends."""
     login = _login(sidecar)
