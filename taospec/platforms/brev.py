@@ -486,7 +486,9 @@ def _stream_logs(
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
     (:class:`_Rerun`)."""
-    command = f"{remote.command(docker.logs_argv(record.id, follow, tail))} || true"
+    command = remote.command(docker.logs_argv(record.id, follow, tail))
+    if follow:  # what a follow that fails said stays with the output (docker.Followed)
+        command += " || true"
     once = _Rerun(on_line, on_error_line)
     lines = _DropInstanceLine(instance, once.stream(0))  # brev's trailer is on its stdout
     code = proc.stream(
