@@ -61,8 +61,9 @@ POLL_FIRST, POLL_MAX = 0.2, 2.0
 UNKNOWN_POLLS = 8
 """Consecutive UNKNOWN answers before a build stops waiting for a job (about 15 s)."""
 RETRY_DUE = "retry_due"
-"""Sidecar note on a job whose failed submit a run will submit again after its backoff: that
-run's process (:func:`~taospec.executor.this_process`) and when it began to wait."""
+"""Sidecar note on a job whose failed submit a run (or a followed ``retry``) will submit again
+after its backoff: that process (:func:`~taospec.executor.this_process`) and when it began to
+wait (:func:`retry_due`)."""
 INTERNAL_ERROR = "INTERNAL ERROR"
 """A target's result when taospec itself failed (exit 3: a ledger it cannot write, a bug),
 which says nothing of how its job did."""
@@ -229,7 +230,7 @@ def under_way(
 ) -> tuple[Record, str] | None:
     """The job of this work (its digest) and fingerprint (``digest``; None while the image's
     id is not known) that has not ended, by its platform's word, and why it is busy; or one that
-    ended and whose run waits to submit its retry. A job still under way must not be started
+    ended and whose launcher waits to submit its retry. A job still under way must not be started
     a second time. An end the platform reports is recorded, as ``taospec status`` records
     it. The jobs ``besides`` (a retry's own chain) are not asked about."""
     for record in index.newest(work, digest):
@@ -242,7 +243,7 @@ def under_way(
         note = index.ledger.sidecar(record.id).get(RETRY_DUE)
         if isinstance(note, dict) and launch_alive(note, record.id):
             ended = " ".join(filter(None, (record.state, record.err_class)))
-            why = f"job {record.id} ended {ended}; the run that launched it submits its retry"
+            why = f"job {record.id} ended {ended}; the taospec that launched it submits its retry"
             return record, f"{why} (pid {note.get('pid')})"
     return None
 
@@ -281,9 +282,26 @@ def _noted_digest(ledger: Ledger, record: Record) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def _chain(ledger: Ledger, record: Record) -> frozenset[str]:
+def chain_ids(ledger: Ledger, record: Record) -> frozenset[str]:
     """A job and the jobs it retries: the jobs a retry of it stands in for."""
     return frozenset({record.id, *(r.id for r in earlier(ledger, record))})
+
+
+@contextmanager
+def retry_due(name: str, ledger: Ledger, record: Record, work: str) -> Iterator[None]:
+    """Note on ``record``, whose submit failed, that this process submits its retry after a
+    wait (:data:`RETRY_DUE`), so that no launch of its ``work`` starts a job meanwhile; unless
+    one is under way already (:class:`Busy`, for ``name``), as decided under the work's lock.
+    The note is taken back when the block raises: no retry comes of that wait."""
+    index = Index(ledger)
+    with index.deciding(work):
+        refuse_busy(name, index, work, _noted_digest(ledger, record), chain_ids(ledger, record))
+        ledger.update_sidecar(record.id, **{RETRY_DUE: {**this_process(), "at": now()}})
+    try:
+        yield
+    except BaseException:
+        ledger.update_sidecar(record.id, **{RETRY_DUE: None})
+        raise
 
 
 def busy_reason(record: Record, status: Status) -> str:
@@ -680,39 +698,21 @@ class Build:
             if not self._retrying(target, record, retries, board, failed=failed_how, wait=wait):
                 raise failed
             try:
-                self._retry_due(target, record, work)
-                try:
+                with retry_due(target.name, self.ledger, record, work.work_digest):
                     if self._stop.wait(wait):
                         raise failed
                     return self._resubmit(target, record, board, work)
-                except BaseException:  # no retry comes of this wait: other runs may start one
-                    self.ledger.update_sidecar(record.id, **{RETRY_DUE: None})
-                    raise
             except SubmitFailed as again:
                 failed = again
             except Busy as busy:
                 board.say(f"{target.name}: {record.id} not retried: {busy.reason}")
                 raise failed from None
 
-    def _retry_due(self, target: Target, record: Record, work: Fingerprint) -> None:
-        """Note on ``record`` that this run submits its retry, unless another run started a
-        job of the same fingerprint first (:class:`Busy`)."""
-        index = Index(self.ledger)
-        with index.deciding(work.work_digest):
-            refuse_busy(
-                target.name,
-                index,
-                work.work_digest,
-                _noted_digest(self.ledger, record),
-                _chain(self.ledger, record),
-            )
-            self.ledger.update_sidecar(record.id, **{RETRY_DUE: {**this_process(), "at": now()}})
-
     def _resubmit(self, target: Target, record: Record, board: Board, work: Fingerprint) -> Record:
         """Submit ``record`` again, unless another run started a job of the same fingerprint
         (:class:`Busy`), decided under the work's lock as a first launch is."""
         index = Index(self.ledger)
-        digest, chain = _noted_digest(self.ledger, record), _chain(self.ledger, record)
+        digest, chain = _noted_digest(self.ledger, record), chain_ids(self.ledger, record)
 
         def noted(new: Record) -> None:  # with its fingerprint known, resubmit notes it
             if digest is None:

@@ -724,7 +724,7 @@ def test_a_run_while_the_same_job_waits_to_retry_its_submit_is_refused(
         assert record(state_dir, job_id)["err_class"] == "ERR_INFRA"
         refused = taospec("run", "-d", spec, env=env)
         assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
-        said = f"job: job {job_id} ended ERROR ERR_INFRA; the run that launched it submits"
+        said = f"job: job {job_id} ended ERROR ERR_INFRA; the taospec that launched it submits"
         assert said in refused.stderr
         assert job_ids(state_dir) == [job_id]
     finally:

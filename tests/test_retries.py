@@ -9,6 +9,8 @@ command the image lacks."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ import pytest
 
 from taospec.errors import InvalidInput
 from taospec.ledger import Ledger
+from taospec.pipeline import busy_line
 from taospec.platforms import render
 from taospec.retrying import MAX_CHAIN, backoff, backoff_first
 from taospec.states import ERROR
@@ -595,3 +598,88 @@ def test_concurrent_retries_and_runs_of_one_plan_start_one_job(
         pool.shutdown()
         for rec in _records(state_dir):
             taospec("cancel", rec.stem)
+
+
+def _waiting(argv: list[str], env: dict[str, str], cwd: Path, said: str) -> subprocess.Popen:
+    """``taospec *argv``, followed, once it says ``said`` (it begins to wait to resubmit)."""
+    waiting = subprocess.Popen(
+        [*taospec_command(), *argv],
+        env={**env, "TAOSPEC_SUBMIT_BACKOFF": "600"},
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert waiting.stderr is not None
+    if not any(said in line for line in waiting.stderr):
+        waiting.kill()
+        raise AssertionError(f"{argv} never said {said!r}: {waiting.communicate()}")
+    return waiting
+
+
+def _stopped(waiting: subprocess.Popen) -> int:
+    """SIGTERM to the process's group, as a closed terminal sends it: its exit code."""
+    if waiting.poll() is None:
+        os.killpg(waiting.pid, signal.SIGTERM)
+    waiting.communicate(timeout=60)
+    return waiting.returncode
+
+
+def test_a_run_while_a_retry_waits_to_resubmit_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
+) -> None:
+    # a followed retry whose submit failed ERR_INFRA waited without saying so: a run of the
+    # plan meanwhile started a second job, and the retry then stopped
+    spec = results_on(
+        job_file(tmp_path, "cat {config_path}", retry="{max: 3}", spec="{a: b}"), full_fs
+    )
+    run = ["run", str(spec)]
+    first = _waiting(run, taospec.env, tmp_path, "retry 1 of 3 in 600s")
+    assert _stopped(first) == 130
+    (failed_id,) = (p.stem for p in _records(state_dir))
+    retry = _waiting(["retry", failed_id], taospec.env, tmp_path, "retry 2 of 3 in 600s")
+    try:
+        (waiting_id,) = (p.stem for p in _records(state_dir) if p.stem != failed_id)
+        assert record(state_dir, waiting_id)["err_class"] == "ERR_INFRA"
+        (full_fs / "filler").unlink()  # room again: nothing but the check stops a run now
+        refused = taospec("run", "-d", spec)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+        assert refused.stderr == (
+            f"job: {busy_line(_due(waiting_id, retry.pid), waiting_id)}\n"
+            f"nothing was run: run again once it has ended, or `taospec run -B {spec}` "
+            "to start another\n"
+        )
+        assert len(_records(state_dir)) == 2
+    finally:
+        stopped = _stopped(retry)
+    assert stopped == 130
+    # the retry that would submit it is gone: a run starts the job again
+    again = taospec("run", "-d", spec)
+    assert again.returncode == 0, again.stderr
+    assert len(_records(state_dir)) == 3
+
+
+def test_a_followed_retry_submits_again_what_it_waited_to_submit(
+    taospec: Runner, tmp_path: Path, state_dir: Path, full_fs: Path
+) -> None:
+    # its own note of the wait does not keep the retry from submitting
+    spec = results_on(job_file(tmp_path, "true", retry="{max: 2}", spec="{a: b}"), full_fs)
+    assert _stopped(_waiting(["run", str(spec)], taospec.env, tmp_path, "in 600s")) == 130
+    (failed_id,) = (p.stem for p in _records(state_dir))
+    done = taospec("retry", failed_id, env={"TAOSPEC_SUBMIT_BACKOFF": "0"})
+    assert done.returncode == 1
+    assert "not retried" not in done.stderr
+    last = done.stdout.split()[-1]
+    assert [r["id"] for r in chain_of(state_dir, last)[:1]] == [failed_id]
+    assert len(chain_of(state_dir, last)) == 3 == len(_records(state_dir))
+    assert f"{last} ended ERROR ERR_INFRA while submitting; no retries left (max 2)" in done.stderr
+
+
+def _due(job_id: str, pid: int) -> str:
+    """Why a plan is busy while the process ``pid`` waits to resubmit ``job_id``."""
+    return (
+        f"job {job_id} ended ERROR ERR_INFRA; the taospec that launched it submits its retry "
+        f"(pid {pid})"
+    )

@@ -10,7 +10,9 @@ ten retries, and a results_root that is not a folder here (``run``'s own check)
 are refused (exit 2), before any record opens. So is a retry while another job of the
 same plan is under way (``run``'s refusal, decided in the same critical section as a
 launch of ``run``: :func:`taospec.pipeline.deciding`), unless ``force`` (``-B``); a retry
-of the chain's own that finds one is not submitted.
+of the chain's own that finds one is not submitted. While it waits to submit again after a
+submit that failed, its plan counts as under way, as a run's does
+(:func:`taospec.pipeline.retry_due`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import os
 import shlex
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from taospec import interrupts, notify, preflight, retrying
@@ -27,7 +30,16 @@ from taospec.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_JOB_FAILED, EXIT
 from taospec.executor import Submission, SubmitFailed, cancel_job
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
-from taospec.pipeline import Busy, age, busy_line, busy_reason, deciding, refuse_busy
+from taospec.pipeline import (
+    Busy,
+    age,
+    busy_line,
+    busy_reason,
+    chain_ids,
+    deciding,
+    refuse_busy,
+    retry_due,
+)
 from taospec.plan import Plan, plan_from_json
 from taospec.polling import poll
 from taospec.states import COMPLETE
@@ -48,21 +60,24 @@ def retry(
     record = ended
     stored = sidecar.get("plan")
     _refuse_missing(record, stored)
-    submit = functools.partial(_decided, ledger, allow_shared_gpus=allow_shared_gpus)
+    submit = functools.partial(_decided, ledger, forced=force, allow_shared_gpus=allow_shared_gpus)
     if detach:
         try:
-            print(submit(record, forced=force).id, flush=True)
+            print(submit(record, own=False).id, flush=True)
         except Busy as busy:
             return _refused(job_id, busy)
         return EXIT_OK
     wanted = plan_from_json(stored).retry_max if isinstance(stored, dict) else 0
-    first_wait = retrying.backoff_first(os.environ)
+    first_wait, wait = retrying.backoff_first(os.environ), 0.0
     current: Record | None = None
     failed: SubmitFailed | None = None
+    due: AbstractContextManager[None] = nullcontext()
     try:
         while True:
             try:
-                current, failed = submit(record, forced=force and current is None), None
+                with due:  # noted while it waits, as run notes it: no run starts the plan then
+                    time.sleep(wait)
+                    current, failed = submit(record, own=current is not None), None
             except SubmitFailed as error:  # recorded ERROR at its submit
                 current, failed = error.record, error
             except Busy as busy:
@@ -77,7 +92,7 @@ def retry(
             wait = retrying.backoff(retries + 1, first_wait) if failed else 0.0
             if not _retrying(current, wanted, retries, submitting=bool(failed), wait=wait):
                 break
-            time.sleep(wait)
+            due = _waiting(ledger, current) if failed else nullcontext()
             record = current
     except KeyboardInterrupt:
         interrupts.hold()
@@ -117,20 +132,34 @@ def _refuse_missing(record: Record, stored: object) -> None:
         _refuse_results_root(record.id, plan_from_json(stored))
 
 
-def _decided(ledger: Ledger, record: Record, *, forced: bool, allow_shared_gpus: bool) -> Record:
+def _decided(
+    ledger: Ledger, record: Record, *, own: bool, forced: bool, allow_shared_gpus: bool
+) -> Record:
     """Submit ``record``'s retry, deciding as a launch of ``run`` does, in the critical section
     of its work (:func:`taospec.pipeline.deciding`), that no job of its plan is under way
-    (:class:`~taospec.pipeline.Busy`; ``forced``: not asked). A job whose work is not known
-    (one launched by a taospec that did not note it) is submitted without that look."""
+    (:class:`~taospec.pipeline.Busy`; ``forced``: not asked for the retry asked for). ``own``:
+    a retry of the chain's own, which its earlier jobs do not keep from starting. A job whose
+    work is not known (one launched by a taospec that did not note it) is submitted without
+    that look."""
     index = Index(ledger)
     work = index.work_of(record.id)
     if work is None:
         return _resubmit(ledger, record, allow_shared_gpus=allow_shared_gpus).record
     digest = ledger.sidecar(record.id).get("fingerprint")
     with deciding(index, work) as opened:
-        if not forced:
-            refuse_busy(record.id, index, work, digest if isinstance(digest, str) else None)
+        if own or not forced:
+            besides = chain_ids(ledger, record) if own else frozenset()
+            refuse_busy(
+                record.id, index, work, digest if isinstance(digest, str) else None, besides
+            )
         return _resubmit(ledger, record, allow_shared_gpus=allow_shared_gpus, opened=opened).record
+
+
+def _waiting(ledger: Ledger, record: Record) -> AbstractContextManager[None]:
+    """The note that this retry waits to submit ``record`` (whose submit failed) again, as a
+    run notes it (:func:`taospec.pipeline.retry_due`); none when its work is not known."""
+    work = Index(ledger).work_of(record.id)
+    return nullcontext() if work is None else retry_due(record.id, ledger, record, work)
 
 
 def _resubmit(ledger: Ledger, record: Record, **options: Any) -> Submission:
