@@ -298,15 +298,21 @@ class Index:
 
     def work_of(self, job_id: str) -> str | None:
         """The work (digest) a launched job ran: its sidecar's note, or for a job launched
-        before jobs noted it, its target's last launch when that was of the job's fingerprint."""
+        before jobs noted it, that of a later job of its fingerprint (which holds its work):
+        its target's last launch, or the job its fingerprint stands for. None: not known."""
         side = self.ledger.sidecar(job_id)
         work, key, digest = side.get("work"), side.get("target"), side.get("fingerprint")
-        if isinstance(work, str) or not isinstance(key, str):
+        if isinstance(work, str) or not isinstance(digest, str):
             return work if isinstance(work, str) else None
-        stored = self.last_launch(key).get("fingerprint")
+        stored = self.last_launch(key).get("fingerprint") if isinstance(key, str) else None
         if isinstance(stored, dict) and Fingerprint(**stored).digest == digest:
             return Fingerprint(**stored).work_digest
-        return None
+        later = self._read(self._fingerprint_path(digest)).get("job_id")
+        if not isinstance(later, str) or later == job_id:
+            return None
+        noted = self.ledger.sidecar(later)
+        known = noted.get("work") if noted.get("fingerprint") == digest else None
+        return known if isinstance(known, str) else None
 
     def opened(self, key: str, job_id: str, fingerprint: Fingerprint, *, image_known: bool) -> None:
         """Note a job as soon as its record is opened, before anything launches: a launch of

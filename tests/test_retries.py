@@ -677,6 +677,69 @@ def test_a_followed_retry_submits_again_what_it_waited_to_submit(
     assert f"{last} ended ERROR ERR_INFRA while submitting; no retries left (max 2)" in done.stderr
 
 
+def _in_the_old_shape(state_dir: Path, job_id: str) -> None:
+    """``job_id``'s sidecar as a taospec wrote it before launches noted their work."""
+    sidecar = state_dir / "jobs" / f"{job_id}.taospec"
+    notes = json.loads(sidecar.read_text())
+    del notes["work"]
+    sidecar.write_text(json.dumps(notes))
+
+
+def _launched_since(taospec: Runner, spec: Path) -> str:
+    """A job of a changed plan of ``spec``'s target, under way: the target's last launch."""
+    write(spec, spec.read_text().replace("sleep 300", "sleep 301"))
+    changed = taospec("run", "-d", spec)
+    assert changed.returncode == 0, changed.stderr
+    return changed.stdout.strip()
+
+
+def test_a_retry_of_an_old_record_refuses_while_its_plan_runs(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # a job from before launches noted their work, once its target had launched another
+    # plan, was retried without the look: a second copy of the plan under way started
+    spec, failed_id = _failed_then_sleeps(taospec, tmp_path)
+    _in_the_old_shape(state_dir, failed_id)
+    running = taospec("run", "-d", spec)
+    assert running.returncode == 0, running.stderr
+    running_id = running.stdout.strip()
+    try:
+        _launched_since(taospec, spec)
+        for args in (("--detach",), ()):
+            refused = taospec("retry", *args, failed_id)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr == _retry_refusal(failed_id, running_id)
+        assert len(_records(state_dir)) == 3
+    finally:
+        for rec in _records(state_dir):
+            taospec("cancel", rec.stem)
+
+
+def test_a_retry_of_an_old_record_whose_work_is_not_known_asks_for_b(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    spec, failed_id = _failed_then_sleeps(taospec, tmp_path)
+    _in_the_old_shape(state_dir, failed_id)
+    try:
+        _launched_since(taospec, spec)
+        for args in (("--detach",), ()):
+            refused = taospec("retry", *args, failed_id)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert refused.stderr == (
+                f"{failed_id}: launched by a taospec that did not note which plan's work it "
+                "ran, so whether another job of that plan is under way cannot be told\n"
+                f"nothing was run: `taospec retry -B {failed_id}` retries it without that "
+                "check\n"
+            )
+        assert len(_records(state_dir)) == 2
+        forced = taospec("retry", "-B", "--detach", failed_id)
+        assert forced.returncode == 0, forced.stderr
+        assert record(state_dir, forced.stdout.strip())["retry_of"] == failed_id
+    finally:
+        for rec in _records(state_dir):
+            taospec("cancel", rec.stem)
+
+
 def _due(job_id: str, pid: int) -> str:
     """Why a plan is busy while the process ``pid`` waits to resubmit ``job_id``."""
     return (

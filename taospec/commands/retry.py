@@ -10,9 +10,11 @@ ten retries, and a results_root that is not a folder here (``run``'s own check)
 are refused (exit 2), before any record opens. So is a retry while another job of the
 same plan is under way (``run``'s refusal, decided in the same critical section as a
 launch of ``run``: :func:`taospec.pipeline.deciding`), unless ``force`` (``-B``); a retry
-of the chain's own that finds one is not submitted. While it waits to submit again after a
-submit that failed, its plan counts as under way, as a run's does
-(:func:`taospec.pipeline.retry_due`).
+of the chain's own that finds one is not submitted. A job whose work is not known (launched
+by a taospec that did not note it, and no later job of its fingerprint did) is refused too,
+unless ``force``: whether another job of its plan is under way cannot be told. While it
+waits to submit again after a submit that failed, its plan counts as under way, as a run's
+does (:func:`taospec.pipeline.retry_due`).
 """
 
 from __future__ import annotations
@@ -52,14 +54,14 @@ def retry(
 ) -> int:
     """Submit the retry, then (unless ``detach``) follow it and react to its end as its
     plan says: exit 0 when the chain's last job completes. Exit 2, nothing submitted, while
-    the job or (unless ``force``) another job of its plan is under way."""
+    the job or (unless ``force``) another job of its plan is under way, or whether one is
+    cannot be told."""
     ledger, record, sidecar = ledger_for(job_id)  # the passed values known before any write
-    ended = _ended(ledger, record)
+    stored = sidecar.get("plan")
+    ended = _retryable(ledger, record, stored, force=force)
     if ended is None:
         return EXIT_INVALID
     record = ended
-    stored = sidecar.get("plan")
-    _refuse_missing(record, stored)
     submit = functools.partial(_decided, ledger, forced=force, allow_shared_gpus=allow_shared_gpus)
     if detach:
         try:
@@ -106,16 +108,27 @@ def retry(
     return EXIT_OK if current.state == COMPLETE else EXIT_JOB_FAILED
 
 
-def _ended(ledger: Ledger, record: Record) -> Record | None:
+def _retryable(ledger: Ledger, record: Record, stored: object, *, force: bool) -> Record | None:
     """The job as it is now, asked of its platform if it had not ended (it may have, since
-    anyone last asked); None, said as ``run`` says it, if it has not."""
+    anyone last asked); None, said as ``run`` says it, if it has not, and (unless ``force``)
+    when the work it ran is not known: whether another job of its plan is under way cannot be
+    told then. What this environment lacks to retry it is refused (:func:`_refuse_missing`)."""
     if record.terminal_state is None:
         record, status = poll(record, ledger)
         if record.terminal_state is None:
             say(f"{record.id}: {busy_line(busy_reason(record, status), record.id)}")
             say("nothing was run: retry it once it has ended")
             return None
-    return record
+    _refuse_missing(record, stored)
+    if force or not isinstance(stored, dict) or Index(ledger).work_of(record.id) is not None:
+        return record  # without a stored plan, resubmit refuses it
+    again = shlex.join(["taospec", "retry", "-B", record.id])
+    say(
+        f"{record.id}: launched by a taospec that did not note which plan's work it ran, so "
+        "whether another job of that plan is under way cannot be told"
+    )
+    say(f"nothing was run: `{again}` retries it without that check")
+    return None
 
 
 def _refuse_missing(record: Record, stored: object) -> None:
@@ -139,8 +152,8 @@ def _decided(
     of its work (:func:`taospec.pipeline.deciding`), that no job of its plan is under way
     (:class:`~taospec.pipeline.Busy`; ``forced``: not asked for the retry asked for). ``own``:
     a retry of the chain's own, which its earlier jobs do not keep from starting. A job whose
-    work is not known (one launched by a taospec that did not note it) is submitted without
-    that look."""
+    work is not known (one launched by a taospec that did not note it; retried only when
+    ``forced``, and its chain) is submitted without that look."""
     index = Index(ledger)
     work = index.work_of(record.id)
     if work is None:
