@@ -268,6 +268,8 @@ def _popen(
         )
     except FileNotFoundError:
         raise InvalidInput(f"{argv[0]}: command not found (needed for: {shown(argv)})") from None
+    except OSError as exc:
+        raise not_started(argv, exc) from None
 
 
 def _finished(
@@ -392,9 +394,17 @@ def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log
                 cwd=cwd,
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            raise InvalidInput(f"{argv[0]}: command not found") from None
+        except OSError as exc:  # after the record opened: the job's failure, not bad input
+            raise not_started(argv, exc) from None
     return process.pid
+
+
+def not_started(argv: Sequence[str], exc: OSError) -> CommandFailed:
+    """A command the kernel would not start, failed as the shell fails it: 127 for a program
+    not found, 126 for one it cannot run (an argument list too long for it, say)."""
+    if isinstance(exc, FileNotFoundError):
+        return CommandFailed(argv[0], 127, f"{argv[0]}: command not found")
+    return CommandFailed(argv[0], 126, f"{argv[0]}: {exc.strerror}")
 
 
 def signal_group(pid: int, signum: signal.Signals) -> bool:
