@@ -75,6 +75,7 @@ def _is_integer(value: object) -> bool:
 
 def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
     yield from _nul_bytes(source)
+    yield from _long_arguments(source)
     yield from _secret_rules(source)
     yield from _user_rules(source)
     yield from _command_rules(source, known)
@@ -91,6 +92,40 @@ def _nul_bytes(source: Source) -> Iterator[Problem]:
     for where, text, is_key in texts(source.data):
         if "\x00" in text:
             yield source.problem(where, message, key=is_key)
+
+
+ARGUMENT_MAX = 131072
+"""The bytes Linux takes in one argument or environment entry of a process, its final NUL
+included (``MAX_ARG_STRLEN``); a longer one fails the launch with E2BIG."""
+
+_NOT_ARGUMENTS = ("spec", "inputs", "upload_excludes")
+"""Keys whose texts never reach a process's arguments (the spec file goes through stdin)."""
+
+
+def _long_arguments(source: Source) -> Iterator[Problem]:
+    data = source.data
+    found: list[tuple[JsonPath, str, str]] = []
+    for where, text in _strings(data, ()):
+        if where[0] in _NOT_ARGUMENTS or where[:2] == ("env", "set") or where == ("command",):
+            continue
+        found.append((where, text, "it"))
+    command = data.get("command")
+    if isinstance(command, str):
+        with contextlib.suppress(ValueError):  # the command rules say why
+            found += [(("command",), word, "one argument") for word in split_command(command)]
+    env = data.get("env")
+    values = env.get("set") if isinstance(env, dict) else None
+    for name, value in values.items() if isinstance(values, dict) else ():
+        found.append((("env", "set", name), f"{name}={value}", f"{name}=..."))
+    for where, text, what in found:
+        size = len(text.encode(errors="surrogateescape"))
+        if size >= ARGUMENT_MAX:
+            yield source.problem(
+                where,
+                f"{what} is {size} bytes, and Linux starts no process with an argument or "
+                f"environment entry of {ARGUMENT_MAX} bytes or more; put long text in the spec, "
+                "which the job reads as a file",
+            )
 
 
 def _strings(value: Any, path: JsonPath) -> list[tuple[JsonPath, str]]:

@@ -798,7 +798,7 @@ def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     taospec: Runner, tmp_path, state_dir
 ):
     # past validate's limit only through a placeholder: the launch itself is refused
-    value = "x" * (131072 - len("FOO=") - 8) + "{job_id}"
+    value = "x" * (131071 - len("FOO={job_id}")) + "{job_id}"
     spec = job_file(tmp_path, "sh -c 'echo hi'", env=f"{{set: {{FOO: '{value}'}}}}")
     done = taospec("run", spec)
     assert done.returncode == 1, done.stderr
@@ -807,3 +807,23 @@ def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     rec = record(state_dir, name)
     assert rec["terminal_state"] == "ERROR"
     assert "Argument list too long" in rec["transitions"][-1]["message"]
+
+
+def test_an_argument_longer_than_the_kernel_takes_is_refused_at_its_line(
+    taospec: Runner, tmp_path, state_dir
+):
+    long = "x" * 131072
+    spec = job_file(
+        tmp_path,
+        f"sh -c 'echo $0' {long}",
+        env=f"{{set: {{FOO: '{long[:131068]}'}}}}",  # FOO=... and its NUL: one byte over
+        spec=f"{{text: '{long}'}}",  # the spec file is no argument: as long as it likes
+    )
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:7:10: $.command: one argument is 131072 bytes" in done.stderr
+        assert f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes" in done.stderr
+        assert "$.spec" not in done.stderr
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
