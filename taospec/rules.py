@@ -710,6 +710,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
             index += took_next
             if flag in DOCKER_OWN_OPTIONS:
                 yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+            elif flag in ("-d", "--detach", "-a", "--attach"):
+                yield from _attachment(source, where, flag, value)
             elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
                 label = value.partition("=")[0]
                 yield source.problem(
@@ -729,6 +731,29 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 )
 
 
+ATTACHED = (
+    "taospec starts the container detached (docker run -d) and reads its output with docker "
+    "logs; attached, the launch would wait for the job and take its output for the "
+    "container's id"
+)
+DETACHED = (
+    "the Slurm job runs the container attached and ends with it; detached, the Slurm job "
+    "would end at once and leave the container running outside it"
+)
+
+
+def _attachment(source: Source, where: JsonPath, flag: str, value: str) -> Iterator[Problem]:
+    """A ``-d``/``--detach`` or ``-a``/``--attach`` that undoes how the platform runs the
+    container: detached (docker, brev: ``-d=false``, ``-a``) or attached (slurm: ``-d``)."""
+    detached = flag in ("-d", "--detach") and value.lower() not in ("false", "0", "f")
+    shown = f"{flag}={value}" if value and flag in ("-d", "--detach") else flag
+    if source.data.get("platform") == "slurm":
+        if detached:
+            yield source.problem(where, f"{shown}: {DETACHED}")
+    elif not detached:
+        yield source.problem(where, f"{shown}: {ATTACHED}")
+
+
 DOCKER_SHORT_FLAGS = frozenset("diPqt")
 """``docker run``'s one-letter options that take no value; every other letter takes one."""
 
@@ -737,8 +762,9 @@ def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
     """The options ``word`` gives ``docker run``, each with its value and whether that value
     is the ``following`` word, read as docker reads them: ``--flag=value``, ``--flag value``
     (for the long options these rules read: mounts and labels), and letters run together,
-    each of :data:`DOCKER_SHORT_FLAGS` alone and the first other letter with the rest of
-    the word (or the next word) as its value, so that ``-tu0`` is ``-t -u 0``."""
+    each of :data:`DOCKER_SHORT_FLAGS` alone (or with ``=value``, ``-d=false``) and the first
+    other letter with the rest of the word (or the next word) as its value, so that ``-tu0``
+    is ``-t -u 0``."""
     if word.startswith("--"):
         flag, equals, attached = word.partition("=")
         if equals or following is None or flag not in (*_MOUNT_OPTIONS, "--label"):
@@ -748,6 +774,10 @@ def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
     letters = word[1:] if word.startswith("-") else ""
     for index, letter in enumerate(letters):
         if letter in DOCKER_SHORT_FLAGS:
+            value = letters[index + 1 :]
+            if value.startswith("="):  # -d=false: a value for the switch, ending the run
+                options.append((f"-{letter}", value[1:], False))
+                break
             options.append((f"-{letter}", "", False))
             continue
         rest = letters[index + 1 :].removeprefix("=")

@@ -1229,6 +1229,12 @@ def test_a_results_root_the_platform_cannot_mount_is_refused(
         (["--label-file", "labels"], "--label-file: write each label as --label"),
         (["--tmpfs", "/results"], "/results mounts at or under /results"),
         (["-v", "/etc://results"], "/etc://results mounts at or under /results"),
+        # run attached, the launch waits for the job and takes its output for the container id
+        (["--detach=false"], "--detach=false: taospec starts the container detached"),
+        (["-d=0"], "-d=0: taospec starts the container detached"),
+        (["-td=false"], "-d=false: taospec starts the container detached"),
+        (["-a", "stdout"], "-a: taospec starts the container detached"),
+        (["--attach=stderr"], "--attach: taospec starts the container detached"),
     ],
 )
 def test_extra_args_cannot_take_over_taospecs_docker_run(
@@ -1241,10 +1247,31 @@ def test_extra_args_cannot_take_over_taospecs_docker_run(
     )
     refused(taospec("validate", write(tmp_path / "job.yaml", text)),
             f"$.docker.extra_args[1]: {refusal}")  # fmt: skip
-    fine = ["--label", "team=cv", "-v", "/etc:/data:ro", "--ulimit", "memlock=-1", "-e", "-u0"]
+    fine = [
+        "--label",
+        "team=cv",
+        "-v",
+        "/etc:/data:ro",
+        "--ulimit",
+        "memlock=-1",
+        "-d",
+        "-e",
+        "-u0",
+    ]
     ok = text.replace(json.dumps(["--init", *args]), json.dumps(fine))
     done = taospec("validate", write(tmp_path / "ok.yaml", ok))
     assert done.returncode == 0, done.stderr
+
+
+def test_a_slurm_job_runs_its_container_attached(taospec: Runner, tmp_path: Path) -> None:
+    text = (
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
+        "results_root: /data/results\ncommand: echo hi\nslurm: {container: docker}\n"
+        "docker: {extra_args: [-a, stdout, -d]}\n"
+    )
+    refusal = "$.docker.extra_args[2]: -d: the Slurm job runs the container attached"
+    lines = refused(taospec("validate", write(tmp_path / "job.yaml", text)), refusal)
+    assert len(lines) == 1
 
 
 SCRIPT_SWEEP = """\

@@ -7,6 +7,7 @@ bash, must give exactly the plan's argument lists.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -40,7 +41,15 @@ def hostile(min_size: int = 0, exclude: str = "") -> st.SearchStrategy[str]:
     return texts.map("".join).filter(lambda text: not lint.find_secret_literals(text))
 
 
-TAKEN = (*DOCKER_OWN_OPTIONS, "--label", "--label-file", "--volume", "--mount", "--tmpfs")
+TAKEN = (
+    *DOCKER_OWN_OPTIONS,
+    "--label",
+    "--label-file",
+    "--volume",
+    "--mount",
+    "--tmpfs",
+    "--attach",
+)
 """Options that would take over one of taospec's own ``docker run`` (validate refuses them)."""
 
 
@@ -48,9 +57,13 @@ def takes_over(word: str) -> bool:
     """Whether docker reads ``word`` as one of :data:`TAKEN`; one-letter options run together,
     the first that takes a value ending the run (``-du0`` is ``-d -u 0``)."""
     if word.startswith("--"):
-        return word.partition("=")[0] in TAKEN
+        flag, _, value = word.partition("=")
+        return flag in TAKEN or (flag == "--detach" and value.lower() in ("false", "0", "f"))
     letters = word[1:] if word.startswith("-") else ""
-    return next((f"-{c}" for c in letters if c not in DOCKER_SHORT_FLAGS), "") in ("-u", "-v", "-l")
+    if re.fullmatch(r"-[diPqt]*d=(false|0|f)", word, re.IGNORECASE):  # -d=false runs attached
+        return True
+    taking = next((f"-{c}" for c in letters if c not in DOCKER_SHORT_FLAGS), "")
+    return taking in ("-u", "-v", "-l", "-a")
 
 
 def docker_args(text: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStrategy[list[str]]:
