@@ -841,8 +841,22 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
         )
     block = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
     yield from _extra_sbatch_rules(source, block.get("extra_sbatch"))
-    if block.get("container", "pyxis") == "pyxis":
+    container = block.get("container", "pyxis")
+    if container == "pyxis":
         yield from _pyxis_mount_rules(source)
+    if container != "docker" and "docker" in data and source.sets(("docker",)):
+        yield source.problem(
+            ("docker",),
+            f"docker: does not apply to a Slurm job whose slurm.container is {container} (only "
+            "docker run reads its options); remove it, or set slurm.container: docker",
+            key=True,
+        )
+    if container == "none" and data.get("mounts"):
+        yield source.problem(
+            ("mounts",),
+            "a Slurm job with slurm.container: none runs its command on the node directly, "
+            "which sees the shared filesystem as it is; mounts need a container",
+        )
 
 
 def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:

@@ -911,6 +911,38 @@ def test_a_block_for_another_platform_is_refused_at_its_key(
     assert not (state_dir / "jobs").exists()
 
 
+@pytest.mark.parametrize(
+    ("container", "extra", "expected"),
+    [
+        ("none", "mounts: [{source: /etc, target: /data}]\n",
+         "$.mounts: a Slurm job with slurm.container: none runs its command on the node"),
+        ("none", "docker: {shm_size: 1g}\n",
+         "$.docker: docker: does not apply to a Slurm job whose slurm.container is none"),
+        ("pyxis", "docker: {extra_args: [--init]}\n",
+         "$.docker: docker: does not apply to a Slurm job whose slurm.container is pyxis"),
+    ],
+)  # fmt: skip
+def test_what_a_slurm_job_s_container_runtime_ignores_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, container: str, extra: str, expected: str
+) -> None:
+    # render and run left these out of the script: the job ran without its mounts or options
+    text = (
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\n"
+        f"slurm: {{container: {container}}}\n{extra}"
+    )
+    path = write(tmp_path / "job.yaml", text)
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), f"{path}:9:", expected)
+        assert len(lines) == 1, lines
+    assert not (state_dir / "jobs").exists()
+    docker = write(
+        tmp_path / "docker.yaml", text.replace(f"container: {container}", "container: docker")
+    )
+    done = taospec("validate", docker)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_pipeline_s_defaults_serve_the_platforms_that_read_them(
     taospec: Runner, tmp_path: Path
 ) -> None:
