@@ -105,10 +105,14 @@ _NOT_ARGUMENTS = ("spec", "inputs", "upload_excludes")
 def _long_arguments(source: Source) -> Iterator[Problem]:
     data = source.data
     found: list[tuple[JsonPath, str, str]] = []
-    for where, text in _strings(data, ()):
-        if where[0] in _NOT_ARGUMENTS or where[:2] == ("env", "set") or where == ("command",):
+    for key, value in data.items():  # the spec, often the largest part, is not walked
+        if key in _NOT_ARGUMENTS or key == "command":
             continue
-        found.append((where, text, "it"))
+        found += [
+            (where, text, "it")
+            for where, text in _strings(value, (key,))
+            if where[:2] != ("env", "set")
+        ]
     command = data.get("command")
     if isinstance(command, str):
         with contextlib.suppress(ValueError):  # the command rules say why
