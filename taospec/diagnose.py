@@ -215,6 +215,15 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "create it or fix mounts[].source; with docker.host it is a path on that host",
         ),
     ),
+    (
+        r'error mounting "[^"\n]*" to rootfs at "[^"\n]*": [^\n]*: not a directory',
+        _program(
+            "a mount puts a file where the image has a folder, or a folder where it has a file",
+            "a mount's source and what the image holds at its target must both be files or "
+            "both be folders: mount a file at a new path (e.g. /data/<name>), or mount the "
+            "folder that holds it (mounts[], or a -v in docker.extra_args)",
+        ),
+    ),  # runc's ENOTDIR for the job's own mount: no fault of the runtime, though it says so
     (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
     (_NO_COMMAND_AT_PATH, _NO_COMMAND),
     (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),

@@ -190,6 +190,16 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             INFRA,
         ),
         (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            'during container init: error mounting "/etc/hostname" to rootfs at "/data": '
+            "mount /etc/hostname:/data (via /proc/self/fd/6), flags: 0x5000: not a directory: "
+            "unknown: Are you trying to mount a directory onto a file (or vice-versa)? Check if "
+            "the specified host path exists and is the expected type",
+            "a mount puts a file where the image has a folder, or a folder where it has a file",
+            PROGRAM,
+        ),
+        (
             'ssh connection failed and could not look up instance "bxo": exit status 255',
             "the Brev instance does not exist",
             PROGRAM,

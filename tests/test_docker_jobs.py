@@ -110,6 +110,20 @@ def test_exit_3_is_an_error_with_the_code_and_the_log_tail(
     assert (status["state"], status["exit_code"]) == ("ERROR", 3)
 
 
+def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # runc refuses it inside an "OCI runtime create failed", which was read as an unhealthy
+    # runtime (ERR_INFRA) and retried; the image has a /data folder
+    assert docker("run", "--rm", engine, "test", "-d", "/data").returncode == 0
+    spec = job_file(open_tmp, engine, "true", mounts="[{source: /etc/hostname, target: /data}]")
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    assert "a mount puts a file where the image has a folder, or a folder" in done.stderr
+    assert "journalctl" not in done.stderr
+    assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
+
+
 def test_a_finished_jobs_status_is_its_record_and_needs_no_engine(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
