@@ -224,6 +224,14 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "folder that holds it (mounts[], or a -v in docker.extra_args)",
         ),
     ),  # runc's ENOTDIR for the job's own mount: no fault of the runtime, though it says so
+    (
+        r"(?m)^docker: open [^\n]+: no such file or directory",
+        _program(
+            "a file docker run reads itself (an --env-file) is missing",
+            "create it, or fix the path in docker.extra_args; docker reads it on the machine "
+            "that runs taospec, whatever engine the job runs on",
+        ),
+    ),
     (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
     (_NO_COMMAND_AT_PATH, _NO_COMMAND),
     (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),

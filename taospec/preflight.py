@@ -2,7 +2,8 @@
 
 Plain ``validate`` judges a job file alone; ``validate --here`` and ``run``
 also ask this machine: do the mount sources exist (a missing one would be
-created by dockerd as an empty root-owned directory), are the ``inputs`` files
+created by dockerd as an empty root-owned directory) and the ``--env-file`` files
+of ``docker.extra_args``, are the ``inputs`` files
 or folders, are the ``env.pass``
 variables set, are the platform's command-line tools installed, and would
 the platform render the job at all. Every answer is a :class:`Problem` at
@@ -66,9 +67,10 @@ def here(
 
 def on_this_machine(job: Job, source: Source) -> list[Problem]:
     """What ``run`` stops at that is a fact of this machine, not of the job file: a mount
-    source missing here, a results_root that is not a folder (``run -n`` and ``doctor``
-    report them, as the machine a job is reviewed on need not be the one it runs on)."""
-    return mount_sources(job, source) + results_root(job, source)
+    source or an env file missing here, a results_root that is not a folder (``run -n`` and
+    ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
+    on)."""
+    return mount_sources(job, source) + env_files(job, source) + results_root(job, source)
 
 
 def _elsewhere(job: Job) -> bool:
@@ -98,6 +100,22 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
             )
         )
     return missing
+
+
+def env_files(job: Job, source: Source) -> list[Problem]:
+    """``--env-file`` files of ``docker.extra_args`` that are not files here, where the docker
+    CLI reads them whatever engine it talks to (a missing one fails the launch, exit 125)."""
+    if job.platform != "docker":
+        return []
+    return [
+        source.problem(
+            ("docker", "extra_args", index),
+            f"--env-file {value} does not exist on this machine, where docker run reads it "
+            "(whatever engine it runs on); create it, or fix the path",
+        )
+        for index, flag, value in rules.docker_options(job.docker.extra_args)
+        if flag == "--env-file" and "{" not in value and not Path(value).is_file()
+    ]
 
 
 def results_root(job: Job, source: Source) -> list[Problem]:

@@ -11,7 +11,7 @@ import contextlib
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -662,6 +662,8 @@ DOCKER_OWN_OPTIONS = {
 
 _OWN_LABELS = ("tao-job", "tao-owner")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
+_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file")
+"""The long options whose value :func:`_options` takes from the next word when not joined."""
 
 
 def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
@@ -705,34 +707,29 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
     if not isinstance(args, list):
         return
     words = [arg if isinstance(arg, str) else "" for arg in args]
-    index = 0
-    while index < len(words):
+    for index, flag, value in docker_options(words):
         where = ("docker", "extra_args", index)
-        following = words[index + 1] if index + 1 < len(words) else None
-        options, index = _options(words[index], following), index + 1
-        for flag, value, took_next in options:
-            index += took_next
-            if flag in DOCKER_OWN_OPTIONS:
-                yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
-            elif flag in ("-d", "--detach", "-a", "--attach"):
-                yield from _attachment(source, where, flag, value)
-            elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
-                label = value.partition("=")[0]
-                yield source.problem(
-                    where, f"{label}: taospec labels the container with the job's id and owner"
-                )
-            elif flag == "--label-file":
-                yield source.problem(
-                    where,
-                    "--label-file: write each label as --label, where a reviewer sees it (taospec "
-                    "labels the container with the job's id and owner)",
-                )
-            elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
-                yield source.problem(
-                    where,
-                    f"{value} mounts at or under /results, where the job's results directory is "
-                    "mounted; mount elsewhere, e.g. /data",
-                )
+        if flag in DOCKER_OWN_OPTIONS:
+            yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+        elif flag in ("-d", "--detach", "-a", "--attach"):
+            yield from _attachment(source, where, flag, value)
+        elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
+            label = value.partition("=")[0]
+            yield source.problem(
+                where, f"{label}: taospec labels the container with the job's id and owner"
+            )
+        elif flag == "--label-file":
+            yield source.problem(
+                where,
+                "--label-file: write each label as --label, where a reviewer sees it (taospec "
+                "labels the container with the job's id and owner)",
+            )
+        elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
+            yield source.problem(
+                where,
+                f"{value} mounts at or under /results, where the job's results directory is "
+                "mounted; mount elsewhere, e.g. /data",
+            )
 
 
 ATTACHED = (
@@ -762,16 +759,29 @@ DOCKER_SHORT_FLAGS = frozenset("diPqt")
 """``docker run``'s one-letter options that take no value; every other letter takes one."""
 
 
+def docker_options(words: Sequence[str]) -> Iterator[tuple[int, str, str]]:
+    """Each option ``words`` (``docker.extra_args``) give ``docker run``, with its value and
+    the index of the word that names it, read as :func:`_options` reads each word."""
+    index = 0
+    while index < len(words):
+        at = index
+        following = words[index + 1] if index + 1 < len(words) else None
+        options, index = _options(words[index], following), index + 1
+        for flag, value, took_next in options:
+            index += took_next
+            yield at, flag, value
+
+
 def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
     """The options ``word`` gives ``docker run``, each with its value and whether that value
     is the ``following`` word, read as docker reads them: ``--flag=value``, ``--flag value``
-    (for the long options these rules read: mounts and labels), and letters run together,
-    each of :data:`DOCKER_SHORT_FLAGS` alone (or with ``=value``, ``-d=false``) and the first
-    other letter with the rest of the word (or the next word) as its value, so that ``-tu0``
-    is ``-t -u 0``."""
+    (for the long options in :data:`_VALUED`), and letters run together, each of
+    :data:`DOCKER_SHORT_FLAGS` alone (or with ``=value``, ``-d=false``) and the first other
+    letter with the rest of the word (or the next word) as its value, so that ``-tu0`` is
+    ``-t -u 0``."""
     if word.startswith("--"):
         flag, equals, attached = word.partition("=")
-        if equals or following is None or flag not in (*_MOUNT_OPTIONS, "--label"):
+        if equals or following is None or flag not in _VALUED:
             return [(flag, attached, False)]
         return [(flag, following, True)]
     options = []

@@ -200,6 +200,12 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             PROGRAM,
         ),
         (
+            "docker: open /nonexistent: no such file or directory\n\nRun 'docker run --help' "
+            "for more information",
+            "a file docker run reads itself (an --env-file) is missing",
+            PROGRAM,
+        ),
+        (
             'ssh connection failed and could not look up instance "bxo": exit status 255',
             "the Brev instance does not exist",
             PROGRAM,

@@ -124,6 +124,24 @@ def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
 
 
+def test_a_retry_whose_env_file_is_gone_is_the_job_files_mistake(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # run refuses a missing env file before any record; a retry launches the stored plan,
+    # and docker's "open ...: no such file or directory" was an unrecognised exit 125
+    env_file = write(open_tmp / "job.env", "GREETING=hi\n")
+    spec = job_file(open_tmp, engine, "sh -c 'exit 3'")
+    extra = f"docker: {{shm_size: 64m, extra_args: [--env-file, {env_file}]}}"
+    write(spec, spec.read_text().replace("docker: {shm_size: 64m}", extra))
+    first, _ = taospec("run", spec).stdout.split()
+    env_file.unlink()
+    retried = taospec("retry", first)
+    assert retried.returncode == 1
+    assert "a file docker run reads itself (an --env-file) is missing" in retried.stderr
+    (again,) = [p.stem for p in (state_dir / "jobs").glob("*.json") if p.stem != first]
+    assert record(state_dir, again)["err_class"] == "ERR_PROGRAM"
+
+
 def test_a_finished_jobs_status_is_its_record_and_needs_no_engine(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

@@ -154,6 +154,32 @@ def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recordin
     assert list(state_dir.iterdir()) == []  # no record was opened
 
 
+def test_run_refuses_an_env_file_missing_here_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # docker run read it only once the record was open: exit 125, "open ...: no such file"
+    missing = tmp_path / "no-such.env"
+    path = job(
+        tmp_path, f"docker:\n  extra_args: [--env-file, {missing}, '--env-file={missing}']\n"
+    )
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    expected = [
+        f"{path}:10:{column}: $.docker.extra_args[{index}]: --env-file {missing} does not exist "
+        "on this machine, where docker run reads it (whatever engine it runs on)"
+        for column, index in ((16, 0), (30 + len(str(missing)), 2))
+    ]
+    refused(taospec("validate", "--here", path), *expected)
+    refused(taospec("run", path), *expected)
+    dry = taospec("run", "-n", path)  # a review warns of it and still shows the plan
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.startswith(f"warning: {expected[0]}")
+    remote = write(tmp_path / "remote.yaml", path.read_text() + "  host: ssh://gpu.invalid\n")
+    refused(taospec("validate", "--here", remote), "(whatever engine it runs on)")
+    assert list(state_dir.iterdir()) == []  # no record was opened
+    missing.write_text("GREETING=hi\n")
+    assert taospec("validate", "--here", path).returncode == 0
+
+
 @pytest.mark.parametrize("platform", ["local", "docker"])
 def test_a_results_root_that_is_a_file_is_refused_before_any_record(
     taospec: Runner, tmp_path: Path, state_dir: Path, platform: str
