@@ -81,6 +81,12 @@ the job's UID may execute in the container: ``unable to start container process:
 "/x": stat /x: no such file or directory`` (``starting container process caused: exec:``
 before runc 1.1, with the quotes escaped before 1.0); also ``permission denied`` and ``not
 a directory``. The job's fault, though it comes inside an ``OCI runtime create failed``."""
+_TOO_LONG = _program(
+    "the kernel takes no argument or environment this long (exit 126, E2BIG)",
+    "shorten what the job's command and env.set expand to (placeholders filled in): each "
+    "argument and NAME=value under 128 KiB, all of them together under getconf ARG_MAX; put "
+    "long text in the spec, which the job reads from a file",
+)
 _RUNTIME = _infra(
     "the container runtime failed to start the container",
     "the Docker host's runtime is unhealthy; see journalctl -u docker there and submit again",
@@ -356,7 +362,7 @@ def classify(exit_code: int | None, native_message: str, log_tail: str) -> Diagn
         _first(_NATIVE, native_message)
         or diagnose(both)
         or _traceback(log_tail)
-        or _by_exit(exit_code, native_message)
+        or _by_exit(exit_code, native_message, both)
     )
 
 
@@ -404,10 +410,12 @@ def _traceback(log_tail: str) -> Diagnosis | None:
     )
 
 
-def _by_exit(exit_code: int | None, native_message: str) -> Diagnosis:
+def _by_exit(exit_code: int | None, native_message: str, both: str) -> Diagnosis:
     number = _signal_number(exit_code, native_message)
     if number is not None:
         return _by_signal(number)
+    if exit_code == 126 and "Argument list too long" in both:  # E2BIG, said as a shell says it
+        return _TOO_LONG
     if exit_code in (126, 127):
         return _program(
             f"the job's command cannot be started (exit {exit_code})",

@@ -332,6 +332,10 @@ PULL_TAIL = (
          "the job's GPU code faulted (Xid 13, an application error)"),
         (127, "process exited with code 127", "sh: 1: visual_changenet: not found", PROGRAM,
          "the job's command cannot be started (exit 127)"),
+        (126, "", "sh: Argument list too long", PROGRAM,
+         "the kernel takes no argument or environment this long (exit 126, E2BIG)"),
+        (126, "process exited with code 126", "sh: /opt/run.sh: Permission denied", PROGRAM,
+         "permission denied"),
         (3, "process exited with code 3", "epoch 3 done\nbye", PROGRAM,
          "the job failed (exit code 3) without an error taospec recognises"),
         (None, "", "", PROGRAM, "the job failed (no exit code) without an error taospec "

@@ -807,6 +807,9 @@ def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     rec = record(state_dir, name)
     assert rec["terminal_state"] == "ERROR"
     assert "Argument list too long" in rec["transitions"][-1]["message"]
+    # the command's first word is fine: the advice is about the lengths the kernel takes
+    assert "the kernel takes no argument or environment this long" in done.stderr
+    assert "first word" not in done.stderr
 
 
 def test_an_argument_longer_than_the_kernel_takes_is_refused_at_its_line(
