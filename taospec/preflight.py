@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -131,18 +132,33 @@ def results_root(job: Job, source: Source) -> list[Problem]:
 
 def results_root_unusable(platform: str, docker_host: str | None, root: str) -> str | None:
     """Why a job's results folder cannot be made under ``root`` on this machine (it is, or lies
-    under, what is not a folder), where ``platform`` makes it here; None when it can be."""
+    under, what is not a folder, or no folder can be made where it would be), where
+    ``platform`` makes it here; None when it can be."""
     if platform not in ("docker", "local") or docker_host:
         return None
     path = Path(root)
     there = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), path)
-    if there.is_dir():
+    if not there.is_dir():
+        what = "is" if there == path else f"lies under {there}, which is"
+        why = f"{root} {what} not a folder on this machine"
+    elif (refused := _refuses_folders(there)) is None:
         return None
-    what = "is" if there == path else f"lies under {there}, which is"
-    return (
-        f"{root} {what} not a folder on this machine; each job's results go in a folder made "
-        "under results_root"
-    )
+    elif there == path:
+        why = f"{root} takes no new folder on this machine ({refused})"
+    else:
+        why = f"{root} cannot be made on this machine: {there} takes no new folder ({refused})"
+    return f"{why}; each job's results go in a folder made under results_root"
+
+
+def _refuses_folders(folder: Path) -> str | None:
+    """Why this process cannot make a folder in ``folder`` (None when it can), as the launch
+    makes the job's: tried and undone at once, since nothing short of making one tells (a
+    filesystem such as /proc, one mounted read-only, permissions)."""
+    try:
+        Path(tempfile.mkdtemp(prefix=".taospec-check-", dir=folder)).rmdir()
+    except OSError as refused:
+        return refused.strerror or str(refused)
+    return None
 
 
 def inputs(target: Target, source: Source) -> list[Problem]:

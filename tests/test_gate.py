@@ -213,6 +213,25 @@ def test_a_results_root_that_is_a_file_is_refused_before_any_record(
     assert list(state_dir.iterdir()) == []  # no record was opened
 
 
+@pytest.mark.parametrize("platform", ["local", "docker"])
+def test_a_results_root_no_folder_can_be_made_in_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, platform: str
+) -> None:
+    # /proc is a folder, so the check passed; install -d then failed once the record was open
+    path = job(tmp_path)
+    text = path.read_text().replace("platform: docker", f"platform: {platform}")
+    write(path, text.replace(str(tmp_path / "results"), "/proc/x"))
+    expected = (
+        f"{path}:6:15: $.results_root: /proc/x cannot be made on this machine: /proc takes no "
+        "new folder (No such file or directory); each job's results go in a folder made under "
+        "results_root"
+    )
+    for verb in (("validate", "--here"), ("run",)):
+        refused(taospec(*verb, path), expected)
+    assert list(state_dir.iterdir()) == []  # no record was opened
+    assert not Path("/proc/x").exists()
+
+
 LOCAL_PIPELINE = """\
 version: 1
 defaults: {{network_arch: hello, platform: local, image: busybox:1, results_root: {root}}}
