@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -151,13 +150,17 @@ def results_root_unusable(platform: str, docker_host: str | None, root: str) -> 
 
 
 def _refuses_folders(folder: Path) -> str | None:
-    """Why this process cannot make a folder in ``folder`` (None when it can), as the launch
-    makes the job's: tried and undone at once, since nothing short of making one tells (a
-    filesystem such as /proc, one mounted read-only, permissions)."""
+    """Why this process could not make a folder in ``folder`` (None when it could), asked of
+    the kernel without making one, since ``validate --here`` and ``run -n`` write nothing: a
+    filesystem mounted read-only, or no permission to write there. (A pseudo-filesystem such
+    as /proc takes no folder either and is not told apart: the launch then fails, recorded.)"""
     try:
-        Path(tempfile.mkdtemp(prefix=".taospec-check-", dir=folder)).rmdir()
-    except OSError as refused:
-        return refused.strerror or str(refused)
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "its filesystem is mounted read-only"
+    except OSError as unreadable:
+        return unreadable.strerror or str(unreadable)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "this user may not write in it"
     return None
 
 

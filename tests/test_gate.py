@@ -214,22 +214,37 @@ def test_a_results_root_that_is_a_file_is_refused_before_any_record(
 
 
 @pytest.mark.parametrize("platform", ["local", "docker"])
-def test_a_results_root_no_folder_can_be_made_in_is_refused_before_any_record(
-    taospec: Runner, tmp_path: Path, state_dir: Path, platform: str
+def test_a_results_root_its_user_may_not_write_in_is_unusable(
+    open_tmp: Path, platform: str
 ) -> None:
-    # /proc is a folder, so the check passed; install -d then failed once the record was open
-    path = job(tmp_path)
-    text = path.read_text().replace("platform: docker", f"platform: {platform}")
-    write(path, text.replace(str(tmp_path / "results"), "/proc/x"))
-    expected = (
-        f"{path}:6:15: $.results_root: /proc/x cannot be made on this machine: /proc takes no "
-        "new folder (No such file or directory); each job's results go in a folder made under "
-        "results_root"
+    """The check found a folder there and passed; the record then opened and the launch's
+    install -d failed for want of permission, diagnosed as a missing file. Asked as user
+    1000 (a child of this process, as this machine's Python is private to root), and without
+    making anything."""
+    locked = open_tmp / "locked"
+    locked.mkdir(mode=0o755)  # root's: user 1000 reads it and may not write in it
+    root = str(locked / "results")
+    read, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's outcome is read below)
+        try:
+            os.setgroups([])
+            os.setgid(1000)
+            os.setuid(1000)
+            why = preflight.results_root_unusable(platform, None, root) or ""
+            os.write(write_end, why.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read, "rb") as said:
+        why = said.read().decode()
+    assert os.waitpid(child, 0)[1] == 0
+    assert why == (
+        f"{root} cannot be made on this machine: {locked} takes no new folder (this user may "
+        "not write in it); each job's results go in a folder made under results_root"
     )
-    for verb in (("validate", "--here"), ("run",)):
-        refused(taospec(*verb, path), expected)
-    assert list(state_dir.iterdir()) == []  # no record was opened
-    assert not Path("/proc/x").exists()
+    assert list(locked.iterdir()) == []  # nothing was made to find it out
+    assert preflight.results_root_unusable(platform, None, root) is None  # root may
 
 
 LOCAL_PIPELINE = """\
