@@ -226,7 +226,7 @@ def test_a_results_root_its_user_may_not_write_in_is_unusable(
     root = str(locked / "results")
     read, write_end = os.pipe()
     child = os.fork()
-    if child == 0:  # pragma: no cover (the child's outcome is read below)
+    if child == 0:  # the child: what it found goes through the pipe, and it ends there
         try:
             os.setgroups([])
             os.setgid(1000)
