@@ -208,6 +208,21 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         yield source.problem(("command", 0), _EMPTY_PROGRAM)
     if isinstance(command, str | list):
         yield from _placeholder_rules(source, command, ("command",), known)
+        yield from _spec_file_needed(source, command)
+
+
+def _spec_file_needed(source: Source, command: str | list[Any]) -> Iterator[Problem]:
+    """``{config_path}`` in a command of a job that writes no spec file (no ``spec:``, and
+    no skill to make one) names a file that is never there: the job would fail on it."""
+    if "spec" in source.data or "skill" in source.data:
+        return
+    words = [command] if isinstance(command, str) else command  # a matrix fills a list
+    if any(isinstance(w, str) and "config_path" in placeholders.names(w) for w in words):
+        yield source.problem(
+            ("command",),
+            "{config_path} is the spec file, which only a job with a spec: has; add a "
+            "spec: (spec: {} for an empty one) or leave the placeholder out",
+        )
 
 
 def _spec_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:

@@ -1053,7 +1053,8 @@ def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
         tmp_path / "job.yaml",
         BASE.replace("platform: docker", f"platform: {platform}")
         .replace("results_root: {root}", f"results_root: '{root}'")
-        .replace("sh -c 'echo hi'", "sh -c 'ls {results_dir} {config_path}'"),
+        .replace("sh -c 'echo hi'", "sh -c 'ls {results_dir} {config_path}'")
+        + "spec: {}\n",
     )
     for argv in (("validate", path), ("render", path)):
         result = taospec(*argv)
@@ -1067,6 +1068,62 @@ def test_a_results_dir_a_script_would_misread_is_refused_where_the_job_sees_it(
             f"{path}:{refused_at}:10: $.command: {{results_dir}} is '{root}/$JOB_ID' and stands",
         )
         assert len(lines) == 2
+
+
+NO_SPEC_PIPELINE = """\
+version: 1
+defaults:
+  network_arch: hello
+  platform: docker
+  image: busybox:1
+  results_root: RESULTS
+  user: "1000:1000"
+  command: [cat, "{config_path}"]
+jobs:
+  plain: {action: greet}
+  sweep:
+    action: greet
+    matrix: {n: [1, 2]}
+    command: sh -c 'cat {config_path} > {results_dir}/{matrix.n}'
+"""
+
+
+@pytest.mark.parametrize("command", ["sh -c 'cat {config_path}'", '[cat, "{config_path}"]'])
+def test_a_command_reading_the_spec_file_of_a_job_without_spec_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, command: str
+) -> None:
+    # no spec: means no spec file: the job ran and failed on a file that was never written
+    path = write(
+        tmp_path / "job.yaml",
+        BASE.format(root=tmp_path / "results").replace("sh -c 'echo hi'", command),
+    )
+    expected = f"{path}:8:10: $.command: {{config_path}} is the spec file, which only a job"
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), expected, "add a spec:")
+        assert len(lines) == 1, lines
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
+    path.write_text(path.read_text() + "spec: {}\n")
+    done = taospec("validate", path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_pipeline_command_reading_a_spec_file_no_target_has_is_refused(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "pipeline.yaml", NO_SPEC_PIPELINE.replace("RESULTS", str(tmp_path / "r"))
+    )
+    lines = refused(taospec("validate", path))
+    assert [line.split(": ")[1] for line in lines] == [
+        "$.defaults.command",
+        "$.jobs.sweep.command",
+    ], lines
+    assert lines[0].startswith(f"{path}:8:")
+    assert lines[1].startswith(f"{path}:14:")
+    path.write_text(path.read_text().replace("jobs:", "  spec: {train: {epochs: 1}}\njobs:"))
+    done = taospec("validate", path)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize(
