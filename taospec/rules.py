@@ -677,7 +677,7 @@ DOCKER_OWN_OPTIONS = {
 
 _OWN_LABELS = ("tao-job", "tao-owner")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
-_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file")
+_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file", "--env")
 """The long options whose value :func:`_options` takes from the next word when not joined."""
 
 
@@ -714,8 +714,9 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
     """``docker.extra_args`` may not take over what taospec's ``docker run`` sets.
 
     Docker takes the last of a repeated option, so a second ``--name`` would
-    rename the container the record names, and a mount at /results would
-    shadow (or clash with) the job's results directory.
+    rename the container the record names, a mount at /results would
+    shadow (or clash with) the job's results directory, and ``-e`` of a
+    variable ``env.set`` may not set would undo what it says (:data:`OWN_VARIABLES`).
     """
     block = source.data.get("docker")
     args = block.get("extra_args") if isinstance(block, dict) else None
@@ -733,6 +734,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
             yield source.problem(
                 where, f"{label}: taospec labels the container with the job's id and owner"
             )
+        elif flag in ("-e", "--env") and (name := value.partition("=")[0]) in OWN_VARIABLES:
+            yield source.problem(where, f"{flag} {name}: {OWN_VARIABLES[name]}")
         elif flag == "--label-file":
             yield source.problem(
                 where,

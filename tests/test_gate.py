@@ -1412,6 +1412,42 @@ def test_extra_args_cannot_take_over_taospecs_docker_run(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["-e", "CUDA_VISIBLE_DEVICES=3"], "-e CUDA_VISIBLE_DEVICES"),
+        (["--env", "CUDA_VISIBLE_DEVICES=3"], "--env CUDA_VISIBLE_DEVICES"),
+        (["-eCUDA_VISIBLE_DEVICES=3"], "-e CUDA_VISIBLE_DEVICES"),
+        (["--env=CUDA_VISIBLE_DEVICES=3"], "--env CUDA_VISIBLE_DEVICES"),
+        (["-te", "CUDA_VISIBLE_DEVICES"], "-e CUDA_VISIBLE_DEVICES"),
+        (["-e", "NVIDIA_VISIBLE_DEVICES=all"], "-e NVIDIA_VISIBLE_DEVICES"),
+        (["--env=NVIDIA_VISIBLE_DEVICES"], "--env NVIDIA_VISIBLE_DEVICES"),
+    ],
+)
+@pytest.mark.parametrize("platform", ["docker", "slurm"])
+def test_extra_args_cannot_set_what_gpus_decides(
+    taospec: Runner, tmp_path: Path, state_dir: Path, args: list[str], shown: str, platform: str
+) -> None:
+    # env.set refused these, but -e in extra_args handed the container GPUs beside gpus:'s,
+    # which no other job's accounting knew of
+    text = BASE.format(root=tmp_path / "results").replace(
+        "platform: docker", f"platform: {platform}"
+    )
+    if platform == "slurm":  # the container's options reach its docker run
+        text = text.replace('user: "1000:1000"\n', "") + "slurm: {container: docker}\n"
+    extra = f"docker: {{extra_args: {json.dumps(['--init', *args])}}}\n"
+    path = write(tmp_path / "job.yaml", text + extra)
+    expected = f"{path}:9:33: $.docker.extra_args[1]: {shown}: "
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), expected, "choose them with gpus: instead")
+        assert len(lines) == 1, lines
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
+    fine = path.read_text().replace(json.dumps(["--init", *args]), '[-e, "CUDA_VERSION=12"]')
+    done = taospec("validate", write(tmp_path / "fine.yaml", fine))
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_slurm_job_runs_its_container_attached(taospec: Runner, tmp_path: Path) -> None:
     text = (
         "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
