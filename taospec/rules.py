@@ -891,8 +891,16 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
         )
 
 
+ARRAY_REFUSAL = (
+    "taospec runs one Slurm job per target and follows the one job id sbatch prints, so the "
+    "other tasks of an array job would run unrecorded; for a sweep, write a pipeline job "
+    "with matrix: (one target, and one Slurm job, per value)"
+)
+
+
 def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
-    """extra_sbatch may not take over the options taospec sets, and each item must read, as
+    """extra_sbatch may not take over the options taospec sets nor make an array job (``-a``,
+    ``--array`` or a start of it, which sbatch takes for it), and each item must read, as
     sbatch reads an #SBATCH line, as one option and at most one value."""
     owned = {flag for pair in SLURM_OWN_OPTIONS.items() for flag in pair if flag}
     for index, line in enumerate(lines if isinstance(lines, list) else []):
@@ -913,6 +921,8 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
                 f"{said} is set by taospec: the job is named after its id, writes its output "
                 "into its results directory and runs one task per node",
             )
+        if word == "-a" or (len(word) > 3 and "--array".startswith(word)):
+            yield source.problem(("slurm", "extra_sbatch", index), f"{word}: {ARRAY_REFUSAL}")
         why = _sbatch_misreads(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)

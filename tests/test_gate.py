@@ -1448,6 +1448,31 @@ def test_extra_args_cannot_set_what_gpus_decides(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("line", "word"),
+    [("--array=1-3", "--array"), ("-a 1-3", "-a"), ("--array 1-3", "--array"), ("-a1-3", "-a"),
+     ("--arr=0-1", "--arr")],
+)  # fmt: skip
+def test_an_array_job_is_refused_with_a_matrix_suggested(
+    taospec: Runner, tmp_path: Path, state_dir: Path, line: str, word: str
+) -> None:
+    # sbatch ran an array job, but taospec followed only the one id sbatch printed
+    text = (
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\nslurm:\n"
+        f"  container: none\n  extra_sbatch: [--qos=high, '{line}', -A proj]\n"
+    )
+    path = write(tmp_path / "job.yaml", text)
+    expected = f"{path}:10:30: $.slurm.extra_sbatch[1]: {word}: "
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), expected, "one Slurm job per target", "matrix:")
+        assert len(lines) == 1, lines
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
+    done = taospec("validate", write(tmp_path / "fine.yaml", text.replace(f"'{line}'", "-t 5")))
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_slurm_job_runs_its_container_attached(taospec: Runner, tmp_path: Path) -> None:
     text = (
         "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
