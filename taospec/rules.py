@@ -703,10 +703,13 @@ def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
     docker = source.data.get("docker")
     host = docker.get("host") if isinstance(docker, dict) else None
     if host and platform != "docker" and "docker" not in refused:
+        also = ""
+        if _ignored_docker(source) and set(docker) - {"host"}:  # one problem for the block
+            also = "; its other options apply to a Slurm job only with slurm.container: docker"
         yield source.problem(
             ("docker", "host"),
             f"docker.host does not apply to platform {platform} ({ELSEWHERE[platform]}); "
-            "remove it, or set platform: docker",
+            f"remove it, or set platform: docker{also}",
         )
 
 
@@ -876,8 +879,9 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
     container = block.get("container", "pyxis")
     if container == "pyxis":
         yield from _pyxis_mount_rules(source)
-    if container != "docker" and "docker" in data and source.sets(("docker",)):
-        yield source.problem(
+    docker = data.get("docker")
+    if _ignored_docker(source) and not (isinstance(docker, dict) and docker.get("host")):
+        yield source.problem(  # with a host, docker.host's problem speaks for the block
             ("docker",),
             f"docker: does not apply to a Slurm job whose slurm.container is {container} (only "
             "docker run reads its options); remove it, or set slurm.container: docker",
@@ -896,6 +900,19 @@ ARRAY_REFUSAL = (
     "other tasks of an array job would run unrecorded; for a sweep, write a pipeline job "
     "with matrix: (one target, and one Slurm job, per value)"
 )
+
+
+def _ignored_docker(source: Source) -> bool:
+    """Whether the job is a Slurm job that writes a docker: block its container runtime
+    (``slurm.container`` pyxis or none) would ignore."""
+    data = source.data
+    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    return (
+        data.get("platform") == "slurm"
+        and slurm.get("container", "pyxis") != "docker"
+        and "docker" in data
+        and source.sets(("docker",))
+    )
 
 
 def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:

@@ -1003,6 +1003,27 @@ def test_what_a_slurm_job_s_container_runtime_ignores_is_refused(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("container", ["pyxis", "none"])
+@pytest.mark.parametrize("block", ["{host: 'ssh://gpu-box'}", "{host: 'ssh://gpu-box', ipc: host}"])
+def test_a_docker_host_on_a_slurm_job_whose_container_ignores_docker_is_one_problem(
+    taospec: Runner, tmp_path: Path, state_dir: Path, container: str, block: str
+) -> None:
+    # the block was refused twice: once as docker: for the container, once as docker.host
+    text = (
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\n"
+        f"slurm: {{container: {container}}}\ndocker: {block}\n"
+    )
+    path = write(tmp_path / "job.yaml", text)
+    expected = f"{path}:9:16: $.docker.host: docker.host does not apply to platform slurm ("
+    others = "; its other options apply to a Slurm job only with slurm.container: docker"
+    for verb in ("validate", "render", "run"):
+        lines = refused(taospec(verb, path), expected)
+        assert len(lines) == 1, lines
+        assert (others in lines[0]) == ("ipc" in block), lines
+    assert not (state_dir / "jobs").exists()
+
+
 def test_a_pipeline_s_defaults_serve_the_platforms_that_read_them(
     taospec: Runner, tmp_path: Path
 ) -> None:
