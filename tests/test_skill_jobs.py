@@ -410,6 +410,18 @@ def test_init_then_validate_lists_exactly_what_is_left(bank: Runner, tmp_path: P
     assert "already exists" in again.stderr
 
 
+def test_init_of_an_action_with_nothing_to_fill_validates_as_written(
+    bank: Runner, tmp_path: Path
+) -> None:
+    made = bank("init", "tao-train-odd", "predict", "-o", "new.yaml")
+    assert made.returncode == 0, made.stderr
+    file = tmp_path / "new.yaml"
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    assert "# Optional inputs: predict.checkpoint (file)" in file.read_text()
+    assert spec_of(plan(bank, file))["predict"]["threshold"] == 0.5
+
+
 def test_an_unknown_skill_or_action_is_refused_at_its_line(bank: Runner, tmp_path: Path) -> None:
     file = write(
         tmp_path / "job.yaml",

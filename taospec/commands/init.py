@@ -4,7 +4,8 @@ The file names the skill and action (the image, command and default spec come fr
 skill when it is loaded), runs on the local Docker engine on GPU 0, and holds a ``spec:``
 block with only what the user must fill in: each required input and each value the
 template leaves ``???``, set to ``???`` and marked. The template's other keys follow as
-comments, so a person sees the defaults and can uncomment what they want to change.
+comments, so a person sees the defaults and can uncomment what they want to change
+(where nothing is left to fill in, ``spec: {}`` stands above them).
 Inside a list that holds a required value everything is written out, because the user's
 list replaces the template's whole list.
 
@@ -94,9 +95,15 @@ def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str
     return "\n".join(lines) + "\n"
 
 
+_UNCOMMENT = "to change a default, drop {} and uncomment it"
+
+
 def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) -> list[str]:
     lines = list(_mapping_lines(_with_required(template, required), (), required, 2))
-    return ["spec:", *lines] if lines else ["spec: {}"]
+    if all(line.lstrip().startswith("#") for line in lines):
+        # Only comments under a bare ``spec:`` would read as null, which is no mapping.
+        return [f"spec: {{}}  # nothing to fill in; {_UNCOMMENT}", *lines]
+    return ["spec:", *lines]
 
 
 def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:
