@@ -286,11 +286,9 @@ def _inputs(
     used = {str(m.get("target", "")).rstrip("/") for m in explicit}
     found: list[SpecInput] = []
     problems: list[Problem] = []
-    for declared, value in inputs_in(spec, action):
-        if declared.type not in PATH_TYPES or not isinstance(value, str) or not _is_path(value):
-            continue
+    for key, path, value in _input_paths(spec, action):
         host = _host_path(value, folder)
-        at: JsonPath = ("spec", *declared.path)
+        at: JsonPath = ("spec", *path)
         job_path = host
         if container:
             job_path = _covered(host, explicit) or added.get(host) or ""
@@ -303,9 +301,26 @@ def _inputs(
                 used.add(job_path)
                 added[host] = job_path
                 mounts.append(Mount(host, job_path, readonly=True, written_at=at))
-        _set(spec, declared.path, job_path)
-        found.append(SpecInput(declared.spec_key, host, job_path))
+        _set(spec, path, job_path)
+        found.append(SpecInput(key, host, job_path))
     return tuple(mounts), tuple(found), problems
+
+
+def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPath, str]]:
+    """Each path an input of ``action`` names in ``spec``: its spec key, where it is, the
+    path. An input's value may be one path or a list of them (each item is one)."""
+    found = []
+    for declared, value in inputs_in(spec, action):
+        if declared.type not in PATH_TYPES:
+            continue
+        if isinstance(value, list):
+            items = [
+                (f"{declared.spec_key}[{i}]", (*declared.path, i), v) for i, v in enumerate(value)
+            ]
+        else:
+            items = [(declared.spec_key, declared.path, value)]
+        found += [(k, p, v) for k, p, v in items if isinstance(v, str) and _is_path(v)]
+    return found
 
 
 def _refusal(host: str, target: str, *, pyxis: bool) -> str | None:

@@ -272,6 +272,33 @@ def test_inputs_are_mounted_read_only_unless_a_mount_already_holds_them(
     ]
 
 
+def test_each_path_of_an_input_holding_a_list_is_mounted(
+    bank: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    (tmp_path / "data" / "more").mkdir(parents=True, exist_ok=True)
+    file = write(
+        tmp_path / "cal.yaml",
+        "version: 1\nskill: tao-train-odd\naction: calibrate\nplatform: docker\n"
+        f'user: "1000:1000"\nresults_root: {tmp_path / "results"}\n'
+        "spec:\n  calibrate:\n    image_dirs: [data/images, data/more, data/none]\n",
+    )
+    data = tmp_path.resolve() / "data"
+    rendered = plan(bank, file)
+    assert spec_of(rendered)["calibrate"]["image_dirs"] == [
+        "/inputs/0/images",
+        "/inputs/1/more",
+        "/inputs/2/none",
+    ]
+    launch = " ".join(step(rendered, "launch")["argv"])
+    assert f"-v {data}/images:/inputs/0/images:ro" in launch
+    assert f"-v {data}/more:/inputs/1/more:ro" in launch
+    where = f"{file}:9:42: $.spec.calibrate.image_dirs[2]"
+    done = bank("validate", "--here", file)
+    assert done.returncode == 2
+    assert f"{where}: {data}/none does not exist on this machine" in done.stderr
+    assert list(state_dir.iterdir()) == []
+
+
 def test_an_action_without_a_template_takes_the_spec_as_written(
     bank: Runner, tmp_path: Path
 ) -> None:
