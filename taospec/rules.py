@@ -1029,3 +1029,16 @@ def _image_rules(source: Source, images: Images) -> Iterator[Problem]:
 def split_command(command: str) -> tuple[str, ...]:
     """``command``'s words as :func:`shlex.split` makes them (checking and building share them)."""
     return tuple(shlex.split(command))
+
+
+_OPERATOR = re.compile(r"[();<>|&]+\Z")
+
+
+def shell_syntax(command: str) -> str | None:
+    """What in ``command`` only a shell understands (a line break, or an operator such as
+    ``&&`` or ``<<`` outside quotes), which :func:`split_command` would turn into words."""
+    if "\n" in command.strip():
+        return "a line break"
+    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return next((repr(token) for token in lexer if _OPERATOR.match(token)), None)

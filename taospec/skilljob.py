@@ -35,7 +35,7 @@ from typing import Any
 from taospec import lint, placeholders
 from taospec.diagnostics import JsonPath, Problem
 from taospec.job import Mount, SpecInput
-from taospec.rules import mount_refusals, secret_key_message, split_command
+from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
 from taospec.skills import (
     Action,
     KeyPath,
@@ -154,6 +154,14 @@ def _command_problems(source: Source, action: Action, known: tuple[str, ...]) ->
         split_command(action.command)
     except ValueError as exc:
         return [source.problem(("skill",), f"{where} cannot be split into words: {exc}")]
+    shell = shell_syntax(action.command)
+    if shell is not None:
+        message = (
+            f"{where} is shell script (it holds {shell}), and taospec runs a command as "
+            "words, through no shell; give command: yourself, e.g. as the list "
+            "[bash, -c, <script>]"
+        )
+        return [source.problem(("skill",), message)]
     return [
         source.problem(("skill",), f"{where}: {message}")
         for message in placeholders.unknown(action.command, known)

@@ -23,7 +23,7 @@ from taospec.identity import Identity
 from taospec.loader import load_jobfile
 from taospec.placeholders import JOB_ID, escape
 from taospec.platforms import render
-from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS
+from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS, shell_syntax
 from tests.conftest import bash_words, load_job
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
@@ -278,3 +278,16 @@ def test_the_script_s_comments_stay_comments_whatever_the_file_and_target_are_na
     assert not (folder / "INJECTED").exists(), script.split("\n")[:4]
     notes = [line for line in script.split("\n") if line.startswith("# Note: ")]
     assert any("\\ntrue #\\ntrue" in line for line in notes), notes  # the line breaks show
+
+
+def test_only_what_a_shell_alone_reads_counts_as_shell_syntax() -> None:
+    said = {
+        "dino train -e {config_path} results_dir={results_dir}": None,
+        """bash -lc 'pip install "x<7" && x train -e {config_path}'""": None,
+        "tool --sep '|' --redirect '>'": None,
+        "prep && train -e {config_path}": "'&&'",
+        "python - {config_path} <<'PY'": "'<<'",
+        "train > log": "'>'",
+        "prep\ntrain -e {config_path}\n": "a line break",
+    }
+    assert {command: shell_syntax(command) for command in said} == said

@@ -299,6 +299,22 @@ def test_each_path_of_an_input_holding_a_list_is_mounted(
     assert list(state_dir.iterdir()) == []
 
 
+def test_a_skill_command_only_a_shell_understands_is_refused(bank: Runner, tmp_path: Path) -> None:
+    head = f"version: 1\nskill: tao-train-odd\naction: serve\nresults_root: {tmp_path}\n"
+    file = write(tmp_path / "serve.yaml", head)
+    [found] = invalid(bank, file)
+    assert found.startswith(f"{file}:2:8: $.skill: the skill's command for serve (")
+    assert found.endswith(
+        "is shell script (it holds a line break), and taospec runs a command as words, "
+        "through no shell; give command: yourself, e.g. as the list [bash, -c, <script>]"
+    )
+    words = write(
+        tmp_path / "words.yaml", head + "command: [bash, -c, 'odd_net serve <<< ready']\n"
+    )
+    done = bank("validate", words)
+    assert done.returncode == 0, done.stderr
+
+
 def test_an_action_without_a_template_takes_the_spec_as_written(
     bank: Runner, tmp_path: Path
 ) -> None:
