@@ -315,6 +315,19 @@ def test_a_skill_command_only_a_shell_understands_is_refused(bank: Runner, tmp_p
     assert done.returncode == 0, done.stderr
 
 
+def test_an_action_that_reads_its_spec_as_toml_is_refused(
+    bank: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    head = f"version: 1\nskill: tao-train-odd\naction: tune\nresults_root: {tmp_path}\n"
+    file = write(tmp_path / "tune.yaml", head + "spec: {tune: {rate: 0.1}}\n")
+    assert invalid(bank, file) == [
+        f"{file}:2:8: $.skill: skill tao-train-odd's tune reads its spec as toml "
+        "(config_format), and taospec writes a spec only as YAML"
+    ]
+    assert bank("run", file).returncode == 2
+    assert list(state_dir.iterdir()) == []
+
+
 def test_an_action_without_a_template_takes_the_spec_as_written(
     bank: Runner, tmp_path: Path
 ) -> None:
