@@ -778,17 +778,23 @@ def test_logs_of_a_job_not_launched_yet_says_there_is_no_log_yet(taospec: Runner
     assert logs.stdout.startswith("(no log yet at ")
 
 
+def _recorded_error(done: subprocess.CompletedProcess[str], state_dir: Path) -> dict:
+    """The one record of a run whose launch failed: ERROR, and said without a traceback."""
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (name,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    rec = record(state_dir, name)
+    assert rec["terminal_state"] == "ERROR"
+    return rec
+
+
 def test_a_launch_that_cannot_start_its_process_is_recorded_error(
     taospec: Runner, tmp_path, state_dir
 ):
     # env.set PATH is the job's own: a PATH without sh leaves the launch nothing to start
     spec = job_file(tmp_path, "sh -c 'echo hi'", env="{set: {PATH: /nonexistent}}")
     done = taospec("run", spec)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    (name,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
-    rec = record(state_dir, name)
-    assert rec["terminal_state"] == "ERROR"
+    rec = _recorded_error(done, state_dir)
     assert rec["err_class"] == "ERR_PROGRAM"
     assert "sh: command not found" in rec["transitions"][-1]["message"]
     assert "the job's command cannot be started" in done.stderr
@@ -801,11 +807,7 @@ def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     value = "x" * (131071 - len("FOO={job_id}")) + "{job_id}"
     spec = job_file(tmp_path, "sh -c 'echo hi'", env=f"{{set: {{FOO: '{value}'}}}}")
     done = taospec("run", spec)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    (name,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
-    rec = record(state_dir, name)
-    assert rec["terminal_state"] == "ERROR"
+    rec = _recorded_error(done, state_dir)
     assert "Argument list too long" in rec["transitions"][-1]["message"]
     # the command's first word is fine: the advice is about the lengths the kernel takes
     assert "the kernel takes no argument or environment this long" in done.stderr
