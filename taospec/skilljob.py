@@ -50,9 +50,10 @@ from taospec.skills import (
 from taospec.taoschema import (
     Finding,
     check_spec,
+    dotted,
     gpu_count_problem,
     gpu_count_unknown,
-    inputs_in,
+    lookup,
     merge_spec,
     unset_inputs,
     user_paths,
@@ -322,19 +323,35 @@ def _inputs(
 
 def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPath, str]]:
     """Each path an input of ``action`` names in ``spec``: its spec key, where it is, the
-    path. An input's value may be one path or a list of them (each item is one)."""
+    path. A key declared at a list index (``sources[0].dir``) names that field of every item
+    of the list, and a value may be one path or a list of them (each item is one)."""
     found = []
-    for declared, value in inputs_in(spec, action):
+    for declared in action.inputs:
         if declared.type not in PATH_TYPES:
             continue
-        if isinstance(value, list):
-            items = [
-                (f"{declared.spec_key}[{i}]", (*declared.path, i), v) for i, v in enumerate(value)
-            ]
-        else:
-            items = [(declared.spec_key, declared.path, value)]
-        found += [(k, p, v) for k, p, v in items if isinstance(v, str) and _is_path(v)]
+        for path in _every_item(spec, declared.path):
+            value = lookup(spec, path)
+            items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+            for index, item in items:
+                where = path if index is None else (*path, index)
+                if isinstance(item, str) and _is_path(item):
+                    found.append((dotted(where), where, item))
     return found
+
+
+def _every_item(spec: Any, path: KeyPath) -> list[KeyPath]:
+    """``path`` with each list index in it standing for every item the list holds."""
+    paths: list[KeyPath] = [()]
+    for part in path:
+        grown: list[KeyPath] = []
+        for at in paths:
+            if isinstance(part, int):
+                node = lookup(spec, at)
+                grown += [(*at, i) for i in range(len(node))] if isinstance(node, list) else []
+            else:
+                grown.append((*at, part))
+        paths = grown
+    return paths
 
 
 def _refusal(host: str, target: str, *, pyxis: bool) -> str | None:

@@ -272,6 +272,36 @@ def test_inputs_are_mounted_read_only_unless_a_mount_already_holds_them(
     ]
 
 
+def test_an_input_declared_at_a_list_index_is_mounted_for_every_item(
+    bank: Runner, tmp_path: Path
+) -> None:
+    """The skill declares dataset.train_data_sources[0].image_dir: a second source's paths
+    passed validate and reached the container as this machine's paths, never mounted."""
+    (tmp_path / "data" / "more").mkdir(parents=True, exist_ok=True)
+    write(tmp_path / "data" / "more.json", "{}\n")
+    file = job(
+        tmp_path,
+        *TRAIN[:-2],
+        "      - image_dir: data/more",
+        "        json_file: data/more.json",
+        *TRAIN[-2:],
+    )
+    rendered = plan(bank, file)
+    sources = spec_of(rendered)["dataset"]["train_data_sources"]
+    assert sources == [  # numbered as declared: each source's image_dir, then json_file
+        {"image_dir": "/inputs/0/images", "json_file": "/inputs/2/train.json"},
+        {"image_dir": "/inputs/1/more", "json_file": "/inputs/3/more.json"},
+    ]
+    data = tmp_path.resolve() / "data"
+    assert (
+        f"input spec.dataset.train_data_sources[1].image_dir: {data}/more, read-only at "
+        "/inputs/1/more" in rendered["notes"]
+    )
+    launch = " ".join(step(rendered, "launch")["argv"])
+    assert f"-v {data}/more:/inputs/1/more:ro" in launch
+    assert str(data) not in json.dumps(spec_of(rendered))
+
+
 def test_each_path_of_an_input_holding_a_list_is_mounted(
     bank: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
