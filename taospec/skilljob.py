@@ -218,7 +218,7 @@ def _spec(
     user = with_gpu_count(skill, template, user_spec, count)
     users = user_paths(template, user)
     merged = merge_spec(template, user)
-    findings = check_spec(schema, merged, users, skill=skill.name)
+    findings = check_spec(schema, merged, users, skill=skill.name, template=template)
     findings += unset_inputs(merged, action, users)
     warnings = []
     for finding in findings:

@@ -115,6 +115,7 @@ def _origin(path: KeyPath, users: frozenset[KeyPath]) -> Origin:
 class _Context:
     users: frozenset[KeyPath]
     skill: str
+    template: Mapping[str, Any]
 
     def finding(self, path: KeyPath, kind: Kind, message: str, *, soft: bool = False) -> Finding:
         """A finding at ``path``: an error when the user wrote it and it is not ``soft``."""
@@ -132,13 +133,16 @@ def check_spec(
     user_paths: frozenset[KeyPath] | set[KeyPath],
     *,
     skill: str,
+    template: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
     """Every finding in the merged ``spec`` against the action's TAO ``schema``.
 
     ``user_paths`` are the paths the user's spec supplies (see :func:`user_paths`);
-    everything else came from the template of the skill named ``skill``.
+    everything else came from the skill's ``template`` (of the skill named ``skill``). A key
+    the schema lacks and the template sets is the skill's own: a user's value for it is
+    kept, with a warning, where any other unknown key is an error.
     """
-    context = _Context(frozenset(user_paths), skill)
+    context = _Context(frozenset(user_paths), skill, template or {})
     found = list(_unset(spec, (), context))
     found.extend(_node(schema, spec, (), context))
     return found
@@ -175,7 +179,15 @@ def _member(
     if isinstance(below, Mapping):
         yield from _node(below, value, at, context)
         return
-    guess = closest(str(key), [str(name) for name in properties])
+    names = list(properties)
+    if _origin(at, context.users) == "user":
+        if lookup(context.template, at) is not _ABSENT:
+            sets = f"unknown key {key!r} ({context.skill}'s template sets it: kept)"
+            yield Finding(at, sets, "warning", "user", "unknown-key")
+            return
+        beside = lookup(context.template, at[:-1])  # the template's own keys are known too
+        names += beside if isinstance(beside, Mapping) else ()
+    guess = closest(str(key), [str(name) for name in names if name != key])
     hint = f"; did you mean {guess!r}?" if guess else ""
     yield context.finding(at, "unknown-key", f"unknown key {key!r}{hint}")
 

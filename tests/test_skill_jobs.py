@@ -657,3 +657,24 @@ def test_an_upstream_input_docker_cannot_mount_is_refused_at_its_spec_key(
         f"is a folder under '{tmp_path / 'res:ults'}', whose ':' or ',' the container's mount "
         "option would split; give target train a results_root without them"
     ]
+
+
+def test_a_key_the_template_sets_and_its_schema_lacks_may_be_given_a_value(
+    bank: Runner, tmp_path: Path
+) -> None:
+    """The template sets predict.batch_hint, which the schema lacks (a warning): a job that
+    changed its value was refused as if it had misspelled a key."""
+    head = f"version: 1\nskill: tao-train-odd\naction: predict\nresults_root: {tmp_path}\nspec:\n"
+    changed = write(tmp_path / "changed.yaml", head + "  predict: {batch_hint: 16}\n")
+    done = bank("validate", changed)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: spec.predict.batch_hint: unknown key 'batch_hint' "
+        "(tao-train-odd's template sets it: kept)"
+    ) in done.stderr
+    assert spec_of(plan(bank, changed))["predict"]["batch_hint"] == 16
+    typo = write(tmp_path / "typo.yaml", head + "  predict: {batch_hnt: 16}\n")
+    assert invalid(bank, typo) == [
+        f"{typo}:6:13: $.spec.predict.batch_hnt: unknown key 'batch_hnt'; did you mean "
+        "'batch_hint'?"
+    ]
