@@ -678,3 +678,22 @@ def test_a_key_the_template_sets_and_its_schema_lacks_may_be_given_a_value(
         f"{typo}:6:13: $.spec.predict.batch_hnt: unknown key 'batch_hnt'; did you mean "
         "'batch_hint'?"
     ]
+
+
+def test_init_for_a_skill_that_names_no_image_asks_for_one(bank: Runner, tmp_path: Path) -> None:
+    """A skill with container_image: null got a job file without image:, which validate
+    then refused for a reason the file did not show; and init's note spoke of ??? under
+    spec: where there were none."""
+    folder = tmp_path / "imageless"
+    shutil.copytree(BANK / "skills" / "models" / "tao-train-odd", folder)
+    info = folder / "references" / "skill_info.yaml"
+    text = info.read_text()
+    info.write_text(text.replace(text.split("container_image: ")[1].split("\n")[0], "null"))
+    made = bank("init", "./imageless", "predict", "-o", "new.yaml")
+    assert made.returncode == 0, made.stderr
+    assert made.stderr == "new.yaml: written; set every ??? in it, then taospec validate new.yaml\n"
+    file = tmp_path / "new.yaml"
+    assert "image: ???  # tao-train-odd names no image for predict" in file.read_text()
+    assert invalid(bank, file)[0].startswith(f"{file}:12:8: $.image: '???' is not valid here")
+    said = bank("init", "tao-train-odd", "predict", "-o", "full.yaml").stderr
+    assert said == "full.yaml: written; nothing in it to fill in; taospec validate full.yaml\n"

@@ -55,10 +55,9 @@ def run(
     reference = skill if "/" not in skill else os.path.relpath(folder, target.resolve().parent)
     text = job_text(loaded, chosen, reference, target.resolve().parent)
     _write_new(target, text)
-    print(
-        f"{target}: written; set every ??? under spec:, then taospec validate {target}",
-        file=sys.stderr,
-    )
+    unset = any("???" in line.partition("#")[0] for line in text.splitlines())
+    to_fill = "set every ??? in it, then" if unset else "nothing in it to fill in;"
+    print(f"{target}: written; {to_fill} taospec validate {target}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -78,9 +77,11 @@ def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str
     """The whole job file, for a file in ``job_dir`` naming the skill as ``reference``."""
     template = read_template(action)
     required = required_paths(template, action)
+    named = (action.image_uri, action.versions_key, skill.image_uri, skill.versions_key)
+    image = [] if any(named) else [f"image: ???  # {skill.name} names no image for {action.name}"]
     lines = [
         f"# yaml-language-server: $schema={os.path.relpath(SCHEMA_FILE, job_dir)}",
-        f"# {skill.name} {action.name}: set every ??? under spec:, then `taospec validate`.",
+        f"# {skill.name} {action.name}: set every ??? (if any), then `taospec validate`.",
         "# The commented keys are the template's defaults; uncomment one to change it.",
         *_optional_inputs(action),
         "version: 1",
@@ -90,6 +91,7 @@ def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str
         'user: "1000:1000"  # who the container runs as, UID:GID ("host": whoever runs taospec)',
         "gpus: [0]",
         f"results_root: {_flow(str(job_dir.resolve() / 'results'))}",
+        *image,
         *_spec_lines(template, required),
     ]
     return "\n".join(lines) + "\n"
