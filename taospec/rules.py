@@ -208,18 +208,18 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         yield source.problem(("command", 0), _EMPTY_PROGRAM)
     if isinstance(command, str | list):
         yield from _placeholder_rules(source, command, ("command",), known)
-        yield from _spec_file_needed(source, command)
+        yield from _spec_file_needed(source, ("command",), command)
 
 
-def _spec_file_needed(source: Source, command: str | list[Any]) -> Iterator[Problem]:
-    """``{config_path}`` in a command of a job that writes no spec file (no ``spec:``, and
-    no skill to make one) names a file that is never there: the job would fail on it."""
+def _spec_file_needed(source: Source, path: JsonPath, value: Any) -> Iterator[Problem]:
+    """``{config_path}`` in the command or an ``env.set`` value (at ``path``) of a job that
+    writes no spec file (no ``spec:``, and no skill to make one) names a file that is never
+    there: the job would fail on it."""
     if "spec" in source.data or "skill" in source.data:
         return
-    words = [command] if isinstance(command, str) else command  # a matrix fills a list
-    if any(isinstance(w, str) and "config_path" in placeholders.names(w) for w in words):
+    if any("config_path" in placeholders.names(text) for _, text in _strings(value, path)):
         yield source.problem(
-            ("command",),
+            path,
             "{config_path} is the spec file, which only a job with a spec: has; add a "
             "spec: (spec: {} for an empty one) or leave the placeholder out",
         )
@@ -300,6 +300,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
             )
         if isinstance(value, str):
             yield from _placeholder_rules(source, value, path, known)
+            yield from _spec_file_needed(source, path, value)
         elif isinstance(value, int | float):  # bool too
             written = source.written(path)
             shown = str(value).lower() if isinstance(value, bool) else str(value)

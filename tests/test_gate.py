@@ -1147,6 +1147,31 @@ def test_a_pipeline_command_reading_a_spec_file_no_target_has_is_refused(
     assert done.returncode == 0, done.stderr
 
 
+def test_an_env_value_naming_the_spec_file_of_a_job_without_spec_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the job got the path of a spec file that was never written
+    path = job(tmp_path, "env:\n  set:\n    MODE: train\n    CFG: 'at {config_path}'\n")
+    expected = f"{path}:12:10: $.env.set.CFG: {{config_path}} is the spec file, which only a job"
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), expected, "add a spec:")
+        assert len(lines) == 1, lines
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
+    pipeline = write(
+        tmp_path / "pipeline.yaml",
+        NO_SPEC_PIPELINE.replace("RESULTS", str(tmp_path / "r"))
+        .replace('[cat, "{config_path}"]', "[env]\n  env: {set: {CFG: '{config_path}'}}")
+        .replace("cat {config_path} >", "env >"),
+    )
+    lines = refused(taospec("validate", pipeline))
+    assert [line.split(": ")[1] for line in lines] == ["$.defaults.env.set.CFG"], lines
+    assert lines[0].startswith(f"{pipeline}:9:"), lines
+    path.write_text(path.read_text() + "spec: {}\n")
+    done = taospec("validate", path)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     ("line", "where"),
     [
