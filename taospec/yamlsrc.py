@@ -108,10 +108,16 @@ class MergedSource(Source):
         self.job_path = job_path
 
     def _origin(self, path: JsonPath) -> JsonPath:
-        """Where in the file ``path`` was set: in the job, in defaults, or (unset) the job."""
+        """Where in the file ``path`` was set: in the job, in defaults, at the text it was
+        split from (a matrix fills a text command's words), or (unset) the job."""
         for base in (self.job_path, ("defaults",)):
             if _reaches(self.root, (*base, *path)):
                 return (*base, *path)
+        for end in range(len(path) - 1, 0, -1):
+            for base in (self.job_path, ("defaults",)):
+                node = _node(self.root, (*base, *path[:end]))
+                if node is not None and isinstance(node.value, str):  # a scalar's text
+                    return (*base, *path[:end])
         return self.job_path
 
     def sets(self, path: JsonPath) -> bool:
@@ -133,12 +139,15 @@ class MergedSource(Source):
 
 
 def _reaches(node: yaml.Node, path: JsonPath) -> bool:
+    return _node(node, path) is not None
+
+
+def _node(node: yaml.Node, path: JsonPath) -> yaml.Node | None:
+    """The node at ``path`` under ``node``, or None where the path leaves the tree."""
+    found: yaml.Node | None = node
     for part in path:
-        child = _child(node, part, want_key=False)
-        if child is None:
-            return False
-        node = child
-    return True
+        found = _child(found, part, want_key=False) if found is not None else None
+    return found
 
 
 def _child(node: yaml.Node, part: str | int, *, want_key: bool) -> yaml.Node | None:

@@ -1172,6 +1172,25 @@ def test_an_env_value_naming_the_spec_file_of_a_job_without_spec_is_refused(
     assert done.returncode == 0, done.stderr
 
 
+def test_a_matrix_job_s_text_command_is_refused_at_its_own_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a matrix fills a text command word by word; a problem in a word pointed at the job's
+    # name with a path such as $.jobs.sweep.command[2], which names nothing in the file
+    text = (
+        NO_SPEC_PIPELINE.replace("RESULTS", str(tmp_path / "r"))
+        .replace('[cat, "{config_path}"]', "echo {nosuch} {matrix.n}")
+        .replace("cat {config_path} >", "echo {matrix.n} {nosuch} >")
+        .replace("  plain: {action: greet}", "  plain: {action: greet, matrix: {n: [1]}}")
+    )
+    path = write(tmp_path / "pipeline.yaml", text)
+    lines = refused(taospec("validate", path))
+    assert [line.split(": unknown placeholder {nosuch}")[0] for line in lines] == [
+        f"{path}:8:12: $.defaults.command",
+        f"{path}:14:14: $.jobs.sweep.command",
+    ], lines
+
+
 @pytest.mark.parametrize(
     ("line", "where"),
     [
