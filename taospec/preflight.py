@@ -104,18 +104,46 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
 
 def env_files(job: Job, source: Source) -> list[Problem]:
     """``--env-file`` files of ``docker.extra_args`` that are not files here, where the docker
-    CLI reads them whatever engine it talks to (a missing one fails the launch, exit 125)."""
+    CLI reads them whatever engine it talks to (a missing one fails the launch, exit 125), or
+    that set a variable ``-e`` may not (:data:`rules.OWN_VARIABLES`)."""
     if job.platform != "docker":
         return []
-    return [
-        source.problem(
-            ("docker", "extra_args", index),
-            f"--env-file {value} does not exist on this machine, where docker run reads it "
-            "(whatever engine it runs on); create it, or fix the path",
-        )
-        for index, flag, value in rules.docker_options(job.docker.extra_args)
-        if flag == "--env-file" and "{" not in value and not Path(value).is_file()
-    ]
+    problems = []
+    for index, flag, value in rules.docker_options(job.docker.extra_args):
+        if flag != "--env-file" or "{" in value:
+            continue
+        where = ("docker", "extra_args", index)
+        if not Path(value).is_file():
+            problems.append(
+                source.problem(
+                    where,
+                    f"--env-file {value} does not exist on this machine, where docker run "
+                    "reads it (whatever engine it runs on); create it, or fix the path",
+                )
+            )
+            continue
+        try:
+            names = env_file_names(Path(value))
+        except OSError as refused:
+            problems.append(
+                source.problem(where, f"--env-file {value} cannot be read here: {refused.strerror}")
+            )
+            continue
+        problems += [
+            source.problem(where, f"--env-file {value} sets {name}: {rules.OWN_VARIABLES[name]}")
+            for name in dict.fromkeys(names)
+            if name in rules.OWN_VARIABLES
+        ]
+    return problems
+
+
+def env_file_names(path: Path) -> list[str]:
+    """The variable names a docker env file sets, in order: each line not blank and not a
+    ``#`` comment is ``NAME=value`` or ``NAME`` alone (passed from the environment). Only
+    names are read out: a value may be a secret, and none leaves this function."""
+    text = path.read_bytes().decode(errors="replace").removeprefix("\ufeff")
+    lines = (line.lstrip() for line in text.splitlines())
+    return [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
 
 
 def results_root(job: Job, source: Source) -> list[Problem]:

@@ -180,6 +180,36 @@ def test_run_refuses_an_env_file_missing_here_before_any_record(
     assert taospec("validate", "--here", path).returncode == 0
 
 
+def test_an_env_file_setting_what_gpus_decides_is_refused_without_its_values(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # -e CUDA_VISIBLE_DEVICES was refused, but an env file handed the container the same
+    env_file = tmp_path / "job.env"
+    env_file.write_text(
+        "\ufeff# GPUs\n\nTOKEN=s3cr3t-Value-42\n  CUDA_VISIBLE_DEVICES=s3cr3t-Value-43\n"
+        "TAO_JOB_ID\nCUDA_VISIBLE_DEVICES=s3cr3t-Value-44\n#NVIDIA_VISIBLE_DEVICES=all\n"
+    )
+    path = job(tmp_path, f"docker:\n  extra_args: [--init, --env-file, {env_file}]\n")
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    expected = [
+        f"{path}:10:24: $.docker.extra_args[1]: --env-file {env_file} sets {name}: "
+        for name in ("CUDA_VISIBLE_DEVICES", "TAO_JOB_ID")
+    ]
+    for verb in (("validate", "--here"), ("run",), ("run", "-n")):
+        result = taospec(*verb, path)
+        assert "s3cr3t" not in result.stdout + result.stderr
+        if verb == ("run", "-n"):  # a review warns of it and still shows the plan
+            assert result.returncode == 0, result.stderr
+            assert result.stderr.startswith(f"warning: {expected[0]}")
+            continue
+        lines = refused(result, *expected, "choose them with gpus: instead")
+        assert len(lines) == 2, lines
+    assert list(state_dir.iterdir()) == []  # no record was opened
+    env_file.write_text("# CUDA_VISIBLE_DEVICES=0\nTOKEN=x\nCUDA_VERSION\n")
+    done = taospec("validate", "--here", path)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("platform", ["local", "docker"])
 def test_a_results_root_that_is_a_file_is_refused_before_any_record(
     taospec: Runner, tmp_path: Path, state_dir: Path, platform: str
