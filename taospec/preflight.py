@@ -5,9 +5,9 @@ also ask this machine: do the mount sources exist (a missing one would be
 created by dockerd as an empty root-owned directory) and the ``--env-file`` files
 of ``docker.extra_args``, are the ``inputs`` files
 or folders, are the ``env.pass``
-variables set, are the platform's command-line tools installed, and would
-the platform render the job at all. Every answer is a :class:`Problem` at
-the line that caused it.
+variables set, are the platform's command-line tools installed, does a Slurm
+job's cluster have its partition, and would the platform render the job at all.
+Every answer is a :class:`Problem` at the line that caused it.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def here(
             upstream = upstream_stand_ins(target.needs)
             found += _render_refusals(job, source, who, user, upstream)
         problems += found
+    problems += slurm_partitions((t.job, sources[n]) for n, t in jobfile.targets.items())
     return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))
 
 
@@ -144,6 +145,35 @@ def env_file_names(path: Path) -> list[str]:
     text = path.read_bytes().decode(errors="replace").removeprefix("\ufeff")
     lines = (line.lstrip() for line in text.splitlines())
     return [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
+
+
+def slurm_partitions(targets: Iterable[tuple[Job, Source]]) -> list[Problem]:
+    """Each ``slurm.partition`` the job's cluster lacks (sbatch would refuse the job once its
+    record is open), the cluster asked once for each place its commands run: here, or its
+    login node over ssh. A cluster that does not answer is not judged here."""
+    from taospec.platforms import slurm  # only a Slurm job that names a partition loads it
+
+    known: dict[str | None, list[str] | None] = {}
+    problems = []
+    for job, source in targets:
+        named = job.slurm.partition if job.platform == "slurm" else None
+        if not named:
+            continue
+        login = job.slurm.login
+        if login not in known:
+            known[login] = slurm.partitions(login)
+        there = known[login]
+        if there is None or named in there:
+            continue
+        problems.append(
+            source.problem(
+                ("slurm", "partition"),
+                f"the Slurm cluster {f'on {login}' if login else 'here'} has no partition "
+                f"{named!r} (it has {', '.join(there)}), and sbatch would refuse the job; name "
+                "one of them, or leave partition out for the cluster's default",
+            )
+        )
+    return problems
 
 
 def results_root(job: Job, source: Source) -> list[Problem]:

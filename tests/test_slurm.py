@@ -605,6 +605,37 @@ def test_status_logs_and_cancel_exit_2_when_the_login_node_does_not_answer(
         assert taospec("cancel", running).returncode == 0
 
 
+@pytest.mark.parametrize("over_ssh", [False, True])
+def test_a_partition_the_cluster_lacks_is_refused_before_any_record(
+    slurm, request: pytest.FixtureRequest, taospec: Runner, open_tmp: Path, state_dir: Path,
+    over_ssh: bool,
+) -> None:  # fmt: skip
+    # sbatch refused it only once the record was open: exit 1, a failed job that never ran
+    login = {"login": request.getfixturevalue("login_node")} if over_ssh else {}
+    listed = subprocess.run(["sinfo", "--noheader", "--format=%P"],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    default = next(word[:-1] for word in listed.stdout.split() if word.endswith("*"))
+    spec = job_file(open_tmp, ["true"], slurm={"partition": "nope", **login})
+    assert taospec("validate", spec).returncode == 0  # the file alone says nothing of it
+    line = 1 + spec.read_text().splitlines().index("  partition: nope")
+    where = f"on {LOGIN}" if login else "here"
+    expected = (
+        f"{spec}:{line}:14: $.slurm.partition: the Slurm cluster {where} has no partition "
+        f"'nope' (it has {default}"
+    )
+    for verb in (("validate", "--here"), ("run",)):
+        done = taospec(*verb, spec)
+        assert done.returncode == 2, done.stderr
+        located = [line for line in done.stderr.splitlines() if ": $." in line]
+        assert len(located) == 1, done.stderr
+        assert located[0].startswith(expected), done.stderr
+    assert not (state_dir / "jobs").exists()
+    assert not (open_tmp / "results").exists()
+    spec = job_file(open_tmp, ["true"], slurm={"partition": default, **login})
+    done = taospec("validate", "--here", spec)
+    assert done.returncode == 0, done.stderr
+
+
 # -- a lost sbatch answer ----------------------------------------------------
 
 

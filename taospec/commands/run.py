@@ -156,6 +156,8 @@ def _refusals(
             found += preflight.passed_variables(job, source, os.environ)
         found += preflight.inputs(jobfile.targets[name], source)
         found += preflight.passed_values_written(job, source, os.environ)
+    if not review:
+        found += preflight.slurm_partitions((jobfile.targets[n].job, sources[n]) for n in names)
     for problem in unique(warned):
         say(f"warning: {problem} (run stops here)")
     return found

@@ -326,6 +326,16 @@ def jobs_named(name: str, login: str | None) -> list[str]:
     return result.stdout.split()
 
 
+def partitions(login: str | None) -> list[str] | None:
+    """The cluster's partitions, hidden ones too (``sinfo`` marks the default with ``*``),
+    asked where the Slurm commands run; None when sinfo does not answer (sbatch then says
+    why the cluster cannot take the job)."""
+    listed = proc.run(on(login, ("sinfo", "--all", "--noheader", "--format=%P")), check=False)
+    if not listed.ok:
+        return None
+    return list(dict.fromkeys(word.rstrip("*") for word in listed.stdout.split()))
+
+
 def _remove_env_file(results_dir: str, login: str | None) -> None:
     """Delete the passed variables' file when no job will read it."""
     proc.run(remove_env_file_step(results_dir, login).argv, check=False)
