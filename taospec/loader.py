@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from taospec import lint, placeholders, schema
+from taospec import lint, placeholders
 from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
 from taospec.job import (
     SPEC_FILE,
@@ -33,7 +33,7 @@ from taospec.job import (
     Target,
     matching,
 )
-from taospec.rules import check, lost_braces, secret_literals, split_command
+from taospec.rules import check, lost_braces, schema_problems, secret_literals, split_command
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
@@ -114,7 +114,7 @@ def _load_text(
     job_file = job_file or display
     if "jobs" not in source.data:
         return _single(source, file, images, job_file, skills)
-    raise_if_any(schema.validate(source))
+    raise_if_any(schema_problems(source))
     return _pipeline(source, file, images, job_file, skills)
 
 

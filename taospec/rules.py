@@ -18,6 +18,7 @@ from typing import Any
 from taospec import lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import SPEC_FILE, results_seen_at
+from taospec.taoschema import MISSING
 from taospec.versions import Images
 from taospec.yamlsrc import Source
 
@@ -42,6 +43,12 @@ MULTI_NODE_REFUSALS = {
 }
 
 
+UNSET_IMAGE_MESSAGE = (
+    f"not set yet ({MISSING}): set image: to the container image to run, a full reference "
+    "(registry/repository:tag) or {versions_key: <a key of versions.yaml>}"
+)
+
+
 def check(
     source: Source,
     images: Images,
@@ -54,15 +61,27 @@ def check(
     ``known`` are the placeholders its values may use; ``definition`` names
     the schema's ``$defs`` entry to check against (default: the whole file).
     """
-    problems = [_reword(source, p) for p in schema.validate(source, definition)]
+    problems = schema_problems(source, definition)
     problems += list(_rules(source, images, known))
     return unique(problems)
 
 
+def schema_problems(source: Source, definition: str | None = None) -> list[Problem]:
+    """The schema's problems in ``source`` (checked against ``definition``), those of a GPU
+    count and of an image left ``???`` said in the words that tell a person what to do."""
+    return [_reword(source, p) for p in schema.validate(source, definition)]
+
+
 def _reword(source: Source, problem: Problem) -> Problem:
-    gpus = source.data.get("gpus")
-    if problem.path[:1] == ("gpus",) and _is_integer(gpus):
-        return source.problem(("gpus",), GPU_COUNT_MESSAGE)
+    path = problem.path
+    if "spec" in path or problem.message.startswith("unknown key"):  # spec: keys are the skill's
+        return problem
+    if "gpus" in path:
+        at = path[: path.index("gpus") + 1]
+        if _is_integer(_value_at(source.data, at)):
+            return source.problem(at, GPU_COUNT_MESSAGE)
+    if path[-1:] == ("image",) and _value_at(source.data, path) == MISSING:
+        return source.problem(path, UNSET_IMAGE_MESSAGE)
     return problem
 
 

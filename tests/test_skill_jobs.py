@@ -694,6 +694,9 @@ def test_init_for_a_skill_that_names_no_image_asks_for_one(bank: Runner, tmp_pat
     assert made.stderr == "new.yaml: written; set every ??? in it, then taospec validate new.yaml\n"
     file = tmp_path / "new.yaml"
     assert "image: ???  # tao-train-odd names no image for predict" in file.read_text()
-    assert invalid(bank, file)[0].startswith(f"{file}:12:8: $.image: '???' is not valid here")
+    assert invalid(bank, file)[0] == (
+        f"{file}:12:8: $.image: not set yet (???): set image: to the container image to run, "
+        "a full reference (registry/repository:tag) or {versions_key: <a key of versions.yaml>}"
+    )
     said = bank("init", "tao-train-odd", "predict", "-o", "full.yaml").stderr
     assert said == "full.yaml: written; nothing in it to fill in; taospec validate full.yaml\n"
