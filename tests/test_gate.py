@@ -50,6 +50,15 @@ def job(tmp_path: Path, extra: str = "", name: str = "job.yaml") -> Path:
     return write(tmp_path / name, BASE.format(root=tmp_path / "results") + extra)
 
 
+def greet(platform: str, results_root: object, rest: str = "") -> str:
+    """A job file's text: busybox greeting on ``platform``, its results under ``results_root``."""
+    return (
+        "version: 1\nnetwork_arch: hello\naction: greet\n"
+        f"platform: {platform}\nimage: busybox:1\nresults_root: {results_root}\n"
+        f"command: echo hi\n{rest}"
+    )
+
+
 def refused(result: subprocess.CompletedProcess[str], *expected: str) -> list[str]:
     """Assert exit 2, located lines, each expected text present; return the located lines."""
     assert result.returncode == 2, (result.returncode, result.stderr)
@@ -1016,11 +1025,7 @@ def test_what_a_slurm_job_s_container_runtime_ignores_is_refused(
     taospec: Runner, tmp_path: Path, state_dir: Path, container: str, extra: str, expected: str
 ) -> None:
     # render and run left these out of the script: the job ran without its mounts or options
-    text = (
-        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
-        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\n"
-        f"slurm: {{container: {container}}}\n{extra}"
-    )
+    text = greet("slurm", tmp_path / "results", f"slurm: {{container: {container}}}\n{extra}")
     path = write(tmp_path / "job.yaml", text)
     for verb in ("validate", "run"):
         lines = refused(taospec(verb, path), f"{path}:9:", expected)
@@ -1039,10 +1044,8 @@ def test_a_docker_host_on_a_slurm_job_whose_container_ignores_docker_is_one_prob
     taospec: Runner, tmp_path: Path, state_dir: Path, container: str, block: str
 ) -> None:
     # the block was refused twice: once as docker: for the container, once as docker.host
-    text = (
-        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
-        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\n"
-        f"slurm: {{container: {container}}}\ndocker: {block}\n"
+    text = greet(
+        "slurm", tmp_path / "results", f"slurm: {{container: {container}}}\ndocker: {block}\n"
     )
     path = write(tmp_path / "job.yaml", text)
     expected = f"{path}:9:16: $.docker.host: docker.host does not apply to platform slurm ("
@@ -1484,10 +1487,10 @@ def test_a_results_root_the_platform_cannot_mount_is_refused(
 def test_extra_args_cannot_take_over_taospecs_docker_run(
     taospec: Runner, tmp_path: Path, args: list[str], refusal: str
 ) -> None:
-    text = (
-        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: docker\nimage: busybox:1\n"
-        'results_root: /data/results\nuser: "1000:1000"\ncommand: echo hi\ndocker:\n'
-        f"  extra_args: {json.dumps(['--init', *args])}\n"
+    text = greet(
+        "docker",
+        "/data/results",
+        f"user: '1000:1000'\ndocker:\n  extra_args: {json.dumps(['--init', *args])}\n",
     )
     refused(taospec("validate", write(tmp_path / "job.yaml", text)),
             f"$.docker.extra_args[1]: {refusal}")  # fmt: skip
@@ -1552,11 +1555,8 @@ def test_an_array_job_is_refused_with_a_matrix_suggested(
     taospec: Runner, tmp_path: Path, state_dir: Path, line: str, word: str
 ) -> None:
     # sbatch ran an array job, but taospec followed only the one id sbatch printed
-    text = (
-        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
-        f"results_root: {tmp_path / 'results'}\ncommand: echo hi\nslurm:\n"
-        f"  container: none\n  extra_sbatch: [--qos=high, '{line}', -A proj]\n"
-    )
+    rest = f"slurm:\n  container: none\n  extra_sbatch: [--qos=high, '{line}', -A proj]\n"
+    text = greet("slurm", tmp_path / "results", rest)
     path = write(tmp_path / "job.yaml", text)
     expected = f"{path}:10:30: $.slurm.extra_sbatch[1]: {word}: "
     for verb in ("validate", "run"):
@@ -1569,11 +1569,8 @@ def test_an_array_job_is_refused_with_a_matrix_suggested(
 
 
 def test_a_slurm_job_runs_its_container_attached(taospec: Runner, tmp_path: Path) -> None:
-    text = (
-        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: slurm\nimage: busybox:1\n"
-        "results_root: /data/results\ncommand: echo hi\nslurm: {container: docker}\n"
-        "docker: {extra_args: [-a, stdout, -d]}\n"
-    )
+    rest = "slurm: {container: docker}\ndocker: {extra_args: [-a, stdout, -d]}\n"
+    text = greet("slurm", "/data/results", rest)
     refusal = "$.docker.extra_args[2]: -d: the Slurm job runs the container attached"
     lines = refused(taospec("validate", write(tmp_path / "job.yaml", text)), refusal)
     assert len(lines) == 1
