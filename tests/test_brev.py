@@ -15,6 +15,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,15 +36,18 @@ from tests.conftest import ROOT, Runner, bash_words, load_job, write
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
     DROPPING_FOLLOW,
+    ENGINE_PROXY,
     GATED_FAILING,
     HALF_WRITTEN,
     INTERLEAVED,
     INTERLEAVED_FAILING,
+    LIKE_DOCKERS_OWN,
     LONG_LAST_LINES,
     LONG_LINE,
     PIECES_FAILING,
     UNENDED_TAILS,
     _only_job,
+    _wait_for,
     last_lines_of_a_failure_broken_by_the_other_stream,
     last_lines_of_a_failure_logged_in_pieces,
     logs_of_a_line_broken_by_the_other_stream,
@@ -621,8 +625,67 @@ def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
         assert NOT_ANSWERING["sshd down"][1] in err, err
         _set_instance(emulator, "box", probes_before_ready=0)
     else:
-        assert "its output stopped (brev exited 0) while the job is RUNNING" in err, err
+        assert "its output stopped (brev exited 143) while the job is RUNNING" in err, err
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
+
+
+@pytest.mark.parametrize("fault", ["its own error", "no answer"])
+def test_following_a_job_whose_instance_engine_breaks_the_stream_says_what_docker_said(
+    fault: str, engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """The instance's engine is reached through a socket that ends each docker logs
+    --follow with an error of the engine's own (or stops answering): the docker CLI writes
+    its error where it writes the job's stderr and exits 1, and logs -f showed that error
+    as the job's output."""
+    socket_path = open_tmp / "engine.sock"
+    says = f"Error grabbing logs: unexpected EOF in {SECRET}"
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", ENGINE_PROXY, str(socket_path), "/var/run/docker.sock"],
+        env={**os.environ, "DAEMON_SAYS": says},
+    )
+    try:
+        _wait_for(socket_path.exists)
+        emulator.add("box", "--env", f"DOCKER_HOST=unix://{socket_path}")
+        spec = job_file(open_tmp, engine, "sh -c 'echo one; sleep 300'")
+        job_id = run(taospec, emulator, "run", "-d", spec).stdout.strip()
+        following = start(taospec, "logs", "-f", job_id, env=emulator.env)
+        assert following.stdout is not None
+        assert following.stdout.readline() == "one\n"
+        if fault == "no answer":
+            proxy.terminate()
+        else:
+            proxy.send_signal(signal.SIGUSR1)
+        out, err = stopped_following(following, job_id)
+    finally:
+        proxy.terminate()
+        proxy.wait()
+    assert out == ""
+    if fault == "no answer":
+        assert "the Docker engine on Brev instance box does not answer" in err, err
+    else:
+        assert (
+            "its output stopped (brev exited 1: error from daemon in stream: Error grabbing "
+            "logs: unexpected EOF in <redacted>) while the job is RUNNING" in err
+        ), err
+    follows = [c for c in emulator.commands() if "--follow" in c["command"]]
+    assert [(c["attempt"], c["exit_code"]) for c in follows] == [(1, 0)]  # brev ran it once
+    assert SECRET not in err
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
+
+
+def test_a_jobs_own_lines_that_look_like_dockers_errors_are_shown_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, LIKE_DOCKERS_OWN)
+    job_id = run(taospec, emulator, "run", "-d", spec).stdout.strip()
+    followed = run(taospec, emulator, "logs", "-f", job_id)
+    assert followed.returncode == 0, followed.stderr
+    assert sorted(followed.stdout.splitlines()) == [
+        "error from daemon in stream: Error grabbing logs: unexpected EOF",
+        "step",
+        "unexpected EOF",
+    ], followed.stdout
 
 
 def _drop_connection(command: str) -> None:
@@ -664,7 +727,7 @@ def test_following_through_a_dropped_connection_shows_each_line_once(
     assert following.stdout is not None
     shown = sorted(following.stdout.readline() for _ in range(3))
     assert shown == ["one\n", "three\n", "two\n"]
-    _drop_connection(f"docker logs --follow {job_id} || true")
+    _drop_connection(f"docker logs --follow {job_id} || echo TAOSPEC_FOLLOWED=$? >&2")
     time.sleep(2)  # brev's second run has shown what the job wrote so far, once more
     assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
     out, err = following.communicate(timeout=60)

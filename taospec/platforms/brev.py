@@ -22,6 +22,7 @@ that what a reviewer reads is what runs). The spec names the UID:GID (or
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -50,6 +51,12 @@ at once: nothing has started yet, and brev itself already ran a failed command t
 GONE = "could not look up instance"
 RERUN = "Connection failed, checking instance status..."
 """brev's notice, on stderr, that it runs the command again (its ssh connection failed)."""
+FOLLOWED = re.compile(f"{remote.MARK}FOLLOWED=([0-9]+)\n?\\Z")
+"""The stderr line a follow's remote command ends with when ``docker logs`` failed: its
+exit code, which brev does not pass back (the command itself exits 0, so that brev does
+not run it, and follow the output from its start, again)."""
+NOTHING = re.compile("(?!)")
+"""A pattern no line matches: a read that does not follow ends in no such line."""
 
 
 def exec_argv(instance: str, command: str) -> tuple[str, ...]:
@@ -373,12 +380,13 @@ def log_tail(
     return docker.tail_text(read_lines, lines, writing)
 
 
-class _DropInstanceLine:
-    """Passes lines on, holding back a line that ends in the instance name until another
-    follows: brev's trailer, or the output's unended last line with the trailer joined."""
+class _Trailer:
+    """Passes lines on, holding back a line that ends in ``pattern`` until another follows:
+    what the remote side adds after the output, alone on its line or joined to the
+    output's unended last line (brev's instance name, :data:`FOLLOWED`)."""
 
-    def __init__(self, instance: str, on_line: Callable[[str], None]) -> None:
-        self.instance = instance
+    def __init__(self, pattern: re.Pattern[str], on_line: Callable[[str], None]) -> None:
+        self.pattern = pattern
         self.on_line = on_line
         self.held: str | None = None
 
@@ -386,17 +394,20 @@ class _DropInstanceLine:
         if self.held is not None:
             self.on_line(self.held)
             self.held = None
-        if text.rstrip("\n").endswith(self.instance):
+        if self.pattern.search(text):
             self.held = text
         else:
             self.on_line(text)
 
-    def end(self, succeeded: bool) -> None:
-        """A held line ends in brev's trailer only when the exec succeeded."""
-        if self.held is not None and not succeeded:
-            self.on_line(self.held)
-        elif self.held is not None and (rest := self.held.rstrip("\n")[: -len(self.instance)]):
+    def end(self, ours: bool) -> re.Match[str] | None:
+        """The held line's trailer when it is ``ours`` (what comes before it passed on);
+        else the held line is the output's, passed on whole."""
+        held, self.held = self.held, None
+        found = self.pattern.search(held) if held is not None and ours else None
+        rest = held[: found.start()] if held is not None and found else held
+        if rest:
             self.on_line(rest)
+        return found
 
 
 class _Rerun:
@@ -485,17 +496,23 @@ def _stream_logs(
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
-    (:class:`_Rerun`)."""
+    (:class:`_Rerun`). Its exit code: of a follow, that of ``docker logs`` on the instance
+    (:data:`FOLLOWED`); else brev's (1 when ``docker logs`` failed)."""
     command = remote.command(docker.logs_argv(record.id, follow, tail))
-    if follow:  # what a follow that fails said stays with the output (docker.Followed)
-        command += " || true"
     once = _Rerun(on_line, on_error_line)
-    lines = _DropInstanceLine(instance, once.stream(0))  # brev's trailer is on its stdout
-    code = proc.stream(
-        exec_argv(instance, command), on_line=lines.line, on_error_line=once.stream(1)
-    )
+    lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
+    said = _Trailer(FOLLOWED if follow else NOTHING, once.stream(1))
+    if follow:  # docker's code in a line: a failed command brev would run (and follow) again
+        command += f" || echo {remote.MARK}FOLLOWED=$? >&2"
+    code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=said.line)
     lines.end(code == 0)
-    return code
+    failed = said.end(code == 0)
+    return int(failed[1]) if failed else code
+
+
+def _trailer(instance: str) -> re.Pattern[str]:
+    """brev's last stdout line when stdout is piped: the instance's name."""
+    return re.compile(f"{re.escape(instance)}\n?\\Z")
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:
