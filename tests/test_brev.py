@@ -42,6 +42,7 @@ from tests.test_docker_jobs import (
     INTERLEAVED,
     INTERLEAVED_FAILING,
     LIKE_DOCKERS_OWN,
+    LOG_CHUNK,
     LONG_LAST_LINES,
     LONG_LINE,
     PIECES_FAILING,
@@ -306,6 +307,16 @@ def test_tail_on_an_instance_counts_whole_lines_and_never_begins_inside_one(
     tail_of_a_line_logged_in_pieces(_on_box(taospec, emulator), done.stdout.split()[0], passed)
 
 
+def _logs_reads(emulator: Brev) -> Callable[[], list[list[str]]]:
+    """The arguments of each ``docker logs`` the instance ran (each read's last command)."""
+
+    def reads() -> list[list[str]]:
+        ran = [c["command"].rpartition("; ")[2] for c in emulator.commands()]
+        return [shlex.split(last)[1:] for last in ran if last.startswith("docker logs ")]
+
+    return reads
+
+
 def test_tail_on_an_instance_reads_a_window_at_the_end_of_a_large_output(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
 ) -> None:
@@ -315,12 +326,8 @@ def test_tail_on_an_instance_reads_a_window_at_the_end_of_a_large_output(
     done = run(taospec, emulator, "run", spec, **passed)
     assert done.returncode == 0, done.stderr
 
-    def reads() -> list[list[str]]:
-        ran = [shlex.split(c["command"]) for c in emulator.commands()]
-        return [words[1:] for words in ran if words[:2] == ["docker", "logs"]]
-
     job_id = done.stdout.split()[0]
-    tails_read_from_the_end(_on_box(taospec, emulator), job_id, passed, reads)
+    tails_read_from_the_end(_on_box(taospec, emulator), job_id, passed, _logs_reads(emulator))
 
 
 def test_the_last_lines_shown_of_a_failed_container_never_begin_inside_a_line_on_an_instance(
@@ -358,12 +365,8 @@ def test_the_last_lines_run_shows_are_read_from_the_end_of_the_output_alone_on_a
 
     job_id = _job_id_seen(state_dir, emulator)
 
-    def reads() -> list[list[str]]:
-        ran = [shlex.split(c["command"]) for c in emulator.commands()]
-        return [words[1:] for words in ran if words[:2] == ["docker", "logs"]]
-
     try:
-        tail_reads_of_a_gated_failure(running, job_id, reads)
+        tail_reads_of_a_gated_failure(running, job_id, _logs_reads(emulator))
     finally:
         running.kill()
 
@@ -689,14 +692,15 @@ def test_a_jobs_own_lines_that_look_like_dockers_errors_are_shown_on_an_instance
 
 
 def _drop_connection(command: str) -> None:
-    """Kill, as a dropped ssh connection would, the emulator's ``bash -c COMMAND`` and what it
-    runs: brev then says "Connection failed" and runs the command again."""
-    wanted = f"bash\0-c\0{command}\0".encode()
+    """Kill, as a dropped ssh connection would, the emulator's ``bash -c ...`` whose command
+    ends in ``command``, and what it runs: brev then says "Connection failed" and runs the
+    command again."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
-                if cmdline.read_bytes() != wanted:
+                argv = cmdline.read_bytes().split(b"\0")
+                if argv[:2] != [b"bash", b"-c"] or not argv[2].endswith(command.encode()):
                     continue
                 shell = int(cmdline.parent.name)
                 children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
@@ -733,6 +737,37 @@ def test_following_through_a_dropped_connection_shows_each_line_once(
     out, err = following.communicate(timeout=60)
     assert following.returncode == 0, err
     assert (sorted(out.splitlines()), err) == (["five", "four"], "")
+
+
+def test_a_line_a_dropped_connection_cut_in_two_shows_once_whole(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """The connection drops after docker logs --follow handed on the first piece of each
+    stream's first line (docker logs a long line in pieces): that piece showed joined to
+    the same line from brev's second run, and on stderr to brev's "Connection failed"."""
+    emulator.add("box")
+    command = (
+        f"sh -c 'head -c {LOG_CHUNK} /dev/zero | tr \\\\0 x; "
+        f"head -c {LOG_CHUNK} /dev/zero | tr \\\\0 y >&2; "
+        "while [ ! -e /tmp/gate ]; do sleep 0.2; done; echo end; echo end >&2'"
+    )
+    job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
+    job_id = job_id.stdout.strip()
+    following = start(taospec, "logs", "-f", job_id, env=emulator.env)
+
+    def both_pieces_logged() -> bool:
+        logged = docker("logs", job_id)
+        return len(logged.stdout) == len(logged.stderr) == LOG_CHUNK
+
+    _wait_for(both_pieces_logged)
+    time.sleep(1)  # the follow has handed both pieces on
+    _drop_connection(f"docker logs --follow {job_id} || echo TAOSPEC_FOLLOWED=$? >&2")
+    time.sleep(2)  # brev's second run has handed them on once more
+    assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+    out, err = following.communicate(timeout=60)
+    assert following.returncode == 0, err
+    shown = sorted((line[0], len(line) - 3, line[-3:]) for line in out.splitlines())
+    assert (shown, err) == ([("x", LOG_CHUNK, "end"), ("y", LOG_CHUNK, "end")], ""), shown
 
 
 def test_a_job_on_a_deleted_instance_is_recorded_error_once(

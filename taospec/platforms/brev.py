@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -411,21 +412,27 @@ class _Trailer:
 
 
 class _Rerun:
-    """Passes each stream's lines on once through brev's runs of one read: when the ssh
-    connection drops, brev says so (:data:`RERUN`) and runs ``docker logs`` again, which
-    prints the output from its start once more, so as many lines of each stream as were
-    shown are passed over. (A line the drop cut in two cannot be told apart: it shows
-    joined to the next run's first line.)"""
+    """Passes each stream's lines on once through brev's runs of one read. Each run begins
+    with a line of its own (``begun``) on each stream; when the ssh connection drops, brev
+    says so (:data:`RERUN`) and runs the command again, which prints the output from its
+    start once more, so after either line as many lines of the stream as were shown are
+    passed over. A line the drop cut in two ends in the one or the other: it goes with
+    them, and comes again whole."""
 
-    def __init__(self, on_line: Callable[[str], None], on_error_line: Callable[[str], None]):
+    def __init__(
+        self, begun: str, on_line: Callable[[str], None], on_error_line: Callable[[str], None]
+    ):
+        self.begun = f"{begun}\n"
         self.sinks = (on_line, on_error_line)
         self.shown = [0, 0]
         self.skip = [0, 0]
 
     def stream(self, index: int) -> Callable[[str], None]:
+        ends = (self.begun, f"{RERUN}\n") if index == 1 else (self.begun,)  # RERUN: stderr
+
         def line(text: str) -> None:
-            if index == 1 and text.rstrip("\n") == RERUN:
-                self.skip = list(self.shown)
+            if text.endswith(ends):
+                self.skip[index] = self.shown[index]
             elif self.skip[index]:
                 self.skip[index] -= 1
             else:
@@ -498,8 +505,10 @@ def _stream_logs(
     ``on_error_line``; each line once, however often a dropped connection made brev run it
     (:class:`_Rerun`). Its exit code: of a follow, that of ``docker logs`` on the instance
     (:data:`FOLLOWED`); else brev's (1 when ``docker logs`` failed)."""
-    command = remote.command(docker.logs_argv(record.id, follow, tail))
-    once = _Rerun(on_line, on_error_line)
+    begun = f"{remote.MARK}BEGUN={secrets.token_hex(4)}"  # no line of the job's is this
+    say = remote.command(["echo", begun])
+    command = f"{say}; {say} >&2; {remote.command(docker.logs_argv(record.id, follow, tail))}"
+    once = _Rerun(begun, on_line, on_error_line)
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
     said = _Trailer(FOLLOWED if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again
