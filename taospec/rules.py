@@ -133,9 +133,11 @@ def _long_arguments(source: Source) -> Iterator[Problem]:
             if where[:2] != ("env", "set")
         ]
     command = data.get("command")
+    words = _strings(command, ("command",))  # a list, as written or as a matrix filled it
     if isinstance(command, str):
         with contextlib.suppress(ValueError):  # the command rules say why
-            found += [(("command",), word, "one argument") for word in split_command(command)]
+            words = [(("command",), word) for word in split_command(command)]
+    found += [(where, word, "one argument") for where, word in words]
     env = data.get("env")
     values = env.get("set") if isinstance(env, dict) else None
     for name, value in values.items() if isinstance(values, dict) else ():

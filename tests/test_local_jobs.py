@@ -832,3 +832,29 @@ def test_an_argument_longer_than_the_kernel_takes_is_refused_at_its_line(
         assert "$.spec" not in done.stderr
     assert not (state_dir / "jobs").exists()
     assert not (tmp_path / "results").exists()
+
+
+def test_a_long_word_of_a_listed_or_matrix_filled_command_is_refused_at_its_line(
+    taospec: Runner, tmp_path, state_dir
+):
+    long = "x" * 131072
+    listed = job_file(tmp_path, "unused")
+    listed.write_text(listed.read_text().replace('"unused"', f"[sh, -c, 'echo $0', {long}]"))
+    half = long[: len(long) // 2]
+    swept = write(
+        tmp_path / "sweep.yaml",
+        "version: 1\n"
+        "defaults: {network_arch: hello, action: greet, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'results'}}}\n"
+        "jobs:\n"
+        "  a:\n"
+        f"    matrix: {{v: [{half}]}}\n"
+        f"    command: \"sh -c 'echo $0' {half}{{matrix.v}}\"\n",
+    )
+    for spec, where in ((listed, "7:30: $.command[3]"), (swept, "7:14: $.jobs.a.command")):
+        for verb in ("validate", "run"):
+            done = taospec(verb, spec)
+            assert done.returncode == 2, done.stderr
+            assert f"{spec}:{where}: one argument is 131072 bytes" in done.stderr
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "results").exists()
