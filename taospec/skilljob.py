@@ -51,6 +51,7 @@ from taospec.taoschema import (
     Finding,
     check_spec,
     dotted,
+    every_item,
     gpu_count_problem,
     gpu_count_unknown,
     lookup,
@@ -329,7 +330,7 @@ def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPat
     for declared in action.inputs:
         if declared.type not in PATH_TYPES:
             continue
-        for path in _every_item(spec, declared.path):
+        for path in every_item(spec, declared.path):
             value = lookup(spec, path)
             items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
             for index, item in items:
@@ -337,21 +338,6 @@ def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPat
                 if isinstance(item, str) and _is_path(item):
                     found.append((dotted(where), where, item))
     return found
-
-
-def _every_item(spec: Any, path: KeyPath) -> list[KeyPath]:
-    """``path`` with each list index in it standing for every item the list holds."""
-    paths: list[KeyPath] = [()]
-    for part in path:
-        grown: list[KeyPath] = []
-        for at in paths:
-            if isinstance(part, int):
-                node = lookup(spec, at)
-                grown += [(*at, i) for i in range(len(node))] if isinstance(node, list) else []
-            else:
-                grown.append((*at, part))
-        paths = grown
-    return paths
 
 
 def _refusal(host: str, target: str, *, pyxis: bool) -> str | None:

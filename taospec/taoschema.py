@@ -320,6 +320,21 @@ def lookup(spec: Any, path: KeyPath) -> Any:
     return value
 
 
+def every_item(spec: Any, path: KeyPath) -> list[KeyPath]:
+    """``path`` with each list index in it standing for every item the list holds."""
+    paths: list[KeyPath] = [()]
+    for part in path:
+        grown: list[KeyPath] = []
+        for at in paths:
+            if isinstance(part, int):
+                node = lookup(spec, at)
+                grown += [(*at, i) for i in range(len(node))] if isinstance(node, list) else []
+            else:
+                grown.append((*at, part))
+        paths = grown
+    return paths
+
+
 def inputs_in(spec: Mapping[str, Any], action: Action) -> list[tuple[Input, Any | None]]:
     """Each input the action declares, with its value in ``spec`` (None where absent)."""
     found = []
@@ -337,12 +352,17 @@ def unset_inputs(
     (An input still ``???`` is reported by :func:`check_spec`, once.)
     """
     found = []
-    for declared, value in inputs_in(spec, action):
-        if declared.optional or not _empty(value):
+    for declared in action.inputs:
+        if declared.optional:
             continue
-        path = declared.path
-        message = f"set spec.{declared.spec_key}: the {declared.type} that {action.name} reads"
-        found.append(Finding(path, message, "error", _origin(path, frozenset(user_paths)), "input"))
+        # declared at a list index, the input is needed in every item the list holds
+        for path in every_item(spec, declared.path) or [declared.path]:
+            value = lookup(spec, path)
+            if value is _ABSENT or _empty(value):
+                key = dotted(path)
+                message = f"set spec.{key}: the {declared.type} that {action.name} reads"
+                origin = _origin(path, frozenset(user_paths))
+                found.append(Finding(path, message, "error", origin, "input"))
     return found
 
 

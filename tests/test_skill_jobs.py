@@ -194,6 +194,20 @@ def test_a_required_input_left_out_is_an_error(bank: Runner, tmp_path: Path) -> 
     ) in found
 
 
+def test_a_required_input_declared_at_a_list_index_is_needed_in_every_item(
+    bank: Runner, tmp_path: Path
+) -> None:
+    """The skill declares dataset.train_data_sources[0].json_file: a second source without
+    one passed validate, and train met an empty path only once it ran."""
+    (tmp_path / "data" / "more").mkdir(parents=True, exist_ok=True)
+    file = job(tmp_path, *TRAIN[:-2], "      - image_dir: data/more", *TRAIN[-2:])
+    assert invalid(bank, file) == [
+        f"{file}:{line_of(file, '- image_dir: data/more')}:9: "
+        "$.spec.dataset.train_data_sources[1].json_file: "
+        "set spec.dataset.train_data_sources[1].json_file: the file that train reads"
+    ]
+
+
 def test_the_gpu_key_follows_gpus_and_a_different_value_is_refused(
     bank: Runner, tmp_path: Path
 ) -> None:
