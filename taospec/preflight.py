@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -210,16 +211,52 @@ def results_root_unusable(platform: str, docker_host: str | None, root: str) -> 
 def _refuses_folders(folder: Path) -> str | None:
     """Why this process could not make a folder in ``folder`` (None when it could), asked of
     the kernel without making one, since ``validate --here`` and ``run -n`` write nothing: a
-    filesystem mounted read-only, or no permission to write there. (A pseudo-filesystem such
-    as /proc takes no folder either and is not told apart: the launch then fails, recorded.)"""
+    filesystem mounted read-only, one of the kernel's own (/proc, /sys, /dev/pts), or no
+    permission to write there."""
     try:
         if os.statvfs(folder).f_flag & os.ST_RDONLY:
             return "its filesystem is mounted read-only"
     except OSError as unreadable:
         return unreadable.strerror or str(unreadable)
+    if (kind := _filesystem_type(folder)) in KERNEL_FILESYSTEMS:
+        return f"it is a {kind} filesystem, which holds no files but the kernel's own"
     if not os.access(folder, os.W_OK | os.X_OK):
         return "this user may not write in it"
     return None
+
+
+KERNEL_FILESYSTEMS = frozenset(
+    {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "mqueue", "debugfs", "tracefs",
+     "securityfs", "pstore", "bpf", "configfs", "fusectl", "binfmt_misc", "efivarfs"}
+)  # fmt: skip
+"""Filesystems that show the kernel's state: a folder made there is refused, or is not a
+folder at all (a cgroup), so no job's results can go there (statvfs cannot tell them)."""
+
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem holding ``path`` (``ext4``, ``proc``), as this process's
+    mount table says: the last mount on the longest mount point above it; None unread."""
+    real = os.path.realpath(path)
+    found: tuple[int, str] | None = None
+    try:
+        with Path(MOUNTINFO).open(encoding="utf-8", errors="surrogateescape") as table:
+            for line in table:
+                fields = line.split()
+                point = _unescaped(fields[4])
+                kind = fields[fields.index("-") + 1]
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and (found is None or len(point) >= found[0]):
+                    found = (len(point), kind)
+    except (OSError, IndexError, ValueError):
+        return None
+    return found[1] if found else None
+
+
+def _unescaped(field: str) -> str:
+    """A mount point as mountinfo writes it, its blanks and backslashes as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
 
 
 def inputs(target: Target, source: Source) -> list[Problem]:

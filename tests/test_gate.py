@@ -286,6 +286,35 @@ def test_a_results_root_its_user_may_not_write_in_is_unusable(
     assert preflight.results_root_unusable(platform, None, root) is None  # root may
 
 
+@pytest.mark.parametrize(
+    ("root", "mount", "kind"),
+    [("/proc/taospec-results", "/proc", "proc"), ("/dev/pts/results", "/dev/pts", "devpts")],
+)
+def test_a_results_root_on_a_kernel_filesystem_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, root: str, mount: str, kind: str
+) -> None:
+    """/proc takes no folder whoever asks, yet statvfs calls it writable and root may write
+    there: validate --here passed, and run recorded an ERROR when the launch made none."""
+    path = job(tmp_path)
+    for platform in ("local", "docker"):
+        path.write_text(
+            path.read_text()
+            .replace(str(tmp_path / "results"), root)
+            .replace("platform: docker", f"platform: {platform}")
+            .replace("platform: local", f"platform: {platform}")
+        )
+        assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+        for verb in (("validate", "--here"), ("run",)):
+            refused(
+                taospec(*verb, path),
+                f"{path}:6:15: $.results_root: {root} cannot be made on this machine: {mount} "
+                f"takes no new folder (it is a {kind} filesystem, which holds no files but the "
+                "kernel's own); each job's results go in a folder made under results_root",
+            )
+    assert list(state_dir.iterdir()) == []  # no record was opened
+    assert not os.path.exists(root)
+
+
 LOCAL_PIPELINE = """\
 version: 1
 defaults: {{network_arch: hello, platform: local, image: busybox:1, results_root: {root}}}
