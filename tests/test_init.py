@@ -64,6 +64,16 @@ def test_a_train_job_names_the_skill_and_marks_what_to_fill(tmp_path: Path) -> N
     assert "# Optional inputs: dataset.val_data_sources.image_dir (folder)" in text
 
 
+def test_an_input_the_template_holds_as_a_list_is_written_as_wanting_a_list(
+    tmp_path: Path,
+) -> None:
+    """calibrate.image_dirs is a folder input whose template value is a list: the comment
+    said "the folder", and the one folder a person then wrote was refused as no list."""
+    text, job = written(tmp_path, "calibrate", skill="tao-train-odd")
+    assert job["spec"] == {"calibrate": {"image_dirs": MISSING}}
+    assert "image_dirs: ???  # input: a list of the folders that calibrate reads" in text
+
+
 def test_hostile_keys_come_back_byte_for_byte(tmp_path: Path) -> None:
     _, job = written(tmp_path, "evaluate")
     assert job["spec"]["labels"] == {

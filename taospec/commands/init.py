@@ -22,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
-from taospec.skills import Action, KeyPath, Skill, find_skill, load_skill, read_template
-from taospec.taoschema import MISSING, dotted
+from taospec.skills import (
+    Action,
+    Input,
+    KeyPath,
+    Skill,
+    find_skill,
+    load_skill,
+    read_template,
+)
+from taospec.taoschema import MISSING, dotted, lookup
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
 SCHEMA_FILE = (
@@ -113,8 +121,16 @@ def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath,
     required = dict.fromkeys(_missing(template, ()), "the template leaves it for you")
     for declared in action.inputs:
         if not declared.optional:
-            required[declared.path] = f"input: the {declared.type} that {action.name} reads"
+            required[declared.path] = _input_note(template, declared, action)
     return required
+
+
+def _input_note(template: Mapping[str, Any], declared: Input, action: Action) -> str:
+    """What a required input is, a list where the template holds one (as the schema then
+    wants: a single path there is refused)."""
+    listed = isinstance(lookup(template, declared.path), list) and declared.type != "list"
+    what = f"a list of the {declared.type}s" if listed else f"the {declared.type}"
+    return f"input: {what} that {action.name} reads"
 
 
 def _missing(value: Any, at: KeyPath) -> Iterator[KeyPath]:
