@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -858,3 +859,88 @@ def test_a_long_word_of_a_listed_or_matrix_filled_command_is_refused_at_its_line
             assert f"{spec}:{where}: one argument is 131072 bytes" in done.stderr
     assert not (state_dir / "jobs").exists()
     assert not (tmp_path / "results").exists()
+
+
+SPARSE_LOG = 4 << 30
+"""How large a log the tails below read the end of: a sparse file, with no line end in it."""
+
+
+def _read_with_rchar(taospec: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``taospec *args`` run for real, and how many bytes its process read (``rchar``)."""
+    counted = (
+        "import runpy, sys\n"
+        "try:\n"
+        "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
+        "finally:\n"
+        "    sys.stderr.write(open('/proc/self/io').read())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", counted, *args],
+        capture_output=True,
+        text=True,
+        env=taospec.env,
+        cwd=taospec.cwd,
+        timeout=120,
+        check=False,
+    )
+    (rchar,) = (line.split()[1] for line in done.stderr.splitlines() if line.startswith("rchar:"))
+    return done, int(rchar)
+
+
+def test_the_tail_of_a_huge_log_reads_its_end_alone(taospec: Runner, tmp_path) -> None:
+    # logs --tail N read the whole log file to keep its last N lines: a training run's
+    # log of gigabytes was read (and held) whole to print a few lines
+    spec = job_file(tmp_path, "sh -c 'echo early'")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    log = tmp_path / "results" / job_id / "taospec.log"
+    os.truncate(log, SPARSE_LOG)
+    with log.open("ab") as more:
+        more.write("\nline-1\nline-2 ünïcode\nline-3 no end".encode())
+    looked, read = _read_with_rchar(taospec, "logs", job_id, "--tail", "2")
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout == "line-2 ünïcode\nline-3 no end"
+    assert read < 1 << 25, read  # some MiB: Python and taospec themselves
+    assert taospec("logs", job_id, "--tail", "0").stdout == ""
+    assert taospec("logs", job_id, "--tail", "3").stdout == "line-1\n" + looked.stdout
+    assert taospec("logs", job_id, "--tail", "1", "-f").stdout == looked.stdout
+
+
+def test_following_the_tail_of_a_huge_log_reads_its_end_alone(taospec: Runner, tmp_path) -> None:
+    # logs -f --tail N read the whole log file before it began to follow it
+    go = tmp_path / "go"
+    spec = job_file(
+        tmp_path,
+        f"sh -c 'echo early; truncate -s {SPARSE_LOG} {{results_dir}}/taospec.log; echo; "
+        f"echo line-1; echo line-2; until [ -e {go} ]; do sleep 0.1; done; echo line-3'",
+    )
+    started = taospec("run", "--detach", spec)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    log = tmp_path / "results" / job_id / "taospec.log"
+    wait_for(lambda: log.exists() and log.stat().st_size > SPARSE_LOG)
+    wait_for(lambda: _ends(log, b"line-2\n"))
+    with subprocess.Popen(
+        [*taospec_command(), "logs", "-f", "--tail", "2", job_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=taospec.env,
+        cwd=taospec.cwd,
+    ) as follow:
+        assert follow.stdout is not None
+        shown = [follow.stdout.readline(), follow.stdout.readline()]
+        io = Path(f"/proc/{follow.pid}/io").read_text()  # while it follows the job
+        go.touch()
+        rest = follow.stdout.read()
+        assert follow.wait(timeout=60) == 0
+    assert shown == ["line-1\n", "line-2\n"]
+    assert rest == "line-3\n"
+    read = int(next(line.split()[1] for line in io.splitlines() if line.startswith("rchar:")))
+    assert read < 1 << 25, read  # some MiB: Python and taospec themselves
+
+
+def _ends(path: Path, text: bytes) -> bool:
+    with path.open("rb") as file:
+        file.seek(-len(text), os.SEEK_END)
+        return file.read() == text

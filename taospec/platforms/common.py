@@ -3,10 +3,11 @@ the lines of a job's output."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from taospec import lint, templates
 from taospec.identity import Identity
@@ -93,6 +94,38 @@ def output_lines(text: str) -> list[str]:
     ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``, and output is redacted a
     line at a time: a passed value holding one of those would reach redaction in pieces."""
     return _LINE.findall(text)
+
+
+TAIL_BLOCK = 64 * 1024
+"""How much of a log :func:`tail_start` reads at a time, going back from its end."""
+
+
+def tail_start(log: IO[bytes], lines: int, *, held: bool, block: int = TAIL_BLOCK) -> int:
+    """Where the last ``lines`` lines of ``log`` begin (its start when it holds fewer), as
+    :func:`output_lines` splits them. A last line not ended yet is one of them, unless it is
+    ``held`` back (a follow hands it on once it ends; a look at a job still writing may cut
+    it to nothing): then it comes after them.
+
+    Read back from the end a ``block`` at a time, only until the line end before the first
+    of them, so that the tail of a log of gigabytes reads little more than the lines."""
+    end = log.seek(0, os.SEEK_END)
+    ends = lines + 1 if held else lines  # to pass, the one before the first line included
+    if ends <= 0:
+        return end
+    position = end if held else end - 1  # a last byte that is a line end ends a line shown
+    while position > 0:
+        start = max(position - block, 0)
+        log.seek(start)
+        data = log.read(position - start)
+        found = data.count(b"\n")
+        if found >= ends:
+            at = len(data)
+            for _ in range(ends):
+                at = data.rindex(b"\n", 0, at)
+            return start + at + 1
+        ends -= found
+        position = start
+    return 0
 
 
 def ended(lines: list[str]) -> str:

@@ -33,6 +33,7 @@ from taospec.platforms.common import (
     owner,
     read_until_ended,
     still_writing,
+    tail_start,
     while_writing,
 )
 from taospec.states import COMPLETE, ERROR, RUNNING, UNKNOWN, Status
@@ -212,6 +213,8 @@ def logs(
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
     with path.open("rb") as log:  # between two reads is read whole
+        if tail is not None:
+            log.seek(tail_start(log, tail, held=follow or writing))
         lines, held = _lines(decoder.decode(log.read()), follow)
         if writing:
             lines = while_writing(lines)
