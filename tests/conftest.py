@@ -67,6 +67,29 @@ class Runner:
         )
 
 
+def run_counting_reads(runner: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``taospec *args`` run for real, and how many bytes its process read (``rchar`` of
+    /proc/PID/io: from files and pipes, Python's own imports included)."""
+    counted = (
+        "import runpy, sys\n"
+        "try:\n"
+        "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
+        "finally:\n"
+        "    sys.stderr.write(open('/proc/self/io').read())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", counted, *args],
+        capture_output=True,
+        text=True,
+        env=runner.env,
+        cwd=runner.cwd,
+        timeout=120,
+        check=False,
+    )
+    (rchar,) = (line.split()[1] for line in done.stderr.splitlines() if line.startswith("rchar:"))
+    return done, int(rchar)
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     """A private TAO_STATE_DIR."""

@@ -6,14 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from taospec.platforms.local import HELD_AT_MOST
-from tests.conftest import Runner, taospec_command, write
+from tests.conftest import Runner, run_counting_reads, taospec_command, write
 
 
 def job_file(tmp_path: Path, command: str, **extra: str) -> Path:
@@ -865,28 +864,6 @@ SPARSE_LOG = 4 << 30
 """How large a log the tails below read the end of: a sparse file, with no line end in it."""
 
 
-def _read_with_rchar(taospec: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """``taospec *args`` run for real, and how many bytes its process read (``rchar``)."""
-    counted = (
-        "import runpy, sys\n"
-        "try:\n"
-        "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
-        "finally:\n"
-        "    sys.stderr.write(open('/proc/self/io').read())\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", counted, *args],
-        capture_output=True,
-        text=True,
-        env=taospec.env,
-        cwd=taospec.cwd,
-        timeout=120,
-        check=False,
-    )
-    (rchar,) = (line.split()[1] for line in done.stderr.splitlines() if line.startswith("rchar:"))
-    return done, int(rchar)
-
-
 def test_the_tail_of_a_huge_log_reads_its_end_alone(taospec: Runner, tmp_path) -> None:
     # logs --tail N read the whole log file to keep its last N lines: a training run's
     # log of gigabytes was read (and held) whole to print a few lines
@@ -898,7 +875,7 @@ def test_the_tail_of_a_huge_log_reads_its_end_alone(taospec: Runner, tmp_path) -
     os.truncate(log, SPARSE_LOG)
     with log.open("ab") as more:
         more.write("\nline-1\nline-2 ünïcode\nline-3 no end".encode())
-    looked, read = _read_with_rchar(taospec, "logs", job_id, "--tail", "2")
+    looked, read = run_counting_reads(taospec, "logs", job_id, "--tail", "2")
     assert looked.returncode == 0, looked.stderr
     assert looked.stdout == "line-2 ünïcode\nline-3 no end"
     assert read < 1 << 25, read  # some MiB: Python and taospec themselves

@@ -30,7 +30,7 @@ from taospec.placeholders import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
-from tests.conftest import ROOT, TEST_IMAGE, Runner, bash_words, load_job, write
+from tests.conftest import ROOT, TEST_IMAGE, Runner, bash_words, load_job, run_counting_reads, write
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
@@ -1095,3 +1095,25 @@ def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
         r"and at most one value, so 'words' would be a word it refuses",
         done.stderr,
     ), done.stderr
+
+
+def test_the_tail_of_a_huge_output_file_reads_its_end_alone(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # the last lines a failed job's diagnosis reads, and logs --tail N, read the whole
+    # output file: a training run's output of gigabytes, to show a few lines
+    huge = 4 << 30
+    log = "{results_dir}/taospec.log"
+    command = (
+        f"echo early; truncate -s {huge} {log}; "  # sparse: no line end in it
+        f"{{ echo; echo line-1; echo line-2; echo Traceback: CUDA out of memory; }} >> {log}; "
+        "exit 3"
+    )
+    done, read = run_counting_reads(taospec, "run", job_file(open_tmp, ["sh", "-c", command]))
+    assert done.returncode == 1, done.stderr
+    assert "the job ran out of GPU memory" in done.stderr
+    assert read < 1 << 25, read  # some MiB: Python and taospec themselves
+    job_id = done.stdout.split()[0]
+    looked, read = run_counting_reads(taospec, "logs", "--tail", "2", job_id)
+    assert (looked.returncode, looked.stdout) == (0, "line-2\nTraceback: CUDA out of memory\n")
+    assert read < 1 << 25, read

@@ -11,11 +11,18 @@ from hypothesis import strategies as st
 from taospec.platforms.common import output_lines, tail_start
 
 
-def start_in(tmp_path: Path, data: bytes, lines: int, held: bool = False, block: int = 4) -> int:
+def start_in(
+    tmp_path: Path,
+    data: bytes,
+    lines: int,
+    held: bool = False,
+    block: int = 4,
+    within: int | None = None,
+) -> int:
     log = tmp_path / "taospec.log"
     log.write_bytes(data)
     with log.open("rb") as file:
-        return tail_start(file, lines, held=held, block=block)
+        return tail_start(file, lines, held=held, within=within, block=block)
 
 
 def expected(data: bytes, lines: int, held: bool) -> int:
@@ -70,3 +77,12 @@ def test_an_empty_log_and_more_lines_than_it_holds_start_at_its_start(tmp_path: 
 def test_carriage_returns_do_not_end_a_line(tmp_path: Path) -> None:
     data = b"epoch 1\n 10%\r 50%\r100%\n"  # a progress bar's line
     assert data[start_in(tmp_path, data, 1) :] == b" 10%\r 50%\r100%\n"
+
+
+def test_within_a_window_the_lines_are_those_known_whole(tmp_path: Path) -> None:
+    data = b"x" * 40 + b"\nsecond\nthird\n"
+    assert data[start_in(tmp_path, data, 5, within=20) :] == b"second\nthird\n"  # not "xx..."
+    assert data[start_in(tmp_path, data, 1, within=20) :] == b"third\n"
+    assert start_in(tmp_path, data, 5, within=len(data)) == 0  # all of it: its first line too
+    assert start_in(tmp_path, b"x" * 40, 1, within=20) == 40  # no line begins inside it
+    assert start_in(tmp_path, b"x" * 40 + b"\n", 1, within=20) == 41

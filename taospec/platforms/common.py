@@ -98,13 +98,21 @@ def output_lines(text: str) -> list[str]:
 
 TAIL_BLOCK = 64 * 1024
 """How much of a log :func:`tail_start` reads at a time, going back from its end."""
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of the end of a job's output the last lines a failure's diagnosis and a
+progress line show are taken from: a few long lines, or one without end, are not read
+whole for them."""
 
 
-def tail_start(log: IO[bytes], lines: int, *, held: bool, block: int = TAIL_BLOCK) -> int:
+def tail_start(
+    log: IO[bytes], lines: int, *, held: bool, within: int | None = None, block: int = TAIL_BLOCK
+) -> int:
     """Where the last ``lines`` lines of ``log`` begin (its start when it holds fewer), as
     :func:`output_lines` splits them. A last line not ended yet is one of them, unless it is
     ``held`` back (a follow hands it on once it ends; a look at a job still writing may cut
-    it to nothing): then it comes after them.
+    it to nothing): then it comes after them. Of those in its last ``within`` bytes alone,
+    when given: where the first line there begins that is known whole (the first line end
+    there ends one that may begin before them).
 
     Read back from the end a ``block`` at a time, only until the line end before the first
     of them, so that the tail of a log of gigabytes reads little more than the lines."""
@@ -112,9 +120,11 @@ def tail_start(log: IO[bytes], lines: int, *, held: bool, block: int = TAIL_BLOC
     ends = lines + 1 if held else lines  # to pass, the one before the first line included
     if ends <= 0:
         return end
+    floor = 0 if within is None else max(end - within, 0)
     position = end if held else end - 1  # a last byte that is a line end ends a line shown
-    while position > 0:
-        start = max(position - block, 0)
+    first = end  # after the earliest line end read
+    while position > floor:
+        start = max(position - block, floor)
         log.seek(start)
         data = log.read(position - start)
         found = data.count(b"\n")
@@ -123,9 +133,11 @@ def tail_start(log: IO[bytes], lines: int, *, held: bool, block: int = TAIL_BLOC
             for _ in range(ends):
                 at = data.rindex(b"\n", 0, at)
             return start + at + 1
+        if found:
+            first = start + data.index(b"\n") + 1
         ends -= found
         position = start
-    return 0
+    return first if floor else 0
 
 
 def ended(lines: list[str]) -> str:

@@ -25,6 +25,7 @@ from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
+    LOG_TAIL_BYTES,
     cut_at,
     gpu_facts,
     gpu_ids,
@@ -174,19 +175,15 @@ def _exit_code(record: Record) -> int | None:
 def log_tail(
     record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
 ) -> str:
-    """The last ``lines`` of the job's log file, of those its last 64 KiB hold whole: the
-    first line read there, unless it is the file's first, may begin inside a line (and a
-    value in it, which redaction would not know). Of a job still ``writing``, as a look
+    """The last ``lines`` of the job's log file, of those its last 64 KiB hold whole (see
+    :func:`~taospec.platforms.common.tail_start`). Of a job still ``writing``, as a look
     shows them."""
     try:
         with Path(record.results_dir, LOG_FILE).open("rb") as log:
-            log.seek(0, os.SEEK_END)
-            start = max(0, log.tell() - 64 * 1024)
-            log.seek(start)
-            data = log.read().decode(errors="replace")
+            log.seek(tail_start(log, lines, held=writing, within=LOG_TAIL_BYTES))
+            whole = output_lines(log.read().decode(errors="replace"))
     except OSError:
         return ""
-    whole = output_lines(data)[1 if start else 0 :]
     return "".join(last_lines(while_writing(whole) if writing else whole, lines))
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
@@ -38,10 +38,12 @@ from taospec.plan import (
 )
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
+    LOG_TAIL_BYTES,
     local_steps,
     output_lines,
     read_until_ended,
     still_writing,
+    tail_start,
     while_writing,
 )
 from taospec.platforms.docker import registry
@@ -561,7 +563,44 @@ def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
                 return file.read()
         except FileNotFoundError:
             return None
-    result = proc.run(on(login, ("tail", "-c", f"+{offset + 1}", "--", path)), check=False)
+    return _read_on(login, ("tail", "-c", f"+{offset + 1}", "--", path))
+
+
+def _read_end(
+    path: str, lines: int, held: bool, login: str | None, within: int | None = None
+) -> Output | None:
+    """The output file's last ``lines`` lines, as :func:`tail_start` finds them (``held``,
+    ``within``), read back from its end; None while it does not exist. Raises
+    :class:`CommandFailed` when ssh to the login node failed."""
+    if login is None:
+        try:
+            with Path(path).open("rb") as file:
+                start = tail_start(file, lines, held=held, within=within)
+                file.seek(start)
+                return Output(file.read(), start)
+        except FileNotFoundError:
+            return None
+    if within is None:  # one line more when held: the reader takes the last ones
+        data = _read_on(login, ("tail", "-n", str(lines + 1 if held else lines), "--", path))
+        return None if data is None else Output(data, None)
+    data = _read_on(login, ("tail", "-c", str(within), "--", path))
+    if data is None or len(data) < within:  # all of the file
+        return None if data is None else Output(data)
+    return Output(data[data.find(b"\n") + 1 :] if b"\n" in data else b"", None)
+
+
+class Output(NamedTuple):
+    """Bytes read of the output file, and where in it they begin (None: not known, as of
+    ``tail -n`` on the login node)."""
+
+    data: bytes
+    start: int | None = 0
+
+
+def _read_on(login: str, argv: Sequence[str]) -> bytes | None:
+    """What ``argv`` (a read of the output file) prints on ``login``; None when it failed
+    (no such file). Raises :class:`CommandFailed` when ssh to the login node failed."""
+    result = proc.run(on(login, argv), check=False)
     if result.returncode == SSH_FAILED:  # the login node did not answer: not a missing file
         raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())
     if not result.ok:
@@ -572,15 +611,16 @@ def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
 def log_tail(
     record: Record, sidecar: Mapping[str, object], lines: int = 50, writing: bool = False
 ) -> str:
-    """The last ``lines`` of the job's output file ('' when there is none); of a job still
-    ``writing``, as a look shows them."""
+    """The last ``lines`` of the job's output file ('' when there is none), of those its
+    last 64 KiB hold whole; of a job still ``writing``, as a look shows them."""
     try:
-        data = _read_from(f"{record.results_dir}/{LOG_FILE}", 0, _login(sidecar))
+        path = f"{record.results_dir}/{LOG_FILE}"
+        found = _read_end(path, lines, writing, _login(sidecar), LOG_TAIL_BYTES)
     except CommandFailed:
         return ""
-    if not data:
+    if not found:
         return ""
-    shown = output_lines(data.decode(errors="replace"))
+    shown = output_lines(found.data.decode(errors="replace"))
     return "".join(last_lines(while_writing(shown) if writing else shown, lines))
 
 
@@ -593,24 +633,30 @@ def logs(
     on_line: Callable[[str], None],
     on_said: Write | None = None,  # what reads the output never writes into it
 ) -> int:
-    """Print the output file (its last ``tail`` lines); with ``follow``, until the job ends."""
+    """Print the output file (its last ``tail`` lines, read back from its end; over ssh,
+    all of it to follow it: a tail read there is not lined up with the follow after it);
+    with ``follow``, until the job ends."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     try:
-        data = _read_from(path, 0, login)
+        if tail is None or (follow and login):
+            whole = _read_from(path, 0, login)
+            found = None if whole is None else Output(whole)
+        else:
+            found = _read_end(path, tail, follow or writing, login)
     except CommandFailed as failure:  # the caller asks status which part did not answer
         return failure.returncode
-    if data is None and not follow:
+    if found is None and not follow:
         on_line(f"(no output yet at {path})\n")
         return 0
-    data = data or b""
+    data, start = found or Output(b"")
     ended = data.rfind(b"\n") + 1 if follow else len(data)  # the line still being written
     shown = output_lines(data[:ended].decode(errors="replace"))  # is followed, to its end
     for line in last_lines(while_writing(shown) if writing else shown, tail):
         on_line(line)
-    if follow:
-        _follow(record, sidecar, path, ended, on_line)
+    if follow and start is not None:
+        _follow(record, sidecar, path, start + ended, on_line)
     return 0
 
 
