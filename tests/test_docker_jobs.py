@@ -28,7 +28,7 @@ from taospec.ledger import Ledger
 from taospec.platforms import docker as docker_platform
 from taospec.platforms import render
 from taospec.platforms.base import last_lines
-from tests.conftest import Runner, load_job, taospec_command, write
+from tests.conftest import Runner, load_job, run_counting_reads, taospec_command, write
 
 pytestmark = pytest.mark.engine
 
@@ -518,6 +518,25 @@ def test_the_output_kept_by_prune_is_redacted_a_whole_line_at_a_time(
     assert f"{job_id}: output copied" in pruned.stdout, pruned.stderr
     kept = taospec("logs", job_id, env=passed)
     assert [live.stdout, kept.stdout] == ["out=<redacted>\n"] * 2
+
+
+def test_the_tail_of_a_huge_kept_output_reads_its_end_alone(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # logs --tail N of a pruned job read the whole copy prune kept of its output
+    done = taospec("run", job_file(open_tmp, engine, "sh -c 'echo early'"))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    pruned = taospec("prune")
+    assert f"{job_id}: output copied" in pruned.stdout, pruned.stderr
+    kept = open_tmp / "results" / job_id / "taospec.log"
+    huge = 4 << 30
+    os.truncate(kept, huge)  # sparse: no line end in it
+    with kept.open("ab") as more:
+        more.write(b"\nline-1\nline-2\nline-3")
+    looked, read = run_counting_reads(taospec, "logs", "--tail", "2", job_id)
+    assert (looked.returncode, looked.stdout) == (0, "line-2\nline-3"), looked.stderr
+    assert read < 1 << 25, read  # some MiB: Python and taospec themselves
 
 
 LOG_CHUNK = 16 * 1024

@@ -29,6 +29,7 @@ from taospec.platforms.common import (
     local_steps,
     output_lines,
     still_writing,
+    tail_start,
     tree_macros,
     while_writing,
 )
@@ -563,7 +564,11 @@ def logs(
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if on_this_machine(sidecar) and kept.is_file() and not _exists(record.id, env):
-        for line in last_lines(output_lines(kept.read_text(errors="replace")), tail):
+        with kept.open("rb") as log:
+            if tail is not None:
+                log.seek(tail_start(log, tail, held=False))
+            text = log.read().decode(errors="replace")
+        for line in last_lines(output_lines(text), tail):
             on_line(line)
         return 0
     if follow:
