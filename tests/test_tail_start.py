@@ -25,8 +25,13 @@ def start_in(
         return tail_start(file, lines, held=held, within=within, block=block)
 
 
-def expected(data: bytes, lines: int, held: bool) -> int:
-    """The same start, from all of ``data`` split into its lines."""
+def expected(data: bytes, lines: int, held: bool, within: int | None = None) -> int:
+    """The same start, from all of ``data`` split into its lines (of its last ``within``
+    bytes, those after the first line end there)."""
+    floor = 0 if within is None else max(len(data) - within, 0)
+    if floor:
+        after = data.find(b"\n", floor) + 1 or len(data)
+        return after + expected(data[after:], lines, held)
     split = [line.encode("latin-1") for line in output_lines(data.decode("latin-1"))]
     if held and split and not split[-1].endswith(b"\n"):
         split = split[:-1]
@@ -38,12 +43,19 @@ def expected(data: bytes, lines: int, held: bool) -> int:
     lines=st.integers(0, 6),
     held=st.booleans(),
     block=st.integers(1, 9),
+    within=st.none() | st.integers(1, 12),
 )
 def test_the_start_is_that_of_the_last_lines_of_the_whole(
-    tmp_path_factory: pytest.TempPathFactory, data: bytes, lines: int, held: bool, block: int
+    tmp_path_factory: pytest.TempPathFactory,
+    data: bytes,
+    lines: int,
+    held: bool,
+    block: int,
+    within: int | None,
 ) -> None:
     folder = tmp_path_factory.mktemp("log")
-    assert start_in(folder, data, lines, held, block) == expected(data, lines, held)
+    found = start_in(folder, data, lines, held, block, within)
+    assert found == expected(data, lines, held, within)
 
 
 def test_a_line_end_at_a_block_boundary_is_counted_once(tmp_path: Path) -> None:
