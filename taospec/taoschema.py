@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from taospec.diagnostics import closest
-from taospec.skills import Action, Input, KeyPath, Skill, parse_key
+from taospec.skills import Action, KeyPath, Skill, parse_key
 
 MISSING = "???"
 """OmegaConf's "mandatory value not given yet"."""
@@ -333,15 +333,6 @@ def every_item(spec: Any, path: KeyPath) -> list[KeyPath]:
                 grown.append((*at, part))
         paths = grown
     return paths
-
-
-def inputs_in(spec: Mapping[str, Any], action: Action) -> list[tuple[Input, Any | None]]:
-    """Each input the action declares, with its value in ``spec`` (None where absent)."""
-    found = []
-    for declared in action.inputs:
-        value = lookup(spec, declared.path)
-        found.append((declared, None if value is _ABSENT else value))
-    return found
 
 
 def unset_inputs(

@@ -16,8 +16,10 @@ from taospec.skills import MODELS, available_skills, load_skill
 from taospec.taoschema import (
     Finding,
     check_spec,
+    dotted,
+    every_item,
     gpu_count_problem,
-    inputs_in,
+    lookup,
     merge_spec,
     unset_inputs,
     user_paths,
@@ -160,14 +162,14 @@ def test_inputs_resolve_through_list_indexes() -> None:
         TEMPLATE,
         {"dataset": {"train_data_sources": [{"image_dir": "/d/img", "json_file": "/d/a.json"}]}},
     )
-    values = {i.spec_key: v for i, v in inputs_in(spec, TRAIN)}
-    assert values == {
+    paths = [path for declared in TRAIN.inputs for path in every_item(spec, declared.path)]
+    assert {dotted(path): lookup(spec, path) for path in paths} == {
         "dataset.train_data_sources[0].image_dir": "/d/img",
         "dataset.train_data_sources[0].json_file": "/d/a.json",
         "dataset.val_data_sources.image_dir": "",
         "train.pretrained_model_path": "",
     }
-    assert inputs_in({"dataset": {"train_data_sources": []}}, TRAIN)[0][1] is None
+    assert every_item({"dataset": {"train_data_sources": []}}, TRAIN.inputs[0].path) == []
 
 
 def test_required_inputs_left_empty_are_errors() -> None:
