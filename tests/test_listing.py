@@ -8,9 +8,12 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from taospec.ledger import Ledger, Record, listing, store
 from taospec.ledger.journal import OPEN_MARK
+from taospec.ledger.record import ID_RE
 from tests.ledgers import IMAGE, open_job
 
 
@@ -44,13 +47,13 @@ def settle(ledger: Ledger) -> None:
 def scans(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every scan of a folder the ledger makes."""
     seen: list[Path] = []
-    real = os.scandir
+    real = os.listdir
 
-    def counting(path: os.PathLike[str]) -> os._ScandirIterator[str]:
+    def counting(path: str) -> list[str]:
         seen.append(Path(path))
         return real(path)
 
-    monkeypatch.setattr(store.os, "scandir", counting)
+    monkeypatch.setattr(store.os, "listdir", counting)
     return seen
 
 
@@ -170,3 +173,26 @@ def test_counting_resumes_exactly_after_any_appends(tmp_path: Path) -> None:
         complete = content[: content.rfind(b"\n") + 1]
         assert opens == complete.count(OPEN_MARK)
         assert state["offset"] == len(complete)
+
+
+def test_json_names_that_are_no_record_do_not_hide_a_foreign_one(ledger: Ledger) -> None:
+    made = [open_job(ledger).id for _ in range(2)]
+    jobs = Path(ledger.jobs_dir)
+    for name in (".hidden.json", "-dash.json", "with space.json", ".json"):
+        (jobs / name).write_text("{}")
+    foreign(ledger, "f-1", "2999-01-01T00:00:00Z")
+    assert ids(ledger.list()) == ["f-1", *made[::-1]]
+    settle(ledger)
+    assert ids(ledger.list()) == ["f-1", *made[::-1]]
+
+
+NAME_PARTS = st.sampled_from(["a", "B7", ".", "-", "_", " ", "json", "tmp", "lock", "\n", "é"])
+
+
+@given(st.lists(st.lists(NAME_PARTS, min_size=1, max_size=6).map("".join), max_size=30))
+def test_a_scan_counts_and_finds_as_a_look_at_each_name_would(names: list[str]) -> None:
+    scan = listing.scanned(names)
+    records = [n[:-5] for n in names if n.endswith(".json") and ID_RE.fullmatch(n[:-5])]
+    assert scan.record_ids() == tuple(records)
+    assert scan.records_at_most == sum(n.endswith(".json") for n in names) >= len(records)
+    assert scan.temps == tuple(n for n in names if n.startswith(".") and n.endswith(".tmp"))

@@ -436,9 +436,9 @@ class Ledger:
 
         Temp files of writers that died are removed on the way.
         """
-        names, temps = self._entries()
-        durable.sweep_stale_temps(self.jobs_dir, temps)
-        for name in sorted(names):
+        folder = self._scan()
+        durable.sweep_stale_temps(self.jobs_dir, folder.temps)
+        for name in sorted(n for n in folder.names if n.endswith(".json")):
             path = f"{self.jobs_dir}/{name}"
             try:
                 yield path, _decode_text(_read_bytes(path), path)
@@ -460,7 +460,7 @@ class Ledger:
         if not os.path.exists(self.journal_path):
             folder = self._scan()
             durable.sweep_stale_temps(self.jobs_dir, folder.temps)
-            readable = (self._readable(i, warn) for i in folder.record_ids)
+            readable = (self._readable(i, warn) for i in folder.record_ids())
             yield from sorted(
                 (r for r in readable if r is not None),
                 key=lambda r: instant(r.submitted_at),
@@ -528,29 +528,14 @@ class Ledger:
         return frozenset(job_id for job_id in ids if job_id is not None)
 
     def _scan(self) -> listing.Scan:
-        """One look at the jobs folder: record files (not temps, locks or sidecars) and temps."""
-        names, temps = self._entries()
-        ids = (name[: -len(".json")] for name in names)
-        return listing.Scan(tuple(i for i in ids if check_id_quietly(i)), temps)
-
-    def _entries(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The names in the jobs folder that end in ``.json``, and the writers' temp files."""
-        found = []
-        temps = []
+        """One look at the jobs folder: one ``listdir``, counted by :func:`listing.scanned`."""
         try:
-            entries = os.scandir(self.jobs_dir)
+            names = os.listdir(self.jobs_dir)
         except FileNotFoundError:
-            return (), ()
+            names = []
         except NotADirectoryError:
             raise _not_a_folder(self.jobs_dir) from None
-        with entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(".json"):
-                    found.append(name)
-                elif name.startswith(".") and name.endswith(".tmp"):
-                    temps.append(name)
-        return tuple(found), tuple(temps)
+        return listing.scanned(names)
 
     def _sweep_remembered(self) -> None:
         """On this ledger's first write: remove the dead writers' temp files ``ls`` last saw.
@@ -645,15 +630,6 @@ def _require_string(name: str, value: object) -> None:
 def _require_optional_string(name: str, value: object) -> None:
     if value is not None:
         _require_string(name, value)
-
-
-def check_id_quietly(job_id: str) -> bool:
-    """Whether ``job_id`` is a valid id (no error)."""
-    try:
-        check_job_id(job_id)
-    except InvalidInput:
-        return False
-    return True
 
 
 def _read_bytes(path: str) -> bytes:
