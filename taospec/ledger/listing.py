@@ -7,15 +7,17 @@ walks the journal's ``open`` lines backwards and opens each record file.
 
 The records the journal does not know (the TAO recorder's, or one a crash left
 between its record and its journal line) are merged in by submission time.
-Finding them needs the number of open lines and of record files, and counting
-those means reading the whole journal and scanning the whole jobs folder (0.2 s
-at 200,000 records), so :func:`foreign` remembers in ``taospec/listing.json``
-under the state root:
+Every record with an open line has its file (the record is written first),
+so there are none while the open lines are at least as many as the record
+files. Counting those means reading the whole journal and listing the whole
+jobs folder (0.3 s at 200,000 records), so :func:`foreign` remembers in
+``taospec/listing.json`` under the state root:
 
 * the journal's open count up to a byte offset just after a newline, with the
   journal's device, inode and the bytes before the offset; the journal is only
   ever appended to, so the next count reads only what was appended since;
-* the number of record files, the ids (and submission times) of the records
+* the number of ``.json`` names in the folder (of record files alone, counted
+  when the open lines are fewer), the ids (and submission times) of the records
   without an open line, and the writers' temp files the scan saw, with the jobs
   folder's device, inode and mtime taken before the scan. Creating, renaming or
   removing any entry in a folder moves its mtime, so while the mtime stays the
