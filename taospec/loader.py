@@ -33,7 +33,14 @@ from taospec.job import (
     Target,
     matching,
 )
-from taospec.rules import check, lost_braces, schema_problems, secret_literals, split_command
+from taospec.rules import (
+    check,
+    filled_by_plan,
+    lost_braces,
+    schema_problems,
+    secret_literals,
+    split_command,
+)
 from taospec.versions import Images
 from taospec.yamlsrc import STDIN, MergedSource, Source, parse, read_text
 
@@ -412,7 +419,7 @@ def _fill(
     """``value`` (the job's data at ``path``) with its ``{matrix.*}`` placeholders filled.
 
     A value arrives as written: where the plan fills placeholders later
-    (:func:`_filled_again`), its braces are doubled as it goes in, so that
+    (:func:`~taospec.rules.filled_by_plan`), its braces are doubled as it goes in, so that
     ``{job_id}`` or ``{{x}}`` in a matrix value is not read a second time. A value of the
     spec that is one placeholder and nothing else becomes the matrix value as YAML read it
     (``typed``: the values not text, by placeholder), so that ``lr: "{matrix.lr}"`` is a
@@ -421,7 +428,7 @@ def _fill(
     if isinstance(value, str) and path[:1] == ("spec",) and typed and value in typed:
         return typed[value]
     if isinstance(value, str):
-        if _filled_again(path):
+        if filled_by_plan(path):
             values = {name: placeholders.escape(text) for name, text in values.items()}
         return placeholders.expand_known(value, values)
     if isinstance(value, dict):
@@ -432,16 +439,6 @@ def _fill(
     if isinstance(value, list):
         return [_fill(v, values, (*path, i), typed) for i, v in enumerate(value)]
     return value
-
-
-def _filled_again(path: JsonPath) -> bool:
-    """Whether a plan fills the placeholders of the value at ``path`` (``plan.Context``): the
-    command's words, the spec's values, ``env.set``'s values and the mounts' sources."""
-    return (
-        path[:1] in (("command",), ("spec",))
-        or (len(path) == 3 and path[:2] == ("env", "set"))
-        or (len(path) == 3 and path[0] == "mounts" and path[2] == "source")
-    )
 
 
 def _resolve_needs(

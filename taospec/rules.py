@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from taospec import lint, placeholders, schema, yamlsrc
+from taospec import braces, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import SPEC_FILE, results_seen_at
 from taospec.taoschema import MISSING
@@ -143,6 +143,8 @@ def _long_arguments(source: Source) -> Iterator[Problem]:
     for name, value in values.items() if isinstance(values, dict) else ():
         found.append((("env", "set", name), f"{name}={value}", f"{name}=..."))
     for where, text, what in found:
+        if filled_by_plan(where):  # an escape runs as one brace
+            text = braces.fill(text, lambda name: f"{{{name}}}")
         size = len(text.encode(errors="surrogateescape"))
         if size >= ARGUMENT_MAX:
             yield source.problem(
@@ -151,6 +153,16 @@ def _long_arguments(source: Source) -> Iterator[Problem]:
                 f"environment entry of {ARGUMENT_MAX} bytes or more; put long text in the spec, "
                 "which the job reads as a file",
             )
+
+
+def filled_by_plan(path: JsonPath) -> bool:
+    """Whether a plan fills the placeholders of the value at ``path`` (``plan.Context``): the
+    command's words, the spec's values, ``env.set``'s values and the mounts' sources."""
+    return (
+        path[:1] in (("command",), ("spec",))
+        or (len(path) == 3 and path[:2] == ("env", "set"))
+        or (len(path) == 3 and path[0] == "mounts" and path[2] == "source")
+    )
 
 
 def _strings(value: Any, path: JsonPath) -> list[tuple[JsonPath, str]]:

@@ -860,6 +860,23 @@ def test_a_long_word_of_a_listed_or_matrix_filled_command_is_refused_at_its_line
     assert not (tmp_path / "results").exists()
 
 
+def test_an_escaped_brace_counts_as_the_one_byte_it_runs_as(taospec: Runner, tmp_path):
+    # '{{' is one brace once filled: a word of the longest length the kernel takes, written
+    # with escapes, was refused by validate as if each escape were two bytes
+    word = "{{" * 8 + "x" * (131071 - 8)
+    spec = job_file(
+        tmp_path,
+        f'sh -c \'printf %s "$0" | wc -c; printf %s "$FOO" | wc -c\' {word}',
+        env=f"{{set: {{FOO: '{word[: -len('FOO=')]}'}}}}",
+    )
+    checked = taospec("validate", spec)
+    assert checked.returncode == 0, checked.stderr
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    log = next((tmp_path / "results").glob("*/taospec.log")).read_text()
+    assert log.split() == ["131071", "131067"]
+
+
 SPARSE_LOG = 4 << 30
 """How large a log the tails below read the end of: a sparse file, with no line end in it."""
 
