@@ -10,6 +10,7 @@ import os
 import re
 
 _MINT_PART_LENGTH = 64
+_SUFFIX_BYTES = 3
 
 
 def minted_form(text: str) -> str:
@@ -28,6 +29,16 @@ def mint_id(network_arch: str, action: str) -> str:
     return f"{_id_part(network_arch)}-{_id_part(action)}-{mint_suffix()}"
 
 
+def id_like(network_arch: object, action: object) -> str:
+    """An id as long as every one :func:`mint_id` makes for ``network_arch`` and ``action``
+    (a part not known yet counted at its longest), for judging a text the id fills."""
+    parts = [
+        _id_part(p) if isinstance(p, str) else "x" * _MINT_PART_LENGTH
+        for p in (network_arch, action)
+    ]
+    return "-".join([*parts, "00" * _SUFFIX_BYTES])
+
+
 def mint_source(network_arch: str, action: str) -> str:
     """What the ids :func:`mint_id` makes of ``network_arch`` and ``action`` are cut from:
     ``<arch>-<action>``, each as an id holds it but whole. A cut through a secret value
@@ -37,4 +48,4 @@ def mint_source(network_arch: str, action: str) -> str:
 
 def mint_suffix() -> str:
     """Six random hex digits."""
-    return os.urandom(3).hex()
+    return os.urandom(_SUFFIX_BYTES).hex()

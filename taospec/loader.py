@@ -33,6 +33,7 @@ from taospec.job import (
     Target,
     matching,
 )
+from taospec.jobids import id_like
 from taospec.rules import (
     check,
     filled_by_plan,
@@ -277,16 +278,22 @@ def _pipeline(
         problems += where
         needs[expansion.name] = resolved
     problems += _cycles(source, expansions, needs)
+    datas = {e.name: e.data for e in expansions}
     targets: dict[str, Target] = {}
     sources: dict[str, Source] = {}
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
+        known_needs = needs[expansion.name]
         known = (
             *placeholders.JOB_PLACEHOLDERS,
-            *(f"needs.{n}.results_dir" for n in needs[expansion.name]),
+            *(f"needs.{n}.results_dir" for n in known_needs),
         )
-        found = check(merged, images, known, definition="job")
+        upstream = {
+            f"needs.{need}.results_dir": _longest_results(datas[need])
+            for need in needs[expansion.name]
+        }
+        found = check(merged, images, known, definition="job", upstream=upstream)
         problems += found
         applied = None
         if not found and "skill" in merged.data:
@@ -357,6 +364,14 @@ def _results_problems(
                 else source.problem(("command",), sentence)
             )
     return problems
+
+
+def _longest_results(data: Mapping[str, Any]) -> str:
+    """The longest results directory the job in ``data`` can have: its id as minted."""
+    root = data.get("results_root")
+    return _results_dir(
+        root if isinstance(root, str) else "", id_like(data.get("network_arch"), data.get("action"))
+    )
 
 
 def _results_dir(root: str, job_id: str) -> str:

@@ -11,13 +11,14 @@ import contextlib
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from taospec import braces, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import SPEC_FILE, results_seen_at
+from taospec.jobids import id_like
 from taospec.taoschema import MISSING
 from taospec.versions import Images
 from taospec.yamlsrc import Source
@@ -54,15 +55,17 @@ def check(
     images: Images,
     known: tuple[str, ...] = placeholders.JOB_PLACEHOLDERS,
     definition: str | None = None,
+    upstream: Mapping[str, str] | None = None,
 ) -> list[Problem]:
     """Every problem in ``source``: schema violations first, then the rules beyond it.
 
     ``images`` resolves versions keys (pass the one :func:`build_job` gets);
     ``known`` are the placeholders its values may use; ``definition`` names
-    the schema's ``$defs`` entry to check against (default: the whole file).
+    the schema's ``$defs`` entry to check against (default: the whole file);
+    ``upstream`` gives each ``needs.<target>.results_dir`` at its longest.
     """
     problems = schema_problems(source, definition)
-    problems += list(_rules(source, images, known))
+    problems += list(_rules(source, images, known, upstream or {}))
     return unique(problems)
 
 
@@ -92,9 +95,11 @@ def _is_integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _rules(source: Source, images: Images, known: tuple[str, ...]) -> Iterator[Problem]:
+def _rules(
+    source: Source, images: Images, known: tuple[str, ...], upstream: Mapping[str, str]
+) -> Iterator[Problem]:
     yield from _nul_bytes(source)
-    yield from _long_arguments(source)
+    yield from _long_arguments(source, upstream)
     yield from _secret_rules(source)
     yield from _user_rules(source)
     yield from _command_rules(source, known)
@@ -121,8 +126,12 @@ _NOT_ARGUMENTS = ("spec", "inputs", "upload_excludes")
 """Keys whose texts never reach a process's arguments (the spec file goes through stdin)."""
 
 
-def _long_arguments(source: Source) -> Iterator[Problem]:
+def _long_arguments(source: Source, upstream: Mapping[str, str]) -> Iterator[Problem]:
+    """Each argument or environment entry too long for Linux, as the plan fills it: the id
+    as long as taospec mints it, ``upstream`` an upstream's results (see :func:`check`)."""
     data = source.data
+    job_id = id_like(data.get("network_arch"), data.get("action"))
+    own = plan_fill(data, job_id)
     found: list[tuple[JsonPath, str, str]] = []
     for key, value in data.items():  # the spec, often the largest part, is not walked
         if key in _NOT_ARGUMENTS or key == "command":
@@ -143,13 +152,21 @@ def _long_arguments(source: Source) -> Iterator[Problem]:
     for name, value in values.items() if isinstance(values, dict) else ():
         found.append((("env", "set", name), f"{name}={value}", f"{name}=..."))
     for where, text, what in found:
-        if filled_by_plan(where):  # an escape runs as one brace
-            text = braces.fill(text, lambda name: f"{{{name}}}")
+        filled = filled_by_plan(where)  # each escape runs as one brace, a placeholder as its value
+        named = filled and placeholders.names(text)
+        if filled:
+            text = braces.fill(text, lambda name: upstream.get(name) or own(name))
         size = len(text.encode(errors="surrogateescape"))
         if size >= ARGUMENT_MAX:
+            how = (
+                " once its placeholders are filled (each job id counted at the most characters "
+                f"taospec mints for its job: {len(job_id)} for this one)"
+                if named
+                else ""
+            )
             yield source.problem(
                 where,
-                f"{what} is {size} bytes, and Linux starts no process with an argument or "
+                f"{what} is {size} bytes{how}, and Linux starts no process with an argument or "
                 f"environment entry of {ARGUMENT_MAX} bytes or more; put long text in the spec, "
                 "which the job reads as a file",
             )

@@ -803,9 +803,12 @@ def test_a_launch_that_cannot_start_its_process_is_recorded_error(
 def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     taospec: Runner, tmp_path, state_dir
 ):
-    # past validate's limit only through a placeholder: the launch itself is refused
-    value = "x" * (131071 - len("FOO={job_id}")) + "{job_id}"
-    spec = job_file(tmp_path, "sh -c 'echo hi'", env=f"{{set: {{FOO: '{value}'}}}}")
+    # each word is under the kernel's limit for one, together they pass its limit for all
+    # (2 MiB here): 800 results directories of some 3,000 bytes
+    root = tmp_path.joinpath(*["d" * 200] * 15)
+    words = " ".join(["{results_dir}" * 40] * 20)
+    spec = job_file(tmp_path, f"sh -c 'echo hi' {words}")
+    spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
     done = taospec("run", spec)
     rec = _recorded_error(done, state_dir)
     assert "Argument list too long" in rec["transitions"][-1]["message"]
@@ -875,6 +878,68 @@ def test_an_escaped_brace_counts_as_the_one_byte_it_runs_as(taospec: Runner, tmp
     assert done.returncode == 0, done.stderr
     log = next((tmp_path / "results").glob("*/taospec.log")).read_text()
     assert log.split() == ["131071", "131067"]
+
+
+def test_a_placeholder_that_fills_a_word_past_the_kernels_limit_is_refused_at_its_line(
+    taospec: Runner, tmp_path, state_dir
+):
+    # validate passed a word that only its placeholder made too long: the launch failed
+    # with E2BIG and the run recorded ERROR
+    root = tmp_path / ("r" * 200)
+    one_id = len("hello-greet-123456")
+    under = "x" * (131071 - len("FOO=") - one_id) + "{job_id}"  # the longest FOO takes
+    over = "x" + under
+    many = "{results_dir}" * (131072 // (len(str(root)) + 1 + one_id) + 1)  # short as written
+    spec = job_file(
+        tmp_path,
+        f"sh -c 'echo $0' {many}",
+        env=f"{{set: {{FOO: '{over}', BAR: '{under[1:]}'}}}}",
+    )
+    spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:7:10: $.command: one argument is " in done.stderr
+        assert f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes once" in done.stderr
+        assert "each job id counted at the most characters taospec mints for its job: 18" in (
+            done.stderr
+        )
+        assert "$.env.set.BAR" not in done.stderr
+    assert not (state_dir / "jobs").exists()
+    assert not root.exists()
+
+
+def test_an_upstreams_results_dir_that_fills_a_word_past_the_limit_is_refused(
+    taospec: Runner, tmp_path, state_dir
+):
+    root = tmp_path / ("u" * 200)
+    upstream = len(f"{root}/hello-prep-123456")
+    word = "x" * (131072 - upstream) + "{needs.prep.results_dir}"
+    spec = write(
+        tmp_path / "pipe.yaml",
+        "version: 1\n"
+        "defaults: {network_arch: hello, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'results'}}}\n"
+        "jobs:\n"
+        f"  prep: {{action: prep, command: 'true', results_root: {root}}}\n"
+        f'  use: {{action: use, needs: [prep], command: "echo {word}"}}\n',
+    )
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:6:46: $.jobs.use.command: one argument is 131072 bytes once" in (
+            done.stderr
+        )
+    assert not (state_dir / "jobs").exists()
+
+
+def test_a_placeholder_shorter_than_its_name_leaves_a_long_word_valid(taospec: Runner, tmp_path):
+    # in a container {results_dir} is /results: the word runs 5 bytes shorter than written
+    word = "x" * (131071 - len("/results")) + "{results_dir}"
+    spec = job_file(tmp_path, f"echo {word}", user='"1000:1000"')
+    spec.write_text(spec.read_text().replace("platform: local", "platform: docker"))
+    done = taospec("validate", spec)
+    assert done.returncode == 0, done.stderr
 
 
 SPARSE_LOG = 4 << 30
