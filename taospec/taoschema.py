@@ -291,6 +291,27 @@ def _type_problem(name: Any, value: Any) -> tuple[str, bool] | None:
     return f"{value!r} is not {description}", False
 
 
+def wants_list(schema: Mapping[str, Any], path: KeyPath) -> bool | None:
+    """Whether ``schema`` says the value at ``path`` is a list (a list type, or ``items``)
+    or a value of another type it names; None where it says neither."""
+    node: Any = schema
+    for part in path:
+        if isinstance(part, int):
+            node = node.get("items")
+        else:
+            properties = node.get("properties")
+            node = properties.get(part) if isinstance(properties, Mapping) else None
+        if not isinstance(node, Mapping):
+            return None
+    name = node.get("type")
+    if "items" in node or (isinstance(name, str) and name.startswith("list_")):
+        return True
+    if name == "categorical":
+        return False
+    known = isinstance(name, str) and name in _TYPES
+    return _TYPES[name][1] == "a list" if known else None
+
+
 def _numeric_text(value: Any) -> bool:
     if not isinstance(value, str):
         return False

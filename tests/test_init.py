@@ -74,6 +74,19 @@ def test_an_input_the_template_holds_as_a_list_is_written_as_wanting_a_list(
     assert "image_dirs: ???  # input: a list of the folders that calibrate reads" in text
 
 
+def test_whether_an_input_wants_a_list_is_the_schemas_word_before_the_templates(
+    tmp_path: Path,
+) -> None:
+    """init judged a list only by the template's value: an input whose schema wants a list
+    (type array) but that the template lacks was written as one folder, and one whose
+    schema wants a string but whose template holds a list as a list of files."""
+    text, _ = written(tmp_path, "collect", skill="tao-train-odd")
+    assert "sources: ???  # input: a list of the folders that collect reads" in text
+    assert "manifest: ???  # input: the file that collect reads" in text
+    # the schema says nothing of extras: the template's list decides
+    assert "extras: ???  # input: a list of the folders that collect reads" in text
+
+
 def test_hostile_keys_come_back_byte_for_byte(tmp_path: Path) -> None:
     _, job = written(tmp_path, "evaluate")
     assert job["spec"]["labels"] == {

@@ -23,6 +23,7 @@ from taospec.taoschema import (
     merge_spec,
     unset_inputs,
     user_paths,
+    wants_list,
     with_gpu_count,
 )
 
@@ -226,3 +227,21 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
     found = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"\nskill bank {skill_bank}: {found}")
     assert counts["templates"] > 0
+
+
+def test_wants_list_reads_the_schema_down_lists_items_and_is_silent_where_it_says_nothing() -> None:
+    schema = {
+        "properties": {
+            "a": {"type": "array", "items": {"properties": {"b": {"type": "list_2"}}}},
+            "c": {"type": "collection", "properties": {"d": {"type": "string"}}},
+            "e": {"type": "categorical"},
+            "f": {"type": "resnet_101"},
+        }
+    }
+    assert wants_list(schema, ("a",)) is True
+    assert wants_list(schema, ("a", 0, "b")) is True
+    assert wants_list(schema, ("c", "d")) is False
+    assert wants_list(schema, ("e",)) is False
+    assert wants_list(schema, ("f",)) is None  # a type taospec does not know
+    assert wants_list(schema, ("c", "x")) is None
+    assert wants_list(schema, ("c", 0)) is None  # no items: nothing said of them

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
+from taospec.skilljob import read_schema
 from taospec.skills import (
     Action,
     Input,
@@ -31,7 +32,7 @@ from taospec.skills import (
     load_skill,
     read_template,
 )
-from taospec.taoschema import MISSING, dotted, lookup
+from taospec.taoschema import MISSING, dotted, lookup, wants_list
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
 SCHEMA_FILE = (
@@ -119,16 +120,21 @@ def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) ->
 def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:
     """What the user must set: each required input and each ``???``, with a note."""
     required = dict.fromkeys(_missing(template, ()), "the template leaves it for you")
+    schema = read_schema(action)
     for declared in action.inputs:
         if not declared.optional:
-            required[declared.path] = _input_note(template, declared, action)
+            required[declared.path] = _input_note(template, schema, declared, action)
     return required
 
 
-def _input_note(template: Mapping[str, Any], declared: Input, action: Action) -> str:
-    """What a required input is, a list where the template holds one (as the schema then
-    wants: a single path there is refused)."""
-    listed = isinstance(lookup(template, declared.path), list) and declared.type != "list"
+def _input_note(
+    template: Mapping[str, Any], schema: Mapping[str, Any], declared: Input, action: Action
+) -> str:
+    """What a required input is: a list where the schema wants one (a single path there is
+    refused), or where it does not say and the template holds one."""
+    said = wants_list(schema, declared.path)
+    listed = isinstance(lookup(template, declared.path), list) if said is None else said
+    listed = listed and declared.type != "list"
     what = f"a list of the {declared.type}s" if listed else f"the {declared.type}"
     return f"input: {what} that {action.name} reads"
 
