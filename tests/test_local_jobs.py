@@ -878,6 +878,19 @@ def test_an_escaped_brace_counts_as_the_one_byte_it_runs_as(taospec: Runner, tmp
     assert done.returncode == 0, done.stderr
     log = next((tmp_path / "results").glob("*/taospec.log")).read_text()
     assert log.split() == ["131071", "131067"]
+    # a matrix value goes in with its braces doubled, and runs with them single
+    swept = write(
+        tmp_path / "sweep.yaml",
+        "version: 1\n"
+        "defaults: {network_arch: hello, action: greet, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'results'}}}\n"
+        "jobs:\n"
+        "  a:\n"
+        "    matrix: {v: ['{ab}']}\n"
+        f'    command: "echo {"x" * (131071 - 4)}{{matrix.v}}"\n',
+    )
+    checked = taospec("validate", swept)
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_a_placeholder_that_fills_a_word_past_the_kernels_limit_is_refused_at_its_line(
