@@ -22,10 +22,12 @@ which the far side does not define.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
-from taospec import plantext
+from taospec import plantext, proc, settings
 from taospec.errors import InvalidInput
 from taospec.plan import FAILED
 from taospec.templates import quote
@@ -150,10 +152,46 @@ def ssh_argv(url: str) -> tuple[str, ...]:
     if port == 0:
         raise InvalidInput(f"docker.host {url!r}: port 0 is no port", key=("docker", "host"))
     destination = f"{parts.username}@{parts.hostname}" if parts.username else parts.hostname
+    return ssh(destination, *(("-p", str(port)) if port is not None else ()))
+
+
+def ssh(destination: str, *options: str) -> tuple[str, ...]:
+    """``ssh`` to ``destination`` that never prompts and gives up on a host that does not
+    answer: taospec's ConnectTimeout is added only where ssh's own configuration sets none
+    (on the command line it would override the user's)."""
     argv = ["ssh", "-o", "BatchMode=yes"]
-    if port is not None:
-        argv += ["-p", str(port)]
-    return (*argv, "--", destination)
+    if _configured_timeout(destination, options) is None:
+        argv += ["-o", f"ConnectTimeout={_our_timeout()}"]
+    return (*argv, *options, "--", destination)
+
+
+def connect_timeout(destination: str, *options: str) -> int:
+    """The seconds ``ssh(destination, *options)`` waits for the host to answer."""
+    configured = _configured_timeout(destination, options)
+    return _our_timeout() if configured is None else configured
+
+
+def _our_timeout() -> int:
+    return math.ceil(settings.seconds(settings.SSH_CONNECT_TIMEOUT))  # ssh takes whole seconds
+
+
+@functools.cache
+def _configured_timeout(destination: str, options: tuple[str, ...]) -> int | None:
+    """The ConnectTimeout ssh's configuration gives ``destination``, None when it sets none.
+
+    ``ssh -G`` prints the configuration it would use (``connecttimeout none`` when unset)
+    without connecting; it is asked once per destination in a process. When it cannot say
+    (no ssh, a broken config), None: the ssh that follows reports that itself.
+    """
+    try:
+        answer = proc.run(("ssh", "-G", *options, "--", destination), check=False)
+    except InvalidInput:  # no ssh here: rendering a plan still works
+        return None
+    for line in answer.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "connecttimeout":
+            return int(value) if value.isdigit() else None
+    return None
 
 
 def remove_container(job_id: str) -> str:

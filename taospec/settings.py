@@ -28,6 +28,7 @@ SUBMIT_BACKOFF = "TAOSPEC_SUBMIT_BACKOFF"
 RETRY_INTERVAL = "TAOSPEC_RETRY_INTERVAL"
 LAUNCH_GRACE = "TAOSPEC_LAUNCH_GRACE"
 SLURM_CANCEL_WAIT = "TAOSPEC_SLURM_CANCEL_WAIT"
+SSH_CONNECT_TIMEOUT = "TAOSPEC_SSH_CONNECT_TIMEOUT"
 
 SECONDS = {
     PROGRESS_INTERVAL: Seconds(60.0, "between lines", zero=False),
@@ -37,6 +38,9 @@ SECONDS = {
     ),
     LAUNCH_GRACE: Seconds(120.0, "a record may wait for its launch", zero=True),
     SLURM_CANCEL_WAIT: Seconds(60.0, "to wait for a cancelled Slurm job to end", zero=True),
+    SSH_CONNECT_TIMEOUT: Seconds(
+        30.0, "ssh waits for a host to answer where ssh's config sets none", zero=False
+    ),
 }
 
 

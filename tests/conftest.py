@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -217,6 +219,28 @@ def returned(call: Callable[[], T], bound: float) -> list[T]:
     worker.start()
     worker.join(bound)
     return answer
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port whose server accepts every connection and never says a word: an ssh
+    host that is up as far as TCP goes and then hangs (its sshd stuck, a firewall that
+    swallows the traffic). Its connections are closed after the test."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the server closed under it: the test is over
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    with contextlib.suppress(OSError):
+        server.shutdown(socket.SHUT_RDWR)  # wakes the accept
+    server.close()
+    for connection in held:
+        connection.close()
 
 
 def write(path: Path, text: str) -> Path:

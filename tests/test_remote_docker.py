@@ -156,6 +156,26 @@ def test_a_host_with_a_port_runs_to_completion(
     assert (open_tmp / "results" / job_id / "uid").read_text() == "1000\n"
 
 
+def test_ssh_to_a_host_that_takes_the_connection_and_never_answers_gives_up(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, silent_port: int
+) -> None:
+    """taospec's own ssh steps waited for ever on such a host. Where ssh's configuration sets
+    a ConnectTimeout (the loopback sshd's port has one) taospec adds none: see above."""
+    port = str(silent_port)
+    spec = job_file(open_tmp, engine, "true", f"ssh://root@127.0.0.1:{port}")
+    rendered = taospec("render", "--format", "json", spec, env={"TAOSPEC_SSH_CONNECT_TIMEOUT": "2"})
+    assert rendered.returncode == 0, rendered.stderr
+    step = json.loads(rendered.stdout)["steps"][0]
+    ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-p", port, "--"]
+    assert (step["name"], step["argv"][:9]) == ("paths-check", [*ssh, "root@127.0.0.1"])
+    began = time.monotonic()
+    done = subprocess.run(step["argv"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=60, check=False)  # fmt: skip
+    assert time.monotonic() - began < 20
+    assert (done.returncode, done.stdout) == (255, ""), done.stderr
+    assert f"Connection to 127.0.0.1 port {port} timed out" in done.stderr
+
+
 def test_a_look_at_a_running_container_over_ssh_shows_no_part_of_a_value_being_written(
     sshd: str, engine: str, taospec: Runner, open_tmp: Path, job_ids
 ) -> None:
@@ -258,16 +278,10 @@ def test_free_gpus_are_read_with_nvidia_smi_on_the_ssh_host(
 
 
 def test_ssh_destinations_are_parsed_and_never_read_as_options() -> None:
-    assert remote.ssh_argv("ssh://gpu") == ("ssh", "-o", "BatchMode=yes", "--", "gpu")
-    assert remote.ssh_argv("ssh://u@gpu:22") == (
-        "ssh",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        "22",
-        "--",
-        "u@gpu",
-    )
+    # ssh's configuration here sets no ConnectTimeout for these: taospec's 30 s is added
+    ours = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30")
+    assert remote.ssh_argv("ssh://gpu") == (*ours, "--", "gpu")
+    assert remote.ssh_argv("ssh://u@gpu:22") == (*ours, "-p", "22", "--", "u@gpu")
     # "--" keeps taospec's own ssh from reading them as options, but DOCKER_HOST goes to
     # docker's ssh as well, and slurm.login and brev.instance refuse a leading dash
     bad_hosts = ("ssh://-oProxyCommand=x", "ssh://-oProxyCommand=x@gpu", "ssh://gpu:0")

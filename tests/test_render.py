@@ -7,12 +7,13 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from taospec import plantext
+from taospec import plantext, remote
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
@@ -46,11 +47,20 @@ def rendered(path: Path, launcher: Identity = ROOT_LAUNCHER) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def no_ambient_engine(tmp_path: Path, monkeypatch) -> None:
-    """A docker plan names the engine the environment points the CLI at: here, none."""
+def no_ambient_engine(tmp_path: Path, monkeypatch) -> Iterator[None]:
+    """A docker plan names the engine the environment points the CLI at: here, none. An ssh
+    command has taospec's ConnectTimeout unless ssh's configuration sets one: here, none
+    (the real ``ssh`` told to read no configuration file)."""
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
+    real = shutil.which("ssh")
+    assert real
+    write(tmp_path / "bin" / "ssh", f'#!/bin/sh\nexec {real} -F none "$@"\n').chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    remote._configured_timeout.cache_clear()  # asked once per process: ask this ssh
+    yield
+    remote._configured_timeout.cache_clear()
 
 
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])

@@ -484,16 +484,20 @@ def dead_controller(open_tmp: Path) -> dict[str, str]:
     return {"SLURM_CONF": str(conf)}
 
 
+def ssh_with(folder: Path, *options: str) -> dict[str, str]:
+    """A PATH whose ``ssh`` is the real one given ``options`` first (``ssh -G`` included)."""
+    real = shutil.which("ssh")
+    assert real
+    folder.mkdir()
+    write(folder / "ssh", f'#!/bin/sh\nexec {real} {" ".join(options)} "$@"\n').chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
 @pytest.fixture
 def refused_ssh(open_tmp: Path) -> dict[str, str]:
     """A PATH whose ``ssh`` is the real one sent to a port nothing listens on: the login node
     refuses the connection, as a login node that is down or unreachable does."""
-    real = shutil.which("ssh")
-    assert real
-    folder = open_tmp / "no-login"
-    folder.mkdir()
-    write(folder / "ssh", f'#!/bin/sh\nexec {real} -o Port=1 "$@"\n').chmod(0o755)
-    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+    return ssh_with(open_tmp / "no-login", "-o", "Port=1")
 
 
 def ledger_files(state_dir: Path) -> dict[str, bytes]:
@@ -601,6 +605,75 @@ def test_status_logs_and_cancel_exit_2_when_the_login_node_does_not_answer(
         assert ledger_files(state_dir) == before
         assert status(taospec, running)["state"] == RUNNING
         assert taospec("logs", ended).stdout == "ended\n"
+    finally:
+        assert taospec("cancel", running).returncode == 0
+
+
+def stuck_login(login: str, seconds: int, port: int) -> str:
+    return (
+        f"the Slurm login node {login} did not answer over ssh within {seconds} s (Connection "
+        f"to 127.0.0.1 port {port} timed out): check that it is up and that "
+        f"ssh -o BatchMode=yes {login} true works from this machine; if it is only slow to "
+        "answer, give it a longer ConnectTimeout in ~/.ssh/config"
+    )
+
+
+def test_status_logs_and_cancel_give_up_on_a_login_node_that_never_answers(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path, state_dir: Path, silent_port: int
+) -> None:
+    """A login node that took the connection and never spoke held status, logs and cancel
+    (and run's partition check, and submit) for ever: ssh has no time limit of its own."""
+    silent = {**ssh_with(open_tmp / "silent", "-o", f"Port={silent_port}"),
+              "TAOSPEC_SSH_CONNECT_TIMEOUT": "2"}  # fmt: skip
+    stuck = stuck_login(login_node, 2, silent_port)
+    running = submit(taospec, job_file(open_tmp, ["sleep", "300"], slurm={"login": login_node}))
+    before = ledger_files(state_dir)
+    try:
+        for verb, cannot in (
+            ("status", "cannot tell the state of"),
+            ("logs", "cannot read the output of"),
+            ("cancel", "cannot cancel"),
+        ):
+            done = taospec(verb, running, env=silent, timeout=60)
+            assert (done.returncode, done.stdout) == (2, ""), done.stderr
+            assert done.stderr == f"taospec: {cannot} {running}: {stuck}; nothing was changed\n"
+        assert ledger_files(state_dir) == before
+        assert status(taospec, running)["state"] == RUNNING
+        spec = job_file(open_tmp, ["true"], slurm={"login": login_node, "partition": "debug"})
+        checked = taospec("validate", "--here", spec, env=silent, timeout=60)
+        assert checked.returncode == 0, checked.stderr  # a cluster that does not answer: unjudged
+        submitted = taospec("run", spec, env=silent, timeout=60)
+        assert submitted.returncode == 1, submitted.stderr
+        assert f"Connection to 127.0.0.1 port {silent_port} timed out" in submitted.stderr
+    finally:
+        assert taospec("cancel", running).returncode == 0
+
+
+def test_a_connect_timeout_the_users_ssh_config_sets_is_kept(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path, silent_port: int
+) -> None:
+    """taospec adds its ConnectTimeout only where ssh's own configuration sets none: on the
+    command line it would win over the user's."""
+    config = write(open_tmp / "ssh_config", "ConnectTimeout 1\nInclude ~/.ssh/config\n")
+    own = ssh_with(open_tmp / "own", "-F", str(config), "-o", f"Port={silent_port}")
+    silent = {**ssh_with(open_tmp / "silent", "-o", f"Port={silent_port}"),
+              "TAOSPEC_SSH_CONNECT_TIMEOUT": "2"}  # fmt: skip
+    spec = job_file(open_tmp, ["sleep", "300"], slurm={"login": login_node})
+    for env, ssh in (
+        (own, ["ssh", "-o", "BatchMode=yes", "--", login_node]),
+        (silent, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "--", login_node]),
+    ):
+        rendered = taospec("render", "--format", "json", spec, env=env)
+        assert rendered.returncode == 0, rendered.stderr
+        steps = json.loads(rendered.stdout)["steps"]
+        assert {tuple(step["argv"][:-1]) for step in steps} == {tuple(ssh)}
+    running = submit(taospec, spec)
+    try:
+        began = time.monotonic()
+        done = taospec("status", running, env=own, timeout=60)
+        assert time.monotonic() - began < 20  # ssh's 1 s, not taospec's 30 s
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert stuck_login(login_node, 1, silent_port) in done.stderr
     finally:
         assert taospec("cancel", running).returncode == 0
 

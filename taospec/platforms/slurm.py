@@ -104,7 +104,7 @@ def on(login: str | None, argv: Sequence[str]) -> tuple[str, ...]:
     """``argv`` as it runs where the Slurm commands run: here, or on ``login`` through ssh."""
     if login is None:
         return tuple(argv)
-    return ("ssh", "-o", "BatchMode=yes", "--", login, remote.command(argv))
+    return (*remote.ssh(login), remote.command(argv))
 
 
 def env_file_step(context: Context, login: str | None) -> Step:
@@ -442,6 +442,13 @@ def _unanswered(code: int, said: str, login: str | None) -> str:
     check; '' when the cluster answered."""
     lines = said.strip().splitlines()
     last = lines[-1] if lines else f"exit {code}, no output"
+    if login is not None and code == SSH_FAILED and "timed out" in last:
+        return (
+            f"the Slurm login node {login} did not answer over ssh within "
+            f"{remote.connect_timeout(login)} s ({last}): check that it is up and that "
+            f"ssh -o BatchMode=yes {login} true works from this machine; if it is only slow to "
+            "answer, give it a longer ConnectTimeout in ~/.ssh/config"
+        )
     if login is not None and code == SSH_FAILED:
         return (
             f"the Slurm login node {login} does not answer over ssh ({last}): check that it is "

@@ -12,13 +12,19 @@ JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia
 export JOB_ID
 
 # paths-check: check on ssh://ubuntu@gpu-box.example.com:2222 that results_root and every mount source exist there
-ssh -o BatchMode=yes -p 2222 -- ubuntu@gpu-box.example.com \
+ssh -o BatchMode=yes \
+    -o ConnectTimeout=30 \
+    -p 2222 \
+    -- ubuntu@gpu-box.example.com \
     'test -e /data/results || printf %s\\n '"'"'TAOSPEC_FAILED=results_root /data/results does not exist on ssh://ubuntu@gpu-box.example.com:2222; create it there or fix the spec'"'"'
 test -e /data/datasets/levir-cd || printf %s\\n '"'"'TAOSPEC_FAILED=mounts[0].source /data/datasets/levir-cd does not exist on ssh://ubuntu@gpu-box.example.com:2222; create it there or fix the spec'"'"'
 echo TAOSPEC_CHECK=done' </dev/null | grep -q ^TAOSPEC_CHECK=done
 
 # prepare: create the results tree on ssh://ubuntu@gpu-box.example.com:2222, owned by 1000:1000, and write the spec the job reads as /results/stage/spec.yaml
-ssh -o BatchMode=yes -p 2222 -- ubuntu@gpu-box.example.com \
+ssh -o BatchMode=yes \
+    -o ConnectTimeout=30 \
+    -p 2222 \
+    -- ubuntu@gpu-box.example.com \
     'if install -d -m 0755 -o 1000 -g 1000 \
     /data/results/'"$JOB_ID"' /data/results/'"$JOB_ID"'/stage /data/results/'"$JOB_ID"'/.tao-runtime \
     /data/results/'"$JOB_ID"'/.tao-runtime/home /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache \
