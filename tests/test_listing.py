@@ -146,33 +146,88 @@ def test_a_damaged_state_file_means_counting_again(ledger: Ledger) -> None:
     settle(ledger)
     assert ids(ledger.list()) == made[::-1]
     state = Path(ledger.root) / listing.STATE_FILE
-    for text in ("", "{", "[]", '{"format": 1, "jobs": {"records": "2"}}', "\0" * 10):
+    for text in ("", "{", "[]", '{"format": 2, "unaccounted": {"sum": "2"}}', "\0" * 10):
         state.write_text(text)
         assert ids(ledger.list()) == made[::-1]
     data = json.loads(state.read_text())
-    data["jobs"]["records"] = 0
-    data["jobs"]["foreign"] = [[1, 2]]
+    data["unaccounted"]["foreign"] = [[1, 2]]
     state.write_text(json.dumps(data))
     foreign(ledger, "f-1", "2999-01-01T00:00:00Z")
     assert ids(ledger.list()) == ["f-1", *made[::-1]]
+    data = json.loads(state.read_text())
+    data["journal"]["opened"] = "0"
+    state.write_text(json.dumps(data))
+    assert ids(ledger.list()) == ["f-1", *made[::-1]]
 
 
-def test_counting_resumes_exactly_after_any_appends(tmp_path: Path) -> None:
+def test_summing_resumes_exactly_after_any_appends(tmp_path: Path) -> None:
     journal = tmp_path / "ledger.jsonl"
     opened = b'{"id":"a","event":"open"}\n'
+    other = b'{"id":"b-1","event":"open"}\n'
     moved = b'{"id":"a","event":"transition"}\n'
-    pieces = [opened, moved, opened[:7], opened[7:], b"\n", b'{"event":"op', b'en"}\n']
+    pieces = [opened, other, moved, opened[:7], opened[7:], b"\n", b'{"event":"op', b'en"}\n']
     chooser = random.Random(6)
     journal.write_bytes(b"")
     state = None
     for _ in range(200):
         with journal.open("ab") as out:
             out.write(chooser.choice(pieces))
-        opens, state = listing._count_opens(journal, state)
+        opened_sum, state = listing._open_lines_sum(str(journal), state)
         content = journal.read_bytes()
         complete = content[: content.rfind(b"\n") + 1]
-        assert opens == complete.count(OPEN_MARK)
+        whole = [json.loads(line) for line in complete.splitlines() if _whole(line)]
+        names = [f"{e['id']}.json" for e in whole if e.get("event") == "open" and "id" in e]
+        assert opened_sum == listing.names_sum(names)
         assert state["offset"] == len(complete)
+
+
+def _whole(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def test_a_record_removed_by_hand_does_not_hide_one_another_writer_adds(ledger: Ledger) -> None:
+    made = [open_job(ledger).id for _ in range(3)]
+    settle(ledger)
+    assert ids(ledger.list()) == made[::-1]
+    (Path(ledger.jobs_dir) / f"{made[0]}.json").unlink()
+    foreign(ledger, "f-1", "2999-01-01T00:00:00Z")
+    assert ids(ledger.list()) == ["f-1", made[2], made[1]]
+    settle(ledger)
+    assert ids(ledger.list()) == ["f-1", made[2], made[1]]
+    (Path(ledger.jobs_dir) / f"{made[1]}.json").unlink()
+    foreign(ledger, "f-2", "2998-01-01T00:00:00Z")
+    settle(ledger)
+    assert ids(ledger.list()) == ["f-1", "f-2", made[2]]
+
+
+def test_a_record_whose_open_line_was_torn_is_listed(ledger: Ledger) -> None:
+    made = open_job(ledger).id
+    settle(ledger)
+    assert ids(ledger.list()) == [made]
+    foreign(ledger, "f-1", "2999-01-01T00:00:00Z")
+    event = {"ts": "2999-01-01T00:00:00Z", "id": "f-1", "event": "open", "state": "PENDING"}
+    torn = json.dumps(event, separators=(",", ":")).encode()[:-8]
+    with Path(ledger.journal_path).open("ab") as journal:
+        journal.write(torn + b"\n")  # a crash cut it; the next append fenced it off
+    assert ids(ledger.list()) == ["f-1", made]
+
+
+def test_a_second_open_line_does_not_hide_a_record_another_writer_adds(ledger: Ledger) -> None:
+    made = open_job(ledger).id
+    settle(ledger)
+    assert ids(ledger.list()) == [made]
+    line = next(
+        line
+        for line in Path(ledger.journal_path).read_bytes().splitlines(keepends=True)
+        if OPEN_MARK in line
+    )
+    with Path(ledger.journal_path).open("ab") as journal:
+        journal.write(line)
+    foreign(ledger, "f-1", "2999-01-01T00:00:00Z")
+    assert ids(ledger.list()) == ["f-1", made]
 
 
 def test_json_names_that_are_no_record_do_not_hide_a_foreign_one(ledger: Ledger) -> None:
@@ -190,9 +245,20 @@ NAME_PARTS = st.sampled_from(["a", "B7", ".", "-", "_", " ", "json", "tmp", "loc
 
 
 @given(st.lists(st.lists(NAME_PARTS, min_size=1, max_size=6).map("".join), max_size=30))
-def test_a_scan_counts_and_finds_as_a_look_at_each_name_would(names: list[str]) -> None:
+def test_a_scan_sums_and_finds_as_a_look_at_each_name_would(names: list[str]) -> None:
     scan = listing.scanned(names)
     records = [n[:-5] for n in names if n.endswith(".json") and ID_RE.fullmatch(n[:-5])]
     assert scan.record_ids() == tuple(records)
-    assert scan.records_at_most == sum(n.endswith(".json") for n in names) >= len(records)
+    assert scan.names_sum == listing.names_sum([n for n in names if n.endswith(".json")])
+    assert scan.names_sum == listing.names_sum(sorted(n for n in names if n.endswith(".json")))
     assert scan.temps == tuple(n for n in names if n.startswith(".") and n.endswith(".tmp"))
+
+
+@given(st.lists(st.lists(NAME_PARTS, min_size=1, max_size=6).map("".join), max_size=30), st.data())
+def test_one_name_more_or_fewer_changes_the_sum(names: list[str], data: st.DataObject) -> None:
+    extra = data.draw(st.text(min_size=1).filter(lambda n: "\0" not in n))
+    total = listing.names_sum(names)
+    assert listing.names_sum([*names, extra]) != total
+    if names:
+        dropped = data.draw(st.integers(0, len(names) - 1))
+        assert listing.names_sum(names[:dropped] + names[dropped + 1 :]) != total

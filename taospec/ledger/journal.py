@@ -17,7 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from taospec.durable import WriteFailed, fsync_folder
 from taospec.ledger.record import ID_RE
@@ -121,6 +121,16 @@ def lines_backwards(path: str) -> Iterator[bytes]:
             head = lines[0]
             yield from reversed(lines[1:])
         yield head
+
+
+def opened_ids(lines: Iterable[bytes]) -> Iterator[str]:
+    """The id of each open line of ``lines`` that reads whole; other lines are not parsed."""
+    for line in lines:
+        if OPEN_MARK in line:
+            entry = parse_line(line)
+            job_id = None if entry is None else opened_id(entry)
+            if job_id is not None:
+                yield job_id
 
 
 def opened_id(entry: Mapping[str, object]) -> str | None:

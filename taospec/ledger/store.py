@@ -524,8 +524,11 @@ class Ledger:
             return ""
 
     def _journal_ids(self) -> frozenset[str]:
-        ids = (journal.opened_id(entry) for entry in journal.events(self.journal_path))
-        return frozenset(job_id for job_id in ids if job_id is not None)
+        try:
+            with open(self.journal_path, "rb") as lines:
+                return frozenset(journal.opened_ids(lines))
+        except FileNotFoundError:
+            return frozenset()
 
     def _scan(self) -> listing.Scan:
         """One look at the jobs folder: one ``listdir``, counted by :func:`listing.scanned`."""
