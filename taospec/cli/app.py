@@ -197,7 +197,7 @@ def validate(files: tuple[str, ...], **options: Any) -> None:
 @USER_OPTION
 @VERSIONS_OPTION
 def render(file: str, targets: tuple[str, ...], **options: Any) -> None:
-    """Print the exact commands FILE's jobs (or TARGETS) will run. Runs nothing. FILE - is stdin."""
+    """Show the exact commands FILE's jobs (or TARGETS) will run, starting none. FILE - is stdin."""
     from taospec.commands import render as render_verb
 
     sys.exit(render_verb.run(file, targets, **options))
