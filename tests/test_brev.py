@@ -691,6 +691,25 @@ def test_a_jobs_own_lines_that_look_like_dockers_errors_are_shown_on_an_instance
     ], followed.stdout
 
 
+def test_brevs_notice_that_it_starts_a_stopped_instance_is_not_the_jobs_output(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """brev exec starts a stopped instance before it runs the command, and says so on its
+    stdout, after ssh's refusal on its stderr: logs and logs -f showed both as the job's."""
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, "sh -c 'echo one; echo two >&2'")
+    done = run(taospec, emulator, "run", spec)
+    assert done.stdout.split()[1:] == ["COMPLETE"], done.stderr
+    job_id = done.stdout.split()[0]
+    for args in (["logs", "-f", job_id], ["logs", job_id]):
+        assert emulator("stop", "box").returncode == 0
+        before = len(emulator.commands())
+        shown = run(taospec, emulator, *args)
+        assert shown.returncode == 0, shown.stderr
+        assert (sorted(shown.stdout.splitlines()), shown.stderr) == (["one", "two"], "")
+        assert emulator.commands()[before]["attempt"] == 2  # brev started box to read it
+
+
 def _drop_connection(command: str) -> None:
     """Kill, as a dropped ssh connection would, the emulator's ``bash -c ...`` whose command
     ends in ``command``, and what it runs: brev then says "Connection failed" and runs the

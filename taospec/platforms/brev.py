@@ -56,6 +56,9 @@ FOLLOWED = re.compile(f"{remote.MARK}FOLLOWED=([0-9]+)\n?\\Z")
 """The stderr line a follow's remote command ends with when ``docker logs`` failed: its
 exit code, which brev does not pass back (the command itself exits 0, so that brev does
 not run it, and follow the output from its start, again)."""
+STARTING = "Instance {} is starting. \n"
+"""brev's notice, on its stdout (a blank line follows), that it starts the stopped instance
+before it runs the command."""
 NOTHING = re.compile("(?!)")
 """A pattern no line matches: a read that does not follow ends in no such line."""
 
@@ -413,33 +416,68 @@ class _Trailer:
 
 class _Rerun:
     """Passes each stream's lines on once through brev's runs of one read. Each run begins
-    with a line of its own (``begun``) on each stream; when the ssh connection drops, brev
-    says so (:data:`RERUN`) and runs the command again, which prints the output from its
-    start once more, so after either line as many lines of the stream as were shown are
-    passed over. A line the drop cut in two ends in the one or the other: it goes with
-    them, and comes again whole."""
+    with a line of its own (``begun``) on each stream; what comes before it is brev's (or
+    ssh's): held back, and dropped when the run begins. When the ssh connection drops, brev says
+    so (:data:`RERUN`), may start the instance (:data:`STARTING`, on stdout, joined to no
+    line of the job's unless the drop cut one) and runs the command again, which prints
+    the output from its start once more, so after either line as many lines of the stream
+    as were shown are passed over. A line the drop cut in two ends in the one or the
+    other: it goes with them, and comes again whole."""
 
     def __init__(
-        self, begun: str, on_line: Callable[[str], None], on_error_line: Callable[[str], None]
+        self,
+        begun: str,
+        instance: str,
+        on_line: Callable[[str], None],
+        on_error_line: Callable[[str], None],
     ):
         self.begun = f"{begun}\n"
+        self.starting = STARTING.format(instance)
         self.sinks = (on_line, on_error_line)
         self.shown = [0, 0]
         self.skip = [0, 0]
+        self.waiting = [True, True]  # for the run's begun line
+        self.held: tuple[list[str], list[str]] = ([], [])  # brev's, if a run begins next
 
     def stream(self, index: int) -> Callable[[str], None]:
-        ends = (self.begun, f"{RERUN}\n") if index == 1 else (self.begun,)  # RERUN: stderr
+        held = self.held[index]
 
         def line(text: str) -> None:
-            if text.endswith(ends):
+            if text.endswith(self.begun) or (index == 1 and text.endswith(f"{RERUN}\n")):
+                held.clear()
                 self.skip[index] = self.shown[index]
-            elif self.skip[index]:
-                self.skip[index] -= 1
+                self.waiting[index] = not text.endswith(self.begun)
+            elif self.waiting[index] or self._starting(index, text):
+                held.append(text)
             else:
-                self.shown[index] += 1
-                self.sinks[index](text)
+                self._pass_held(index)
+                self._pass(index, text)
 
         return line
+
+    def _starting(self, index: int, text: str) -> bool:
+        """Whether a line may be brev's notice that it starts the instance, or the blank
+        line after it."""
+        notice = text.endswith(self.starting)
+        return index == 0 and (notice or (len(self.held[0]) == 1 and text == "\n"))
+
+    def _pass(self, index: int, text: str) -> None:
+        if self.skip[index]:
+            self.skip[index] -= 1
+        else:
+            self.shown[index] += 1
+            self.sinks[index](text)
+
+    def _pass_held(self, index: int) -> None:
+        for text in self.held[index]:
+            self._pass(index, text)
+        self.held[index].clear()
+
+    def end(self) -> None:
+        """Pass on what is held back: no run began after it, so it is the output's, or
+        brev's words on why it failed (where they went before)."""
+        self._pass_held(0)
+        self._pass_held(1)
 
 
 def logs(
@@ -508,7 +546,7 @@ def _stream_logs(
     begun = f"{remote.MARK}BEGUN={secrets.token_hex(4)}"  # no line of the job's is this
     say = remote.command(["echo", begun])
     command = f"{say}; {say} >&2; {remote.command(docker.logs_argv(record.id, follow, tail))}"
-    once = _Rerun(begun, on_line, on_error_line)
+    once = _Rerun(begun, instance, on_line, on_error_line)
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
     said = _Trailer(FOLLOWED if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again
@@ -516,6 +554,7 @@ def _stream_logs(
     code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=said.line)
     lines.end(code == 0)
     failed = said.end(code == 0)
+    once.end()
     return int(failed[1]) if failed else code
 
 
