@@ -710,16 +710,31 @@ def test_brevs_notice_that_it_starts_a_stopped_instance_is_not_the_jobs_output(
         assert emulator.commands()[before]["attempt"] == 2  # brev started box to read it
 
 
+def test_a_jobs_last_line_like_the_follows_own_marker_is_the_jobs_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """The follow's remote command says docker's exit code in a line of its own: a job
+    whose last stderr line ended with that text had it read as docker's code (the follow
+    said the output could not be read, exit 1)."""
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, "sh -c 'echo step; echo at TAOSPEC_FOLLOWED=7 >&2'")
+    done = run(taospec, emulator, "run", spec)
+    assert done.stdout.split()[1:] == ["COMPLETE"], done.stderr
+    followed = run(taospec, emulator, "logs", "-f", done.stdout.split()[0])
+    assert followed.returncode == 0, followed.stderr
+    assert sorted(followed.stdout.splitlines()) == ["at TAOSPEC_FOLLOWED=7", "step"]
+
+
 def _drop_connection(command: str) -> None:
     """Kill, as a dropped ssh connection would, the emulator's ``bash -c ...`` whose command
-    ends in ``command``, and what it runs: brev then says "Connection failed" and runs the
+    holds ``command``, and what it runs: brev then says "Connection failed" and runs the
     command again."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
                 argv = cmdline.read_bytes().split(b"\0")
-                if argv[:2] != [b"bash", b"-c"] or not argv[2].endswith(command.encode()):
+                if argv[:2] != [b"bash", b"-c"] or command.encode() not in argv[2]:
                     continue
                 shell = int(cmdline.parent.name)
                 children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
@@ -750,7 +765,7 @@ def test_following_through_a_dropped_connection_shows_each_line_once(
     assert following.stdout is not None
     shown = sorted(following.stdout.readline() for _ in range(3))
     assert shown == ["one\n", "three\n", "two\n"]
-    _drop_connection(f"docker logs --follow {job_id} || echo TAOSPEC_FOLLOWED=$? >&2")
+    _drop_connection(f"docker logs --follow {job_id} || ")
     time.sleep(2)  # brev's second run has shown what the job wrote so far, once more
     assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
     out, err = following.communicate(timeout=60)
@@ -780,7 +795,7 @@ def test_a_line_a_dropped_connection_cut_in_two_shows_once_whole(
 
     _wait_for(both_pieces_logged)
     time.sleep(1)  # the follow has handed both pieces on
-    _drop_connection(f"docker logs --follow {job_id} || echo TAOSPEC_FOLLOWED=$? >&2")
+    _drop_connection(f"docker logs --follow {job_id} || ")
     time.sleep(2)  # brev's second run has handed them on once more
     assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
     out, err = following.communicate(timeout=60)

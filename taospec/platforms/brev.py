@@ -52,10 +52,6 @@ at once: nothing has started yet, and brev itself already ran a failed command t
 GONE = "could not look up instance"
 RERUN = "Connection failed, checking instance status..."
 """brev's notice, on stderr, that it runs the command again (its ssh connection failed)."""
-FOLLOWED = re.compile(f"{remote.MARK}FOLLOWED=([0-9]+)\n?\\Z")
-"""The stderr line a follow's remote command ends with when ``docker logs`` failed: its
-exit code, which brev does not pass back (the command itself exits 0, so that brev does
-not run it, and follow the output from its start, again)."""
 STARTING = "Instance {} is starting. \n"
 """brev's notice, on its stdout (a blank line follows), that it starts the stopped instance
 before it runs the command."""
@@ -387,7 +383,7 @@ def log_tail(
 class _Trailer:
     """Passes lines on, holding back a line that ends in ``pattern`` until another follows:
     what the remote side adds after the output, alone on its line or joined to the
-    output's unended last line (brev's instance name, :data:`FOLLOWED`)."""
+    output's unended last line (brev's instance name, the follow's :func:`_followed`)."""
 
     def __init__(self, pattern: re.Pattern[str], on_line: Callable[[str], None]) -> None:
         self.pattern = pattern
@@ -542,20 +538,29 @@ def _stream_logs(
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
     (:class:`_Rerun`). Its exit code: of a follow, that of ``docker logs`` on the instance
-    (:data:`FOLLOWED`); else brev's (1 when ``docker logs`` failed)."""
-    begun = f"{remote.MARK}BEGUN={secrets.token_hex(4)}"  # no line of the job's is this
+    (:func:`_followed`); else brev's (1 when ``docker logs`` failed)."""
+    token = secrets.token_hex(4)  # no line of the job's holds it
+    begun = f"{remote.MARK}BEGUN={token}"
     say = remote.command(["echo", begun])
     command = f"{say}; {say} >&2; {remote.command(docker.logs_argv(record.id, follow, tail))}"
     once = _Rerun(begun, instance, on_line, on_error_line)
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
-    said = _Trailer(FOLLOWED if follow else NOTHING, once.stream(1))
+    said = _Trailer(_followed(token) if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again
-        command += f" || echo {remote.MARK}FOLLOWED=$? >&2"
+        command += f" || echo {remote.MARK}FOLLOWED={token}=$? >&2"
     code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=said.line)
     lines.end(code == 0)
     failed = said.end(code == 0)
     once.end()
     return int(failed[1]) if failed else code
+
+
+def _followed(token: str) -> re.Pattern[str]:
+    """The stderr line a follow's remote command ends with when ``docker logs`` failed: its
+    exit code, which brev does not pass back (the command itself exits 0, so that brev does
+    not run it, and follow the output from its start, again). The read's own ``token``
+    makes it a line no job can write; it ends the line a piece docker left unended began."""
+    return re.compile(f"{remote.MARK}FOLLOWED={token}=([0-9]+)\n\\Z")
 
 
 def _trailer(instance: str) -> re.Pattern[str]:
