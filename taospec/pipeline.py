@@ -757,7 +757,7 @@ class Build:
             tail=None,
             follow=True,
             on_line=lambda line: board.output(prefix + line),
-            on_said=lambda line: board.note(f"{prefix}{record.platform}: {line.strip()}"),
+            on_said=lambda line: board.note(f"{prefix}{line.strip()}"),
         )
 
     def _follow(self, record: Record, name: str, board: Board) -> tuple[Record, str, str]:

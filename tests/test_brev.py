@@ -628,7 +628,8 @@ def test_following_a_job_whose_output_stops_coming_says_it_may_still_run(
         assert NOT_ANSWERING["sshd down"][1] in err, err
         _set_instance(emulator, "box", probes_before_ready=0)
     else:
-        assert "its output stopped (brev exited 143) while the job is RUNNING" in err, err
+        said = "its output stopped (docker logs on instance box exited 143) while the job is"
+        assert f"{said} RUNNING" in err, err
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == "running"
 
 
@@ -667,8 +668,9 @@ def test_following_a_job_whose_instance_engine_breaks_the_stream_says_what_docke
         assert "the Docker engine on Brev instance box does not answer" in err, err
     else:
         assert (
-            "its output stopped (brev exited 1: error from daemon in stream: Error grabbing "
-            "logs: unexpected EOF in <redacted>) while the job is RUNNING" in err
+            "its output stopped (docker logs on instance box exited 1: error from daemon in "
+            "stream: Error grabbing logs: unexpected EOF in <redacted>) while the job is "
+            "RUNNING" in err
         ), err
     follows = [c for c in emulator.commands() if "--follow" in c["command"]]
     assert [(c["attempt"], c["exit_code"]) for c in follows] == [(1, 0)]  # brev ran it once

@@ -30,7 +30,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         answered(found, cannot)
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(job_id)
-    said: list[str] = []  # what read the output said of why it stopped
+    said: list[str] = []  # what read the output said of why it stopped, and who exited
     code = module.logs(
         record,
         sidecar,
@@ -39,7 +39,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         on_line=lambda line: print(redacted(line), end="", flush=True),
         on_said=lambda line: said.append(line.strip()),
     )
-    how = f"{record.platform} {proc.how_it_ended(code)}" + "".join(f": {s}" for s in said)
+    how = "; ".join(said) or f"{record.platform} {proc.how_it_ended(code)}"
     ended = _ended(ledger, job_id) if follow else None
     if ended is not None and not ended.terminal:
         _stopped_following(job_id, f"its output stopped ({how})", ended)

@@ -87,8 +87,9 @@ class Platform(Protocol):
         on_said: Write | None = None,
     ) -> int:
         """Hand the job's output to ``on_line`` (following it while it runs); 0 when read.
-        What reads it may say why it stopped in a line it writes where the job's output
-        comes: that line, told apart from the output, goes to ``on_said``."""
+        Of a read that failed, ``on_said`` may be told what exited and how, and why when
+        what read the output said so in a line where the job's output comes (that line,
+        told apart from the output)."""
         ...
 
     def log_tail(

@@ -492,18 +492,20 @@ def logs(
     container's output :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
     if follow:
-        earlier = docker.Earlier.of(tail, lambda out, err: _stream_logs(instance, record, out, err))
+        earlier = docker.Earlier.of(
+            tail, lambda out, err: _stream_logs(instance, record, out, err)[0]
+        )
         followed = docker.Followed(earlier.after(False, on_line), earlier.after(True, on_line))
-        code = _stream_logs(
+        code, who = _stream_logs(
             instance, record, followed.line(False), followed.line(True), follow=True
         )
-        followed.stopped(code, on_said)
+        followed.stopped(code, on_said, who)
 
         def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
             states = _inspect(instance, record)[1] if code == 0 else []
             if not states or states[-1].split()[0] not in ("exited", "dead"):
                 return 1
-            return _stream_logs(instance, record, out, err)
+            return _stream_logs(instance, record, out, err)[0]
 
         followed.end(all_of_it)
         return code
@@ -520,7 +522,7 @@ def logs(
 
 def _reader(instance: str, record: Record) -> docker.Read:
     def read(window: int | None, out: Write, err: Write) -> int:
-        return _stream_logs(instance, record, out, err, tail=window)
+        return _stream_logs(instance, record, out, err, tail=window)[0]
 
     return read
 
@@ -533,12 +535,13 @@ def _stream_logs(
     *,
     follow: bool = False,
     tail: int | None = None,
-) -> int:
+) -> tuple[int, str]:
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
-    (:class:`_Rerun`). Its exit code: of a follow, that of ``docker logs`` on the instance
-    (:func:`_followed`); else brev's (1 when ``docker logs`` failed)."""
+    (:class:`_Rerun`). Its exit code, and what exited with it: of a follow whose ``docker
+    logs`` failed, docker's on the instance (:func:`_followed`); else brev's (1 when
+    ``docker logs`` failed)."""
     token = secrets.token_hex(4)  # no line of the job's holds it
     begun = f"{remote.MARK}BEGUN={token}"
     say = remote.command(["echo", begun])
@@ -552,7 +555,9 @@ def _stream_logs(
     lines.end(code == 0)
     failed = said.end(code == 0)
     once.end()
-    return int(failed[1]) if failed else code
+    if failed:
+        return int(failed[1]), f"docker logs on instance {instance}"
+    return code, NAME
 
 
 def _followed(token: str) -> re.Pattern[str]:

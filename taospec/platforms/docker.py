@@ -703,13 +703,15 @@ class Followed:
             self.sinks[True](self.maybe_dockers)
             self.maybe_dockers = ""
 
-    def stopped(self, code: int, on_said: Write | None) -> None:
-        """Once the follow has ended with ``code``: the stderr line held back last is the
-        job's when it exited 0 (handed on), else docker's own error (to ``on_said``)."""
+    def stopped(self, code: int, on_said: Write | None, who: str = NAME) -> None:
+        """Once the follow has ended with ``code``, the exit code of ``who``: the stderr line
+        held back last is the job's when it exited 0 (handed on); else ``on_said`` is told
+        who exited how, and docker's own error, when that line held it."""
         if code == 0:
             self._hand_on_held_back()
-        elif self.maybe_dockers and on_said is not None:
-            on_said(self.maybe_dockers)
+        elif on_said is not None:
+            why = f": {self.maybe_dockers.strip()}" if self.maybe_dockers else ""
+            on_said(f"{who} {proc.how_it_ended(code)}{why}")
         self.maybe_dockers = ""
 
     def end(self, read: Callable[[Write, Write], int]) -> None:
