@@ -727,6 +727,58 @@ def test_a_jobs_last_line_like_the_follows_own_marker_is_the_jobs_on_an_instance
     assert sorted(followed.stdout.splitlines()) == ["at TAOSPEC_FOLLOWED=7", "step"]
 
 
+def test_dockers_error_before_a_dropped_connection_is_not_the_jobs_output(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, tmp_path: Path
+) -> None:
+    """The instance's engine breaks docker logs --follow (the docker CLI writes its error
+    where it writes the job's stderr), then the connection drops before the follow's
+    remote command could say docker's code: brev runs the command again, and the follow
+    showed docker's error as the job's last stderr line, and left out the job's next one."""
+    socket_path = open_tmp / "engine.sock"
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", ENGINE_PROXY, str(socket_path), "/var/run/docker.sock"],
+        env={**os.environ, "DAEMON_SAYS": "Error grabbing logs: unexpected EOF"},
+    )
+    dropped = tmp_path / "dropped"
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    real = shutil.which("docker")
+    assert real is not None
+    write(
+        shims / "docker",
+        "#!/bin/sh\n"  # the connection drops once docker logs has failed, before the marker
+        f'{shlex.quote(real)} "$@"; code=$?\n'
+        f'if [ "$1" = logs ] && [ "$code" != 0 ] && [ ! -e {shlex.quote(str(dropped))} ]; then\n'
+        f"  touch {shlex.quote(str(dropped))}; kill -KILL $PPID\n"
+        "fi\n"
+        'exit "$code"\n',
+    ).chmod(0o755)
+    path = f"{FAKES}{os.pathsep}{shims}{os.pathsep}{os.environ['PATH']}"
+    try:
+        _wait_for(socket_path.exists)
+        emulator.add("box", "--env", f"DOCKER_HOST=unix://{socket_path}")
+        command = (
+            "sh -c 'echo one; echo e1 >&2; while [ ! -e /tmp/gate ]; do sleep 0.2; done; "
+            "echo two; echo e2 >&2'"
+        )
+        job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
+        job_id = job_id.stdout.strip()
+        env = {**emulator.env, "PATH": path}
+        following = start(taospec, "logs", "-f", job_id, env=env)
+        assert following.stdout is not None
+        assert sorted(following.stdout.readline() for _ in range(2)) == ["e1\n", "one\n"]
+        proxy.send_signal(signal.SIGUSR1)
+        _wait_for(dropped.exists)
+        time.sleep(2)  # brev's second run has shown what the job wrote so far, once more
+        assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+        out, err = following.communicate(timeout=60)
+    finally:
+        proxy.terminate()
+        proxy.wait()
+    assert following.returncode == 0, err
+    assert (sorted(out.splitlines()), err) == (["e2", "two"], "")
+
+
 def _drop_connection(command: str) -> None:
     """Kill, as a dropped ssh connection would, the emulator's ``bash -c ...`` whose command
     holds ``command``, and what it runs: brev then says "Connection failed" and runs the

@@ -413,12 +413,14 @@ class _Trailer:
 class _Rerun:
     """Passes each stream's lines on once through brev's runs of one read. Each run begins
     with a line of its own (``begun``) on each stream; what comes before it is brev's (or
-    ssh's): held back, and dropped when the run begins. When the ssh connection drops, brev says
-    so (:data:`RERUN`), may start the instance (:data:`STARTING`, on stdout, joined to no
-    line of the job's unless the drop cut one) and runs the command again, which prints
-    the output from its start once more, so after either line as many lines of the stream
-    as were shown are passed over. A line the drop cut in two ends in the one or the
-    other: it goes with them, and comes again whole."""
+    ssh's): held back, and dropped when the run begins. When the ssh connection drops,
+    brev says so (:data:`RERUN`), may start the instance (:data:`STARTING`, on stdout,
+    joined to no line of the job's unless the drop cut one) and runs the command again,
+    which prints the output from its start once more, so after either line as many lines
+    of the stream as were shown are passed over. A line the drop cut in two ends in the
+    one or the other: it goes with them, and comes again whole. ``on_rerun`` is told when
+    a run begins on stderr, and says whether it dropped a line shown to it (of the run
+    that ended: it is not shown again)."""
 
     def __init__(
         self,
@@ -426,10 +428,12 @@ class _Rerun:
         instance: str,
         on_line: Callable[[str], None],
         on_error_line: Callable[[str], None],
+        on_rerun: Callable[[], bool],
     ):
         self.begun = f"{begun}\n"
         self.starting = STARTING.format(instance)
         self.sinks = (on_line, on_error_line)
+        self.on_rerun = on_rerun
         self.shown = [0, 0]
         self.skip = [0, 0]
         self.waiting = [True, True]  # for the run's begun line
@@ -441,6 +445,8 @@ class _Rerun:
         def line(text: str) -> None:
             if text.endswith(self.begun) or (index == 1 and text.endswith(f"{RERUN}\n")):
                 held.clear()
+                if index == 1 and self.on_rerun():
+                    self.shown[1] -= 1
                 self.skip[index] = self.shown[index]
                 self.waiting[index] = not text.endswith(self.begun)
             elif self.waiting[index] or self._starting(index, text):
@@ -497,7 +503,12 @@ def logs(
         )
         followed = docker.Followed(earlier.after(False, on_line), earlier.after(True, on_line))
         code, who = _stream_logs(
-            instance, record, followed.line(False), followed.line(True), follow=True
+            instance,
+            record,
+            followed.line(False),
+            followed.line(True),
+            follow=True,
+            on_rerun=followed.rerun,
         )
         followed.stopped(code, on_said, who)
 
@@ -535,18 +546,19 @@ def _stream_logs(
     *,
     follow: bool = False,
     tail: int | None = None,
+    on_rerun: Callable[[], bool] = lambda: False,
 ) -> tuple[int, str]:
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
-    (:class:`_Rerun`). Its exit code, and what exited with it: of a follow whose ``docker
-    logs`` failed, docker's on the instance (:func:`_followed`); else brev's (1 when
-    ``docker logs`` failed)."""
+    (:class:`_Rerun`, which tells ``on_rerun``). Its exit code, and what exited with it: of
+    a follow whose ``docker logs`` failed, docker's on the instance (:func:`_followed`);
+    else brev's (1 when ``docker logs`` failed)."""
     token = secrets.token_hex(4)  # no line of the job's holds it
     begun = f"{remote.MARK}BEGUN={token}"
     say = remote.command(["echo", begun])
     command = f"{say}; {say} >&2; {remote.command(docker.logs_argv(record.id, follow, tail))}"
-    once = _Rerun(begun, instance, on_line, on_error_line)
+    once = _Rerun(begun, instance, on_line, on_error_line, on_rerun)
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
     said = _Trailer(_followed(token) if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again

@@ -703,6 +703,14 @@ class Followed:
             self.sinks[True](self.maybe_dockers)
             self.maybe_dockers = ""
 
+    def rerun(self) -> bool:
+        """The follow begins again, the run before it cut short (brev runs a command again
+        when its connection drops): the stderr line held back is docker's own error, which
+        that run ended with, since the job's would come again in the new run. Dropped;
+        whether there was one."""
+        dropped, self.maybe_dockers = bool(self.maybe_dockers), ""
+        return dropped
+
     def stopped(self, code: int, on_said: Write | None, who: str = NAME) -> None:
         """Once the follow has ended with ``code``, the exit code of ``who``: the stderr line
         held back last is the job's when it exited 0 (handed on); else ``on_said`` is told
