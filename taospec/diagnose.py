@@ -115,6 +115,27 @@ NO_ENGINE = _infra(
 )
 """What docker says when the engine it is pointed at does not answer."""
 
+_SSH_TIMED_OUT = (
+    r"Connection timed out during banner exchange|Connection to \S+ port \d+ timed out|"
+    r"ssh: connect to host \S+ port \d+: Connection timed out"
+)
+"""OpenSSH's words for a host that did not answer within ssh's ConnectTimeout: one that took
+the connection and never spoke (the first two lines), or one that never took it."""
+_CONNECT_TIMEOUT = re.compile(r"\bConnectTimeout=(\d+)")
+
+
+def _ssh_timed_out(within: str) -> Diagnosis:
+    """The job's host did not answer ssh ``within`` (``7 s``, ``its ConnectTimeout``)."""
+    return _infra(
+        f"the job's host did not answer over ssh within {within}",
+        "check that it is up and that ssh -o BatchMode=yes to it works from this machine, "
+        "then submit again; if it is only slow to answer, give it a longer ConnectTimeout "
+        "in ~/.ssh/config",
+    )
+
+
+_SSH_NO_ANSWER = _ssh_timed_out("its ConnectTimeout")
+
 _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     (r"DUE TO NODE FAILURE", _NODE_FAIL),
     (r"DUE TO PREEMPTION", _PREEMPTED),
@@ -149,13 +170,14 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     (
         r"could not connect to instance|"
         r'instance "[^"\n]*" is in state "(?:STARTING|STOPPING|DEPLOYING)"|'
-        r"ssh: connect to host \S+ port \d+: |kex_exchange_identification",
+        r"ssh: connect to host \S+ port \d+: (?!Connection timed out)|kex_exchange_identification",
         _infra(
             "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
             "it may still be starting, be stopping or be unreachable: check it (brev ls, or ssh "
             "to it yourself), then submit again",
         ),
     ),
+    (_SSH_TIMED_OUT, _SSH_NO_ANSWER),
     (
         r"could not look up instance",
         _program(
@@ -349,21 +371,23 @@ def diagnose(text: str) -> Diagnosis | None:
     return _gpu_fault(text) or _first(_KNOWN, text)
 
 
-def classify(exit_code: int | None, native_message: str, log_tail: str) -> Diagnosis:
+def classify(
+    exit_code: int | None, native_message: str, log_tail: str, *, command: str = ""
+) -> Diagnosis:
     """Why a job ended in ERROR, with ``ERR_INFRA`` or ``ERR_PROGRAM``; never None.
 
     ``native_message`` is what the backend said (docker's state or error text,
     ``slurm: NODE_FAIL``, ``killed by signal 15``); ``log_tail`` the job's last
     output. The backend's word comes first, then the log's known failures, then
-    a traceback's last line, then the exit code.
+    a traceback's last line, then the exit code. ``command`` is the failed step's
+    command line: an ssh that timed out names the ConnectTimeout it carries.
     """
     both = f"{native_message}\n{log_tail}"
-    return (
-        _first(_NATIVE, native_message)
-        or diagnose(both)
-        or _traceback(log_tail)
-        or _by_exit(exit_code, native_message, both)
-    )
+    found = _first(_NATIVE, native_message) or diagnose(both)
+    given = _CONNECT_TIMEOUT.search(command)
+    if found is _SSH_NO_ANSWER and given:
+        return _ssh_timed_out(f"{given[1]} s")
+    return found or _traceback(log_tail) or _by_exit(exit_code, native_message, both)
 
 
 def _first(table: tuple[tuple[str, Diagnosis], ...], text: str) -> Diagnosis | None:

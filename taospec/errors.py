@@ -54,6 +54,7 @@ class CommandFailed(TaospecError):
     exit_code = EXIT_JOB_FAILED
 
     def __init__(self, argv_text: str, returncode: int, output: str = "") -> None:
+        self.command = argv_text
         self.returncode = returncode
         self.output = output
         detail = f"command failed (exit {returncode}): {argv_text}"

@@ -648,7 +648,7 @@ class SubmitFailed(JobFailed):
 
 
 def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Record:
-    diagnosis = classify(failure.returncode, "", failure.output)
+    diagnosis = classify(failure.returncode, "", failure.output, command=failure.command)
     message = f"{failure}\n{diagnosis}"
     marked = ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
     failure.args = (f"{failure}\n  => {diagnosis}",)

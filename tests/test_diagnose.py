@@ -111,7 +111,12 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
         ),
         (
             "ssh: connect to host gpu-7 port 22: Connection timed out",
-            "the job's host did not answer over ssh (a Brev instance, docker.host or login node)",
+            "the job's host did not answer over ssh within its ConnectTimeout",
+            INFRA,
+        ),
+        (
+            "Connection timed out during banner exchange\nConnection to 10.0.0.9 port 22 timed out",
+            "the job's host did not answer over ssh within its ConnectTimeout",
             INFRA,
         ),
         (
@@ -349,6 +354,30 @@ def test_every_failure_gets_a_class_and_a_sentence(
     assert (found.err_class, found.sentence) == (err_class, sentence)
     assert found.advice
     assert str(found) == f"{found.sentence}: {found.advice}"
+
+
+# what this machine's OpenSSH says when the host took the connection and never spoke
+SSH_TIMED_OUT = (
+    "Connection timed out during banner exchange\nConnection to 127.0.0.1 port 40017 timed out\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "within"),
+    [
+        ("ssh -o BatchMode=yes -o ConnectTimeout=7 -- login 'sbatch x'", "within 7 s"),
+        ("ssh -o BatchMode=yes -- login 'sbatch x'", "within its ConnectTimeout"),
+    ],
+)
+def test_a_step_whose_ssh_timed_out_says_how_long_it_waited(command: str, within: str) -> None:
+    """A submit whose ssh to its host timed out got "the job failed (exit code 255) without
+    an error taospec recognises"; the wait is taospec's ConnectTimeout when the command
+    carries it, else the one ssh's configuration sets."""
+    found = classify(255, "", SSH_TIMED_OUT, command=command)
+    assert found.err_class == INFRA
+    assert found.sentence == f"the job's host did not answer over ssh {within}"
+    assert "check that it is up" in found.advice
+    assert "ConnectTimeout in ~/.ssh/config" in found.advice
 
 
 def test_the_backends_word_comes_before_the_log() -> None:
