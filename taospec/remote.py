@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from taospec import plantext, proc, settings
@@ -157,17 +158,21 @@ def ssh_argv(url: str) -> tuple[str, ...]:
 
 def ssh(destination: str, *options: str) -> tuple[str, ...]:
     """``ssh`` to ``destination`` that never prompts and gives up on a host that does not
-    answer: taospec's ConnectTimeout is added only where ssh's own configuration sets none
-    (on the command line it would override the user's)."""
+    answer, or stops answering: taospec's ConnectTimeout and ServerAliveInterval are added
+    only where ssh's own configuration sets none (on the command line they would override
+    the user's)."""
     argv = ["ssh", "-o", "BatchMode=yes"]
-    if _configured_timeout(destination, options) is None:
+    configured = _configured(destination, options)
+    if configured.connect_timeout is None:
         argv += ["-o", f"ConnectTimeout={_our_timeout()}"]
+    if configured.alive_interval == 0:
+        argv += ["-o", f"ServerAliveInterval={_our_interval(configured.alive_count)}"]
     return (*argv, *options, "--", destination)
 
 
 def connect_timeout(destination: str, *options: str) -> int:
     """The seconds ``ssh(destination, *options)`` waits for the host to answer."""
-    configured = _configured_timeout(destination, options)
+    configured = _configured(destination, options).connect_timeout
     return _our_timeout() if configured is None else configured
 
 
@@ -175,23 +180,45 @@ def _our_timeout() -> int:
     return math.ceil(settings.seconds(settings.SSH_CONNECT_TIMEOUT))  # ssh takes whole seconds
 
 
-@functools.cache
-def _configured_timeout(destination: str, options: tuple[str, ...]) -> int | None:
-    """The ConnectTimeout ssh's configuration gives ``destination``, None when it sets none.
+def _our_interval(count: int) -> int:
+    """Seconds between keepalives such that ``count`` unanswered ones take about taospec's
+    alive timeout (ssh drops the connection after ``count`` of them)."""
+    return math.ceil(settings.seconds(settings.SSH_ALIVE_TIMEOUT) / max(count, 1))
 
-    ``ssh -G`` prints the configuration it would use (``connecttimeout none`` when unset)
-    without connecting; it is asked once per destination in a process. When it cannot say
-    (no ssh, a broken config), None: the ssh that follows reports that itself.
+
+class _Configured(NamedTuple):
+    """What ssh's configuration gives a destination: its ConnectTimeout (None: unset), its
+    ServerAliveInterval (0: unset) and ServerAliveCountMax."""
+
+    connect_timeout: int | None = None
+    alive_interval: int = 0
+    alive_count: int = 3
+
+
+@functools.cache
+def _configured(destination: str, options: tuple[str, ...]) -> _Configured:
+    """The ConnectTimeout and keepalives ssh's configuration gives ``destination``.
+
+    ``ssh -G`` prints the configuration it would use (``connecttimeout none`` and
+    ``serveraliveinterval 0`` when unset) without connecting; it is asked once per
+    destination in a process, without BatchMode (which would make it say ssh's own
+    keepalive default for batch use, 300 s). When it cannot say (no ssh, a broken
+    config), both are unset: the ssh that follows reports the problem itself.
     """
     try:
         answer = proc.run(("ssh", "-G", *options, "--", destination), check=False)
     except InvalidInput:  # no ssh here: rendering a plan still works
-        return None
-    for line in answer.stdout.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "connecttimeout":
-            return int(value) if value.isdigit() else None
-    return None
+        return _Configured()
+    said = dict(line.partition(" ")[::2] for line in answer.stdout.splitlines())
+    return _Configured(
+        _number(said.get("connecttimeout")),
+        _number(said.get("serveraliveinterval")) or 0,
+        _number(said.get("serveralivecountmax")) or 3,
+    )
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
 
 
 def remove_container(job_id: str) -> str:

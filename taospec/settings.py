@@ -29,6 +29,7 @@ RETRY_INTERVAL = "TAOSPEC_RETRY_INTERVAL"
 LAUNCH_GRACE = "TAOSPEC_LAUNCH_GRACE"
 SLURM_CANCEL_WAIT = "TAOSPEC_SLURM_CANCEL_WAIT"
 SSH_CONNECT_TIMEOUT = "TAOSPEC_SSH_CONNECT_TIMEOUT"
+SSH_ALIVE_TIMEOUT = "TAOSPEC_SSH_ALIVE_TIMEOUT"
 
 SECONDS = {
     PROGRESS_INTERVAL: Seconds(60.0, "between lines", zero=False),
@@ -41,6 +42,7 @@ SECONDS = {
     SSH_CONNECT_TIMEOUT: Seconds(
         30.0, "ssh waits for a host to answer where ssh's config sets none", zero=False
     ),
+    SSH_ALIVE_TIMEOUT: Seconds(60.0, "ssh waits for a connected host that went silent", zero=False),
 }
 
 

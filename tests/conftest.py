@@ -243,6 +243,47 @@ def silent_port() -> Iterator[int]:
         connection.close()
 
 
+class Relay:
+    """A loopback TCP relay to ``target`` that stops forwarding once :meth:`freeze` is called,
+    keeping every connection open: a host that answered and then hangs mid-session (a node
+    that locks up, a network that starts dropping the traffic)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.server.getsockname()[1]
+        self.frozen = threading.Event()
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def freeze(self) -> None:
+        self.frozen.set()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self.server.close()
+        for connection in self.held:
+            connection.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # the server closed under it: the test is over
+            while True:
+                client = self.server.accept()[0]
+                upstream = socket.create_connection(self.target)
+                self.held += [client, upstream]
+                for source, sink in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if not self.frozen.is_set():  # frozen: read and dropped, never answered
+                    sink.sendall(data)
+            if not self.frozen.is_set():
+                sink.shutdown(socket.SHUT_WR)
+
+
 def write(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` (creating parents) and return the path."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,11 @@ from tests.test_quoting import JOB_IDS, commands, docker_args, hostile
 
 pytestmark = pytest.mark.engine
 
+ALIVE = ("-o", "ServerAliveInterval=20")
+"""taospec's keepalives where ssh's configuration sets none: 3 of them unanswered (ssh's
+ServerAliveCountMax) 20 s apart, and ssh drops the connection. The loopback sshd's port has
+BatchMode in its configuration, and so ssh's own 300 s: nothing is added there."""
+
 HOST = "ssh://root@taospec-test"
 GPU_HOST = "ssh://root@taospec-gpu"
 """The same sshd on 127.0.0.2, where nvidia-smi is the stand-in (scripts/ensure-sshd.sh)."""
@@ -166,8 +171,8 @@ def test_ssh_to_a_host_that_takes_the_connection_and_never_answers_gives_up(
     rendered = taospec("render", "--format", "json", spec, env={"TAOSPEC_SSH_CONNECT_TIMEOUT": "2"})
     assert rendered.returncode == 0, rendered.stderr
     step = json.loads(rendered.stdout)["steps"][0]
-    ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-p", port, "--"]
-    assert (step["name"], step["argv"][:9]) == ("paths-check", [*ssh, "root@127.0.0.1"])
+    ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", *ALIVE, "-p", port, "--"]
+    assert (step["name"], step["argv"][:11]) == ("paths-check", [*ssh, "root@127.0.0.1"])
     began = time.monotonic()
     done = subprocess.run(step["argv"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           timeout=60, check=False)  # fmt: skip
@@ -278,8 +283,9 @@ def test_free_gpus_are_read_with_nvidia_smi_on_the_ssh_host(
 
 
 def test_ssh_destinations_are_parsed_and_never_read_as_options() -> None:
-    # ssh's configuration here sets no ConnectTimeout for these: taospec's 30 s is added
-    ours = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30")
+    # ssh's configuration here sets no ConnectTimeout nor keepalives for these: taospec's
+    # are added
+    ours = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", *ALIVE)
     assert remote.ssh_argv("ssh://gpu") == (*ours, "--", "gpu")
     assert remote.ssh_argv("ssh://u@gpu:22") == (*ours, "-p", "22", "--", "u@gpu")
     # "--" keeps taospec's own ssh from reading them as options, but DOCKER_HOST goes to

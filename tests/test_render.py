@@ -58,9 +58,9 @@ def no_ambient_engine(tmp_path: Path, monkeypatch) -> Iterator[None]:
     assert real
     write(tmp_path / "bin" / "ssh", f'#!/bin/sh\nexec {real} -F none "$@"\n').chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    remote._configured_timeout.cache_clear()  # asked once per process: ask this ssh
+    remote._configured.cache_clear()  # asked once per process: ask this ssh
     yield
-    remote._configured_timeout.cache_clear()
+    remote._configured.cache_clear()
 
 
 @pytest.mark.parametrize("path", EXAMPLE_JOBS, ids=[p.stem for p in EXAMPLE_JOBS])

@@ -30,7 +30,16 @@ from taospec.placeholders import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
-from tests.conftest import ROOT, TEST_IMAGE, Runner, bash_words, load_job, run_counting_reads, write
+from tests.conftest import (
+    ROOT,
+    TEST_IMAGE,
+    Relay,
+    Runner,
+    bash_words,
+    load_job,
+    run_counting_reads,
+    write,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAOSPEC_UPDATE_GOLDEN") == "1"
@@ -663,9 +672,13 @@ def test_a_connect_timeout_the_users_ssh_config_sets_is_kept(
     silent = {**ssh_with(open_tmp / "silent", "-o", f"Port={silent_port}"),
               "TAOSPEC_SSH_CONNECT_TIMEOUT": "2"}  # fmt: skip
     spec = job_file(open_tmp, ["sleep", "300"], slurm={"login": login_node})
+    alive = ["-o", "ServerAliveInterval=20"]  # neither sets keepalives: taospec's are added
     for env, ssh in (
-        (own, ["ssh", "-o", "BatchMode=yes", "--", login_node]),
-        (silent, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "--", login_node]),
+        (own, ["ssh", "-o", "BatchMode=yes", *alive, "--", login_node]),
+        (
+            silent,
+            ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", *alive, "--", login_node],
+        ),
     ):
         rendered = taospec("render", "--format", "json", spec, env=env)
         assert rendered.returncode == 0, rendered.stderr
@@ -680,6 +693,46 @@ def test_a_connect_timeout_the_users_ssh_config_sets_is_kept(
         assert stuck_login(login_node, 1, silent_port) in done.stderr
     finally:
         assert taospec("cancel", running).returncode == 0
+
+
+def test_ssh_to_a_login_node_that_goes_silent_mid_session_gives_up(
+    login_node: str, taospec: Runner, open_tmp: Path
+) -> None:
+    """A connection that was made and then went silent (the login node hung during a status
+    call, or during one of the reads of a logs -f that follows a job for days) held ssh for
+    ever: ConnectTimeout bounds only the connect. Here the real sshd is reached through a
+    relay that stops forwarding once the remote command has started."""
+    keys = SLURM_STATE.parent / "ssh"
+    config = subprocess.run(["ssh", "-G", login_node], capture_output=True, text=True, check=True)
+    port = next(line.split()[1] for line in config.stdout.splitlines() if line.startswith("port "))
+    relay = Relay(("127.0.0.1", int(port)))
+    via = ssh_with(open_tmp / "relay", "-o", f"Port={relay.port}", "-o", "IdentitiesOnly=yes",
+                   "-i", str(keys / "id_ed25519"), "-o", "StrictHostKeyChecking=no",
+                   "-o", f"UserKnownHostsFile={keys / 'known_hosts'}")  # fmt: skip
+    spec = job_file(open_tmp, ["true"], slurm={"login": login_node})
+    rendered = taospec("render", "--format", "json", spec,
+                       env={**via, "TAOSPEC_SSH_ALIVE_TIMEOUT": "3"})  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    ssh = json.loads(rendered.stdout)["steps"][0]["argv"][:-1]
+    assert "ServerAliveInterval=1" in ssh  # 3 unanswered keepalives 1 s apart: 3 s
+    with subprocess.Popen([*ssh, "echo up; sleep 120"], env={**os.environ, **via},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as session:  # fmt: skip
+        try:
+            assert session.stdout is not None
+            assert session.stdout.readline() == "up\n"  # logged in, and the command runs
+            relay.freeze()
+            began = time.monotonic()
+            try:
+                _, err = session.communicate(timeout=45)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"ssh still waits on the silent connection: {' '.join(ssh)}")
+            assert time.monotonic() - began < 20
+            assert session.returncode == 255, err
+            assert "Timeout, server 127.0.0.1 not responding" in err
+        finally:
+            session.kill()
+            relay.close()
 
 
 @pytest.mark.parametrize("over_ssh", [False, True])

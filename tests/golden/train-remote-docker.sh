@@ -14,6 +14,7 @@ export JOB_ID
 # paths-check: check on ssh://ubuntu@gpu-box.example.com:2222 that results_root and every mount source exist there
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -p 2222 \
     -- ubuntu@gpu-box.example.com \
     'test -e /data/results || printf %s\\n '"'"'TAOSPEC_FAILED=results_root /data/results does not exist on ssh://ubuntu@gpu-box.example.com:2222; create it there or fix the spec'"'"'
@@ -23,6 +24,7 @@ echo TAOSPEC_CHECK=done' </dev/null | grep -q ^TAOSPEC_CHECK=done
 # prepare: create the results tree on ssh://ubuntu@gpu-box.example.com:2222, owned by 1000:1000, and write the spec the job reads as /results/stage/spec.yaml
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -p 2222 \
     -- ubuntu@gpu-box.example.com \
     'if install -d -m 0755 -o 1000 -g 1000 \

@@ -16,6 +16,7 @@ export JOB_ID
 # prepare: create the results directory, its stage and the job's HOME and caches
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example \
     'install -d -m 0755 \
     /lustre/tao/results/'"$JOB_ID"' /lustre/tao/results/'"$JOB_ID"'/stage \
@@ -30,6 +31,7 @@ ssh -o BatchMode=yes \
 # spec-file: write the experiment spec the job reads as /results/stage/spec.yaml
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example \
     'install -m 0644 /dev/stdin /lustre/tao/results/'"$JOB_ID"/stage/spec.yaml <<'TAOSPEC_EOF'
 dataset:
@@ -46,6 +48,7 @@ TAOSPEC_EOF
 # script: write the sbatch script below into the results directory
 sed -e 's|[$]{JOB_ID}|'"$JOB_ID"'|g' <<'TAOSPEC_EOF' | ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example \
     'install -m 0644 /dev/stdin /lustre/tao/results/'"$JOB_ID"/taospec.sbatch
 #!/bin/bash
@@ -92,17 +95,20 @@ TAOSPEC_EOF
 # check-script: check the script's syntax before anything is submitted
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example 'bash -n /lustre/tao/results/'"$JOB_ID"/taospec.sbatch
 
 # env-file: write HF_TOKEN from this environment to a mode-600 file the job reads and deletes (the values are never shown, stored or put on a command line)
 printf '%s=%q\n' HF_TOKEN "$HF_TOKEN" | ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example \
     'install -m 0600 /dev/stdin /lustre/tao/results/'"$JOB_ID"/.tao-runtime/secrets.env
 
 # launch: submit the script; Slurm names the job after the job id (an answer lost on the way back is recovered by that name, never by submitting again)
 backend_ref=$(ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
+    -o ServerAliveInterval=20 \
     -- alice@login.cluster.example \
     'sbatch --parsable /lustre/tao/results/'"$JOB_ID"/taospec.sbatch)
 
@@ -111,5 +117,6 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # after the job ends, remove-env-file: delete the passed variables' file, in case the job ended before its script read it
 # ssh -o BatchMode=yes \
 #     -o ConnectTimeout=30 \
+#     -o ServerAliveInterval=20 \
 #     -- alice@login.cluster.example \
 #     'rm -f -- /lustre/tao/results/'"$JOB_ID"/.tao-runtime/secrets.env
