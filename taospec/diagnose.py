@@ -179,6 +179,15 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
     ),
     (_SSH_TIMED_OUT, _SSH_NO_ANSWER),
     (
+        r"Timeout, server \S+ not responding",  # ssh's ServerAliveCountMax keepalives unanswered
+        _infra(
+            "the job's host stopped answering over ssh in the middle of a command",
+            "it hung or its network dropped the traffic: check that it is up and that ssh "
+            "-o BatchMode=yes to it works from this machine; the command may have done its "
+            "work there first, so look for the job on the host before submitting again",
+        ),
+    ),
+    (
         r"could not look up instance",
         _program(
             "the Brev instance does not exist",

@@ -115,6 +115,11 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             INFRA,
         ),
         (
+            "Timeout, server 10.0.0.9 not responding.",
+            "the job's host stopped answering over ssh in the middle of a command",
+            INFRA,
+        ),
+        (
             "Connection timed out during banner exchange\nConnection to 10.0.0.9 port 22 timed out",
             "the job's host did not answer over ssh within its ConnectTimeout",
             INFRA,
