@@ -122,13 +122,36 @@ ARGUMENT_MAX = 131072
 """The bytes Linux takes in one argument or environment entry of a process, its final NUL
 included (``MAX_ARG_STRLEN``); a longer one fails the launch with E2BIG."""
 
-_NOT_ARGUMENTS = ("spec", "inputs", "upload_excludes")
-"""Keys whose texts never reach a process's arguments (the spec file goes through stdin)."""
+ARGUMENTS_TOTAL = 2097152
+"""The bytes Linux takes in all the arguments and environment of a process together, each
+string counted with its NUL and its pointer (``getconf ARG_MAX``: a quarter of the default
+8 MiB stack limit); past it the launch fails with E2BIG."""
+
+KEPT_FOR_LAUNCH = 131072
+"""The part of :data:`ARGUMENTS_TOTAL` a job file's own words may not take: it is kept for
+what taospec and the machine add to the launch (the wrapper or the docker run options, HOME
+and the cache directories under the results directory, and the launcher's environment: PATH
+and the env.pass values of a local job, all of it for the docker CLI). A job file is judged
+alone, so that validate says the same on every machine; a launcher whose own part passes
+this finds out at the launch, which is recorded ERROR with the kernel's reason."""
+
+KEPT_ON_BREV = 4096
+"""The part of :data:`ARGUMENT_MAX` a Brev job's own words may not take in the one argument
+brev exec gets: the check and markers around docker run, and taospec's own options (some
+900 bytes, and the job id in its name and labels)."""
+
+_NOT_ARGUMENTS = ("spec", "inputs", "upload_excludes", "mounts")
+"""Keys whose texts never reach a process's arguments as they are (the spec file goes
+through stdin; a mount is one word with its target, :func:`_mount_words`)."""
+
+_POINTER = 8
+"""The bytes of one argument's or environment entry's pointer, which the total counts."""
 
 
 def _long_arguments(source: Source, upstream: Mapping[str, str]) -> Iterator[Problem]:
     """Each argument or environment entry too long for Linux, as the plan fills it: the id
-    as long as taospec mints it, ``upstream`` an upstream's results (see :func:`check`)."""
+    as long as taospec mints it, ``upstream`` an upstream's results (see :func:`check`).
+    Then the words the job file gives its launch, all together (:func:`_launch_size`)."""
     data = source.data
     job_id = id_like(data.get("network_arch"), data.get("action"))
     own = plan_fill(data, job_id)
@@ -151,25 +174,119 @@ def _long_arguments(source: Source, upstream: Mapping[str, str]) -> Iterator[Pro
     values = env.get("set") if isinstance(env, dict) else None
     for name, value in values.items() if isinstance(values, dict) else ():
         found.append((("env", "set", name), f"{name}={value}", f"{name}=..."))
-    for where, text, what in found:
-        filled = filled_by_plan(where)  # each escape runs as one brace, a placeholder as its value
-        named = filled and placeholders.names(text)
-        if filled:
-            text = braces.fill(text, lambda name: upstream.get(name) or own(name))
+
+    def fill(where: JsonPath, text: str) -> str:
+        if not filled_by_plan(where):
+            return text
+        # each escape runs as one brace, a placeholder as its value
+        return braces.fill(text, lambda name: upstream.get(name) or own(name))
+
+    judged = [
+        (where, fill(where, text), what, placeholders.names(text)) for where, text, what in found
+    ]
+    judged += _mount_words(data, fill, job_id)
+    launched: list[tuple[JsonPath, str]] = []
+    for where, text, what, named in judged:
+        if where[:1] in (("command",), ("env",), ("mounts",)) or where[:2] == _EXTRA_ARGS:
+            launched.append((where, text))
         size = len(text.encode(errors="surrogateescape"))
         if size >= ARGUMENT_MAX:
             how = (
                 " once its placeholders are filled (each job id counted at the most characters "
                 f"taospec mints for its job: {len(job_id)} for this one)"
-                if named
+                if named and filled_by_plan(where)
                 else ""
             )
             yield source.problem(
                 where,
                 f"{what} is {size} bytes{how}, and Linux starts no process with an argument or "
-                f"environment entry of {ARGUMENT_MAX} bytes or more; put long text in the spec, "
-                "which the job reads as a file",
+                f"environment entry of {ARGUMENT_MAX} bytes or more; {_LONG_TEXT}",
             )
+    yield from _launch_size(source, launched, job_id)
+
+
+_EXTRA_ARGS = ("docker", "extra_args")
+_LONG_TEXT = "put long text in the spec, which the job reads as a file"
+
+
+def _mount_words(
+    data: Mapping[str, Any], fill: Callable[[JsonPath, str], str], job_id: str
+) -> list[tuple[JsonPath, str, str, list[str]]]:
+    """Each mount as the word its container engine gets, its source filled by ``fill``:
+    docker run's ``-v SOURCE:TARGET[:ro]``, at the mount's source, or pyxis's one
+    ``--container-mounts`` value for the results directory and every mount, at ``mounts``."""
+    mounts = data.get("mounts")
+    words = []
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+        if isinstance(mount, dict) and isinstance(mount.get("source"), str):
+            where: JsonPath = ("mounts", index, "source")
+            ro = ":ro" if mount.get("readonly") is True else ""
+            word = f"{fill(where, mount['source'])}:{mount.get('target')}{ro}"
+            words.append((where, word, placeholders.names(mount["source"])))
+    slurm = data.get("slurm")
+    container = slurm.get("container", "pyxis") if isinstance(slurm, dict) else "pyxis"
+    if data.get("platform") != "slurm" or container != "pyxis":
+        what = "the word docker run gets for this mount (SOURCE:TARGET:ro)"
+        return [(where, word, what, named) for where, word, named in words]
+    if not words:
+        return []
+    root = data.get("results_root")
+    results = f"{root.rstrip('/') if isinstance(root, str) else ''}/{job_id}:{RESULTS_TARGET}"
+    joined = ",".join([results, *(word for _, word, _ in words)])
+    what = "pyxis's --container-mounts value (the results directory and every mount, joined)"
+    return [(("mounts",), joined, what, [])]
+
+
+def _launch_size(
+    source: Source, launched: Sequence[tuple[JsonPath, str]], job_id: str
+) -> Iterator[Problem]:
+    """The words and variables the job file gives its launch (``launched``, filled), judged
+    together: against the kernel's limit on all of a process's arguments and environment,
+    and on Brev, where brev exec gets docker run's whole line as one argument, against the
+    limit on one."""
+    if not launched:
+        return
+    total = sum(len(text.encode(errors="surrogateescape")) + 1 + _POINTER for _, text in launched)
+    allowed = ARGUMENTS_TOTAL - KEPT_FOR_LAUNCH
+    if total > allowed:
+        yield source.problem(
+            ("command",),
+            f"the command's words, env.set's entries, the mounts and docker.extra_args come to "
+            f"{total} bytes with their placeholders filled, each counted with its NUL and "
+            "pointer: "
+            f"{total - allowed} bytes too many. Linux starts no process whose arguments and "
+            f"environment pass {ARGUMENTS_TOTAL} bytes in all (getconf ARG_MAX), and "
+            f"taospec keeps {KEPT_FOR_LAUNCH} of them for what it and the launching machine "
+            f"add; {_LONG_TEXT}",
+        )
+    if source.data.get("platform") == "brev":
+        yield from _brev_command(source, launched, job_id)
+
+
+def _brev_command(
+    source: Source, launched: Sequence[tuple[JsonPath, str]], job_id: str
+) -> Iterator[Problem]:
+    """A Brev job's docker run line, which brev exec gets as ONE argument, judged against the
+    kernel's limit on one: the job file's words (``launched``) and the results directory's
+    mount, each as the far side's shell reads it (quoted, a job id left bare between quoted
+    pieces, two quotes more each) and set off by a line break at most (``" \\\n    "``)."""
+    root = source.data.get("results_root")
+    results = f"{root.rstrip('/') if isinstance(root, str) else ''}/{job_id}:{RESULTS_TARGET}"
+    words = [*launched, (("mounts",), results)]
+    joined = sum(
+        len(shlex.quote(text).encode(errors="surrogateescape")) + 2 * text.count(job_id) + 7
+        for _, text in words
+    ) + 3 * sum(where[:1] in (("env",), ("mounts",)) for where, _ in words)  # -e, -v
+    allowed = ARGUMENT_MAX - KEPT_ON_BREV
+    if joined >= allowed:
+        yield source.problem(
+            ("command",),
+            "on Brev the container's command line (docker run with the command's words, "
+            "env.set's entries and the mounts) reaches the instance as ONE argument of brev "
+            f"exec, which comes to {joined} bytes once quoted, and taospec keeps "
+            f"{KEPT_ON_BREV} for its own words: {joined - allowed + 1} bytes too many for "
+            f"Linux, which takes no argument of {ARGUMENT_MAX} bytes or more; {_LONG_TEXT}",
+        )
 
 
 def filled_by_plan(path: JsonPath) -> bool:

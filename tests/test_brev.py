@@ -1221,6 +1221,25 @@ def test_multi_node_is_refused_with_the_reason(taospec: Runner, open_tmp: Path) 
     assert "multi-node is not supported on Brev" in done.stdout + done.stderr
 
 
+def test_words_that_join_past_one_argument_are_refused_on_brev(
+    taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    # brev exec takes the remote command as ONE argument: two words of 70,000 bytes pass
+    # alone, and join into an argument the kernel refuses at brev exec (E2BIG)
+    spec = job_file(open_tmp, "busybox:1", f"echo {'x' * 70_000} {'y' * 70_000}")
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:9:10: $.command: on Brev the container's command line" in done.stderr
+        assert "bytes too many" in done.stderr
+    assert not (state_dir / "jobs").exists()
+    # a little shorter, validate passes it, and the argument brev exec gets is under the limit
+    spec = job_file(open_tmp, "busybox:1", f"echo {'x' * 62_000} {'y' * 62_000}")
+    assert taospec("validate", spec).returncode == 0
+    plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
+    assert 124_000 < len(plan.steps[-1].argv[-1].encode()) < 131_072
+
+
 def test_gpu_overlap_is_checked_per_instance(open_tmp: Path, state_dir: Path) -> None:
     ledger = Ledger(state_dir)
     held = ledger.open(

@@ -124,6 +124,24 @@ def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
 
 
+def test_a_mount_whose_word_for_docker_passes_the_limit_is_refused(
+    taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    # docker run gets a mount as one word, SOURCE:TARGET:ro; the source passes alone (with
+    # its NUL, one byte under the kernel's limit for one argument), the word does not
+    source = "/" + "d" * 131_069
+    mounts = f"[{{source: {source}, target: /data, readonly: true}}]"
+    spec = job_file(open_tmp, "busybox:1", "true", mounts=mounts)
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:10:19: $.mounts[0].source: the word docker run gets for this mount" in (
+            done.stderr
+        )
+        assert "is 131079 bytes" in done.stderr
+    assert not (state_dir / "jobs").exists()
+
+
 def test_a_retry_whose_env_file_is_gone_is_the_job_files_mistake(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

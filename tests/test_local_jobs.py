@@ -803,18 +803,51 @@ def test_a_launch_that_cannot_start_its_process_is_recorded_error(
 def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(
     taospec: Runner, tmp_path, state_dir
 ):
-    # each word is under the kernel's limit for one, together they pass its limit for all
-    # (2 MiB here): 800 results directories of some 3,000 bytes
+    # the job file's own words stay under what validate lets them take (some 1.7 MB of results
+    # directories); the values env.pass copies from this machine bring the whole past what the
+    # kernel takes (2 MiB here): a fact of the machine, found at the launch
     root = tmp_path.joinpath(*["d" * 200] * 15)
-    words = " ".join(["{results_dir}" * 40] * 20)
-    spec = job_file(tmp_path, f"sh -c 'echo hi' {words}")
+    words = " ".join(["{results_dir}" * 38] * 15)
+    spec = job_file(tmp_path, f"sh -c 'echo hi' {words}", env="{pass: [BIG1, BIG2, BIG3]}")
     spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
-    done = taospec("run", spec)
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", spec, env={f"BIG{n}": "v" * 120_000 for n in (1, 2, 3)})
     rec = _recorded_error(done, state_dir)
     assert "Argument list too long" in rec["transitions"][-1]["message"]
     # the command's first word is fine: the advice is about the lengths the kernel takes
     assert "the kernel takes no argument or environment this long" in done.stderr
     assert "first word" not in done.stderr
+
+
+def test_words_each_under_the_limit_but_past_it_together_are_refused_at_the_command(
+    taospec: Runner, tmp_path, state_dir
+):
+    # each word is under the kernel's limit for one, together they pass its limit for all
+    # (2 MiB): validate passed 800 results directories of some 3,000 bytes, and the launch
+    # failed with E2BIG
+    root = tmp_path.joinpath(*["d" * 200] * 15)
+    words = " ".join(["{results_dir}" * 40] * 20)
+    spec = job_file(tmp_path, f"sh -c 'echo hi' {words}")
+    spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:7:10: $.command: the command's words" in done.stderr
+        assert "bytes too many" in done.stderr
+    assert not (state_dir / "jobs").exists()
+    assert not root.exists()
+    # env.set's entries count with the words: each of these passes alone
+    half = " ".join(["{results_dir}" * 40] * 10)
+    value = "{results_dir}" * 40
+    spec = job_file(
+        tmp_path,
+        f"sh -c 'echo hi' {half}",
+        env="{set: {" + ", ".join(f"V{n}: '{value}'" for n in range(10)) + "}}",
+    )
+    spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
+    done = taospec("validate", spec)
+    assert done.returncode == 2, done.stderr
+    assert f"{spec}:7:10: $.command: the command's words" in done.stderr
 
 
 def test_an_argument_longer_than_the_kernel_takes_is_refused_at_its_line(
