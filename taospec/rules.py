@@ -253,11 +253,10 @@ def _launch_size(
             ("command",),
             f"the command's words, env.set's entries, the mounts and docker.extra_args come to "
             f"{total} bytes with their placeholders filled, each counted with its NUL and "
-            "pointer: "
-            f"{total - allowed} bytes too many. Linux starts no process whose arguments and "
-            f"environment pass {ARGUMENTS_TOTAL} bytes in all (getconf ARG_MAX), and "
-            f"taospec keeps {KEPT_FOR_LAUNCH} of them for what it and the launching machine "
-            f"add; {_LONG_TEXT}",
+            f"pointer: {total - allowed} bytes too many. Linux starts no process whose "
+            f"arguments and environment pass {ARGUMENTS_TOTAL} bytes in all (getconf "
+            f"ARG_MAX), and taospec keeps {KEPT_FOR_LAUNCH} of them for what it and the "
+            f"launching machine add; {_LONG_TEXT}",
         )
     if source.data.get("platform") == "brev":
         yield from _brev_command(source, launched, job_id)
