@@ -83,9 +83,10 @@ before runc 1.1, with the quotes escaped before 1.0); also ``permission denied``
 a directory``. The job's fault, though it comes inside an ``OCI runtime create failed``."""
 _TOO_LONG = _program(
     "the kernel takes no argument or environment this long (exit 126, E2BIG)",
-    "shorten what the job's command and env.set expand to (placeholders filled in): each "
-    "argument and NAME=value under 128 KiB, all of them together under getconf ARG_MAX; put "
-    "long text in the spec, which the job reads from a file",
+    "shorten what the job's command and env.set expand to (placeholders filled in), or the "
+    "variables this machine adds (env.pass values; for docker, the launcher's whole "
+    "environment): each argument and NAME=value under 128 KiB, all of them together under "
+    "getconf ARG_MAX; put long text in the spec, which the job reads from a file",
 )
 _RUNTIME = _infra(
     "the container runtime failed to start the container",
