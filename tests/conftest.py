@@ -291,6 +291,19 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def refused_by_validate_and_run(taospec: Runner, spec: Path, *said: str) -> list[str]:
+    """``validate`` and ``run`` of ``spec`` each exit 2 saying each text of ``said``; what
+    each wrote on stderr."""
+    errors = []
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        for text in said:
+            assert text in done.stderr, (text, done.stderr)
+        errors.append(done.stderr)
+    return errors
+
+
 def arguments(values: Sequence[str]) -> list[str]:
     """A copy as a list, for comparisons with bash output."""
     return list(values)

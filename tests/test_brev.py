@@ -32,7 +32,14 @@ from taospec.identity import Identity
 from taospec.ledger import Ledger
 from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
-from tests.conftest import ROOT, Runner, bash_words, load_job, write
+from tests.conftest import (
+    ROOT,
+    Runner,
+    bash_words,
+    load_job,
+    refused_by_validate_and_run,
+    write,
+)
 from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
     DROPPING_FOLLOW,
@@ -1227,11 +1234,12 @@ def test_words_that_join_past_one_argument_are_refused_on_brev(
     # brev exec takes the remote command as ONE argument: two words of 70,000 bytes pass
     # alone, and join into an argument the kernel refuses at brev exec (E2BIG)
     spec = job_file(open_tmp, "busybox:1", f"echo {'x' * 70_000} {'y' * 70_000}")
-    for verb in ("validate", "run"):
-        done = taospec(verb, spec)
-        assert done.returncode == 2, done.stderr
-        assert f"{spec}:9:10: $.command: on Brev the container's command line" in done.stderr
-        assert "bytes too many" in done.stderr
+    refused_by_validate_and_run(
+        taospec,
+        spec,
+        f"{spec}:9:10: $.command: on Brev the container's command line",
+        "bytes too many",
+    )
     assert not (state_dir / "jobs").exists()
     # a little shorter, validate passes it, and the argument brev exec gets is under the limit
     spec = job_file(open_tmp, "busybox:1", f"echo {'x' * 62_000} {'y' * 62_000}")

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from taospec.platforms.local import HELD_AT_MOST
-from tests.conftest import Runner, run_counting_reads, taospec_command, write
+from tests.conftest import (
+    Runner,
+    refused_by_validate_and_run,
+    run_counting_reads,
+    taospec_command,
+    write,
+)
 
 
 def job_file(tmp_path: Path, command: str, **extra: str) -> Path:
@@ -27,6 +33,21 @@ def job_file(tmp_path: Path, command: str, **extra: str) -> Path:
         *(f"{key}: {value}" for key, value in extra.items()),
     ]
     return write(tmp_path / "job.yaml", "\n".join(lines) + "\n")
+
+
+def sweep_file(tmp_path: Path, matrix: str, command: str) -> Path:
+    """``sweep.yaml``: one job ``a`` of the local platform, with ``matrix`` and ``command``
+    written as given (YAML flow text)."""
+    return write(
+        tmp_path / "sweep.yaml",
+        "version: 1\n"
+        "defaults: {network_arch: hello, action: greet, platform: local, image: busybox:1,\n"
+        f"  results_root: {tmp_path / 'results'}}}\n"
+        "jobs:\n"
+        "  a:\n"
+        f"    matrix: {matrix}\n"
+        f"    command: {command}\n",
+    )
 
 
 def record(state_dir: Path, job_id: str) -> dict:
@@ -829,11 +850,9 @@ def test_words_each_under_the_limit_but_past_it_together_are_refused_at_the_comm
     words = " ".join(["{results_dir}" * 40] * 20)
     spec = job_file(tmp_path, f"sh -c 'echo hi' {words}")
     spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
-    for verb in ("validate", "run"):
-        done = taospec(verb, spec)
-        assert done.returncode == 2, done.stderr
-        assert f"{spec}:7:10: $.command: the command's words" in done.stderr
-        assert "bytes too many" in done.stderr
+    refused_by_validate_and_run(
+        taospec, spec, f"{spec}:7:10: $.command: the command's words", "bytes too many"
+    )
     assert not (state_dir / "jobs").exists()
     assert not root.exists()
     # env.set's entries count with the words: each of these passes alone
@@ -860,12 +879,13 @@ def test_an_argument_longer_than_the_kernel_takes_is_refused_at_its_line(
         env=f"{{set: {{FOO: '{long[:131068]}'}}}}",  # FOO=... and its NUL: one byte over
         spec=f"{{text: '{long}'}}",  # the spec file is no argument: as long as it likes
     )
-    for verb in ("validate", "run"):
-        done = taospec(verb, spec)
-        assert done.returncode == 2, done.stderr
-        assert f"{spec}:7:10: $.command: one argument is 131072 bytes" in done.stderr
-        assert f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes" in done.stderr
-        assert "$.spec" not in done.stderr
+    said = refused_by_validate_and_run(
+        taospec,
+        spec,
+        f"{spec}:7:10: $.command: one argument is 131072 bytes",
+        f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes",
+    )
+    assert all("$.spec" not in text for text in said)
     assert not (state_dir / "jobs").exists()
     assert not (tmp_path / "results").exists()
 
@@ -877,21 +897,9 @@ def test_a_long_word_of_a_listed_or_matrix_filled_command_is_refused_at_its_line
     listed = job_file(tmp_path, "unused")
     listed.write_text(listed.read_text().replace('"unused"', f"[sh, -c, 'echo $0', {long}]"))
     half = long[: len(long) // 2]
-    swept = write(
-        tmp_path / "sweep.yaml",
-        "version: 1\n"
-        "defaults: {network_arch: hello, action: greet, platform: local, image: busybox:1,\n"
-        f"  results_root: {tmp_path / 'results'}}}\n"
-        "jobs:\n"
-        "  a:\n"
-        f"    matrix: {{v: [{half}]}}\n"
-        f"    command: \"sh -c 'echo $0' {half}{{matrix.v}}\"\n",
-    )
+    swept = sweep_file(tmp_path, f"{{v: [{half}]}}", f"\"sh -c 'echo $0' {half}{{matrix.v}}\"")
     for spec, where in ((listed, "7:30: $.command[3]"), (swept, "7:14: $.jobs.a.command")):
-        for verb in ("validate", "run"):
-            done = taospec(verb, spec)
-            assert done.returncode == 2, done.stderr
-            assert f"{spec}:{where}: one argument is 131072 bytes" in done.stderr
+        refused_by_validate_and_run(taospec, spec, f"{spec}:{where}: one argument is 131072 bytes")
     assert not (state_dir / "jobs").exists()
     assert not (tmp_path / "results").exists()
 
@@ -912,16 +920,7 @@ def test_an_escaped_brace_counts_as_the_one_byte_it_runs_as(taospec: Runner, tmp
     log = next((tmp_path / "results").glob("*/taospec.log")).read_text()
     assert log.split() == ["131071", "131067"]
     # a matrix value goes in with its braces doubled, and runs with them single
-    swept = write(
-        tmp_path / "sweep.yaml",
-        "version: 1\n"
-        "defaults: {network_arch: hello, action: greet, platform: local, image: busybox:1,\n"
-        f"  results_root: {tmp_path / 'results'}}}\n"
-        "jobs:\n"
-        "  a:\n"
-        "    matrix: {v: ['{ab}']}\n"
-        f'    command: "echo {"x" * (131071 - 4)}{{matrix.v}}"\n',
-    )
+    swept = sweep_file(tmp_path, "{v: ['{ab}']}", f'"echo {"x" * (131071 - 4)}{{matrix.v}}"')
     checked = taospec("validate", swept)
     assert checked.returncode == 0, checked.stderr
 
@@ -942,15 +941,14 @@ def test_a_placeholder_that_fills_a_word_past_the_kernels_limit_is_refused_at_it
         env=f"{{set: {{FOO: '{over}', BAR: '{under[1:]}'}}}}",
     )
     spec.write_text(spec.read_text().replace(str(tmp_path / "results"), str(root)))
-    for verb in ("validate", "run"):
-        done = taospec(verb, spec)
-        assert done.returncode == 2, done.stderr
-        assert f"{spec}:7:10: $.command: one argument is " in done.stderr
-        assert f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes once" in done.stderr
-        assert "each job id counted at the most characters taospec mints for its job: 18" in (
-            done.stderr
-        )
-        assert "$.env.set.BAR" not in done.stderr
+    said = refused_by_validate_and_run(
+        taospec,
+        spec,
+        f"{spec}:7:10: $.command: one argument is ",
+        f"{spec}:8:18: $.env.set.FOO: FOO=... is 131072 bytes once",
+        "each job id counted at the most characters taospec mints for its job: 18",
+    )
+    assert all("$.env.set.BAR" not in text for text in said)
     assert not (state_dir / "jobs").exists()
     assert not root.exists()
 
@@ -970,12 +968,9 @@ def test_an_upstreams_results_dir_that_fills_a_word_past_the_limit_is_refused(
         f"  prep: {{action: prep, command: 'true', results_root: {root}}}\n"
         f'  use: {{action: use, needs: [prep], command: "echo {word}"}}\n',
     )
-    for verb in ("validate", "run"):
-        done = taospec(verb, spec)
-        assert done.returncode == 2, done.stderr
-        assert f"{spec}:6:46: $.jobs.use.command: one argument is 131072 bytes once" in (
-            done.stderr
-        )
+    refused_by_validate_and_run(
+        taospec, spec, f"{spec}:6:46: $.jobs.use.command: one argument is 131072 bytes once"
+    )
     assert not (state_dir / "jobs").exists()
 
 
