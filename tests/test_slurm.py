@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -521,6 +522,19 @@ CONTROLLER_DOWN = (
 )
 
 
+def none_can_reach(taospec: Runner, job_id: str, why: str, **how: Any) -> None:
+    """status, logs and cancel of ``job_id`` each exit 2 saying ``why`` and that nothing
+    was changed."""
+    for verb, cannot in (
+        ("status", "cannot tell the state of"),
+        ("logs", "cannot read the output of"),
+        ("cancel", "cannot cancel"),
+    ):
+        done = taospec(verb, job_id, **how)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr == f"taospec: {cannot} {job_id}: {why}; nothing was changed\n"
+
+
 def test_status_logs_and_cancel_exit_2_when_slurmctld_does_not_answer(
     slurm, taospec: Runner, open_tmp: Path, state_dir: Path, dead_controller: dict[str, str]
 ) -> None:
@@ -531,16 +545,7 @@ def test_status_logs_and_cancel_exit_2_when_slurmctld_does_not_answer(
     slurm_id = shown(taospec, job_id)["backend_ref"]
     before = ledger_files(state_dir)
     try:
-        for verb, cannot in (
-            ("status", "cannot tell the state of"),
-            ("logs", "cannot read the output of"),
-            ("cancel", "cannot cancel"),
-        ):
-            done = taospec(verb, job_id, env=dead_controller)
-            assert (done.returncode, done.stdout) == (2, ""), done.stderr
-            assert done.stderr == (
-                f"taospec: {cannot} {job_id}: {CONTROLLER_DOWN}; nothing was changed\n"
-            )
+        none_can_reach(taospec, job_id, CONTROLLER_DOWN, env=dead_controller)
         assert ledger_files(state_dir) == before
         assert slurm_state(slurm_id) in ("PENDING", "RUNNING")
         # a record whose Slurm job id was lost is looked up by name (squeue): refused alike
@@ -598,14 +603,7 @@ def test_status_logs_and_cancel_exit_2_when_the_login_node_does_not_answer(
     wait_for(lambda: status(taospec, ended)["state"] == COMPLETE, what="the job to complete")
     before = ledger_files(state_dir)
     try:
-        for verb, cannot in (
-            ("status", "cannot tell the state of"),
-            ("logs", "cannot read the output of"),
-            ("cancel", "cannot cancel"),
-        ):
-            done = taospec(verb, running, env=refused_ssh)
-            assert (done.returncode, done.stdout) == (2, ""), done.stderr
-            assert done.stderr == f"taospec: {cannot} {running}: {refused}; nothing was changed\n"
+        none_can_reach(taospec, running, refused, env=refused_ssh)
         logs = taospec("logs", ended, env=refused_ssh)
         assert (logs.returncode, logs.stdout) == (2, ""), logs.stderr
         assert logs.stderr.endswith(
@@ -638,14 +636,7 @@ def test_status_logs_and_cancel_give_up_on_a_login_node_that_never_answers(
     running = submit(taospec, job_file(open_tmp, ["sleep", "300"], slurm={"login": login_node}))
     before = ledger_files(state_dir)
     try:
-        for verb, cannot in (
-            ("status", "cannot tell the state of"),
-            ("logs", "cannot read the output of"),
-            ("cancel", "cannot cancel"),
-        ):
-            done = taospec(verb, running, env=silent, timeout=60)
-            assert (done.returncode, done.stdout) == (2, ""), done.stderr
-            assert done.stderr == f"taospec: {cannot} {running}: {stuck}; nothing was changed\n"
+        none_can_reach(taospec, running, stuck, env=silent, timeout=60)
         assert ledger_files(state_dir) == before
         assert status(taospec, running)["state"] == RUNNING
         spec = job_file(open_tmp, ["true"], slurm={"login": login_node, "partition": "debug"})
