@@ -69,18 +69,27 @@ class Runner:
         )
 
 
+COUNTED = (
+    "import runpy, sys\n"
+    "try:\n"
+    "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
+    "finally:\n"
+    "    sys.stderr.write(open('/proc/self/io').read())\n"
+)
+"""``python -c COUNTED ARGS`` runs ``taospec ARGS``, then writes its /proc/PID/io on stderr."""
+
+
+def bytes_read(stderr: str) -> int:
+    """``rchar`` of what :data:`COUNTED` wrote on ``stderr``."""
+    (rchar,) = (line.split()[1] for line in stderr.splitlines() if line.startswith("rchar:"))
+    return int(rchar)
+
+
 def run_counting_reads(runner: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
     """``taospec *args`` run for real, and how many bytes its process read (``rchar`` of
     /proc/PID/io: from files and pipes, Python's own imports included)."""
-    counted = (
-        "import runpy, sys\n"
-        "try:\n"
-        "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
-        "finally:\n"
-        "    sys.stderr.write(open('/proc/self/io').read())\n"
-    )
     done = subprocess.run(
-        [sys.executable, "-c", counted, *args],
+        [sys.executable, "-c", COUNTED, *args],
         capture_output=True,
         text=True,
         env=runner.env,
@@ -88,8 +97,7 @@ def run_counting_reads(runner: Runner, *args: str) -> tuple[subprocess.Completed
         timeout=120,
         check=False,
     )
-    (rchar,) = (line.split()[1] for line in done.stderr.splitlines() if line.startswith("rchar:"))
-    return done, int(rchar)
+    return done, bytes_read(done.stderr)
 
 
 @pytest.fixture

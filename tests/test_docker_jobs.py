@@ -28,7 +28,15 @@ from taospec.ledger import Ledger
 from taospec.platforms import docker as docker_platform
 from taospec.platforms import render
 from taospec.platforms.base import last_lines
-from tests.conftest import Runner, load_job, run_counting_reads, taospec_command, write
+from tests.conftest import (
+    COUNTED,
+    Runner,
+    bytes_read,
+    load_job,
+    run_counting_reads,
+    taospec_command,
+    write,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -782,6 +790,124 @@ def test_a_tail_never_leaves_out_a_whole_line_it_shows() -> None:
         assert shown == ["999\n", "x" * 3 * 16384 + "y\n", *traceback][-lines:]
 
 
+def followed_after_a_look(
+    tail: int, looked: list[tuple[bool, str]], between: list[tuple[bool, str]], live: list
+) -> list[str]:
+    """What ``logs -f --tail TAIL`` shows of a running job whose output was ``looked`` when
+    the look read it, that logged ``between`` before the follow began, then ``live``."""
+    earlier = docker_platform.Earlier.looked(tail, logged(looked), writing=True)
+    shown: list[str] = []
+    followed = docker_platform.Followed(
+        earlier.after(False, shown.append), earlier.after(True, shown.append)
+    )
+    begun = looked + between
+    replay = begun if earlier.window is None else begun[-earlier.window :]
+    logged(replay + live)(None, followed.line(False), followed.line(True))
+    return shown
+
+
+def numbered(first: int, last: int) -> list[tuple[bool, str]]:
+    return [(False, f"{number}\n") for number in range(first, last)]
+
+
+def test_a_follow_begins_with_the_last_lines_of_a_look_at_a_window() -> None:
+    # logs -f --tail N read all of the output, then followed all of it from its start; it
+    # now looks at a window at its end and follows from there: a follow's window begins
+    # later when the job logged more in between, and its first lines are found in the look
+    warned = [(True, "warning\n")]
+    live = [(False, "live\n"), (True, "Traceback\n"), (False, "after\n")]
+    shown_live = ["live\n", "Traceback\n", "after\n"]
+    ending = ["997\n", "998\n", "999\n"]
+    for between in (0, 1, 20, docker_platform.SHIFT_ROOM):  # the follow still holds the tail
+        more = numbered(1000, 1000 + between)
+        shown = followed_after_a_look(3, warned + numbered(0, 1000), more, live)
+        assert shown == [*ending, *(line for _, line in more), *shown_live], between
+    # the stream the look saw only at the start of its window, which the follow's no longer
+    # holds: the first line it logs after the look is shown
+    looked = numbered(0, 990) + warned + numbered(990, 1000)
+    more = numbered(1000, 1070)
+    shown = followed_after_a_look(3, looked, more, live)
+    assert shown == [*ending, *(line for _, line in more), *shown_live]
+    # a stream that first writes after the look
+    shown = followed_after_a_look(2, numbered(0, 1000), [], live)
+    assert shown == ["998\n", "999\n", *shown_live]
+
+    # a stream whose lines are all the same: no line of the other is left out, and none of
+    # its own logged after the look (of those before, it may show more than the tail)
+    def warning_every_tenth(first: int, last: int) -> list[tuple[bool, str]]:
+        pieces = numbered(first, last)
+        return [piece for i, piece in enumerate(pieces) for piece in (piece, *warned[: i % 10 < 1])]
+
+    for between in (0, 30, 60):
+        more = warning_every_tenth(1000, 1000 + between)
+        shown = followed_after_a_look(3, warning_every_tenth(0, 1000), more, live)
+        assert [line for line in shown if line != "warning\n"] == [
+            *ending,
+            *(line for error, line in more if not error),
+            *shown_live,
+        ], between
+        after = shown[shown.index("1000\n") :] if more else []
+        assert after.count("warning\n") == sum(error for error, _ in more), between
+
+
+def test_a_follow_whose_window_begins_inside_a_line_never_shows_a_piece_of_it() -> None:
+    # the follow's window (74 pieces for a tail of 2) of these 1014 begins inside the line
+    # logged in pieces 1000 to 1003 once the job has logged 61 to 63 more
+    long_line = [(False, "x" * LOG_CHUNK)] * 3 + [(False, "y\n")]
+    looked = numbered(0, 1000) + long_line + numbered(1000, 1010)
+    for between in range(55, 70):
+        more = numbered(2000, 2000 + between)
+        shown = followed_after_a_look(2, looked, more, [(False, "z\n")])
+        assert shown == ["1008\n", "1009\n", *(line for _, line in more), "z\n"], between
+    # the line is the tail's first: shown whole
+    looked = numbered(0, 1000) + long_line + numbered(1000, 1001)
+    for between in range(0, 10):
+        shown = followed_after_a_look(2, looked, numbered(2000, 2000 + between), [])
+        assert shown[:2] == ["x" * 3 * LOG_CHUNK + "y\n", "1000\n"], between
+
+
+def ended_after_a_follow(tail: int, output: list[tuple[bool, str]], followed_to: int) -> str:
+    """What ``logs -f --tail TAIL`` shows of a job that logged ``output``: the look read its
+    first 1000 pieces, the follow gave them up to piece ``followed_to`` and left out what
+    each stream left unended, and the end read after the job has ended gives all of it."""
+    earlier = docker_platform.Earlier.looked(tail, logged(output[:1000]), writing=True)
+    assert earlier.window is not None
+    shown: list[str] = []
+    followed = docker_platform.Followed(
+        earlier.after(False, shown.append), earlier.after(True, shown.append)
+    )
+    takes = {error: followed.line(error) for error in (False, True)}
+    replay = output[1000 - earlier.window : followed_to]
+    logged(replay)(
+        None,
+        lambda line: line.endswith("\n") and takes[False](line),
+        lambda line: line.endswith("\n") and takes[True](line),
+    )
+    followed.stopped(0, None)
+    window = followed.pieces + docker_platform.END_MARGIN
+    followed.end(lambda out, err: logged(output)(window, out, err), from_end=True)
+    return "".join(shown)
+
+
+def test_the_end_of_a_follow_from_a_window_is_found_in_a_window_at_the_end() -> None:
+    # the end of a follow that began with a window read all of the output once more
+    finals = [(False, "final-out"), (True, "final-err")]
+    shown = ended_after_a_follow(2, numbered(0, 1000) + finals, 1002)
+    assert shown == "998\n999\nfinal-out\nfinal-err"
+    # lines it never gave, ended or not, and the same again as the ones before
+    more = [(True, "warn\n"), *numbered(1000, 1005), (False, "1004\n"), (True, "last\n")]
+    shown = ended_after_a_follow(2, numbered(0, 1000) + more + finals, 1003)
+    assert shown.split("\n") == [
+        "998", "999", "warn", "1000", "1001", "1002", "1003", "1004", "1004", "last",
+        "final-out", "final-err",
+    ]  # fmt: skip
+    # lines all the same: which of them the follow began with, and which it ended with, is
+    # not known; it shows all its window holds (74 pieces), then what the job left unended,
+    # which begins after a newline
+    steps = [(False, "step\n")] * 1100 + [(False, "end")]
+    assert ended_after_a_follow(2, steps, 1050) == "step\n" * (74 + 50) + "end"
+
+
 def test_a_running_job_s_progress_bar_holds_back_no_tail() -> None:
     # a bar a trainer redraws on stderr without a newline is one unended piece in a window:
     # the last lines of a running job (run's progress line) came back empty behind it
@@ -1030,6 +1156,37 @@ def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended(
     assert sorted(shown[1:3]) == ["final-err", "final-out"], ran.stdout
 
 
+GATED_UNENDED_TAILS = (
+    "sh -c 'seq 300; while [ ! -e /tmp/gate ]; do sleep 0.1; done; "
+    "printf final-out; printf final-err >&2; exit 3'"
+)
+"""A job that writes 300 lines, then once /tmp/gate is made the last of each stream
+without a newline, and fails."""
+
+
+def test_following_the_tail_shows_each_streams_unended_last_line_once_the_job_has_ended(
+    engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
+) -> None:
+    # a follow that began with a window of the output is found in the end of the output
+    # once the job has ended: what it left out is shown, and nothing twice
+    real = shutil.which("docker")
+    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
+    stand_in.chmod(0o755)
+    env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    job_id = taospec("run", "--detach", job_file(open_tmp, engine, GATED_UNENDED_TAILS)).stdout
+    job_id = job_id.strip()
+    _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "300\n")
+    following = start(taospec, "logs", "-f", "--tail", "2", job_id, env=env)
+    try:
+        _wait_for(lambda: _docker_following(job_id))
+        assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+        out, err = following.communicate(timeout=60)
+    finally:
+        following.kill()
+    assert following.returncode == 1, err
+    assert out == "299\n300\nfinal-out\nfinal-err"
+
+
 LIKE_DOCKERS_OWN = (
     "sh -c 'echo unexpected EOF >&2; sleep 0.5; echo step; "
     "echo error from daemon in stream: Error grabbing logs: unexpected EOF >&2'"
@@ -1053,6 +1210,69 @@ def test_a_jobs_own_lines_that_look_like_dockers_errors_are_shown(
             "step",
             "unexpected EOF",
         ], shown
+
+
+LONG_THEN_LIVE = (
+    "sh -c 'echo early-err >&2; pad=$(head -c 1000 /dev/zero | tr \\\\0 y); "
+    'seq 60000 | sed "s/$/ $pad/"; echo ready; '
+    "while [ ! -e /tmp/gate ]; do sleep 0.1; done; echo live-1; sleep 0.5; "
+    "echo live-err >&2; sleep 0.5; echo live-2; sleep 0.5; echo live-3'"
+)
+"""A job that writes a line on stderr, then 60,000 numbered lines of 1 KB and ``ready``, and
+once /tmp/gate is made, a live line now and then, one of them (the first since the start)
+on stderr, and completes."""
+
+
+def _docker_following(job_id: str) -> bool:
+    """Whether a ``docker logs --follow`` of ``job_id`` runs (found in /proc)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:2] == [b"logs"] and b"--follow" in argv and job_id.encode() in argv:
+            return True
+    return False
+
+
+def test_following_the_tail_of_a_long_output_reads_its_end_alone(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs -f --tail N read the container's whole output three times (to count the lines
+    # before the last N, then streamed from its start, then once more when it ended): of a
+    # job with days of output, following began minutes late
+    spec = job_file(open_tmp, engine, LONG_THEN_LIVE)
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "ready\n", timeout=120)
+    following = subprocess.Popen(
+        [sys.executable, "-c", COUNTED, "logs", "-f", "--tail", "5", job_id],
+        env=taospec.env,
+        cwd=taospec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _docker_following(job_id), timeout=120)
+        assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+        out, err = following.communicate(timeout=120)
+    finally:
+        following.kill()
+    assert following.returncode == 0, err
+    pad = " " + "y" * 1000
+    last = [f"{number}{pad}\n" for number in range(59997, 60001)]
+    assert out.splitlines(keepends=True) == [
+        *last,
+        "ready\n",
+        "live-1\n",
+        "live-err\n",
+        "live-2\n",
+        "live-3\n",
+    ]
+    whole = len(docker("logs", job_id).stdout)
+    assert whole > 60_000_000
+    assert bytes_read(err) < whole // 10, (bytes_read(err), whole)
 
 
 def stop_process(argv: list[str], timeout: float = 30) -> None:

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -481,6 +481,10 @@ class Tail(NamedTuple):
     lines: list[str]
     code: int = 0
     whole: bool = True
+    window: int | None = None
+    """The window of pieces that held them (None: all of the output)."""
+    got: tuple[tuple[bool, str], ...] = ()
+    """What that window gave: each line, with whether it is stderr's, in the order they came."""
 
 
 def read_tail(lines: int, read: Read, reads: int, writing: bool = False) -> Tail:
@@ -503,10 +507,10 @@ def read_tail(lines: int, read: Read, reads: int, writing: bool = False) -> Tail
         if code != 0:
             return Tail([line for _, line in got], code, whole=False)
         if before is not None and _streams(got) == _streams(before):  # all of the output
-            return Tail([line for _, line in got])
+            return Tail([line for _, line in got], got=tuple(got))
         whole = _known_whole(got, writing)
         if len(whole) >= lines:
-            return Tail(last_lines(whole, lines))
+            return Tail(last_lines(whole, lines), window=window, got=tuple(got))
         window, before = 2 * window, got
     return Tail(whole, whole=False)
 
@@ -521,10 +525,15 @@ def _last_pieces(window: int, read: Read) -> tuple[list[tuple[bool, str]], int]:
     return got, code
 
 
-def _known_whole(got: list[tuple[bool, str]], writing: bool) -> list[str]:
+def _known_whole(got: Sequence[tuple[bool, str]], writing: bool) -> list[str]:
     """The lines of ``got`` after the first line of each stream, which may begin inside a
     line. Of a container still ``writing``, a stream whose one line is one not ended yet
     does not hold the others back: a look cuts that line, and it is left out."""
+    return [got[index][1] for index in _known_whole_at(got, writing)]
+
+
+def _known_whole_at(got: Sequence[tuple[bool, str]], writing: bool) -> list[int]:
+    """Where in ``got`` the lines :func:`_known_whole` keeps are."""
     firsts: dict[bool, int] = {}
     for index, (error, _) in enumerate(got):
         firsts.setdefault(error, index)
@@ -535,7 +544,7 @@ def _known_whole(got: list[tuple[bool, str]], writing: bool) -> list[str]:
         and not got[index][1].endswith("\n")
     }  # fmt: skip
     start = max((index for index in firsts.values() if index not in unended), default=-1) + 1
-    return [line for index, (_, line) in enumerate(got) if index >= start and index not in unended]
+    return [index for index in range(start, len(got)) if index not in unended]
 
 
 def _streams(got: list[tuple[bool, str]]) -> tuple[str, str]:
@@ -560,7 +569,10 @@ def logs(
     its end alone (see :func:`looked_at`) and shows a running container's output
     :func:`~taospec.platforms.common.while_writing` (docker hands on a line not ended yet
     once it holds 16 KiB of it). What the docker CLI said of a follow it could not go on
-    with goes to ``on_said``, not with the output (see :meth:`Followed.stopped`)."""
+    with goes to ``on_said``, not with the output (see :meth:`Followed.stopped`). A follow
+    of the last ``tail`` lines reads the end of the output alone and follows from a window
+    at its end (see :class:`Earlier`); once it has ended, what it left out is found in a
+    window at the end (see :meth:`Followed.end`)."""
     kept = Path(record.results_dir, LOG_FILE)
     env = engine_env(sidecar)
     if on_this_machine(sidecar) and kept.is_file() and not _exists(record.id, env):
@@ -572,28 +584,25 @@ def logs(
             on_line(line)
         return 0
     if follow:
-        earlier = Earlier.of(
-            tail,
-            lambda out, err: proc.stream(
-                logs_argv(record.id), extra_env=env, on_line=out, on_error_line=err
-            ),
-        )
+        running = tail is not None and not _container_ended(record.id, env)
+        earlier = Earlier.looked(tail, _reader(record.id, env), running)
         followed = Followed(earlier.after(False, on_line), earlier.after(True, on_line))
         code = proc.stream(
-            logs_argv(record.id, follow=True),
+            logs_argv(record.id, follow=True, tail=earlier.window),
             extra_env=env,
             on_line=followed.line(False),
             on_error_line=followed.line(True),
         )
         followed.stopped(code, on_said)
+        windowed = earlier.window is not None
 
-        def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
+        def the_rest(out: Write, err: Write) -> int:  # once the container has ended
             if code != 0 or not _container_ended(record.id, env):
                 return 1
-            argv = logs_argv(record.id)
+            argv = logs_argv(record.id, tail=followed.pieces + END_MARGIN if windowed else None)
             return proc.stream(argv, extra_env=env, on_line=out, on_error_line=err)
 
-        followed.end(all_of_it)
+        followed.end(the_rest, from_end=windowed)
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
     found = looked_at(tail, writing, _reader(record.id, env))
@@ -619,17 +628,26 @@ def looked_at(tail: int | None, writing: bool, read: Read) -> Tail:
 
 
 class Earlier:
-    """How many whole lines of each stream come before the last ``tail`` of them all (None:
-    none), as ``docker logs`` gives them (:meth:`of`), for ``logs -f --tail N`` to follow
-    all of the output and leave those out (:meth:`after`):
-    docker's own ``--tail`` counts each piece of a line it logged in pieces (of 16 KiB) as
-    a line, so that what it gives may begin inside a line, and a value in it. A line not
-    ended yet is not counted: it is shown once it has ended."""
+    """Which whole lines of each stream come before the last ``tail`` of them all, for
+    ``logs -f --tail N`` to leave them out of what it follows (:meth:`after`). A line not
+    ended yet is not among the last: it is shown once it has ended.
+
+    :meth:`looked` reads the end of the output alone, and the follow then begins with a
+    ``window`` of pieces that holds the tail (docker's ``--tail`` counts each piece of a
+    line it logged in pieces of 16 KiB as a line, so that a window may begin inside a line)
+    and begins inside what the look read, however the job logged up to :data:`SHIFT_ROOM`
+    pieces between the two: each stream's lines the look read (``lines``), of which the
+    first ``before`` are left out, its first always, since it may begin inside a line. The
+    follow's first line of each stream is found among them, and the lines after it are
+    left out while they are the look's next ones (see :meth:`after`). :meth:`of` counts
+    the lines in all of the output (``lines`` None: the follow gives all of it too)."""
 
     def __init__(self, tail: int | None) -> None:
         self.tail = tail
         self.last: deque[bool] = deque()  # of the last ``tail`` lines, which are stderr's
         self.before = {False: 0, True: 0}
+        self.lines: dict[bool, list[str]] | None = None
+        self.window: int | None = None
 
     @classmethod
     def of(cls, tail: int | None, look: Callable[[Write, Write], int]) -> Earlier:
@@ -639,6 +657,47 @@ class Earlier:
         if tail is None or look(earlier._count, earlier._count_error) == 0:
             return earlier
         return cls(None)
+
+    @classmethod
+    def looked(cls, tail: int | None, read: Read, writing: bool) -> Earlier:
+        """Those of the end of the output of a container (still ``writing`` or not), as
+        ``docker logs --tail`` (``read``) gives it: the window :func:`read_tail` finds the
+        tail in (with room for the unended lines of each stream, at most
+        :data:`LOOK_READS` windows), and :data:`SHIFT_ROOM` pieces more for the follow's
+        window, and as many again for the look; of all of the output when those windows
+        held too few lines; none when a read failed."""
+        if tail is None:
+            return cls(None)
+        found = read_tail(tail + 2, read, LOOK_READS, writing)
+        if found.code != 0:
+            return cls(None)
+        if not found.whole:
+            return cls.of(tail, lambda out, err: read(None, out, err))
+        if found.window is None:  # all of the output
+            return cls(tail)._within(list(found.got), None, writing)
+        window = found.window + 2 * SHIFT_ROOM
+        got, code = _last_pieces(window, read)
+        if code != 0:
+            return cls(None)
+        whole = sum(pieces(line) for _, line in got) < window  # fewer than it asked for
+        follow = None if whole else found.window + SHIFT_ROOM
+        return cls(tail)._within(got, follow, writing)
+
+    def _within(self, got: list[tuple[bool, str]], window: int | None, writing: bool) -> Earlier:
+        tail = self.tail or 0
+        indices = _known_whole_at(got, writing) if window is not None else range(len(got))
+        ended = [index for index in indices if got[index][1].endswith("\n")]
+        start = ended[-tail] if 0 < tail <= len(ended) else len(got) if tail == 0 else 0
+        firsts: dict[bool, int] = {}
+        for index, (error, _) in enumerate(got):
+            firsts.setdefault(error, index)
+        self.window, self.lines = window, {False: [], True: []}
+        for index, (error, line) in enumerate(got):
+            self.lines[error].append(line)
+            unsure = window is not None and index == firsts[error]  # may begin inside a line
+            if unsure or (index < start and line.endswith("\n")):
+                self.before[error] += 1
+        return self
 
     def _count(self, line: str, error: bool = False) -> None:
         if self.tail is not None and line.endswith("\n"):
@@ -651,17 +710,65 @@ class Earlier:
 
     def after(self, error: bool, on_line: Callable[[str], None]) -> Callable[[str], None]:
         """``on_line`` for the lines of stdout (of stderr when ``error``) after those
-        counted before the last ``tail``."""
+        counted before the last ``tail``.
+
+        Of a window, the follow's first line of the stream is found among the look's, the
+        last it may be (:func:`_begun_at`: one of them, what a window that begins at one of
+        its pieces holds of it, or one that has ended since), so that of lines all the
+        same no more are left out than those before the tail: it and the lines after it
+        are left out while they are the look's, up to those before the last ``tail``, and
+        so is what it holds of a line from one of its pieces on (it begins inside a line).
+        A first line not among them was logged after the look and goes on when the look's
+        last line of the stream had ended (it begins a line)."""
         left = self.before[error]
+        looked = self.lines[error] if self.lines is not None else None
+        at: int | None = 0 if looked is None else None  # the look's line that comes next
 
         def line(text: str) -> None:
-            nonlocal left
-            if left:
-                left -= 1
-            else:
-                on_line(text)
+            nonlocal at, left
+            if at is None:  # the follow's first line of a window's stream
+                seen = looked or []
+                begun = ((i, _begun_at(seen[i], text)) for i in reversed(range(len(seen))))
+                found = next(((i, start) for i, start in begun if start is not None), None)
+                if found is None:  # logged after the look
+                    at = len(seen)
+                    if (seen and not seen[-1].endswith("\n")) or text.startswith("\ufffd"):
+                        return  # it may go on a line, or begin inside a character
+                else:
+                    at = found[0] + 1
+                    if found[0] < left or found[1]:
+                        return  # one before the last, or what a later window holds of one
+            elif at < left and (looked is None or text == looked[at]):
+                at += 1
+                return
+            left = 0  # a line not as the look saw it: the window moved, the rest go on
+            on_line(text)
 
         return line
+
+
+LOG_PIECE = 16 * 1024
+"""How much of a line docker's log copier holds before it logs that piece, unended."""
+SHIFT_ROOM = 64
+"""How many pieces the job may log between a look and the follow after it with no line of
+the tail left out: the follow's window holds that many more than the tail needs, and the
+look that many more again, so that the follow begins inside what the look read."""
+
+
+def _begun_at(looked: str, text: str) -> int | None:
+    """Where in ``looked``, a line a look gave, ``text`` (a follow's first line of a
+    stream) begins: 0 when it is the same line (of one not ended then, ended since or not),
+    the piece it begins at when it is the same from that piece on (a window that begins
+    later); None when it is not that line."""
+    data, begun = looked.encode(), text.encode()
+    if looked.endswith("\n"):
+        start = len(data) - len(begun)
+        return start if start >= 0 and start % LOG_PIECE == 0 and data.endswith(begun) else None
+    rest, view = memoryview(data), memoryview(begun)
+    for start in range(0, len(data), LOG_PIECE):
+        if view[: len(data) - start] == rest[start:]:
+            return start
+    return None
 
 
 class Followed:
@@ -678,6 +785,8 @@ class Followed:
     def __init__(self, out: Write, err: Write) -> None:
         self.sinks = {False: out, True: err}
         self.seen = {False: 0, True: 0}  # the lines of each stream handed on
+        self.recent: dict[bool, deque[str]] = {False: deque(), True: deque()}  # their last
+        self.pieces = 0  # how many pieces docker logged of what the follow gave, at most
         self.held = {False: "", True: ""}  # the line of each stream the follow left unended
         self.maybe_dockers = ""  # a stderr line held back: the job's, or docker's own error
 
@@ -685,6 +794,7 @@ class Followed:
         """What takes each line of stdout (of stderr when ``error``) the follow gives."""
 
         def take(text: str) -> None:
+            self.pieces += pieces(text)
             if not text.endswith("\n"):
                 self.held[error] = text
                 return
@@ -692,16 +802,21 @@ class Followed:
             if error and dockers_own(text):
                 self.maybe_dockers = text
             else:
-                self.seen[error] += 1
-                self.sinks[error](text)
+                self._hand_on(error, text)
 
         return take
 
     def _hand_on_held_back(self) -> None:
         if self.maybe_dockers:
-            self.seen[True] += 1
-            self.sinks[True](self.maybe_dockers)
+            self._hand_on(True, self.maybe_dockers)
             self.maybe_dockers = ""
+
+    def _hand_on(self, error: bool, text: str) -> None:
+        self.seen[error] += 1
+        self.recent[error].append(text)
+        if len(self.recent[error]) > RECENT:
+            self.recent[error].popleft()
+        self.sinks[error](text)
 
     def rerun(self) -> bool:
         """The follow begins again, the run before it cut short (brev runs a command again
@@ -722,12 +837,20 @@ class Followed:
             on_said(f"{who} {proc.how_it_ended(code)}{why}")
         self.maybe_dockers = ""
 
-    def end(self, read: Callable[[Write, Write], int]) -> None:
+    def end(self, read: Callable[[Write, Write], int], from_end: bool = False) -> None:
         """Hand on what follows the lines handed on of each stream in what ``read`` gives
         (all of the output, once the container has ended; 0 when it read it), each line
         whole; when it read nothing (nonzero), what the follow left unended. The lines a
         stream leaves unended go on last, each but the last ended, so that one of a
-        stream is not joined to one of the other."""
+        stream is not joined to one of the other. A follow that began with a window of the
+        output (``from_end``) is found in the end ``read`` gives instead (see
+        :meth:`_missed`)."""
+        unended = self._missed(read) if from_end else self._after_seen(read)
+        last = [(error, text) for error, text in unended.items() if text]
+        for i, (error, text) in enumerate(last):
+            self.sinks[error](text if i == len(last) - 1 else f"{text}\n")
+
+    def _after_seen(self, read: Callable[[Write, Write], int]) -> dict[bool, str]:
         left = dict(self.seen)
         unended = {False: "", True: ""}
         handed = False
@@ -746,10 +869,85 @@ class Followed:
             return take
 
         if read(rest(False), rest(True)) != 0 and not handed:
-            unended = self.held
-        last = [(error, text) for error, text in unended.items() if text]
-        for i, (error, text) in enumerate(last):
-            self.sinks[error](text if i == len(last) - 1 else f"{text}\n")
+            return self.held
+        return unended
+
+    def _missed(self, read: Callable[[Write, Write], int]) -> dict[bool, str]:
+        """Hand on the lines of each stream after the last ones the follow handed on, in
+        the end of the output ``read`` gives (at least :attr:`pieces` and
+        :data:`END_MARGIN` more), where they end (:func:`_after_run`); what each stream
+        leaves unended. Where more than one place fits (lines the same as the ones before),
+        or none, no line of that stream is handed on but the one it leaves unended: known
+        to begin a line once a line of the stream ends before it."""
+        kept: dict[bool, deque[tuple[int, str]]] = {
+            error: deque(maxlen=RECENT + END_MARGIN + 1) for error in (False, True)
+        }
+        ended = {False: 0, True: 0}
+        unended = {False: "", True: ""}
+
+        def keep(error: bool) -> Write:
+            def take(text: str) -> None:
+                if text.endswith("\n"):
+                    ended[error] += 1
+                    kept[error].append((sum(ended.values()), text))
+                else:
+                    unended[error] = text
+
+            return take
+
+        if read(keep(False), keep(True)) != 0:
+            return self.held
+        missed: list[tuple[int, bool, str]] = []
+        for error in (False, True):
+            recent, got = list(self.recent[error]), [text for _, text in kept[error]]
+            first = self.seen[error] == len(recent)  # it may begin inside a line
+            after = _after_run(recent, first, got, ended[error])
+            if after is None:
+                unended[error] = unended[error] if ended[error] else self.held[error]
+            elif after:
+                missed += [(order, error, text) for order, text in list(kept[error])[-after:]]
+        for _, error, text in sorted(missed):
+            self.sinks[error](text)
+        return unended
+
+
+RECENT = 16
+"""How many of the last lines of each stream a follow keeps, to be found in the end."""
+END_MARGIN = 16
+"""How many pieces more than a follow gave the end read after it holds: what it may have
+left out (the last piece of a line the job never ended, of each stream) and room to spare."""
+
+
+def pieces(text: str) -> int:
+    """How many pieces docker's log copier logged a line in (one not ended yet: so far),
+    of ``text`` as ``docker logs`` gave it (at most: a byte it could not decode counts as
+    three)."""
+    size = len(text.encode())
+    return (size - 1) // LOG_PIECE + 1 if text.endswith("\n") else -(-size // LOG_PIECE)
+
+
+def _after_run(recent: list[str], first: bool, got: list[str], ended: int) -> int | None:
+    """How many of ``got``, the last of the ``ended`` lines of a stream that a read gave,
+    come after ``recent``, the last lines a follow gave of it (``first``: the first of
+    them is its first, which may begin inside a line, and so may the first of the read's):
+    None unless exactly one place fits, ``END_MARGIN`` lines from the end at most."""
+    fits = [
+        after
+        for after in range(min(END_MARGIN, ended - len(recent)) + 1)
+        if _fits_at(recent, first, got, ended, len(got) - after - len(recent))
+    ]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _fits_at(recent: list[str], first: bool, got: list[str], ended: int, start: int) -> bool:
+    if start < 0:
+        return False
+    for i, line in enumerate(recent):
+        other = got[start + i]
+        cut = (i == 0 and first) or (start + i == 0 and ended == len(got))
+        if other != line and not (cut and (other.endswith(line) or line.endswith(other))):
+            return False
+    return True
 
 
 STREAM_ERROR = "error from daemon in stream: "
