@@ -1275,6 +1275,35 @@ def test_following_the_tail_of_a_long_output_reads_its_end_alone(
     assert bytes_read(err) < whole // 10, (bytes_read(err), whole)
 
 
+CHATTY = (
+    "sh -c 'i=0; while :; do echo $i; i=$((i + 1)); [ $((i % 8)) = 0 ] && usleep {pause}; done'"
+)
+"""A job that writes numbered lines, 8 at a time with a pause of ``pause`` microseconds
+between, until it is stopped."""
+
+
+@pytest.mark.parametrize("pause", [1, 20000])  # tens of thousands of lines a second, hundreds
+def test_following_the_tail_of_a_chatty_job_shows_each_line_once_in_order(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup, pause: int
+) -> None:
+    # the follow begins with a window at the end after the look read one: however many
+    # lines the job logs between the two, no line is shown twice, none after the first is
+    # left out, and none is shown from inside
+    spec = job_file(open_tmp, engine, CHATTY.format(pause=pause))
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    _wait_for(lambda: int(docker("logs", "--tail", "1", job_id).stdout or 0) > 1000)
+    for tail in ("5", "200"):
+        following = start(taospec, "logs", "-f", "--tail", tail, job_id, env={})
+        assert following.stdout is not None
+        try:
+            shown = [following.stdout.readline() for _ in range(600)]
+        finally:
+            following.kill()
+            following.communicate()
+        numbers = [int(line) for line in shown]
+        assert numbers == list(range(numbers[0], numbers[0] + 600)), tail
+
+
 def stop_process(argv: list[str], timeout: float = 30) -> None:
     """SIGTERM to the process whose argv is ``argv``, once one runs (found in /proc)."""
     wanted = "\0".join(argv).encode() + b"\0"
