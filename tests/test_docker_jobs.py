@@ -885,7 +885,8 @@ def ended_after_a_follow(tail: int, output: list[tuple[bool, str]], followed_to:
     )
     followed.stopped(0, None)
     window = followed.pieces + docker_platform.END_MARGIN
-    followed.end(lambda out, err: logged(output)(window, out, err), from_end=True)
+    read = logged(output)
+    followed.end(lambda out, err: read(window, out, err), True, earlier.unlooked())
     return "".join(shown)
 
 
@@ -901,6 +902,12 @@ def test_the_end_of_a_follow_from_a_window_is_found_in_a_window_at_the_end() -> 
         "998", "999", "warn", "1000", "1001", "1002", "1003", "1004", "1004", "last",
         "final-out", "final-err",
     ]  # fmt: skip
+    # a stream that logged nothing before, whose lines the follow never gave
+    traceback = [(True, "Traceback (most recent call last):\n"), (True, "Error: boom\n")]
+    shown = ended_after_a_follow(2, numbered(0, 1010) + traceback, 1010)
+    assert shown == "998\n999\n" + "".join(f"{n}\n" for n in range(1000, 1010)) + "".join(
+        line for _, line in traceback
+    )
     # lines all the same: which of them the follow began with, and which it ended with, is
     # not known; it shows all its window holds (74 pieces), then what the job left unended,
     # which begins after a newline

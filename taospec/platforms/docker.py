@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -602,7 +602,7 @@ def logs(
             argv = logs_argv(record.id, tail=followed.pieces + END_MARGIN if windowed else None)
             return proc.stream(argv, extra_env=env, on_line=out, on_error_line=err)
 
-        followed.end(the_rest, from_end=windowed)
+        followed.end(the_rest, from_end=windowed, unlooked=earlier.unlooked())
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
     found = looked_at(tail, writing, _reader(record.id, env))
@@ -698,6 +698,10 @@ class Earlier:
             if unsure or (index < start and line.endswith("\n")):
                 self.before[error] += 1
         return self
+
+    def unlooked(self) -> list[bool]:
+        """The streams (stderr's: True) of which the look read a window without a line."""
+        return [error for error, lines in (self.lines or {}).items() if not lines]
 
     def _count(self, line: str, error: bool = False) -> None:
         if self.tail is not None and line.endswith("\n"):
@@ -837,15 +841,21 @@ class Followed:
             on_said(f"{who} {proc.how_it_ended(code)}{why}")
         self.maybe_dockers = ""
 
-    def end(self, read: Callable[[Write, Write], int], from_end: bool = False) -> None:
+    def end(
+        self,
+        read: Callable[[Write, Write], int],
+        from_end: bool = False,
+        unlooked: Collection[bool] = (),
+    ) -> None:
         """Hand on what follows the lines handed on of each stream in what ``read`` gives
         (all of the output, once the container has ended; 0 when it read it), each line
         whole; when it read nothing (nonzero), what the follow left unended. The lines a
         stream leaves unended go on last, each but the last ended, so that one of a
         stream is not joined to one of the other. A follow that began with a window of the
         output (``from_end``) is found in the end ``read`` gives instead (see
-        :meth:`_missed`)."""
-        unended = self._missed(read) if from_end else self._after_seen(read)
+        :meth:`_missed`; ``unlooked``: the streams of which the look before it read no line
+        in its window)."""
+        unended = self._missed(read, unlooked) if from_end else self._after_seen(read)
         last = [(error, text) for error, text in unended.items() if text]
         for i, (error, text) in enumerate(last):
             self.sinks[error](text if i == len(last) - 1 else f"{text}\n")
@@ -872,7 +882,9 @@ class Followed:
             return self.held
         return unended
 
-    def _missed(self, read: Callable[[Write, Write], int]) -> dict[bool, str]:
+    def _missed(
+        self, read: Callable[[Write, Write], int], unlooked: Collection[bool]
+    ) -> dict[bool, str]:
         """Hand on the lines of each stream after the last ones the follow handed on, in
         the end of the output ``read`` gives (at least :attr:`pieces` and
         :data:`END_MARGIN` more), where they end (:func:`_after_run`); what each stream
@@ -902,6 +914,8 @@ class Followed:
             recent, got = list(self.recent[error]), [text for _, text in kept[error]]
             first = self.seen[error] == len(recent)  # it may begin inside a line
             after = _after_run(recent, first, got, ended[error])
+            if not recent and error in unlooked and ended[error] <= END_MARGIN:
+                after = ended[error]  # the look's window, which holds the end's, had none
             if after is None:
                 unended[error] = unended[error] if ended[error] else self.held[error]
             elif after:
