@@ -768,11 +768,8 @@ def _begun_at(looked: str, text: str) -> int | None:
     if looked.endswith("\n"):
         start = len(data) - len(begun)
         return start if start >= 0 and start % LOG_PIECE == 0 and data.endswith(begun) else None
-    rest, view = memoryview(data), memoryview(begun)
-    for start in range(0, len(data), LOG_PIECE):
-        if view[: len(data) - start] == rest[start:]:
-            return start
-    return None
+    rest = memoryview(data)
+    return next((at for at in range(0, len(data), LOG_PIECE) if begun.startswith(rest[at:])), None)
 
 
 class Followed:
