@@ -832,6 +832,10 @@ def test_a_follow_begins_with_the_last_lines_of_a_look_at_a_window() -> None:
     shown = followed_after_a_look(2, numbered(0, 1000), [], live)
     assert shown == ["998\n", "999\n", *shown_live]
 
+    # a short output, all of which the look read: the follow begins with its first line
+    shown = followed_after_a_look(2, [(False, "step\n")] * 5, [(False, "step\n")], live)
+    assert shown == ["step\n"] * 3 + shown_live
+
     # a stream whose lines are all the same: no line of the other is left out, and none of
     # its own logged after the look (of those before, it may show more than the tail)
     def warning_every_tenth(first: int, last: int) -> list[tuple[bool, str]]:

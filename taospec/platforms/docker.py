@@ -726,7 +726,8 @@ class Earlier:
         last line of the stream had ended (it begins a line)."""
         left = self.before[error]
         looked = self.lines[error] if self.lines is not None else None
-        at: int | None = 0 if looked is None else None  # the look's line that comes next
+        begins_with_it = looked is None or self.window is None  # the follow gives all of it
+        at: int | None = 0 if begins_with_it else None  # the look's line that comes next
 
         def line(text: str) -> None:
             nonlocal at, left
