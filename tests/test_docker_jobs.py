@@ -1146,15 +1146,20 @@ sys.exit(child.wait())
 """
 
 
+def dropping_follow(tmp_path: Path) -> dict[str, str]:
+    """The environment of a taospec whose docker is :data:`DROPPING_FOLLOW`."""
+    real = shutil.which("docker")
+    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
+    stand_in.chmod(0o755)
+    return {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
 def test_following_shows_each_streams_unended_last_line_once_the_job_has_ended(
     engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, cleanup
 ) -> None:
     # docker logs --follow may stop before the last piece of a line the job never ended is
     # logged, and logs -f (and run -f) never read it: the job's last line was lost
-    real = shutil.which("docker")
-    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
-    stand_in.chmod(0o755)
-    env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = dropping_follow(tmp_path)
     spec = job_file(open_tmp, engine, UNENDED_TAILS)
     job_id = taospec("run", "--detach", spec).stdout.strip()
     followed = taospec("logs", "-f", job_id, env=env)
@@ -1180,10 +1185,7 @@ def test_following_the_tail_shows_each_streams_unended_last_line_once_the_job_ha
 ) -> None:
     # a follow that began with a window of the output is found in the end of the output
     # once the job has ended: what it left out is shown, and nothing twice
-    real = shutil.which("docker")
-    stand_in = write(tmp_path / "bin" / "docker", DROPPING_FOLLOW.replace("REAL", repr(real)))
-    stand_in.chmod(0o755)
-    env = {"PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = dropping_follow(tmp_path)
     job_id = taospec("run", "--detach", job_file(open_tmp, engine, GATED_UNENDED_TAILS)).stdout
     job_id = job_id.strip()
     _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "300\n")
