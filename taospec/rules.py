@@ -230,8 +230,7 @@ def _mount_words(
         return [(where, word, what, named) for where, word, named in words]
     if not words:
         return []
-    root = data.get("results_root")
-    results = f"{root.rstrip('/') if isinstance(root, str) else ''}/{job_id}:{RESULTS_TARGET}"
+    results = f"{_host_results(data, job_id)}:{RESULTS_TARGET}"
     joined = ",".join([results, *(word for _, word, _ in words)])
     what = "pyxis's --container-mounts value (the results directory and every mount, joined)"
     return [(("mounts",), joined, what, [])]
@@ -269,8 +268,7 @@ def _brev_command(
     kernel's limit on one: the job file's words (``launched``) and the results directory's
     mount, each as the far side's shell reads it (quoted, a job id left bare between quoted
     pieces, two quotes more each) and set off by a line break at most (``" \\\n    "``)."""
-    root = source.data.get("results_root")
-    results = f"{root.rstrip('/') if isinstance(root, str) else ''}/{job_id}:{RESULTS_TARGET}"
+    results = f"{_host_results(source.data, job_id)}:{RESULTS_TARGET}"
     words = [*launched, (("mounts",), results)]
     joined = sum(
         len(shlex.quote(text).encode(errors="surrogateescape")) + 2 * text.count(job_id) + 7
@@ -552,6 +550,12 @@ def secret_literals(
     return [_description(f) for f in lint.find_secret_literals(value, open_end, fill)]
 
 
+def _host_results(data: Mapping[str, Any], job_id: str) -> str:
+    """The job's results directory on the host, ``<results_root>/<id>``."""
+    root = data.get("results_root")
+    return f"{root.rstrip('/')}/{job_id}" if isinstance(root, str) else f"/{job_id}"
+
+
 def plan_fill(data: Any, job_id: str) -> Callable[[str], str]:
     """How the plan of the job in ``data`` fills a placeholder, the id written ``job_id``.
 
@@ -563,8 +567,7 @@ def plan_fill(data: Any, job_id: str) -> Callable[[str], str]:
     plan gives it: ``Bearer {results_dir}`` is ``Bearer /results`` in a container.
     """
     fields = data if isinstance(data, dict) else {}
-    root = fields.get("results_root")
-    host = f"{root.rstrip('/')}/{job_id}" if isinstance(root, str) else f"/{job_id}"
+    host = _host_results(fields, job_id)
     slurm = fields.get("slurm")
     container = slurm.get("container", "pyxis") if isinstance(slurm, dict) else "pyxis"
     seen = results_seen_at(str(fields.get("platform", "local")), str(container), host)
