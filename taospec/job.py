@@ -17,6 +17,10 @@ from typing import Any
 from taospec.diagnostics import JsonPath, SpecError, closest
 from taospec.errors import InvalidInput
 
+MISSING = "???"
+"""OmegaConf's "mandatory value not given yet": what ``init`` writes for a value the user
+must still give."""
+
 _MATRIX = re.compile(r"^(?P<base>[^\[\]]+)(?:\[(?P<pairs>[^\[\]]*)\])?$")
 
 

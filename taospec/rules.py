@@ -17,9 +17,8 @@ from typing import Any
 
 from taospec import braces, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
-from taospec.job import SPEC_FILE, results_seen_at
+from taospec.job import MISSING, SPEC_FILE, results_seen_at
 from taospec.jobids import id_like
-from taospec.taoschema import MISSING
 from taospec.versions import Images
 from taospec.yamlsrc import Source
 

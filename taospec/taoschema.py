@@ -31,10 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from taospec.diagnostics import closest
+from taospec.job import MISSING
 from taospec.skills import Action, KeyPath, Skill, parse_key
-
-MISSING = "???"
-"""OmegaConf's "mandatory value not given yet"."""
 
 Severity = Literal["error", "warning"]
 Origin = Literal["user", "template"]

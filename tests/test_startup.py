@@ -64,10 +64,12 @@ def test_the_command_line_looks_for_cycles_every_50000_new_objects_not_every_700
 
 def test_render_loads_neither_the_ledger_nor_the_pipeline(tmp_path: Path) -> None:
     """README, Performance: each verb loads what it uses. ``render`` refuses an id that
-    would spell a secret, which needs the id rule (``taospec.jobids``), not the ledger."""
+    would spell a secret, which needs the id rule (``taospec.jobids``), not the ledger; a
+    job without ``skill:`` needs none of the skill bank's code."""
     probe = PROBE.replace(
         '("pathlib", "urllib.parse", "ipaddress")',
-        '("taospec.ledger", "taospec.pipeline", "taospec.executor", "taospec.fingerprint")',
+        '("taospec.ledger", "taospec.pipeline", "taospec.executor", "taospec.fingerprint", '
+        '"taospec.skills", "taospec.taoschema", "taospec.skilljob")',
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, "render", str(ROOT / "jobs" / "train.yaml")],

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
+from taospec.job import MISSING
 from taospec.skilljob import read_schema
 from taospec.skills import (
     Action,
@@ -32,7 +33,7 @@ from taospec.skills import (
     load_skill,
     read_template,
 )
-from taospec.taoschema import MISSING, dotted, lookup, wants_list
+from taospec.taoschema import dotted, lookup, wants_list
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
 SCHEMA_FILE = (
