@@ -201,12 +201,14 @@ def _configured(destination: str, options: tuple[str, ...]) -> _Configured:
 
     ``ssh -G`` prints the configuration it would use (``connecttimeout none`` and
     ``serveraliveinterval 0`` when unset) without connecting; it is asked once per
-    destination in a process, without BatchMode (which would make it say ssh's own
-    keepalive default for batch use, 300 s). When it cannot say (no ssh, a broken
-    config), both are unset: the ssh that follows reports the problem itself.
+    destination in a process, with BatchMode off: in batch mode, the user's own
+    ``BatchMode yes`` included, it says ssh's keepalive default for batch use (300 s),
+    which no one set. When it cannot say (no ssh, a broken config), both are unset: the
+    ssh that follows reports the problem itself.
     """
+    asked = ("ssh", "-G", "-o", "BatchMode=no", *options, "--", destination)
     try:
-        answer = proc.run(("ssh", "-G", *options, "--", destination), check=False)
+        answer = proc.run(asked, check=False)
     except InvalidInput:  # no ssh here: rendering a plan still works
         return _Configured()
     said = dict(line.partition(" ")[::2] for line in answer.stdout.splitlines())

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.engine
 ALIVE = ("-o", "ServerAliveInterval=20")
 """taospec's keepalives where ssh's configuration sets none: 3 of them unanswered (ssh's
 ServerAliveCountMax) 20 s apart, and ssh drops the connection. The loopback sshd's port has
-BatchMode in its configuration, and so ssh's own 300 s: nothing is added there."""
+BatchMode in its configuration, which sets no keepalive: they are added there too."""
 
 HOST = "ssh://root@taospec-test"
 GPU_HOST = "ssh://root@taospec-gpu"
@@ -129,7 +129,7 @@ def test_the_full_cycle_runs_over_ssh(
     assert side["docker_host"] == HOST
     steps = [s["name"] for s in side["plan"]["steps"]]
     assert steps == ["paths-check", "prepare", "pull", "launch"]
-    assert side["plan"]["steps"][0]["argv"][:4] == ["ssh", "-o", "BatchMode=yes", "--"]
+    assert side["plan"]["steps"][0]["argv"][:6] == ["ssh", "-o", "BatchMode=yes", *ALIVE, "--"]
 
     assert taospec("status", job_id).stdout.split()[1] == "RUNNING"
     deadline = time.monotonic() + 30
@@ -153,8 +153,8 @@ def test_a_host_with_a_port_runs_to_completion(
     host = f"ssh://root@127.0.0.1:{sshd}"
     spec = job_file(open_tmp, engine, "sh -c 'id -u > {results_dir}/uid'", host)
     plan = render(load_job(spec), launcher=ROOT_LAUNCHER)
-    assert plan.steps[0].argv[:6] == ("ssh", "-o", "BatchMode=yes", "-p", sshd, "--")
-    assert plan.steps[0].argv[6] == "root@127.0.0.1"
+    assert plan.steps[0].argv[:8] == ("ssh", "-o", "BatchMode=yes", *ALIVE, "-p", sshd, "--")
+    assert plan.steps[0].argv[8] == "root@127.0.0.1"
     done = taospec("run", spec)
     job_id = started(done, job_ids)
     assert done.stdout.split()[1] == "COMPLETE"
@@ -274,8 +274,9 @@ def test_free_gpus_are_read_with_nvidia_smi_on_the_ssh_host(
     # The query runs on the job's host: the one without nvidia-smi says so.
     elsewhere = submit("elsewhere", 1, HOST)
     assert elsewhere.returncode == 2
-    assert "cannot read GPU occupancy (exit 127): ssh -o BatchMode=yes -- root@taospec-test" in (
-        elsewhere.stderr
+    assert (
+        "cannot read GPU occupancy (exit 127): ssh -o BatchMode=yes -o ServerAliveInterval=20 -- "
+        in (elsewhere.stderr)
     )
     assert "nvidia-smi: command not found" in elsewhere.stderr
     for job_id in (first_id, second_id):
@@ -380,8 +381,8 @@ def test_hostile_values_survive_the_local_shell_and_the_hosts_shell(
     for plan_step, real_step in zip(shown.steps[:2], real.steps[:2], strict=True):
         argv = bash_words(plantext.argv_text(plan_step.argv), {"JOB_ID": job_id})
         assert argv == list(real_step.argv)
-        assert argv[:5] == ["ssh", "-o", "BatchMode=yes", "--", "root@taospec-test"]
-        calls += remote_calls(argv[5], shell)  # a login shell on the host may be dash
+        assert argv[:7] == ["ssh", "-o", "BatchMode=yes", *ALIVE, "--", "root@taospec-test"]
+        calls += remote_calls(argv[7], shell)  # a login shell on the host may be dash
     source = doc["mounts"][0]["source"]
     assert calls[:2] == [["test", "-e", doc["results_root"]], ["test", "-e", source]]
     install = calls[2]

@@ -339,7 +339,8 @@ def test_a_job_submitted_through_a_login_node_over_ssh(
     spec = job_file(open_tmp, ["sh", "-c", "echo on-the-cluster; cat {config_path}; sleep 300"],
                     slurm={"login": login_node}, spec={"where": "cluster"})  # fmt: skip
     dry = taospec("run", "-n", spec)
-    assert f"ssh -o BatchMode=yes -- {login_node}" in dry.stdout
+    ssh = f"ssh -o BatchMode=yes -o ServerAliveInterval=20 -- {login_node}"
+    assert ssh in " ".join(dry.stdout.replace("\\\n", " ").split())  # as one line
     assert "'sbatch --parsable " in dry.stdout
     job_id = submit(taospec, spec)
     results = open_tmp / "results"
@@ -686,18 +687,23 @@ def test_a_connect_timeout_the_users_ssh_config_sets_is_kept(
         assert taospec("cancel", running).returncode == 0
 
 
+@pytest.mark.parametrize("users_config", ["", "BatchMode yes\n"])
 def test_ssh_to_a_login_node_that_goes_silent_mid_session_gives_up(
-    login_node: str, taospec: Runner, open_tmp: Path
+    login_node: str, taospec: Runner, open_tmp: Path, users_config: str
 ) -> None:
     """A connection that was made and then went silent (the login node hung during a status
     call, or during one of the reads of a logs -f that follows a job for days) held ssh for
     ever: ConnectTimeout bounds only the connect. Here the real sshd is reached through a
-    relay that stops forwarding once the remote command has started."""
+    relay that stops forwarding once the remote command has started. A user's ``BatchMode
+    yes`` sets no keepalive: ``ssh -G`` then says ssh's own 300 s for batch use, which
+    taospec took for the user's and kept (three unanswered: 15 minutes)."""
     keys = SLURM_STATE.parent / "ssh"
     config = subprocess.run(["ssh", "-G", login_node], capture_output=True, text=True, check=True)
     port = next(line.split()[1] for line in config.stdout.splitlines() if line.startswith("port "))
     relay = Relay(("127.0.0.1", int(port)))
-    via = ssh_with(open_tmp / "relay", "-o", f"Port={relay.port}", "-o", "IdentitiesOnly=yes",
+    users = write(open_tmp / "ssh_config", users_config + "Include ~/.ssh/config\n")
+    via = ssh_with(open_tmp / "relay", "-F", str(users), "-o", f"Port={relay.port}",
+                   "-o", "IdentitiesOnly=yes",
                    "-i", str(keys / "id_ed25519"), "-o", "StrictHostKeyChecking=no",
                    "-o", f"UserKnownHostsFile={keys / 'known_hosts'}")  # fmt: skip
     spec = job_file(open_tmp, ["true"], slurm={"login": login_node})
