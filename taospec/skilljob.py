@@ -105,12 +105,9 @@ def apply_skill(
         action = skill.action(data["action"])
     except SkillError as exc:
         return None, [source.problem(("action",), str(exc))]
-    if action.config_format != "yaml":
-        message = (
-            f"skill {skill.name}'s {action.name} reads its spec as {action.config_format} "
-            "(config_format), and taospec writes a spec only as YAML"
-        )
-        return None, [source.problem(("skill",), message)]
+    unwritable = skill.unwritable(action)
+    if unwritable:
+        return None, [source.problem(("skill",), unwritable)]
     try:
         template = read_template(action)
         schema = read_schema(action)

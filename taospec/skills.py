@@ -109,6 +109,20 @@ class Skill:
             raise SkillError(_unknown(message, name, list(self.actions)))
         return found
 
+    def unwritable(self, action: Action) -> str | None:
+        """Why taospec cannot give ``action`` its spec (it writes one only as YAML), naming
+        the actions it can; None when it can."""
+        if action.config_format == "yaml":
+            return None
+        runs = sorted(name for name, each in self.actions.items() if each.config_format == "yaml")
+        listed = ", ".join(runs[:-1]) + (" and " if len(runs) > 1 else "") + "".join(runs[-1:])
+        runnable = f"taospec runs {listed}" if runs else "taospec runs none"
+        runnable = f"of its actions, {runnable}"
+        return (
+            f"skill {self.name}'s {action.name} reads its spec as {action.config_format} "
+            f"(config_format), and taospec writes a spec only as YAML; {runnable}"
+        )
+
     @property
     def versions_file(self) -> Path | None:
         """The ``versions.yaml`` at the root of the bank this skill sits in, if any."""

@@ -366,10 +366,24 @@ def test_an_action_that_reads_its_spec_as_toml_is_refused(
     file = write(tmp_path / "tune.yaml", head + "spec: {tune: {rate: 0.1}}\n")
     assert invalid(bank, file) == [
         f"{file}:2:8: $.skill: skill tao-train-odd's tune reads its spec as toml "
-        "(config_format), and taospec writes a spec only as YAML"
+        "(config_format), and taospec writes a spec only as YAML; of its actions, taospec "
+        "runs calibrate, collect, predict and serve"
     ]
     assert bank("run", file).returncode == 2
     assert list(state_dir.iterdir()) == []
+
+
+def test_init_refuses_an_action_that_reads_its_spec_as_toml(bank: Runner, tmp_path: Path) -> None:
+    """init wrote a job file for it and said to fill it in, which validate then refused for
+    a reason no edit of the file can mend (every action of tao-finetune-cosmos-reason)."""
+    done = bank("init", "tao-train-odd", "tune", "-o", "tune.yaml")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "taospec: skill tao-train-odd's tune reads its spec as toml (config_format), and "
+        "taospec writes a spec only as YAML; of its actions, taospec runs calibrate, collect, "
+        "predict and serve\n"
+    )
+    assert not (tmp_path / "tune.yaml").exists()
 
 
 def test_an_action_without_a_template_takes_the_spec_as_written(

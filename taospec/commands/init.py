@@ -61,6 +61,9 @@ def run(
     folder = find_skill(skill, here, environ)
     loaded = load_skill(folder)
     chosen = loaded.action(action)
+    unwritable = loaded.unwritable(chosen)
+    if unwritable:
+        raise InvalidInput(unwritable)
     target = Path(output) if output is not None else here / f"{loaded.name}-{chosen.name}.yaml"
     reference = skill if "/" not in skill else os.path.relpath(folder, target.resolve().parent)
     text = job_text(loaded, chosen, reference, target.resolve().parent)
