@@ -390,10 +390,11 @@ SPEC_STEP = "spec-file"
 def lint_plan(plan: Plan, spec: str | None = None) -> None:
     """Refuse a plan that would put a secret on a command line or into a file.
 
-    ``spec`` is the spec file's text. A step that writes it on a remote host
-    carries it quoted in its remote script, where the YAML's own quotes would
-    read as shell text (``x: 'Authorization: Basic '``); that step's script is
-    judged without it, and the spec as the document it is, as everywhere else.
+    ``spec`` is the spec file's text, the input of the steps that write it. A step
+    that writes it on a Brev instance carries it quoted in its remote script, where
+    the YAML's own quotes would read as shell text (``x: 'Authorization: Basic '``);
+    that step's script is judged without it, and the spec as the document it is, as
+    everywhere else.
     """
 
     findings = []
@@ -411,7 +412,7 @@ def lint_plan(plan: Plan, spec: str | None = None) -> None:
         if step.stdin_text is not None:
             for finding in lint.lint_text(step.stdin_text):
                 findings.append(f"step {step.name} (input): {finding}")
-                spec_only = spec_only and step.name == SPEC_STEP
+                spec_only = spec_only and (step.name == SPEC_STEP or step.stdin_text == spec)
     if findings:
         listed = "\n".join(f"  {f}" for f in findings)
         in_image = not spec_only and lint.lint_argv([plan.record.image])

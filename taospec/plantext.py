@@ -127,18 +127,21 @@ def command_line(step: Step) -> str:
         line = f"{check} >/dev/null 2>&1 || {line}"
     if step.log_path:
         line = f"{line} >{word(step.log_path)} 2>&1 </dev/null &"
+    document = None
+    if step.stdin_text is not None:
+        line, document = _with_input(line, step.stdin_text)
     if step.expect is not None:
         line = _expecting(step, line)
     if step.already_done is not None:
         done = f'grep -Fq -- {word(step.already_done)} <<<"$said"'
         line = f'said=$({line} 2>&1 >/dev/null) || {done} || {{ echo "$said" >&2; false; }}'
-    if step.stdin_text is not None:
-        line = _with_input(line, step.stdin_text)
-    return line
+    return line if document is None else f"{line}\n{document}"
 
 
-def _with_input(line: str, text: str) -> str:
-    """``line`` reading ``text`` from a here-document.
+def _with_input(line: str, text: str) -> tuple[str, str]:
+    """``line`` reading ``text`` from a here-document: the line with its opener, and the
+    document's body, which goes after the whole command line (a step that expects a line
+    of output pipes the command's output on; the input is still the command's).
 
     Stand-ins in ``text`` (the job id, ...) are shown as ``${NAME}`` and
     filled in by sed from ``$NAME``, so the line still does what the executor
@@ -154,8 +157,8 @@ def _with_input(line: str, text: str) -> str:
         fills.append(f"-e {shlex.quote(f's|[$]{token[1:]}|')}\"${name}\"'|g'")
     opener, body = heredoc(text)
     if not fills:
-        return f"{line} {opener}\n{body}"
-    return f"sed {' '.join(fills)} {opener} | {line}\n{body}"
+        return f"{line} {opener}", body
+    return f"sed {' '.join(fills)} {opener} | {line}", body
 
 
 def assignment(name: str, value: str) -> str:
@@ -166,7 +169,8 @@ def assignment(name: str, value: str) -> str:
 def _expecting(step: Step, line: str) -> str:
     """A step that counts as done only when its output has a line starting with ``expect``;
     with several attempts, it is tried until it does (5 s apart), at most that many times."""
-    check = f"{line} </dev/null | grep -q ^{word(step.expect or '')}"
+    fed = "" if step.stdin_text is not None else " </dev/null"
+    check = f"{line}{fed} | grep -q ^{word(step.expect or '')}"
     if step.attempts <= 1:
         return check
     give_up = f'{{ echo "{step.name}: no success after {step.attempts} attempts" >&2; exit 1; }}'

@@ -113,11 +113,20 @@ def require_paths(paths: Iterable[tuple[str, str]], where: str) -> str:
     return script(*lines, marker("CHECK", "done"))
 
 
-def prepare(dirs_argv: Sequence[str], spec_argv: Sequence[str] | None, spec: str | None) -> str:
-    """Create the results tree, write the spec file through ``spec_argv``'s stdin, say PREPARE."""
+def prepare(
+    dirs_argv: Sequence[str], spec_argv: Sequence[str] | None, embedded: str | None = None
+) -> str:
+    """Create the results tree, write the spec file through ``spec_argv``, say PREPARE.
+
+    ``spec_argv`` reads the spec from its stdin: the step's own input, which ssh hands on,
+    so the script stays short whatever the spec's length. brev exec hands on no input: there
+    the spec is ``embedded`` in the script, printed into ``spec_argv``.
+    """
     steps = [command(dirs_argv)]
-    if spec_argv is not None and spec is not None:
-        steps.append(f"{command(['printf', '%s', spec])} | {command(spec_argv)}")
+    if spec_argv is not None:
+        write = command(spec_argv)
+        printed = command(["printf", "%s", embedded]) if embedded is not None else None
+        steps.append(write if printed is None else f"{printed} | {write}")
     done = " && ".join(steps)
     return script(
         f"if {done}",

@@ -389,9 +389,45 @@ def test_hostile_values_survive_the_local_shell_and_the_hosts_shell(
     assert install[:8] == ["install", "-d", "-m", "0755", "-o", "1000", "-g", "1000"]
     assert install[8:10] == [results, f"{results}/stage"]
     assert calls[3][-1] == f"{results}/stage/spec.yaml"
-    assert yaml.safe_load(calls[4][1]) == {"train": {"note": doc["spec"]["train"]["note"]}}
+    assert calls[4:] == [["stdin", ""]]  # the script holds no spec: it reads the step's input
+    assert yaml.safe_load(real.steps[1].stdin_text or "") == {
+        "train": {"note": doc["spec"]["train"]["note"]}
+    }
     launch = local.steps[-1]
     assert launch.env == (("DOCKER_HOST", HOST),)
     assert bash_words(plantext.argv_text(shown.steps[-1].argv), {"JOB_ID": job_id}) == list(
         launch.argv
     )
+
+
+def test_a_spec_longer_than_one_argument_reaches_the_host_whole(
+    sshd: str, engine: str, taospec: Runner, open_tmp: Path, job_ids
+) -> None:
+    """The spec travels on the prepare step's stdin: inside the one argument ssh hands the
+    host's shell, a spec of 128 KiB or more failed the launch with E2BIG."""
+    note = "word " * 40_000  # 200,000 bytes
+    document = json.dumps({"n": note, "id": "{job_id}"})
+    spec = job_file(open_tmp, engine, "sh -c 'wc -c < {config_path}'", spec=document)
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", spec)
+    job_id = started(done, job_ids)
+    assert done.stdout.split()[1] == "COMPLETE", done.stderr
+    written = open_tmp / "results" / job_id / "stage" / "spec.yaml"
+    assert yaml.safe_load(written.read_text()) == {"n": note, "id": job_id}
+    assert written.stat().st_uid == 1000
+
+    # What render shows for the step does the same: the spec on its input, the id filled.
+    prepare = render(load_job(spec), launcher=ROOT_LAUNCHER).steps[1]
+    assert prepare.name == "prepare"
+    script = write(open_tmp / "prepare.sh", f"set -e\n{plantext.command_line(prepare)}\n")
+    by_hand = subprocess.run(
+        ["bash", str(script)],
+        env={**os.environ, "JOB_ID": "by-hand"},
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert by_hand.returncode == 0, by_hand.stderr
+    written = open_tmp / "results" / "by-hand" / "stage" / "spec.yaml"
+    assert yaml.safe_load(written.read_text()) == {"n": note, "id": "by-hand"}

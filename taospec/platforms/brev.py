@@ -204,7 +204,11 @@ def _engine_steps(context: Context, instance: str) -> list[Step]:
         f"create the results tree owned by {context.identity.spec} and write the spec the job "
         f"reads as {context.config_path}"
     )
-    steps.append(_remote_step("prepare", instance, docker.remote_prepare(context), "PREPARE", why))
+    steps.append(
+        _remote_step(
+            "prepare", instance, docker.remote_prepare(context, embed=True), "PREPARE", why
+        )
+    )
     launch = remote.guarded_launch(context.job_id, argv.run)
     why = (
         "start the container detached, named and labelled after the job id, unless a "

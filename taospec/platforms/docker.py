@@ -140,12 +140,13 @@ def engine_steps(context: Context, env: tuple[tuple[str, str], ...] = ()) -> lis
     return steps
 
 
-def remote_prepare(context: Context) -> str:
-    """Remote shell text that creates the results tree, owned by the job's user, and the spec."""
+def remote_prepare(context: Context, *, embed: bool) -> str:
+    """Remote shell text that creates the results tree, owned by the job's user, and the spec:
+    read from the step's stdin, or ``embed``-ded in the text where the step has no input."""
     macros = tree_macros(context, context.identity)
     spec = context.spec_yaml
     spec_argv = templates.argv(macros.spec_file()) if spec is not None else None
-    return remote.prepare(templates.argv(macros.prepare()), spec_argv, spec)
+    return remote.prepare(templates.argv(macros.prepare()), spec_argv, spec if embed else None)
 
 
 def ssh_steps(context: Context, host: str) -> list[Step]:
@@ -163,9 +164,10 @@ def ssh_steps(context: Context, host: str) -> list[Step]:
         ),
         Step(
             "prepare",
-            (*ssh, remote_prepare(context)),
+            (*ssh, remote_prepare(context, embed=False)),
             f"create the results tree on {host}, owned by {context.identity.spec}, "
-            f"and write the spec the job reads as {context.config_path}",
+            f"and write the spec the job reads as {context.config_path} from this step's input",
+            stdin_text=context.spec_yaml,
             expect="TAOSPEC_PREPARE=done",
         ),
     ]

@@ -21,7 +21,7 @@ ssh -o BatchMode=yes \
 test -e /data/datasets/levir-cd || printf %s\\n '"'"'TAOSPEC_FAILED=mounts[0].source /data/datasets/levir-cd does not exist on ssh://ubuntu@gpu-box.example.com:2222; create it there or fix the spec'"'"'
 echo TAOSPEC_CHECK=done' </dev/null | grep -q ^TAOSPEC_CHECK=done
 
-# prepare: create the results tree on ssh://ubuntu@gpu-box.example.com:2222, owned by 1000:1000, and write the spec the job reads as /results/stage/spec.yaml
+# prepare: create the results tree on ssh://ubuntu@gpu-box.example.com:2222, owned by 1000:1000, and write the spec the job reads as /results/stage/spec.yaml from this step's input
 ssh -o BatchMode=yes \
     -o ConnectTimeout=30 \
     -o ServerAliveInterval=20 \
@@ -34,17 +34,17 @@ ssh -o BatchMode=yes \
     /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torch \
     /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache/triton \
     /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache/torchinductor \
-    /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache/matplotlib && printf %s \
-    '"'"'dataset:
+    /data/results/'"$JOB_ID"'/.tao-runtime/home/.cache/matplotlib && install -m 0644 -o 1000 -g 1000 /dev/stdin /data/results/'"$JOB_ID"'/stage/spec.yaml
+then echo TAOSPEC_PREPARE=done
+else printf %s\\n '"'"'TAOSPEC_FAILED=could not create the results tree or the spec file'"'"'; fi' <<'TAOSPEC_EOF' | grep -q ^TAOSPEC_PREPARE=done
+dataset:
   segment:
     data_name: LEVIR-CD
     root_dir: /data
 train:
   num_epochs: 10
   num_gpus: 2
-'"'"' | install -m 0644 -o 1000 -g 1000 /dev/stdin /data/results/'"$JOB_ID"'/stage/spec.yaml
-then echo TAOSPEC_PREPARE=done
-else printf %s\\n '"'"'TAOSPEC_FAILED=could not create the results tree or the spec file'"'"'; fi' </dev/null | grep -q ^TAOSPEC_PREPARE=done
+TAOSPEC_EOF
 
 # login: log in to NGC with the key fed on stdin, unless the image is already here
 DOCKER_HOST=ssh://ubuntu@gpu-box.example.com:2222 docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1 || printf '%s' "$NGC_KEY" | DOCKER_HOST=ssh://ubuntu@gpu-box.example.com:2222 docker \
