@@ -202,6 +202,44 @@ def _long_arguments(source: Source, upstream: Mapping[str, str]) -> Iterator[Pro
                 f"environment entry of {ARGUMENT_MAX} bytes or more; {_LONG_TEXT}",
             )
     yield from _launch_size(source, launched, job_id)
+    if data.get("platform") == "brev":
+        yield from _brev_spec(source, lambda text: fill(("spec",), text), job_id)
+
+
+def _brev_spec(source: Source, fill: Callable[[str], str], job_id: str) -> Iterator[Problem]:
+    """A Brev job's spec file, which its prepare step carries inside the ONE argument brev
+    exec gets (brev exec hands the remote command no input), judged against the kernel's
+    limit on one: the spec's text (``fill``-ed) as the far side's shell reads it, and the
+    results tree's paths there (:data:`_PREPARED_PATHS`)."""
+    spec = source.data.get("spec")
+    if not isinstance(spec, Mapping):
+        return
+    text = placeholders.spec_file_text(spec, fill)
+    paths = _PREPARED_PATHS * _quoted_size(_host_results(source.data, job_id), job_id)
+    size = _quoted_size(text, job_id) + paths
+    allowed = ARGUMENT_MAX - KEPT_ON_BREV
+    if size >= allowed:
+        yield source.problem(
+            ("spec",),
+            "on Brev the spec file reaches the instance inside ONE argument of brev exec "
+            f"(brev exec hands the remote command no input), which comes to {size} bytes "
+            f"with the results tree's paths once quoted, and taospec keeps {KEPT_ON_BREV} for "
+            "its own words: "
+            f"{size - allowed + 1} bytes too many for Linux, which takes no argument of "
+            f"{ARGUMENT_MAX} bytes or more; shorten the spec, or put its long part in a file "
+            "under a mount's source on the instance and name that file in the spec",
+        )
+
+
+_PREPARED_PATHS = 11
+"""How often the results directory is named in the prepare step: the ten directories of the
+results tree, and the spec file."""
+
+
+def _quoted_size(text: str, job_id: str) -> int:
+    """The bytes of ``text`` as one shell word of a remote script (a job id in it left bare
+    between quoted pieces, two quotes more each)."""
+    return len(shlex.quote(text).encode(errors="surrogateescape")) + 2 * text.count(job_id)
 
 
 _EXTRA_ARGS = ("docker", "extra_args")
@@ -269,10 +307,9 @@ def _brev_command(
     pieces, two quotes more each) and set off by a line break at most (``" \\\n    "``)."""
     results = f"{_host_results(source.data, job_id)}:{RESULTS_TARGET}"
     words = [*launched, (("mounts",), results)]
-    joined = sum(
-        len(shlex.quote(text).encode(errors="surrogateescape")) + 2 * text.count(job_id) + 7
-        for _, text in words
-    ) + 3 * sum(where[:1] in (("env",), ("mounts",)) for where, _ in words)  # -e, -v
+    joined = sum(_quoted_size(text, job_id) + 7 for _, text in words) + 3 * sum(
+        where[:1] in (("env",), ("mounts",)) for where, _ in words
+    )  # -e, -v
     allowed = ARGUMENT_MAX - KEPT_ON_BREV
     if joined >= allowed:
         yield source.problem(

@@ -1248,6 +1248,29 @@ def test_words_that_join_past_one_argument_are_refused_on_brev(
     assert 124_000 < len(plan.steps[-1].argv[-1].encode()) < 131_072
 
 
+def test_a_spec_past_one_argument_of_brev_exec_is_refused_at_the_spec(
+    taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    # brev exec hands the remote command no input (it reads instance names from a piped
+    # stdin), so the prepare step carries the spec inside its one argument: a spec of
+    # 200,000 bytes passed validate and failed at the launch with E2BIG
+    spec = job_file(open_tmp, "busybox:1", "true", spec=json.dumps({"n": "word " * 40_000}))
+    refused_by_validate_and_run(
+        taospec,
+        spec,
+        f"{spec}:11:7: $.spec: on Brev the spec file reaches the instance inside ONE argument",
+        "bytes too many",
+        "mount",
+    )
+    assert not (state_dir / "jobs").exists()
+    # a little shorter, validate passes it, and the argument brev exec gets is under the limit
+    spec = job_file(open_tmp, "busybox:1", "true", spec=json.dumps({"n": "word " * 25_000}))
+    assert taospec("validate", spec).returncode == 0
+    prepare = render(load_job(spec), launcher=ROOT_LAUNCHER).steps[-2]
+    assert prepare.name == "prepare"
+    assert 120_000 < len(prepare.argv[-1].encode()) < 131_072
+
+
 def test_gpu_overlap_is_checked_per_instance(open_tmp: Path, state_dir: Path) -> None:
     ledger = Ledger(state_dir)
     held = ledger.open(

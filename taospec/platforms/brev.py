@@ -7,7 +7,9 @@ brev-cli facts shape every step (facts.md section 4):
 - only the LAST positional of ``brev exec`` is the command, so the remote
   command is always ONE argument, composed by :mod:`taospec.remote`;
 - stdin lines are read as more instance names, so stdin is /dev/null
-  (:func:`taospec.proc.run` gives every child /dev/null unless told otherwise);
+  (:func:`taospec.proc.run` gives every child /dev/null unless told otherwise),
+  and the remote command gets no input: the spec file's text is carried inside
+  the prepare step's one argument (validate refuses a spec too long for it);
 - the remote exit code is lost and a failed command is run a second time, so
   each remote script is idempotent and says its outcome in a marker line;
 - piped stdout ends with the instance's name, which :func:`logs` drops.
