@@ -237,9 +237,13 @@ results tree, and the spec file."""
 
 
 def _quoted_size(text: str, job_id: str) -> int:
-    """The bytes of ``text`` as one shell word of a remote script (a job id in it left bare
-    between quoted pieces, two quotes more each)."""
-    return len(shlex.quote(text).encode(errors="surrogateescape")) + 2 * text.count(job_id)
+    """The bytes of ``text`` as one shell word of a Brev remote script (a job id in it left
+    bare between quoted pieces, two quotes more each), as the argument brev exec hands
+    ``bash -c`` holds it: brev writes the script inside ``'...'`` of its ssh command line,
+    each ``'`` as ``'\\''``, three bytes more."""
+    word = shlex.quote(text)
+    quotes = word.count("'") + 2 * text.count(job_id)
+    return len(word.encode(errors="surrogateescape")) + 2 * text.count(job_id) + 3 * quotes
 
 
 _EXTRA_ARGS = ("docker", "extra_args")

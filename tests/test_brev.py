@@ -1271,6 +1271,25 @@ def test_a_spec_past_one_argument_of_brev_exec_is_refused_at_the_spec(
     assert 120_000 < len(prepare.argv[-1].encode()) < 131_072
 
 
+def test_a_spec_whose_quotes_brev_exec_quotes_again_past_one_argument_is_refused(
+    taospec: Runner, open_tmp: Path
+) -> None:
+    """brev exec runs ``bash -c "... && ssh -T ... ALIAS '<command>'"``, each ``'`` of the
+    command written ``'\\''``: an argument three bytes longer per quote than the one it
+    was given. A spec of apostrophes under the limit as taospec quoted it passed validate,
+    and was past it in the argument brev exec hands bash."""
+    plain = job_file(open_tmp, "busybox:1", "true", spec=json.dumps({"n": "its. " * 5_000}))
+    prepare = render(load_job(plain), launcher=ROOT_LAUNCHER).steps[-2].argv[-1]
+    assert len(prepare.replace("'", "'\\''").encode()) < 131_072
+    spec = job_file(open_tmp, "busybox:1", "true", spec=json.dumps({"n": "it's " * 5_000}))
+    refused_by_validate_and_run(
+        taospec,
+        spec,
+        f"{spec}:11:7: $.spec: on Brev the spec file reaches the instance inside ONE argument",
+        "bytes too many",
+    )
+
+
 def test_gpu_overlap_is_checked_per_instance(open_tmp: Path, state_dir: Path) -> None:
     ledger = Ledger(state_dir)
     held = ledger.open(
