@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -863,6 +864,38 @@ def test_a_line_a_dropped_connection_cut_in_two_shows_once_whole(
     assert following.returncode == 0, err
     shown = sorted((line[0], len(line) - 3, line[-3:]) for line in out.splitlines())
     assert (shown, err) == ([("x", LOG_CHUNK, "end"), ("y", LOG_CHUNK, "end")], ""), shown
+
+
+def test_following_the_tail_through_a_dropped_connection_shows_each_line_once(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    """brev runs a follow's command again when its ssh connection drops: a line the job
+    writes after that shows while the job runs, once, whatever the follow of the last
+    lines began with (a follow that begins with a window at the end of the output must
+    begin at the same place again, or it passes over later lines as if shown)."""
+    emulator.add("box")
+    command = (
+        "sh -c 'seq 200; while [ ! -e /tmp/gate ]; do sleep 0.2; done; seq 201 300; "
+        "while [ ! -e /tmp/gate2 ]; do sleep 0.2; done; echo live; "
+        "while [ ! -e /tmp/gate3 ]; do sleep 0.2; done; echo end'"
+    )
+    job_id = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
+    job_id = job_id.stdout.strip()
+    _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "200\n")
+    following = start(taospec, "logs", "-f", "--tail", "2", job_id, env=emulator.env)
+    assert following.stdout is not None
+    assert [following.stdout.readline() for _ in range(2)] == ["199\n", "200\n"]
+    assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+    assert [following.stdout.readline() for _ in range(100)][-1] == "300\n"
+    _drop_connection(f"--follow {job_id} || ")
+    time.sleep(2)  # brev's second run has begun
+    assert docker("exec", job_id, "touch", "/tmp/gate2").returncode == 0
+    ready = select.select([following.stdout], [], [], 10)[0]
+    live = following.stdout.readline() if ready else None
+    assert docker("exec", job_id, "touch", "/tmp/gate3").returncode == 0
+    out, err = following.communicate(timeout=60)
+    assert following.returncode == 0, err
+    assert (live, out, err) == ("live\n", "end\n", "")
 
 
 def test_a_job_on_a_deleted_instance_is_recorded_error_once(
