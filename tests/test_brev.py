@@ -34,9 +34,11 @@ from taospec.ledger import Ledger
 from taospec.plan import GPU_IDS, Plan
 from taospec.platforms import brev, render
 from tests.conftest import (
+    COUNTED,
     ROOT,
     Runner,
     bash_words,
+    bytes_read,
     load_job,
     refused_by_validate_and_run,
     write,
@@ -53,8 +55,10 @@ from tests.test_docker_jobs import (
     LOG_CHUNK,
     LONG_LAST_LINES,
     LONG_LINE,
+    LONG_THEN_LIVE,
     PIECES_FAILING,
     UNENDED_TAILS,
+    _docker_following,
     _only_job,
     _wait_for,
     last_lines_of_a_failure_broken_by_the_other_stream,
@@ -866,6 +870,48 @@ def test_a_line_a_dropped_connection_cut_in_two_shows_once_whole(
     assert (shown, err) == ([("x", LOG_CHUNK, "end"), ("y", LOG_CHUNK, "end")], ""), shown
 
 
+def test_following_the_tail_of_a_long_output_on_an_instance_reads_its_end_alone(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs -f --tail N of a job on an instance carried all of its output over brev exec
+    # before the last N lines showed: of a job with days of output, hundreds of megabytes
+    emulator.add("box")
+    spec = job_file(open_tmp, engine, LONG_THEN_LIVE)
+    job_id = run(taospec, emulator, "run", "-d", spec).stdout.strip()
+    _wait_for(lambda: docker("logs", "--tail", "1", job_id).stdout == "ready\n", timeout=120)
+    following = subprocess.Popen(
+        [sys.executable, "-c", COUNTED, "logs", "-f", "--tail", "5", job_id],
+        env={**taospec.env, **emulator.env},
+        cwd=taospec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _docker_following(job_id), timeout=120)
+        assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
+        out, err = following.communicate(timeout=120)
+    finally:
+        following.kill()
+    assert following.returncode == 0, err
+    pad = " " + "y" * 1000
+    last = [f"{number}{pad}\n" for number in range(59997, 60001)]
+    assert out.splitlines(keepends=True) == [
+        *last,
+        "ready\n",
+        "live-1\n",
+        "live-err\n",
+        "live-2\n",
+        "live-3\n",
+    ]
+    whole = len(docker("logs", job_id).stdout)
+    assert whole > 60_000_000
+    # rchar counts what the brev, ssh and docker processes it waited for read as well (each
+    # of brev's runs reads its own Python): far above the windows, far below one copy
+    assert bytes_read(err) < whole // 2, (bytes_read(err), whole)
+
+
 def test_following_the_tail_through_a_dropped_connection_shows_each_line_once(
     engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
 ) -> None:
@@ -887,7 +933,7 @@ def test_following_the_tail_through_a_dropped_connection_shows_each_line_once(
     assert [following.stdout.readline() for _ in range(2)] == ["199\n", "200\n"]
     assert docker("exec", job_id, "touch", "/tmp/gate").returncode == 0
     assert [following.stdout.readline() for _ in range(100)][-1] == "300\n"
-    _drop_connection(f"--follow {job_id} || ")
+    _drop_connection(f"{job_id} || echo TAOSPEC_FOLLOWED")
     time.sleep(2)  # brev's second run has begun
     assert docker("exec", job_id, "touch", "/tmp/gate2").returncode == 0
     ready = select.select([following.stdout], [], [], 10)[0]

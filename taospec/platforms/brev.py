@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -504,9 +505,8 @@ def logs(
     container's output :func:`~taospec.platforms.common.while_writing`."""
     instance = instance_of(record, sidecar)
     if follow:
-        earlier = docker.Earlier.of(
-            tail, lambda out, err: _stream_logs(instance, record, out, err)[0]
-        )
+        running = tail is not None and not _ended(instance, record)
+        earlier = docker.Earlier.looked(tail, _reader(instance, record), running)
         followed = docker.Followed(earlier.after(False, on_line), earlier.after(True, on_line))
         code, who = _stream_logs(
             instance,
@@ -514,17 +514,19 @@ def logs(
             followed.line(False),
             followed.line(True),
             follow=True,
+            tail=earlier.window,
             on_rerun=followed.rerun,
         )
         followed.stopped(code, on_said, who)
+        windowed = earlier.window is not None
 
-        def all_of_it(out: Write, err: Write) -> int:  # once the container has ended
-            states = _inspect(instance, record)[1] if code == 0 else []
-            if not states or states[-1].split()[0] not in ("exited", "dead"):
+        def the_rest(out: Write, err: Write) -> int:  # once the container has ended
+            if code != 0 or not _ended(instance, record):
                 return 1
-            return _stream_logs(instance, record, out, err)[0]
+            end = followed.pieces + docker.END_MARGIN if windowed else None
+            return _stream_logs(instance, record, out, err, tail=end)[0]
 
-        followed.end(all_of_it)
+        followed.end(the_rest, from_end=windowed, unlooked=earlier.unlooked())
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
     found = docker.looked_at(tail, writing, _reader(instance, record))
@@ -535,6 +537,12 @@ def logs(
     for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
         on_line(line)
     return found.code
+
+
+def _ended(instance: str, record: Record) -> bool:
+    """Whether the container on the instance has exited (its output is all logged)."""
+    states = _inspect(instance, record)[1]
+    return bool(states) and states[-1].split()[0] in ("exited", "dead")
 
 
 def _reader(instance: str, record: Record) -> docker.Read:
@@ -563,12 +571,15 @@ def _stream_logs(
     token = secrets.token_hex(4)  # no line of the job's holds it
     begun = f"{remote.MARK}BEGUN={token}"
     say = remote.command(["echo", begun])
-    command = f"{say}; {say} >&2; {remote.command(docker.logs_argv(record.id, follow, tail))}"
+    read = _anchored(record.id, tail, token) if follow and tail is not None else None
+    read = read or remote.command(docker.logs_argv(record.id, follow, tail))
+    command = f"{say}; {say} >&2; {read}"
     once = _Rerun(begun, instance, on_line, on_error_line, on_rerun)
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
     said = _Trailer(_followed(token) if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again
         command += f" || echo {remote.MARK}FOLLOWED={token}=$? >&2"
+        command += _unanchored(token) if tail is not None else ""
     code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=said.line)
     lines.end(code == 0)
     failed = said.end(code == 0)
@@ -576,6 +587,32 @@ def _stream_logs(
     if failed:
         return int(failed[1]), f"docker logs on instance {instance}"
     return code, NAME
+
+
+def _anchored(container: str, window: int, token: str) -> str:
+    """A follow of the container's output from the first piece of its last ``window``
+    pieces, as docker logs it, however often brev runs the command: the first run keeps,
+    on the instance, the time docker logged that piece at, and each run follows the output
+    logged since then (a run again would otherwise begin with a later window, and the
+    lines it passes over as shown would be lines not shown yet). The time is removed
+    once the follow ends (:func:`_unanchored`)."""
+    at = _anchor(token)
+    first = remote.command(["docker", "logs", "--timestamps", "--tail", str(window), container])
+    return (
+        f"{{ [ -s {at} ] || {first} 2>&1 | head -n 1 | cut -d ' ' -f 1 > {at}; }}; "
+        f"since=$(cat {at}); "
+        f'docker logs --follow ${{since:+--since "$since"}} {shlex.quote(container)}'
+    )
+
+
+def _anchor(token: str) -> str:
+    """The instance's file (quoted) that keeps where a follow of the last lines begins."""
+    return shlex.quote(f"/tmp/taospec-follow-{token}")
+
+
+def _unanchored(token: str) -> str:
+    """What a follow's remote command ends with: its :func:`_anchor` removed."""
+    return f"; rm -f {_anchor(token)}"
 
 
 def _followed(token: str) -> re.Pattern[str]:
