@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,11 +33,13 @@ from taospec.platforms import render
 from taospec.platforms import slurm as platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from tests.conftest import (
+    COUNTED,
     ROOT,
     TEST_IMAGE,
     Relay,
     Runner,
     bash_words,
+    bytes_read,
     load_job,
     run_counting_reads,
     write,
@@ -1222,6 +1225,39 @@ def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
         r"and at most one value, so 'words' would be a word it refuses",
         done.stderr,
     ), done.stderr
+
+
+def test_following_the_tail_through_a_login_node_reads_its_end_alone(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path
+) -> None:
+    """logs -f --tail N over ssh read the whole output file from its start, to know where to
+    follow from: a run of days carried its whole output over the network before a line
+    showed. Here 128 MiB (sparse: no line end in it) come before the last lines."""
+    log, gate = "{results_dir}/taospec.log", open_tmp / "gate"
+    lines = "; ".join(f"echo line-{n}" for n in range(1, 7))
+    command = (
+        f"truncate -s {128 << 20} {log}; {{ echo; {lines}; }} >> {log}; "
+        f"while [ ! -e {gate} ]; do sleep 0.2; done; {{ echo after-1; echo after-2; }} >> {log}"
+    )
+    job_id = submit(taospec, job_file(open_tmp, ["sh", "-c", command], slurm={"login": login_node}))
+    wait_for(lambda: "line-6" in log_of(open_tmp / "results", job_id), what="the last lines")
+    with subprocess.Popen(
+        [sys.executable, "-c", COUNTED, "logs", "-f", "--tail", "3", job_id], env=taospec.env,
+        cwd=taospec.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as follower:  # fmt: skip
+        assert follower.stdout is not None
+        shown = [follower.stdout.readline() for _ in range(3)]
+        gate.touch()
+        rest, err = follower.communicate(timeout=120)
+    assert follower.returncode == 0, err
+    assert shown + rest.splitlines(keepends=True) == [
+        "line-4\n",
+        "line-5\n",
+        "line-6\n",
+        "after-1\n",
+        "after-2\n",
+    ]
+    assert bytes_read(err) < 1 << 25, bytes_read(err)  # some MiB: Python and taospec themselves
 
 
 def test_the_tail_of_a_huge_output_file_reads_its_end_alone(

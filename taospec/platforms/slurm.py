@@ -16,6 +16,7 @@ the script removes however the job ends, or directly (``none``).
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -587,13 +588,37 @@ def _read_end(
                 return Output(file.read(), start)
         except FileNotFoundError:
             return None
-    if within is None:  # one line more when held: the reader takes the last ones
-        data = _read_on(login, ("tail", "-n", str(lines + 1 if held else lines), "--", path))
-        return None if data is None else Output(data, None)
+    if within is None:
+        return _read_end_on(login, path, lines, held)
     data = _read_on(login, ("tail", "-c", str(within), "--", path))
     if data is None or len(data) < within:  # all of the file
         return None if data is None else Output(data)
     return Output(data[data.find(b"\n") + 1 :] if b"\n" in data else b"", None)
+
+
+_SIZE_AND_END = (
+    'size=$(wc -c < "$1") || exit 1; echo $size; skip=$((size > $2 ? size - $2 : 0)); '
+    'tail -c +$((skip + 1)) -- "$1" | head -c $((size - skip))'
+)
+"""On the login node: the size of file ``$1`` on a line, then its last ``$2`` bytes up to
+that size, however much the job writes meanwhile."""
+
+
+def _read_end_on(login: str, path: str, lines: int, held: bool) -> Output | None:
+    """The output file's last ``lines`` lines on ``login``, and where in the file they begin
+    (a follow goes on from there): its size and its bytes up to that size are read in one
+    ssh, from a window at the end that grows until it holds them, or the whole file."""
+    window = LOG_TAIL_BYTES
+    while True:
+        answer = _read_on(login, ("sh", "-c", _SIZE_AND_END, "sh", path, str(window)))
+        if answer is None:
+            return None
+        size, _, data = answer.partition(b"\n")
+        skipped = max(int(size) - window, 0)
+        at = tail_start(io.BytesIO(data), lines, held=held)
+        if at or not skipped:  # past a line end, so the lines are whole
+            return Output(data[at:], skipped + at)
+        window *= 4
 
 
 class Output(NamedTuple):
@@ -640,14 +665,13 @@ def logs(
     on_line: Callable[[str], None],
     on_said: Write | None = None,  # what reads the output never writes into it
 ) -> int:
-    """Print the output file (its last ``tail`` lines, read back from its end; over ssh,
-    all of it to follow it: a tail read there is not lined up with the follow after it);
-    with ``follow``, until the job ends."""
+    """Print the output file (its last ``tail`` lines, read back from its end, here or on
+    the login node); with ``follow``, until the job ends."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     try:
-        if tail is None or (follow and login):
+        if tail is None:
             whole = _read_from(path, 0, login)
             found = None if whole is None else Output(whole)
         else:
