@@ -65,10 +65,10 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
         return
     host = _gpu_host(dict(plan.backend))
     where = host or "the local engine"
-    for job_id, held in ledger_gpus(ledger, host).items():
+    for holder, held in ledger_gpus(ledger, host).items():
         if _overlap(wanted, held):
             raise InvalidInput(
-                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of running job {job_id} on "
+                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of {holder} on "
                 f"{where}; pick free ids, wait for it, or pass --allow-shared-gpus"
             )
     if plan.platform != "docker":
@@ -89,15 +89,18 @@ def claimed_gpus(
     *,
     allow_shared: bool = False,
     progress: Progress = lambda _: None,
-) -> Iterator[tuple[Plan, dict[str, object]]]:
+) -> Iterator[tuple[Plan, dict[str, object], Callable[[], None]]]:
     """The GPU critical section of a submit (:func:`gpu_lock`): the plan with the GPUs of
     ``gpus: {free: N}`` picked (:func:`choose_gpus`), checked for overlap unless
-    ``allow_shared``, and the sidecar notes that say which were chosen."""
-    with gpu_lock(plan, ledger):
+    ``allow_shared``, the sidecar notes that say which were chosen, and what ends the
+    section: called once the record is open, whose PENDING state holds the GPUs from then
+    on (:func:`ledger_gpus`), so that the plan's steps (a pull of many gigabytes) keep no
+    other submit of the machine waiting."""
+    with gpu_lock(plan, ledger) as release:
         plan, notes = choose_gpus(plan, ledger, progress)
         if not allow_shared:
             check_gpus(plan, ledger)
-        yield plan, notes
+        yield plan, notes, release
 
 
 def choose_gpus(
@@ -111,7 +114,7 @@ def choose_gpus(
     if not count or stand_in(GPU_IDS) not in (plan.backend_value("gpus") or ""):
         return plan, {}
     host = _gpu_host(dict(plan.backend))
-    holders = [(f"running job {job_id}", ids) for job_id, ids in ledger_gpus(ledger, host).items()]
+    holders = list(ledger_gpus(ledger, host).items())
     if plan.platform == "docker":
         holders += [
             (f"container {c.name} ({c.whose()})", c.gpus) for c in engine_gpus(dict(plan.backend))
@@ -162,13 +165,21 @@ def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
 
 
 def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:
-    """GPU ids (``0,1`` or ``all``) each RUNNING job of this ledger holds on ``host``."""
+    """GPU ids (``0,1`` or ``all``) each job of this ledger holds on ``host``, by who holds
+    them: a RUNNING job, and a PENDING one whose launch may still come (the taospec that
+    opened it, or a launch it started, runs; or it was opened on another machine)."""
     held = {}
-    for record in ledger.list(state=RUNNING):
+    for record in ledger.list():
+        if record.state not in (RUNNING, PENDING):
+            continue
         side = ledger.sidecar(record.id)
         gpus = str(side.get("gpus") or "")
-        if gpus and _gpu_host(side) == host:
-            held[record.id] = gpus
+        if not gpus or _gpu_host(side) != host:
+            continue
+        if record.state == RUNNING:
+            held[f"running job {record.id}"] = gpus
+        elif launch_alive(side.get(SUBMITTER), record.id) is not False:
+            held[f"job {record.id}, launching"] = gpus
     return held
 
 
@@ -273,16 +284,20 @@ def _gpu_host(facts: Mapping[str, object]) -> str:
 
 
 @contextlib.contextmanager
-def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[None]:
-    """One submit at a time per machine whose GPUs the plan claims: from the overlap check
-    through the RUNNING mark (``<state>/taospec/gpus-<host hash>.lock``, an exclusive flock)."""
+def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[Callable[[], None]]:
+    """One claim at a time per machine whose GPUs the plan claims: from the GPU pick and the
+    overlap check until the record that holds them is open (``<state>/taospec/gpus-<host
+    hash>.lock``, an exclusive flock), which the function it gives ends (else the block)."""
     if not plan.backend_value("gpus"):
-        yield
+        yield lambda: None
         return
     host = _gpu_host(dict(plan.backend)) or "this machine"
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
-    with flocked(f"{ledger.root}/taospec/gpus-{digest}.lock", 0o600, parents=True):
-        yield
+    with contextlib.ExitStack() as held:
+        held.enter_context(
+            flocked(f"{ledger.root}/taospec/gpus-{digest}.lock", 0o600, parents=True)
+        )
+        yield held.close
 
 
 def _overlap(a: str, b: str) -> bool:

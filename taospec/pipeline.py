@@ -676,10 +676,15 @@ class Build:
         shared = self.allow_shared_gpus
         claim = claimed_gpus(plan, self.ledger, allow_shared=shared, progress=board.note)
         try:
-            with claim as (claimed, notes):
+            with claim as (claimed, notes, claimed_by_record):
                 if notes:
                     board.note(f"{target.name}: GPUs {notes['gpus_chosen']} chosen")
-                return self._submit(target, claimed, {**sidecar, **notes}, board, opened)
+
+                def open_(record: Record) -> None:
+                    claimed_by_record()
+                    opened(record)
+
+                return self._submit(target, claimed, {**sidecar, **notes}, board, open_)
         except SubmitFailed as failed:
             return self._submit_again(target, failed, board, work)
 

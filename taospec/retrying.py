@@ -133,13 +133,15 @@ def resubmit(
         carried["work"] = work
     target, fingerprint = carried.get("target"), carried.get("fingerprint")
 
-    def noted(new: Record) -> None:
-        if isinstance(target, str) and isinstance(fingerprint, str):
-            index.retried(target, new.id, fingerprint, work)
-        opened(new)
-
     claim = claimed_gpus(plan, ledger, allow_shared=allow_shared_gpus, progress=progress)
-    with claim as (claimed, notes):
+    with claim as (claimed, notes, claimed_by_record):
+
+        def noted(new: Record) -> None:
+            claimed_by_record()
+            if isinstance(target, str) and isinstance(fingerprint, str):
+                index.retried(target, new.id, fingerprint, work)
+            opened(new)
+
         return submit(
             claimed,
             ledger,

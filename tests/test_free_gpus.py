@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from taospec.ledger import Ledger
-from tests.conftest import Runner, bash_words
+from tests.conftest import Runner, bash_words, taospec_command
 from tests.test_docker_jobs import job_file as docker_job_file
 from tests.test_local_jobs import job_file, wait_for
 from tests.test_shared_gpus import STAND_IN, docker
@@ -123,6 +123,80 @@ def test_a_docker_job_skips_gpus_other_users_containers_hold(
     finally:
         ids = [p.stem for p in (state_dir / "jobs").glob("*.json")]
         docker("rm", "-f", name, *ids)
+
+
+def test_a_job_pulling_its_image_keeps_its_gpus_and_no_other_job_waiting(
+    taospec: Runner, tmp_path: Path, state_dir: Path, engine: str
+) -> None:
+    """The GPU lock was held through every step of a submit: while one job pulled an image
+    of many gigabytes, every other GPU job of the machine waited for it. The lock now ends
+    at the record's open, and from then on the PENDING record holds its GPUs while the
+    taospec that opened it (or a launch it started) runs."""
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    env = {**smi(FOUR), "FAKE_DOCKER_REAL": real}
+    env["PATH"] = f"{STAND_IN}:{env['PATH']}"
+    gate = tmp_path / "pulled"
+    pulling = {**env, "FAKE_DOCKER_PULLED": engine, "FAKE_DOCKER_PULL": str(gate)}
+
+    def spec(name: str, gpus: str) -> Path:
+        return docker_job_file(tmp_path / name, engine, "sleep 300", gpus=gpus)
+
+    def detached(name: str, gpus: str) -> subprocess.CompletedProcess[str]:
+        return taospec("run", "--detach", spec(name, gpus), env=env, timeout=30)
+
+    first = subprocess.Popen(
+        [*taospec_command(), "run", "--detach", str(spec("a", "[1]"))],
+        env={**taospec.env, **pulling}, cwd=taospec.cwd, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: Path(f"{gate}.waiting").exists())
+        (pulling_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+        other = detached("b", "[2]")  # waited for the pull to end: 30 s, then a failure
+        assert other.returncode == 0, other.stderr
+        same = detached("c", "[1]")
+        assert same.returncode == 2
+        assert f"overlap GPUs 1 of job {pulling_id}, launching" in same.stderr
+        free = detached("d", "{free: 1}")  # 1 and 2 are held: 3 uses the least memory
+        assert free.returncode == 0, free.stderr
+        assert json.loads(taospec("show", free.stdout.strip()).stdout)["gpus_chosen"] == "3"
+        gate.touch()
+        out, err = first.communicate(timeout=60)
+        assert (first.returncode, out.strip()) == (0, pulling_id), err
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, 9)
+        ids = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+        docker("rm", "-f", *ids)
+
+
+def test_a_launch_that_was_killed_holds_no_gpus(
+    taospec: Runner, tmp_path: Path, state_dir: Path, engine: str
+) -> None:
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    env = {**smi(FOUR), "FAKE_DOCKER_REAL": real}
+    env["PATH"] = f"{STAND_IN}:{env['PATH']}"
+    gate = tmp_path / "pulled"
+    pulling = {**env, "FAKE_DOCKER_PULLED": engine, "FAKE_DOCKER_PULL": str(gate)}
+    killed = subprocess.Popen(
+        [*taospec_command(), "run", "--detach",
+         str(docker_job_file(tmp_path / "a", engine, "sleep 300", gpus="[1]"))],
+        env={**taospec.env, **pulling}, cwd=taospec.cwd, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    wait_for(lambda: Path(f"{gate}.waiting").exists())
+    os.killpg(killed.pid, 9)
+    killed.wait()
+    (stale,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    assert Ledger(state_dir).get(stale).state == "PENDING"
+    again = docker_job_file(tmp_path / "b", engine, "sleep 300", gpus="[1]")
+    try:
+        done = taospec("run", "--detach", again, env=env)
+        assert done.returncode == 0, done.stderr
+    finally:
+        docker("rm", "-f", *[p.stem for p in (state_dir / "jobs").glob("*.json")])
 
 
 def test_the_note_says_one_gpu_or_how_many() -> None:
