@@ -125,6 +125,17 @@ def test_a_docker_job_skips_gpus_other_users_containers_hold(
         docker("rm", "-f", name, *ids)
 
 
+def pull_held(tmp_path: Path, engine: str) -> tuple[dict[str, str], dict[str, str], Path]:
+    """The environment of the GPU engine's stand-in with the four GPUs; the same with a pull
+    of ``engine`` that waits until the returned gate exists."""
+    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    env = {**smi(FOUR), "FAKE_DOCKER_REAL": real}
+    env["PATH"] = f"{STAND_IN}:{env['PATH']}"
+    gate = tmp_path / "pulled"
+    return env, {**env, "FAKE_DOCKER_PULLED": engine, "FAKE_DOCKER_PULL": str(gate)}, gate
+
+
 def test_a_job_pulling_its_image_keeps_its_gpus_and_no_other_job_waiting(
     taospec: Runner, tmp_path: Path, state_dir: Path, engine: str
 ) -> None:
@@ -132,12 +143,7 @@ def test_a_job_pulling_its_image_keeps_its_gpus_and_no_other_job_waiting(
     of many gigabytes, every other GPU job of the machine waited for it. The lock now ends
     at the record's open, and from then on the PENDING record holds its GPUs while the
     taospec that opened it (or a launch it started) runs."""
-    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
-    env = {**smi(FOUR), "FAKE_DOCKER_REAL": real}
-    env["PATH"] = f"{STAND_IN}:{env['PATH']}"
-    gate = tmp_path / "pulled"
-    pulling = {**env, "FAKE_DOCKER_PULLED": engine, "FAKE_DOCKER_PULL": str(gate)}
+    env, pulling, gate = pull_held(tmp_path, engine)
 
     def spec(name: str, gpus: str) -> Path:
         return docker_job_file(tmp_path / name, engine, "sleep 300", gpus=gpus)
@@ -174,12 +180,7 @@ def test_a_job_pulling_its_image_keeps_its_gpus_and_no_other_job_waiting(
 def test_a_launch_that_was_killed_holds_no_gpus(
     taospec: Runner, tmp_path: Path, state_dir: Path, engine: str
 ) -> None:
-    real = subprocess.run(["sh", "-c", "command -v docker"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
-    env = {**smi(FOUR), "FAKE_DOCKER_REAL": real}
-    env["PATH"] = f"{STAND_IN}:{env['PATH']}"
-    gate = tmp_path / "pulled"
-    pulling = {**env, "FAKE_DOCKER_PULLED": engine, "FAKE_DOCKER_PULL": str(gate)}
+    env, pulling, gate = pull_held(tmp_path, engine)
     killed = subprocess.Popen(
         [*taospec_command(), "run", "--detach",
          str(docker_job_file(tmp_path / "a", engine, "sleep 300", gpus="[1]"))],
