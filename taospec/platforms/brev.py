@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shlex
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -601,13 +600,14 @@ def _anchored(container: str, window: int, token: str) -> str:
     return (
         f"{{ [ -s {at} ] || {first} 2>&1 | head -n 1 | cut -d ' ' -f 1 > {at}; }}; "
         f"since=$(cat {at}); "
-        f'docker logs --follow ${{since:+--since "$since"}} {shlex.quote(container)}'
+        f'{remote.command(["docker", "logs", "--follow"])} ${{since:+--since "$since"}} '
+        f"{remote.command([container])}"
     )
 
 
 def _anchor(token: str) -> str:
     """The instance's file (quoted) that keeps where a follow of the last lines begins."""
-    return shlex.quote(f"/tmp/taospec-follow-{token}")
+    return remote.command([f"/tmp/taospec-follow-{token}"])
 
 
 def _unanchored(token: str) -> str:

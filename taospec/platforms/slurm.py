@@ -623,7 +623,7 @@ def _read_end_on(login: str, path: str, lines: int, held: bool) -> Output | None
 
 class Output(NamedTuple):
     """Bytes read of the output file, and where in it they begin (None: not known, as of
-    ``tail -n`` on the login node)."""
+    the last bytes ``tail -c`` gives on the login node)."""
 
     data: bytes
     start: int | None = 0
