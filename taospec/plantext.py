@@ -133,8 +133,12 @@ def command_line(step: Step) -> str:
     if step.expect is not None:
         line = _expecting(step, line)
     if step.already_done is not None:
+        # a here-document's body must end inside the command substitution that reads it
+        said = f"{line} 2>&1 >/dev/null"
+        if document is not None:
+            said, document = f"{said}\n{document}\n", None
         done = f'grep -Fq -- {word(step.already_done)} <<<"$said"'
-        line = f'said=$({line} 2>&1 >/dev/null) || {done} || {{ echo "$said" >&2; false; }}'
+        line = f'said=$({said}) || {done} || {{ echo "$said" >&2; false; }}'
     return line if document is None else f"{line}\n{document}"
 
 

@@ -22,6 +22,7 @@ from taospec import lint, plantext, templates
 from taospec.identity import Identity
 from taospec.loader import load_jobfile
 from taospec.placeholders import JOB_ID, escape
+from taospec.plan import Step
 from taospec.platforms import render
 from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS, shell_syntax
 from tests.conftest import bash_words, load_job
@@ -291,3 +292,29 @@ def test_only_what_a_shell_alone_reads_counts_as_shell_syntax() -> None:
         "prep\ntrain -e {config_path}\n": "a line break",
     }
     assert {command: shell_syntax(command) for command in said} == said
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=hostile(), said=st.sampled_from(["instance gone", "permission denied"]))
+def test_a_step_whose_aim_may_already_hold_reads_its_input_and_judges_its_error_output(
+    tmp_path_factory, text: str, said: str
+) -> None:
+    """``already_done`` wraps the command in a command substitution: its input, a
+    here-document, must be read inside it (a body after the ``)`` is unterminated for bash
+    and runs as commands for any shell that goes on)."""
+    out = tmp_path_factory.mktemp("done") / "input"
+    for stdin_text in (None, f"{text}\n"):  # as every step's input ends (a here-document does)
+        script = f'cat > "$0"; echo {shlex.quote(said)} >&2; exit 1'
+        step = Step(
+            "teardown", ("sh", "-c", script, str(out)), "delete", stdin_text=stdin_text,
+            already_done="gone",
+        )  # fmt: skip
+        line = plantext.command_line(step)
+        ran = subprocess.run(
+            ["bash", "-c", line], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+        assert "warning" not in ran.stderr, line
+        assert (ran.returncode == 0) is (said == "instance gone"), (line, ran.stderr)
+        assert ran.stderr == ("" if ran.returncode == 0 else f"{said}\n"), line
+        assert out.read_bytes().decode() == (stdin_text or ""), line
