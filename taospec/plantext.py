@@ -133,13 +133,18 @@ def command_line(step: Step) -> str:
     if step.expect is not None:
         line = _expecting(step, line)
     if step.already_done is not None:
-        # a here-document's body must end inside the command substitution that reads it
-        said = f"{line} 2>&1 >/dev/null"
-        if document is not None:
-            said, document = f"{said}\n{document}\n", None
-        done = f'grep -Fq -- {word(step.already_done)} <<<"$said"'
-        line = f'said=$({said}) || {done} || {{ echo "$said" >&2; false; }}'
+        return _unless_already_done(line, document, step.already_done)
     return line if document is None else f"{line}\n{document}"
+
+
+def _unless_already_done(line: str, document: str | None, marker: str) -> str:
+    """``line`` run for its error output, which counts as success when it has ``marker``;
+    a here-document's body ends inside the command substitution that reads it."""
+    said = f"{line} 2>&1 >/dev/null"
+    if document is not None:
+        said = f"{said}\n{document}\n"
+    done = f'grep -Fq -- {word(marker)} <<<"$said"'
+    return f'said=$({said}) || {done} || {{ echo "$said" >&2; false; }}'
 
 
 def _with_input(line: str, text: str) -> tuple[str, str]:
