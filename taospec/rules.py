@@ -859,6 +859,8 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     yield from _docker_args_rules(source)
     slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
     container = slurm.get("container", "pyxis") if platform == "slurm" else ""
+    if platform in ("docker", "brev") or container == "docker":
+        yield from _shm_size_rules(source)
     root = data.get("results_root")
     if (
         isinstance(root, str)
@@ -870,6 +872,25 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
             "docker run -v separates source, target and options with ':', so the results "
             "directory under a results_root holding ':' cannot be mounted at /results; "
             "choose a path without ':'",
+        )
+
+
+SHM_SIZE = re.compile(r"([0-9]+)([bkmgBKMG]?)")
+SHM_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+DOCKER_SIZE_END = 2**63
+"""Docker reads a size as a float64 times its unit into a signed 64-bit count of bytes: from
+2**63 on the count is negative, and the engine refuses ``--shm-size`` at the launch."""
+
+
+def _shm_size_rules(source: Source) -> Iterator[Problem]:
+    block = source.data.get("docker")
+    size = block.get("shm_size") if isinstance(block, dict) else None
+    found = SHM_SIZE.fullmatch(size) if isinstance(size, str) else None
+    if found and float(found[1]) * SHM_UNITS[found[2].lower()] >= DOCKER_SIZE_END:
+        yield source.problem(
+            ("docker", "shm_size"),
+            f"docker.shm_size {size!r} is past the 8 EiB docker counts (2**63 bytes), so "
+            "docker run would refuse it; write the size the job needs, e.g. 16g",
         )
 
 

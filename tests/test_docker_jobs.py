@@ -150,6 +150,38 @@ def test_a_mount_whose_word_for_docker_passes_the_limit_is_refused(
     assert not (state_dir / "jobs").exists()
 
 
+@pytest.mark.parametrize(
+    ("largest", "past"),
+    [("8589934591g", "8589934592g"), ("9223372036854775295", "9223372036854775296")],
+)
+def test_a_shm_size_past_what_docker_counts_is_refused_at_its_line(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    largest: str,
+    past: str,
+) -> None:
+    # docker reads --shm-size as a float64 times its unit into a signed 64-bit byte count;
+    # past 2**63 the count is negative and the engine refuses the launch ("SHM size can not
+    # be less than 0") after the record was opened
+    spec = job_file(open_tmp, engine, "true")
+    text = spec.read_text().replace("shm_size: 64m", f"shm_size: '{largest}', ipc: private")
+    spec.write_text(text)
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = _only_job(state_dir)
+    assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
+    spec.write_text(text.replace(largest, past))
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert f"{spec}:8:20: $.docker.shm_size: docker.shm_size '{past}' is" in done.stderr
+        assert "past the 8 EiB docker counts" in done.stderr
+    assert _only_job(state_dir) == job_id
+
+
 def test_a_retry_whose_env_file_is_gone_is_the_job_files_mistake(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
