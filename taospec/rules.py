@@ -1190,13 +1190,19 @@ SBATCH_EQUALS_VALUE = frozenset({"--exclusive", "--get-user-env", "--nice", "--p
 
 
 def _sbatch_misreads(line: str) -> str | None:
-    """Why sbatch would refuse ``#SBATCH <line>``: it splits the line into words as a shell
-    would (quotes kept together) and takes an option and at most one value, which an
-    option that takes none, or takes it only after '=', never reads from the next word."""
+    """Why sbatch would refuse ``#SBATCH <line>``, or read less of it than is written: it
+    splits the line into words itself (:func:`sbatch_words`) and takes an option and at
+    most one value, which an option that takes none, or takes it only after '=', never
+    reads from the next word."""
     try:
-        words = shlex.split(line)
+        words, cut = sbatch_words(line)
     except ValueError:
         return "sbatch refuses an #SBATCH line with an unmatched quote"
+    if cut:
+        return (
+            f"sbatch reads an unquoted # as the start of a comment, so it would read "
+            f'{words[-1]!r} and drop {cut!r}; quote the value (--comment="run#3") or write \\#'
+        )
     if len(words) == 2 and words[0] in SBATCH_NO_VALUE | SBATCH_EQUALS_VALUE:
         how = (
             f"write {words[0]}={words[1]}"
@@ -1211,6 +1217,45 @@ def _sbatch_misreads(line: str) -> str | None:
             'would be a word it refuses; quote a value that holds spaces (--comment="a b")'
         )
     return None
+
+
+SBATCH_BLANKS = " \t\n\v\f\r"
+
+
+def sbatch_words(line: str) -> tuple[list[str], str]:
+    """The words sbatch reads in ``#SBATCH <line>``, and what an unquoted ``#`` inside a
+    word cut off (empty when none did).
+
+    sbatch reads the line itself, not as a shell would: '...' and "..." join alike, a
+    backslash keeps the next character (in single quotes too) but ends the word at a blank
+    outside quotes, and an unquoted ``#`` ends the line, also in the middle of a word.
+    Raises ValueError for an unmatched quote, which sbatch refuses.
+    """
+    words: list[str] = []
+    at, end = 0, len(line)
+    while True:
+        while at < end and line[at] in SBATCH_BLANKS:
+            at += 1
+        if at == end or line[at] == "#":
+            return words, ""
+        word, quote = "", ""
+        while at < end and (quote or line[at] not in SBATCH_BLANKS):
+            char = line[at]
+            if char == "\\":
+                at += 1
+                if at < end and (quote or line[at] not in SBATCH_BLANKS):
+                    word, at = word + line[at], at + 1
+            elif char == quote:
+                quote, at = "", at + 1
+            elif not quote and char in "'\"":
+                quote, at = char, at + 1
+            elif not quote and char == "#":
+                return [*words, word], line[at:]
+            else:
+                word, at = word + char, at + 1
+        if quote:
+            raise ValueError(f"unmatched {quote}")
+        words.append(word)
 
 
 def _pyxis_mount_rules(source: Source) -> Iterator[Problem]:

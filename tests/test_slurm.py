@@ -1162,6 +1162,9 @@ def test_a_pipeline_submits_independent_targets_at_once_and_waits_for_needs(
         "--comment=a b", "--comment a b", "--comment=it's", '--comment="a b',  # and refuses these
         "--exclusive", "--exclusive=user", "--requeue", "-H",  # options that take no word
         "--exclusive user", "--requeue yes", "-H now", "--nice 5", "--hold x",
+        # sbatch reads the line itself: a backslash ends a word at a blank (outside quotes),
+        # escapes a quote inside single quotes, and a # after a blank starts a comment
+        "--comment=a\\ b", "--comment='a\\'b'", '--comment="a\\ b"', "--comment a #b c",
     ],
 )  # fmt: skip
 def test_validate_passes_exactly_the_extra_sbatch_lines_sbatch_reads(
@@ -1209,6 +1212,40 @@ def test_sbatch_takes_the_start_of_an_option_taospec_sets_for_that_option(
     done = taospec("validate", write(open_tmp / "job.yaml", yaml.safe_dump(doc)))
     assert done.returncode == 2
     assert "$.slurm.extra_sbatch[0]: " + line.partition("=")[0] + " starts --" in done.stderr
+
+
+def test_a_value_sbatch_would_cut_at_an_unquoted_hash_is_refused_at_its_item(
+    slurm: None, taospec: Runner, open_tmp: Path
+) -> None:
+    # sbatch reads an unquoted # as a comment even inside a word, so the job ran with
+    # --comment=run and not the run#3 the reviewer read in its script
+    script = write(
+        open_tmp / "hash.sbatch",
+        f"#!/bin/bash\n#SBATCH --comment=run#3\n#SBATCH --output={open_tmp}/out.txt\ntrue\n",
+    )
+    submitted = subprocess.run(["sbatch", "--hold", "--parsable", str(script)],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    job_id = submitted.stdout.strip().split(";")[0]
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    assert "Comment=run" in shown.stdout.split(), shown.stdout
+    doc = {"version": 1, "network_arch": "a", "action": "b", "platform": "slurm",
+           "image": "busybox:1", "command": "true", "results_root": "/data/results",
+           "slurm": {"container": "none",
+                     "extra_sbatch": ["--comment=run#3", "--qos=x #why"]}}  # fmt: skip
+    path = write(open_tmp / "job.yaml", yaml.safe_dump(doc, width=200))
+    for verb in ("validate", "run"):
+        done = taospec(verb, path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("$.slurm.extra_sbatch") == 1, done.stderr
+        assert re.search(
+            r":\d+:\d+: \$\.slurm\.extra_sbatch\[0\]: sbatch reads an unquoted # as the start "
+            r"of a comment, so it would read '--comment=run' and drop '#3'",
+            done.stderr,
+        ), done.stderr
 
 
 def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
