@@ -117,6 +117,7 @@ def image_in_text(text: str, versions: str, key: str) -> str:
     if not is_image_ref(node):
         raise LookupError(
             f"{versions}: {key!r} is {node!r}, not an image reference Docker accepts "
-            "([registry[:port]/]repository[:tag][@digest], the repository in lowercase)"
+            "([registry[:port]/]repository[:tag][@digest], the repository in lowercase, the "
+            "digest sha256:, sha384: or sha512: in lowercase hex)"
         )
     return node

@@ -1341,6 +1341,7 @@ PASSED_BUT_FAILED_AT_RUN = [
     ("", "mounts: [{source: SOURCE, target: /}]", "$.mounts[0].target: / cannot be a mount"),
     ("", "mounts: [{source: SOURCE, target: /results/..}]", "/results/.. (that is /) cannot"),
     ("", "mounts: [{source: SOURCE, target: /proc/x}]", "$.mounts[0].target: /proc/x cannot be"),
+    ("image: busybox:1", "image: busybox@sha256:" + "A" * 64, "$.image: 'busybox@sha256:AAA"),
 ]
 
 

@@ -211,3 +211,23 @@ def test_image_references_are_read_as_docker_reads_them(engine: str) -> None:
         assert "refusing to create a tag with a digest reference" in tagged.stderr, ref
         assert schema.is_image_ref(ref), ref
     assert not schema.is_image_ref("busybox@sha256:" + "a" * 31)  # too short a digest
+
+
+DIGESTS = [
+    # accepted: the algorithms Docker knows, each with its own length of lowercase hex
+    "sha256:" + "a" * 64, "sha384:" + "b" * 96, "sha512:" + "c" * 128,
+    # refused: the grammar lets them by, and docker refuses the reference at the pull
+    "sha256:" + "A" * 64, "sha256:" + "a" * 32, "sha256:" + "a" * 65, "sha512:" + "a" * 64,
+    "md5:" + "a" * 32, "blake3:" + "a" * 64, "sha256+b64:" + "a" * 64,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("digest", DIGESTS)
+def test_digests_are_read_as_docker_reads_them(engine: str, digest: str) -> None:
+    # the grammar took any algorithm name and 32 or more hex digits of either case, and the
+    # job failed at docker pull ("invalid checksum digest format") after its record opened
+    tagged = _tag(engine, f"busybox@{digest}")
+    accepted = "refusing to create a tag with a digest reference" in tagged.stderr
+    assert accepted or "is not a valid repository/tag" in tagged.stderr, tagged.stderr
+    assert schema.is_image_ref(f"busybox@{digest}") == accepted
+    assert schema.is_image_ref(f"nvcr.io/nvidia/tao:5@{digest}") == accepted
