@@ -28,7 +28,7 @@ from pathlib import Path
 from taospec import gpupick, proc, remote
 from taospec.diagnose import diagnose
 from taospec.errors import TaospecError
-from taospec.job import Job
+from taospec.job import Job, docker_size
 from taospec.platforms.docker import NGC_KEY, NGC_REGISTRY, registry
 
 GIB = 1024**3
@@ -38,8 +38,6 @@ DATA_ROOT_MIN_FREE = 20 * GIB
 SHM_PATH = "/dev/shm"
 TIMEOUT = 60.0
 INFO_FORMAT = "{{json .ServerVersion}}\t{{json .Runtimes}}\t{{json .DockerRootDir}}"
-_SIZE = re.compile(r"^([0-9]+)([bkmgBKMG]?)$")
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": GIB}
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,11 +441,8 @@ def _gib(size: int) -> str:
 
 
 def size_bytes(text: str) -> int:
-    """A docker size (``8g``, ``512m``, ``1024``) in bytes."""
-    found = _SIZE.match(text.strip())
-    if found is None:
-        raise ValueError(f"{text!r} is not a size like 8g or 512m")
-    return int(found.group(1)) * _UNITS[found.group(2).lower()]
+    """A docker size (``8g``, ``512MB``, ``1024``) in whole bytes, as docker reads it."""
+    return int(docker_size(text.strip()))
 
 
 def shm(shm_size: str, ipc: str = "host", path: str = SHM_PATH) -> Check:
@@ -466,6 +461,6 @@ def shm(shm_size: str, ipc: str = "host", path: str = SHM_PATH) -> Check:
         False,
         detail,
         f"the job shares the host's {path} (docker.ipc: host): enlarge it (mount -o "
-        f"remount,size={shm_size.upper()} {path}), lower docker.shm_size, or set docker.ipc: "
+        f"remount,size={-(-need // 1024**2)}m {path}), lower docker.shm_size, or set docker.ipc: "
         "private so --shm-size gives the container its own; too little ends in Bus error",
     )

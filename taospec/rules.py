@@ -17,7 +17,7 @@ from typing import Any
 
 from taospec import braces, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
-from taospec.job import MISSING, SPEC_FILE, results_seen_at
+from taospec.job import DOCKER_SIZE, MISSING, SPEC_FILE, docker_size, results_seen_at
 from taospec.jobids import id_like
 from taospec.versions import Images
 from taospec.yamlsrc import Source
@@ -875,8 +875,6 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         )
 
 
-SHM_SIZE = re.compile(r"([0-9]+)([bkmgBKMG]?)")
-SHM_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 DOCKER_SIZE_END = 2**63
 """Docker reads a size as a float64 times its unit into a signed 64-bit count of bytes: from
 2**63 on the count is negative, and the engine refuses ``--shm-size`` at the launch."""
@@ -885,8 +883,9 @@ DOCKER_SIZE_END = 2**63
 def _shm_size_rules(source: Source) -> Iterator[Problem]:
     block = source.data.get("docker")
     size = block.get("shm_size") if isinstance(block, dict) else None
-    found = SHM_SIZE.fullmatch(size) if isinstance(size, str) else None
-    if found and float(found[1]) * SHM_UNITS[found[2].lower()] >= DOCKER_SIZE_END:
+    if not isinstance(size, str) or DOCKER_SIZE.fullmatch(size) is None:
+        return  # the schema refuses it
+    if docker_size(size) >= DOCKER_SIZE_END:
         yield source.problem(
             ("docker", "shm_size"),
             f"docker.shm_size {size!r} is past the 8 EiB docker counts (2**63 bytes), so "

@@ -151,6 +151,23 @@ def test_a_mount_whose_word_for_docker_passes_the_limit_is_refused(
 
 
 @pytest.mark.parametrize(
+    ("size", "kib"), [("64MB", 65536), ("0.5g", 524288), ("2Mib", 2048), ("1t", 1024**3)]
+)
+def test_a_shm_size_written_as_docker_reads_it_runs(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup, size: str, kib: int
+) -> None:
+    # docker takes a decimal number, units up to p and a b or ib after the unit (as compose
+    # files write 2gb); the schema took only digits and one of b, k, m, g
+    spec = job_file(open_tmp, engine, "sh -c 'df -k /dev/shm > {results_dir}/shm'")
+    text = spec.read_text().replace("shm_size: 64m", f"shm_size: {size}, ipc: private")
+    spec.write_text(text)
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = _only_job(state_dir)
+    assert (open_tmp / "results" / job_id / "shm").read_text().split()[-5] == str(kib)
+
+
+@pytest.mark.parametrize(
     ("largest", "past"),
     [("8589934591g", "8589934592g"), ("9223372036854775295", "9223372036854775296")],
 )

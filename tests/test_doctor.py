@@ -298,6 +298,17 @@ def test_a_small_dev_shm_fails_for_ipc_host(small_fs: Path) -> None:
     assert doctor.shm("8g", "private", str(small_fs)).ok
 
 
+def test_dev_shm_is_measured_in_each_size_form_docker_reads(small_fs: Path) -> None:
+    # 16 MiB free: what docker reads as 16 MiB or less fits, what it reads as more does not
+    for size in ("16MB", "16mib", "0.015625g", "16384K", "16384kb", "16777216b"):
+        assert doctor.shm(size, "host", str(small_fs)).ok, size
+    for size, mib in (("16.5m", 17), ("1t", 1024**2), ("1P", 1024**3), ("17MB", 17)):
+        check = doctor.shm(size, "host", str(small_fs))
+        assert not check.ok, size
+        # tmpfs takes a whole number and one letter: the size in MiB, rounded up
+        assert f"remount,size={mib}m {small_fs})" in check.advice, check.advice
+
+
 def test_sizes_read_as_docker_reads_them() -> None:
     assert [doctor.size_bytes(s) for s in ("8g", "512m", "64k", "100", "1B")] == [
         8 * 1024**3, 512 * 1024**2, 64 * 1024, 100, 1,
