@@ -466,6 +466,68 @@ OWN_VARIABLES = {
 """Variables that say what taospec decides for the job: set or passed, they would undo it."""
 
 
+SHELL_VARIABLES = {
+    "sh": frozenset({"IFS", "OPTIND", "PPID", "PWD"}),
+    "bash": frozenset(
+        {
+            "BASHOPTS", "BASHPID", "BASH_ALIASES", "BASH_ARGC", "BASH_ARGV", "BASH_CMDS",
+            "BASH_COMMAND", "BASH_LINENO", "BASH_SOURCE", "BASH_SUBSHELL", "BASH_VERSINFO",
+            "DIRSTACK", "EPOCHREALTIME", "EPOCHSECONDS", "EUID", "FUNCNAME", "GROUPS", "HISTCMD",
+            "LINENO", "OPTIND", "PIPESTATUS", "PPID", "RANDOM", "SECONDS", "SHELLOPTS", "SHLVL",
+            "SRANDOM", "UID", "_",
+        }
+    ),
+}  # fmt: skip
+"""The variables a shell keeps for itself, found by handing each name to it: ``sh`` (dash)
+puts back its own IFS, PPID and PWD and stops at an OPTIND that is no number; bash holds
+some read-only (``export UID=5`` ends the script) and gives others its own value or none."""
+
+LAUNCHING_SHELL = {
+    "local": ("sh", "starts a local job"),
+    "slurm": ("bash", "runs the sbatch script"),
+}
+
+
+def _launching_shell(source: Source, passed: bool) -> str:
+    """The shell whose variables an ``env.pass`` (``passed``) or ``env.set`` name becomes:
+    a local job's wrapper, or the sbatch script, which sources the passed values and exports
+    the set ones unless ``docker run -e`` hands them to the container."""
+    data = source.data
+    platform = data.get("platform", "local")
+    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    if platform == "slurm" and not passed and slurm.get("container", "pyxis") == "docker":
+        return ""
+    return LAUNCHING_SHELL.get(platform, ("", ""))[0] if isinstance(platform, str) else ""
+
+
+def _shell_variable_rules(
+    source: Source, passed: list[Any], values: dict[Any, Any]
+) -> Iterator[Problem]:
+    for index, name in enumerate(passed):
+        if why := _shell_variable(source, name, passed=True):
+            yield source.problem(("env", "pass", index), why)
+    for name in values:
+        if why := _shell_variable(source, name, passed=False):
+            yield source.problem(("env", "set", name), why, key=True)
+
+
+def _shell_variable(source: Source, name: Any, passed: bool) -> str | None:
+    """Why ``name`` would not reach the job as written: the launching shell sets it itself."""
+    shell = _launching_shell(source, passed)
+    if not shell or name not in SHELL_VARIABLES[shell]:
+        return None
+    doing = dict(LAUNCHING_SHELL.values())[shell]
+    fix = (
+        "pass the value under another name"
+        if passed
+        else f"give the variable another name, or set it in the command (env {name}=... program)"
+    )
+    return (
+        f"{shell} sets {name} itself where it {doing}, so the job would get another value, or "
+        f"none, or not start; {fix}"
+    )
+
+
 def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 
     env = source.data.get("env")
@@ -474,6 +536,7 @@ def _env_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     passed: list[Any] = env["pass"] if isinstance(env.get("pass"), list) else []
     values: dict[Any, Any] = env["set"] if isinstance(env.get("set"), dict) else {}
     fill = plan_fill(source.data, "JOB_ID")
+    yield from _shell_variable_rules(source, passed, values)
     for index, name in enumerate(passed):
         if isinstance(name, str) and name in OWN_VARIABLES:
             yield source.problem(("env", "pass", index), OWN_VARIABLES[name])

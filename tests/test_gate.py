@@ -30,7 +30,7 @@ from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
 from taospec.versions import Images
-from tests.conftest import JOBS, ROOT, Runner, taospec_command, write
+from tests.conftest import JOBS, ROOT, TEST_IMAGE, Runner, taospec_command, write
 
 LOCATED = re.compile(r"^(?P<file>.+):(?P<line>\d+):(?P<col>\d+): (?P<path>\$\S*): (?P<msg>.+)$")
 
@@ -1935,3 +1935,57 @@ def test_a_job_file_whose_path_holds_a_passed_value_is_refused(
         assert "$: the job file's path holds the value of GATE_VAR" in done.stderr
         assert value not in done.stdout + done.stderr
     assert list(state_dir.iterdir()) == []
+
+
+def shell_job(folder: Path, platform: str, env: str, command: str = "env") -> Path:
+    """A job on ``platform`` (``slurm/<container>`` for Slurm) whose ``env:`` is ``env``."""
+    platform, _, container = platform.partition("/")
+    rest = f"slurm: {{container: {container}}}\n" if container else ""
+    rest += f"env: {env}\n"
+    text = greet(platform, folder / "results", rest).replace("busybox:1", TEST_IMAGE)
+    return write(folder / "job.yaml", text.replace("command: echo hi", f"command: {command}"))
+
+
+@pytest.mark.parametrize(
+    ("platform", "env", "where"),
+    [
+        ("local", "{set: {OPTIND: o}}", ":8:13: $.env.set.OPTIND: "),  # sh stopped: no exit code
+        ("local", "{set: {IFS: ','}}", ":8:13: $.env.set.IFS: "),  # sh put back its own
+        ("local", "{pass: [PWD]}", ":8:14: $.env.pass[0]: "),
+        ("slurm/none", "{set: {UID: '5'}}", ":9:13: $.env.set.UID: "),  # readonly in bash
+        ("slurm/none", "{set: {SECONDS: '5'}}", ":9:13: $.env.set.SECONDS: "),  # bash's clock
+        ("slurm/pyxis", "{set: {RANDOM: '5'}}", ":9:13: $.env.set.RANDOM: "),
+        ("slurm/docker", "{pass: [EUID]}", ":9:14: $.env.pass[0]: "),  # the sourced file
+    ],
+)
+def test_a_variable_the_launching_shell_sets_itself_is_refused_where_it_is_written(
+    slurm: None, taospec: Runner, open_tmp: Path, state_dir: Path, platform: str, env: str,
+    where: str,
+) -> None:  # fmt: skip
+    # local jobs start through sh and Slurm jobs through the bash of the sbatch script, which
+    # keep these names for themselves: the job got another value, or none, or never started
+    path = shell_job(open_tmp, platform, env)
+    name = re.findall(r"[A-Z]+", env)[0]
+    shell = "sh" if platform == "local" else "bash"
+    for verb in ("validate", "run"):
+        done = taospec(verb, path, env={"PWD": "/x", "EUID": "5"})
+        refused(done, f"{path}{where}{shell} ")
+        assert f"sets {name} itself" in done.stderr, done.stderr
+    assert not (state_dir / "jobs").exists()
+
+
+@pytest.mark.parametrize(
+    ("platform", "name"), [("docker", "OPTIND"), ("docker", "IFS"), ("slurm/docker", "UID")]
+)
+def test_a_variable_docker_run_passes_as_written_reaches_the_job(
+    slurm: None, engine: str, taospec: Runner, open_tmp: Path, platform: str, name: str
+) -> None:
+    # docker run -e hands the container the value as written: no shell of taospec's reads it
+    user = 'user: "1000:1000"\n' if platform == "docker" else ""
+    path = shell_job(open_tmp, platform, f"{{set: {{{name}: 'v,1'}}}}\n{user}")
+    done = taospec("run", path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    seen = taospec("logs", job_id)
+    subprocess.run(["docker", "rm", "-f", job_id], capture_output=True, check=False)
+    assert f"{name}=v,1" in seen.stdout.splitlines(), seen.stdout
