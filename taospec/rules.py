@@ -1038,6 +1038,14 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 "--label-file: write each label as --label, where a reviewer sees it (taospec "
                 "labels the container with the job's id and owner)",
             )
+        elif relative := _relative_host_path(flag, value):
+            made = "" if flag == "--env-file" else " (where it is missing, dockerd makes it empty)"
+            yield source.problem(
+                where,
+                f"{flag} {value}: docker reads {relative} from the folder it runs in, not the "
+                "job file's, so what the job gets would change with the folder taospec is run "
+                f"from{made}; write it as an absolute path",
+            )
         elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
             yield source.problem(
                 where,
@@ -1115,6 +1123,23 @@ def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
             options.append((f"-{letter}", following, True))
         break
     return options
+
+
+def _relative_host_path(flag: str, value: str) -> str | None:
+    """The relative path of this machine that an ``--env-file``, or the source of a bind
+    ``-v``/``--mount``, names: docker run reads it from its own working folder."""
+    if flag == "--env-file":
+        path = value
+    elif flag in ("-v", "--volume"):
+        path = value.partition(":")[0]
+    elif flag == "--mount":
+        fields = dict(item.partition("=")[::2] for item in value.split(","))
+        path = fields.get("source", fields.get("src", ""))
+    else:
+        return None
+    if flag != "--env-file" and path not in (".", "..") and not path.startswith(("./", "../")):
+        return None  # a volume's name, or a path docker itself refuses
+    return path if path and not path.startswith(("/", "{")) else None
 
 
 def _mount_target(flag: str, value: str) -> str | None:

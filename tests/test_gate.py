@@ -1989,3 +1989,34 @@ def test_a_variable_docker_run_passes_as_written_reaches_the_job(
     seen = taospec("logs", job_id)
     subprocess.run(["docker", "rm", "-f", job_id], capture_output=True, check=False)
     assert f"{name}=v,1" in seen.stdout.splitlines(), seen.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "relative"),
+    [
+        ("[-v, './data:/data:ro']", "./data"),
+        ("['--volume=../jobs/data:/data']", "../jobs/data"),
+        ("[--mount, 'type=bind,src=./data,dst=/data']", "./data"),
+        ("[--env-file, job.env]", "job.env"),
+    ],
+)
+def test_a_relative_path_docker_reads_from_where_taospec_runs_is_refused(
+    engine: str, taospec: Runner, open_tmp: Path, tmp_path: Path, state_dir: Path, args: str,
+    relative: str,
+) -> None:  # fmt: skip
+    # docker run reads these paths from the folder it runs in: a job that ran from its own
+    # folder got ./data; run from anywhere else, dockerd made an empty root-owned ./data
+    # there and the job read nothing (or docker found no env file), and validate passed
+    folder = open_tmp / "jobs"
+    write(folder / "data" / "f", "x\n")
+    write(folder / "job.env", "GREETING=hi\n")
+    text = greet(
+        "docker", open_tmp / "results", f'user: "1000:1000"\ndocker: {{extra_args: {args}}}\n'
+    )
+    path = write(folder / "job.yaml", text.replace("busybox:1", TEST_IMAGE))
+    lines = refused(taospec("validate", path))
+    assert f"{path}:9:23: $.docker.extra_args[0]: " in lines[0]  # at the option's word
+    assert f"docker reads {relative} from the folder it runs in, not the job file's" in lines[0]
+    assert refused(taospec("run", path)) == lines
+    assert not (state_dir / "jobs").exists()
+    assert not (tmp_path / "data").exists()
