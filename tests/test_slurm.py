@@ -278,6 +278,21 @@ def test_the_time_limit_ends_jobs_in_error_and_removes_the_container(
     wait_for(lambda: containers_of(jobs["docker"]) == [], timeout=30, what="container removal")
 
 
+@pytest.mark.parametrize("limit", ["UNLIMITED", "infinite"])
+def test_a_job_without_a_time_limit_is_written_as_sbatch_takes_it(
+    slurm, taospec: Runner, open_tmp: Path, limit: str
+) -> None:
+    # sbatch takes UNLIMITED or INFINITE, in any case, for no time limit of the job's own;
+    # the schema refused them
+    spec = job_file(open_tmp, "true", slurm={"time": limit})
+    assert taospec("validate", spec).returncode == 0
+    job_id = submit(taospec, spec)
+    slurm_id = shown(taospec, job_id)["backend_ref"]
+    shown_job = subprocess.run(["scontrol", "-o", "show", "job", slurm_id],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    assert "TimeLimit=UNLIMITED" in shown_job.stdout.split(), shown_job.stdout
+
+
 @pytest.mark.parametrize("container", CONTAINERS)
 def test_logs_while_running_and_follow_until_the_end(
     container: str, slurm, engine, taospec: Runner, open_tmp: Path
