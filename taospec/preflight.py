@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from taospec import identity, lint, platforms, rules
+from taospec import identity, lint, platforms, proc, rules
 from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
@@ -54,7 +54,7 @@ def here(
     for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = on_this_machine(job, source) + inputs(target, source)
+        found = on_this_machine(job, source, user) + inputs(target, source)
         found += passed_variables(job, source, os.environ)
         found += passed_values_written(job, source, os.environ)
         found += tools(job, source)
@@ -67,12 +67,13 @@ def here(
     return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))
 
 
-def on_this_machine(job: Job, source: Source) -> list[Problem]:
+def on_this_machine(job: Job, source: Source, user: str | None = None) -> list[Problem]:
     """What ``run`` stops at that is a fact of this machine, not of the job file: a mount
-    source or an env file missing here, a results_root that is not a folder (``run -n`` and
-    ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
-    on)."""
-    return mount_sources(job, source) + env_files(job, source) + results_root(job, source)
+    source or an env file missing here, a results_root that is not a folder or that a local
+    job's user (``user``: ``--user``) cannot reach (``run -n`` and ``doctor`` report them, as
+    the machine a job is reviewed on need not be the one it runs on)."""
+    found = mount_sources(job, source) + env_files(job, source) + results_root(job, source)
+    return found or results_root_reached(job, source, user)
 
 
 def _elsewhere(job: Job) -> bool:
@@ -186,6 +187,37 @@ def results_root(job: Job, source: Source) -> list[Problem]:
     if why is None:
         return []
     return [source.problem(("results_root",), f"{why}: give a folder, or move what is there")]
+
+
+def results_root_reached(job: Job, source: Source, user: str | None = None) -> list[Problem]:
+    """A local job that root starts as another user gets its results folder made and handed
+    to it, but reaches it only through the folders above: one that user may not enter (a
+    parent such as /root, mode 700) fails the job after its record opened. Asked of the
+    kernel as that user, with the setpriv options the launch uses; nothing is made."""
+    if job.platform != "local" or os.getuid() != 0 or shutil.which("setpriv") is None:
+        return []
+    who = identity.resolve(job.user, user, identity.launcher())
+    path = Path(job.results_root)
+    there = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    if who.uid == 0 or there is None:
+        return []
+    groups = f"--groups={','.join(map(str, who.groups))}" if who.groups else "--clear-groups"
+    argv = ["setpriv", f"--reuid={who.uid}", f"--regid={who.gid}", groups, "--", "test", "-x"]
+
+    def reaches(folder: Path) -> bool:
+        return proc.run([*argv, str(folder)], check=False, timeout=30).ok
+
+    if reaches(there):
+        return []
+    blocked = next((p for p in (*reversed(there.parents), there) if not reaches(p)), there)
+    return [
+        source.problem(
+            ("results_root",),
+            f"the job runs as {who.spec}, who cannot reach {blocked} (a folder on the way to "
+            f"its results folder); let that user enter it (chmod o+x {blocked}), or choose a "
+            "results_root it can reach",
+        )
+    ]
 
 
 def results_root_unusable(platform: str, docker_host: str | None, root: str) -> str | None:

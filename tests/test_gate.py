@@ -2020,3 +2020,32 @@ def test_a_relative_path_docker_reads_from_where_taospec_runs_is_refused(
     assert refused(taospec("run", path)) == lines
     assert not (state_dir / "jobs").exists()
     assert not (tmp_path / "data").exists()
+
+
+def test_a_results_root_a_local_job_s_user_cannot_reach_is_refused_before_any_record(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    """Root starts a local job as its UID:GID and hands it its results folder, which that
+    user could not reach under a folder only root may enter (as under /root): the record
+    opened and the job failed for want of permission. A container's bind mount reaches it."""
+    locked = open_tmp / "private"
+    locked.mkdir(mode=0o700)
+    root = locked / "results"
+    rest = 'user: "1000:1000"\n'
+    path = write(open_tmp / "job.yaml", greet("local", root, rest).replace("echo hi", "'true'"))
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    said = (
+        f"{path}:6:15: $.results_root: the job runs as 1000:1000, who cannot reach {locked} "
+        "(a folder on the way to its results folder)"
+    )
+    for verb in (("validate", "--here"), ("run",)):
+        refused(taospec(*verb, path), said)
+    dry = taospec("run", "-n", path)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.startswith(f"warning: {said}")
+    assert not (state_dir / "jobs").exists()
+    assert list(locked.iterdir()) == []
+    docker = greet("docker", root, rest).replace("busybox:1", engine).replace("echo hi", "'true'")
+    done = taospec("run", write(open_tmp / "job.yaml", docker))
+    assert done.returncode == 0, done.stderr
+    subprocess.run(["docker", "rm", "-f", done.stdout.split()[0]], capture_output=True, check=False)

@@ -80,7 +80,7 @@ def run(
     # The engines of the docker jobs are asked now, answer while the plans render, and are
     # read by the preflight; what nobody read is ended when the block is left.
     with doctor.Engines([] if review else [jobfile.targets[n].job for n in names]) as engines:
-        raise_if_any(_refusals(jobfile, names, sources, review=review, dry_run=dry_run))
+        raise_if_any(_refusals(jobfile, names, sources, review=review, dry_run=dry_run, user=user))
         forced = (jobfile.select(tuple(targets)) if targets else names) if force else []
         decisions = decide(
             jobfile,
@@ -141,6 +141,7 @@ def _refusals(
     *,
     review: bool,
     dry_run: bool,
+    user: str | None = None,
 ) -> list[Problem]:
     """What stops a run before any record opens: a mount source that is not here (dockerd
     would create it empty), a results_root that is a file (it holds no results folder), an
@@ -151,7 +152,7 @@ def _refusals(
     warned: list[Problem] = []
     for name in names:
         job, source = jobfile.targets[name].job, sources[name]
-        (warned if dry_run else found).extend(preflight.on_this_machine(job, source))
+        (warned if dry_run else found).extend(preflight.on_this_machine(job, source, user))
         if not review:
             found += preflight.passed_variables(job, source, os.environ)
         found += preflight.inputs(jobfile.targets[name], source)
