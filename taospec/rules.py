@@ -514,7 +514,7 @@ def _shell_variable_rules(
 def _shell_variable(source: Source, name: Any, passed: bool) -> str | None:
     """Why ``name`` would not reach the job as written: the launching shell sets it itself."""
     shell = _launching_shell(source, passed)
-    if not shell or name not in SHELL_VARIABLES[shell]:
+    if not shell or not isinstance(name, str) or name not in SHELL_VARIABLES[shell]:
         return None
     doing = dict(LAUNCHING_SHELL.values())[shell]
     fix = (
