@@ -970,7 +970,7 @@ DOCKER_OWN_OPTIONS = {
 
 _OWN_LABELS = ("tao-job", "tao-owner")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
-_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file", "--env")
+_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file", "--env", "--ulimit")
 """The long options whose value :func:`_options` takes from the next word when not joined."""
 
 
@@ -1038,6 +1038,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 "--label-file: write each label as --label, where a reviewer sees it (taospec "
                 "labels the container with the job's id and owner)",
             )
+        elif flag == "--ulimit" and (why := ulimit_misread(value)):
+            yield source.problem(where, f"--ulimit {value}: docker run refuses it: {why}")
         elif relative := _relative_host_path(flag, value):
             made = "" if flag == "--env-file" else " (where it is missing, dockerd makes it empty)"
             yield source.problem(
@@ -1123,6 +1125,34 @@ def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
             options.append((f"-{letter}", following, True))
         break
     return options
+
+
+ULIMIT_NAMES = frozenset(
+    {"core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc",
+     "rss", "rtprio", "rttime", "sigpending", "stack"}
+)  # fmt: skip
+"""The limits ``docker run --ulimit`` knows by name."""
+INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def ulimit_misread(value: str) -> str | None:
+    """Why ``docker run --ulimit`` refuses ``value`` as it reads it: ``name=soft[:hard]``, a
+    name it knows, each limit a signed 64-bit integer, the soft one at most the hard one
+    (unless that is -1); None when it takes it."""
+    name, equals, limits = value.partition("=")
+    if not equals:
+        return "write name=soft[:hard], e.g. nofile=65536:65536"
+    if name not in ULIMIT_NAMES:
+        return f"{name!r} is none of the limits it knows ({', '.join(sorted(ULIMIT_NAMES))})"
+    numbers = limits.split(":")
+    if len(numbers) > 2:
+        return "a limit is soft[:hard], two numbers at most"
+    if not all(INT64.fullmatch(n) and -(2**63) <= int(n) < 2**63 for n in numbers):
+        return "each limit is a whole number of 64 bits (-1 for unlimited)"
+    soft, hard = int(numbers[0]), int(numbers[-1])
+    if hard != -1 and soft > hard:
+        return f"the soft limit {soft} is above the hard limit {hard}"
+    return None
 
 
 def _relative_host_path(flag: str, value: str) -> str | None:

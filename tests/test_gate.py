@@ -2049,3 +2049,32 @@ def test_a_results_root_a_local_job_s_user_cannot_reach_is_refused_before_any_re
     done = taospec("run", write(open_tmp / "job.yaml", docker))
     assert done.returncode == 0, done.stderr
     subprocess.run(["docker", "rm", "-f", done.stdout.split()[0]], capture_output=True, check=False)
+
+
+ULIMITS = [
+    # docker run takes these (the kernel may still refuse a limit when the container starts)
+    "core=0", "nofile=1024:2048", "stack=8388608:-1", "nofile=+2048:4096", "memlock=-1",
+    "rtprio=0:0", "nofile=-1:-1",
+    # and its own parser refuses these before anything starts
+    "nofile=abc", "memlock=unlimited", "nofile=1024:512", "foo=1", "as=1", "NOFILE=1",
+    "nofile=1:2:3", "nofile", "nofile=", "nofile=9223372036854775808", "=1", "nofile= 1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("limit", ULIMITS)
+def test_validate_refuses_exactly_the_ulimits_docker_run_refuses(
+    engine: str, taospec: Runner, tmp_path: Path, limit: str
+) -> None:
+    # docker run refused these with exit 125 once the record had opened, and validate passed
+    checked = subprocess.run(
+        ["docker", "run", "--rm", "--ulimit", limit, engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    misread = 'for "--ulimit" flag' in checked.stderr
+    for args in (f"[--ulimit, '{limit}']", f"['--ulimit={limit}']"):
+        path = job(tmp_path, f"docker: {{extra_args: {args}}}\n")
+        done = taospec("validate", path)
+        assert (done.returncode == 2) == misread, (checked.stderr, done.stderr)
+        if misread:
+            said = f": $.docker.extra_args[0]: --ulimit {limit}: docker run refuses it: "
+            assert refused(done, said)[0].startswith(f"{path}:9:2")
