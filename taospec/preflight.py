@@ -437,13 +437,23 @@ _WRITTEN = (
 
 
 def tools(job: Job, source: Source) -> list[Problem]:
-    """The platform's command-line tools that are not on PATH here."""
-    return [
+    """The platform's command-line tools that are not on PATH here, and ``nvidia-smi`` for
+    a job that picks free GPUs of this machine."""
+    found = [
         source.problem(("platform",), f"platform {job.platform} runs {tool}, which is not on "
                        f"PATH here; install it (or run from a machine that has it)")
         for tool in _tools(job)
         if shutil.which(tool) is None
     ]  # fmt: skip
+    if job.gpus_free and not _elsewhere(job) and shutil.which("nvidia-smi") is None:
+        found.append(
+            source.problem(
+                ("gpus",),
+                "gpus: {free: N} asks nvidia-smi which GPUs are free, and nvidia-smi is not "
+                "on PATH here; install the NVIDIA driver, or list the GPU ids",
+            )
+        )
+    return found
 
 
 def _tools(job: Job) -> tuple[str, ...]:

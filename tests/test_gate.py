@@ -2078,3 +2078,16 @@ def test_validate_refuses_exactly_the_ulimits_docker_run_refuses(
         if misread:
             said = f": $.docker.extra_args[0]: --ulimit {limit}: docker run refuses it: "
             assert refused(done, said)[0].startswith(f"{path}:9:2")
+
+
+def test_validate_here_names_nvidia_smi_missing_for_free_gpus(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # gpus: {free: N} asks nvidia-smi which GPUs are free: validate --here passed, then run
+    # stopped at "nvidia-smi: command not found", with no line to fix
+    path = write(tmp_path / "job.yaml", greet("local", tmp_path / "results", "gpus: {free: 1}\n"))
+    bare = {"PATH": str(tmp_path / "no-tools")}
+    assert taospec("validate", path, env=bare).returncode == 0
+    refused(taospec("validate", "--here", path, env=bare),
+            f"{path}:8:7: $.gpus: gpus: {{free: N}} asks nvidia-smi which GPUs are free, and "
+            "nvidia-smi is not on PATH here")  # fmt: skip
