@@ -467,7 +467,14 @@ OWN_VARIABLES = {
 
 
 SHELL_VARIABLES = {
-    "sh": frozenset({"IFS", "OPTIND", "PPID", "PWD"}),
+    "sh": frozenset(
+        {
+            "BASH", "BASHOPTS", "BASHPID", "BASH_ARGV0", "BASH_COMMAND", "BASH_EXECUTION_STRING",
+            "BASH_SUBSHELL", "BASH_VERSINFO", "BASH_VERSION", "EPOCHREALTIME", "EPOCHSECONDS",
+            "HISTCMD", "IFS", "LINENO", "OLDPWD", "OPTERR", "OPTIND", "PPID", "PS1", "PS2",
+            "PS4", "PWD", "RANDOM", "SHELLOPTS", "SHLVL", "SRANDOM",
+        }
+    ),
     "bash": frozenset(
         {
             "BASHOPTS", "BASHPID", "BASH_ALIASES", "BASH_ARGC", "BASH_ARGV", "BASH_CMDS",
@@ -478,9 +485,12 @@ SHELL_VARIABLES = {
         }
     ),
 }  # fmt: skip
-"""The variables a shell keeps for itself, found by handing each name to it: ``sh`` (dash)
-puts back its own IFS, PPID and PWD and stops at an OPTIND that is no number; bash holds
-some read-only (``export UID=5`` ends the script) and gives others its own value or none."""
+"""The variables a shell keeps for itself, found by handing each name to it. ``sh`` is what
+``/bin/sh`` is somewhere, dash (Debian, Ubuntu) or bash (Fedora, RHEL), started as root
+with the name in its environment: dash puts back its own IFS, PPID and PWD and stops at an
+OPTIND that is no number, bash puts back its own of these and more. ``bash`` is the sbatch
+script's, where the name is assigned: it holds some read-only (``export UID=5`` ends the
+script) and gives others its own value or none."""
 
 LAUNCHING_SHELL = {
     "local": ("sh", "starts a local job"),

@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taospec import loader, preflight
+from taospec import loader, preflight, rules
 from taospec.cli import main
 from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
@@ -2091,3 +2092,23 @@ def test_validate_here_names_nvidia_smi_missing_for_free_gpus(
     refused(taospec("validate", "--here", path, env=bare),
             f"{path}:8:7: $.gpus: gpus: {{free: N}} asks nvidia-smi which GPUs are free, and "
             "nvidia-smi is not on PATH here")  # fmt: skip
+
+
+def _keeps(argv: list[str], name: str) -> bool:
+    """Whether the shell ``argv`` starts hands its command ``name`` with a value not 'zz'."""
+    done = subprocess.run(argv, capture_output=True, text=True, cwd="/", check=False)
+    return f"{name}=zz" not in done.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("dash") is None, reason="needs dash, Debian's /bin/sh")
+def test_the_shell_variables_refused_are_those_the_shells_keep() -> None:
+    # a local job starts under sh, which is dash or bash; a Slurm job's script is bash
+    candidates = {*rules.SHELL_VARIABLES["sh"], *rules.SHELL_VARIABLES["bash"], "UID", "EUID",
+                  "SECONDS", "HOME", "LANG", "BASH_ENV", "ENV", "PS3", "MAIL", "A_B"}  # fmt: skip
+    for name in sorted(candidates):
+        started = [["env", f"{name}=zz", shell, "-c", "exec env"] for shell in ("dash", "bash")]
+        started[1][2:3] = ["bash", "--posix"]  # bash as sh
+        sh_keeps = any(_keeps(argv, name) for argv in started)
+        assert sh_keeps == (name in rules.SHELL_VARIABLES["sh"]), name
+        script = f"set -euo pipefail; export {name}=zz; exec env"
+        assert _keeps(["bash", "-c", script], name) == (name in rules.SHELL_VARIABLES["bash"]), name
