@@ -74,11 +74,16 @@ def commit(top: Path, rev: str) -> str:
 
 
 def existing(top: Path, rev: str, paths: list[str]) -> set[str]:
-    """Which of ``paths`` (from the top, ``/`` separators) are files at ``rev``."""
-    found = _git(top, "ls-tree", "--full-tree", "--name-only", rev, "--", *paths)
+    """Which of ``paths`` (from the top, ``/`` separators) are files at ``rev``.
+
+    Names are listed NUL-separated: otherwise git quotes a name holding a
+    non-ASCII byte, a quote or a control character (``"jobs/r\\303\\251sum\\303\\251.yaml"``),
+    and the quoted name matches none of ``paths``.
+    """
+    found = _git(top, "ls-tree", "-z", "--full-tree", "--name-only", rev, "--", *paths)
     if not found.ok:
         raise InvalidInput(f"git ls-tree {rev} failed: {found.output()}")
-    return set(found.stdout.splitlines())
+    return set(filter(None, found.stdout.split("\0")))
 
 
 def show(top: Path, rev: str, path: str) -> str:

@@ -236,6 +236,37 @@ def test_diff_follows_a_file_git_sees_renamed(taospec: Runner, repo: Path):
     assert "jobs/untracked.yaml: train: added\n" in moved.stdout
 
 
+def test_diff_reads_files_and_folders_with_spaces_and_non_ascii_names(taospec: Runner, repo: Path):
+    # git quotes such paths in its listings ("jobs/r\303\251sum\303\251.yaml") unless told not to
+    folder = repo / "jobs" / "équipe 2"
+    folder.mkdir()
+    write(folder / "versions.yaml", VERSIONS)
+    write(folder / "résumé job.yaml", PIPELINE)
+    commit(repo, "non-ascii names")
+    run = in_repo(taospec, repo)
+    done = run("diff", "jobs/équipe 2/résumé job.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == (
+        "jobs/équipe 2/résumé job.yaml: train: unchanged\n"
+        "jobs/équipe 2/résumé job.yaml: evaluate: unchanged\n"
+    )
+    pins = folder / "versions.yaml"
+    pins.write_text(VERSIONS.replace("6.0.0", "6.1.0"))
+    moved = run("diff", "jobs/équipe 2/résumé job.yaml")
+    assert moved.returncode == 1, moved.stderr
+    assert "-    registry.example/tao/trainer:6.0.0 train \\\n" in moved.stdout
+    assert "+    registry.example/tao/trainer:6.1.0 train \\\n" in moved.stdout
+    assert "jobs/équipe 2/résumé job.yaml: evaluate: changed\n" in moved.stdout
+    pins.write_text(VERSIONS)
+    git(repo, "mv", "jobs/équipe 2/résumé job.yaml", "jobs/équipe 2/ünï cödé.yaml")
+    renamed = run("diff", "jobs/équipe 2/ünï cödé.yaml")
+    assert renamed.returncode == 0, renamed.stdout + renamed.stderr
+    assert renamed.stdout.startswith(
+        "jobs/équipe 2/ünï cödé.yaml: renamed from jobs/équipe 2/résumé job.yaml at HEAD\n"
+        "jobs/équipe 2/ünï cödé.yaml: train: unchanged\n"
+    )
+
+
 def test_diff_of_a_renamed_file_names_the_old_path_when_that_side_is_invalid(
     taospec: Runner, repo: Path
 ):
