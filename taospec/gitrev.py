@@ -86,6 +86,20 @@ def existing(top: Path, rev: str, paths: list[str]) -> set[str]:
     return set(filter(None, found.stdout.split("\0")))
 
 
+def files_in(top: Path, rev: str, folder: str) -> list[str]:
+    """The names of the files in ``folder`` (from the top, ``.`` for the top) at ``rev``."""
+    spec = "." if folder == "." else f"{folder}/"
+    found = _git(top, "ls-tree", "-z", "--full-tree", rev, "--", spec)
+    if not found.ok:
+        raise InvalidInput(f"git ls-tree {rev} failed: {found.output()}")
+    out = []
+    for entry in filter(None, found.stdout.split("\0")):  # <mode> <type> <object>\t<path>
+        about, path = entry.split("\t", 1)
+        if about.split()[1] == "blob":
+            out.append(PurePosixPath(path).name)
+    return out
+
+
 def show(top: Path, rev: str, path: str) -> str:
     """The text of ``path`` at ``rev`` (``git show REV:path``)."""
     found = _git(top, "show", f"{rev}:{path}")

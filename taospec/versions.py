@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,18 @@ class Images:
         if self._versions is None:
             self._versions = (find_versions_file(self.spec_file),)
         return image_in(self._versions[0], key, self.spec_file)
+
+
+def job_files_beside(names: Iterable[str]) -> list[str]:
+    """Of the names of the files in a versions.yaml's folder, those of the job files that
+    resolve their images in it (``*.yaml``, ``*.yml``, not hidden), sorted."""
+    return sorted(
+        name
+        for name in names
+        if Path(name).suffix in (".yaml", ".yml")
+        and Path(name).stem != "versions"
+        and not name.startswith(".")
+    )
 
 
 def find_versions_file(start: Path) -> Path | None:

@@ -267,6 +267,60 @@ def test_diff_reads_files_and_folders_with_spaces_and_non_ascii_names(taospec: R
     )
 
 
+SINGLE = """\
+version: 1
+network_arch: hello
+action: greet
+platform: local
+image: {versions_key: images.trainer}
+user: "1000:1000"
+results_root: /tmp/taospec-review-results
+command: echo hello
+"""
+
+
+def test_diff_of_a_versions_file_compares_the_job_files_beside_it(taospec: Runner, repo: Path):
+    # what CI passes when it diffs the files a change touched: a moved pin and nothing else
+    jobs = repo / "jobs"
+    write(jobs / "gone.yml", SINGLE)
+    write(jobs / "configs" / "nested.yaml", PIPELINE)  # not beside it: its own folder
+    commit(repo, "more jobs")
+    (jobs / "gone.yml").unlink()
+    write(jobs / "new.yaml", PIPELINE)
+    (jobs / "versions.yaml").write_text(VERSIONS.replace("6.0.0", "6.1.0"))
+    run = in_repo(taospec, repo)
+    done = run("diff", "jobs/versions.yaml")
+    assert done.returncode == 1, done.stderr
+    headers = [line for line in done.stdout.splitlines() if line.startswith("jobs/")]
+    assert headers == [
+        "jobs/gone.yml: gone: removed",
+        "jobs/new.yaml: train: added",
+        "jobs/new.yaml: evaluate: added",
+        "jobs/pipeline.yaml: train: changed",
+        "jobs/pipeline.yaml: evaluate: changed",
+    ]
+    assert "+    registry.example/tao/trainer:6.1.0 train \\\n" in done.stdout
+    second = commit(repo, "move the pin")
+    data = json.loads(
+        run("diff", "--format", "json", "HEAD~1", second, "jobs/versions.yaml").stdout
+    )
+    conforms(data, "diff")
+    assert [f["file"] for f in data["files"]] == [
+        "jobs/gone.yml",
+        "jobs/new.yaml",
+        "jobs/pipeline.yaml",
+    ]
+    inside = Runner(taospec.env, jobs)("diff", "HEAD~1", "versions.yaml", "pipeline.yaml")
+    assert inside.returncode == 1, inside.stderr
+    assert [line for line in inside.stdout.splitlines() if line[0] not in " +-@"] == [
+        "gone.yml: gone: removed",
+        "new.yaml: train: added",
+        "new.yaml: evaluate: added",
+        "pipeline.yaml: train: changed",
+        "pipeline.yaml: evaluate: changed",
+    ]
+
+
 def test_diff_of_a_renamed_file_names_the_old_path_when_that_side_is_invalid(
     taospec: Runner, repo: Path
 ):

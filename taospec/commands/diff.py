@@ -8,7 +8,8 @@ changed image pin shows as a changed image in every target that uses it; so
 is a skill folder inside the repository (one outside it, such as
 ``$TAO_SKILL_BANK``, is read as it is now for both sides, and a note says so). A
 file git sees renamed since the old revision is compared with its old path,
-read under its new name so that only a change of its commands shows.
+read under its new name so that only a change of its commands shows. A
+versions.yaml named stands for the job files beside it at either side.
 Exit 0 when no plan changed, 1 when one did, 2 when either side is invalid.
 """
 
@@ -19,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from taospec import gitrev, plandiff, preflight
 from taospec.commands.session import shown_data
@@ -31,6 +32,7 @@ from taospec.lint import redacted
 from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
 from taospec.platforms import render
+from taospec.versions import VERSIONS_FILE, job_files_beside
 from taospec.yamlsrc import Source
 
 WORK_TREE = "work tree"
@@ -73,6 +75,29 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
     if not files:
         raise InvalidInput("diff: name at least one job file")
     return revs, files
+
+
+def job_files(files: Sequence[str], old: str, new: str | None) -> list[str]:
+    """``files``, each versions.yaml as the job files beside it at either side (``new`` None:
+    the work tree), each file once, in the order given: a moved pin is compared where it
+    takes effect, as ``validate`` checks it."""
+    out: dict[str, None] = {}
+    for file in files:
+        if Path(file).name != VERSIONS_FILE:
+            out[file] = None
+            continue
+        where = gitrev.locate(file)
+        folder = PurePosixPath(where.path).parent.as_posix()
+        names = set()
+        for rev in (old, new):
+            if rev is not None:
+                names.update(gitrev.files_in(where.top, gitrev.commit(where.top, rev), folder))
+        here = Path(file).parent
+        if new is None and here.is_dir():
+            names.update(path.name for path in here.iterdir() if path.is_file())
+        for name in job_files_beside(names):
+            out[str(here / name)] = None
+    return list(out)
 
 
 def _is_revision(word: str) -> bool:
@@ -165,9 +190,10 @@ def compare(old: dict[str, str], new: dict[str, str], names: tuple[str, str]) ->
 
 def run(args: Sequence[str], *, fmt: str = "text") -> int:
     """Compare every file's plans at the two revisions; exit 1 when any changed."""
-    revs, files = split_args(args)
+    revs, named = split_args(args)
     old_rev = revs[0] if revs else "HEAD"
     new_rev = revs[1] if len(revs) > 1 else None
+    files = job_files(named, old_rev, new_rev)
     results: list[tuple[str, str | None, list[str], list[TargetDiff]]] = []
     try:
         for file in files:
@@ -190,7 +216,7 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
             new = _side(where, new_rev, notes)
             if not old and not new:
                 # split_args read a first word that is neither as a file: say both.
-                meant = not revs and len(files) > 1 and file == files[0]
+                meant = not revs and len(named) > 1 and file == named[0]
                 nor = ", nor a revision git knows" if meant else ""
                 raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}{nor}")
             results.append((file, source, notes, compare(old, new, names)))

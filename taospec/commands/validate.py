@@ -22,7 +22,7 @@ from taospec.diagnostics import Problem, SpecError, raise_if_any
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
-from taospec.versions import VERSIONS_FILE
+from taospec.versions import VERSIONS_FILE, job_files_beside
 from taospec.yamlsrc import STDIN
 
 SHARE = 16
@@ -84,10 +84,11 @@ def job_files(files: Sequence[str]) -> list[str]:
             out[file] = None
             continue
         folder = Path(file).parent
-        beside = [*folder.glob("*.yaml"), *folder.glob("*.yml")]
-        for path in sorted(beside):
-            if path.is_file() and path.stem != "versions":
-                out[str(path)] = None
+        names = (
+            [path.name for path in folder.iterdir() if path.is_file()] if folder.is_dir() else []
+        )
+        for name in job_files_beside(names):
+            out[str(folder / name)] = None
     return list(out)
 
 
