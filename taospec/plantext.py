@@ -257,6 +257,8 @@ def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
     out = ["# The record comes first: it mints the id the container is named after."]
     out.append(f'JOB_ID="${{JOB_ID:-$({words(open_argv)})}}"')
     out.append("export JOB_ID")
+    out.append("# A step that fails before the launch ends the record ERROR, as run records it.")
+    out.append(f"trap {word(STOPPED)} EXIT")
     _steps(plan, out)
     for need, value in (upstream or {}).items():
         name = STAND_IN.sub(r"\1", value)
@@ -265,6 +267,12 @@ def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
             head += [f"# {comment(why)}", f': "${{{name}:?{UNSET}}}"', ""]
     return "\n".join([*head, *out]) + "\n"
 
+
+STOPPED = (
+    'taospec record mark "$JOB_ID" --state ERROR '
+    '--message "the script stopped (exit $?) before the job launched"'
+)
+"""What a script runs when it stops between its record's open and its launch."""
 
 UNSET = "set it to the results directory of the upstream job"
 """What a script says, and stops, when a stand-in for an upstream's results is unset."""
@@ -292,6 +300,7 @@ def _steps(plan: Plan, out: list[str]) -> None:
         else:
             out.append(line)
     out.append("")
+    out.append("trap - EXIT")
     out.append('taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"')
     for step in plan.teardown:
         out += [

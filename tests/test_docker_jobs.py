@@ -101,6 +101,37 @@ def test_success_is_complete_and_results_belong_to_the_job_user(
     assert rec["backend_ref"] == docker("inspect", "--format", "{{.Id}}", job_id).stdout.strip()
 
 
+def test_the_rendered_script_records_a_failed_pull_as_run_does(
+    taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the script opened a record, its pull failed under set -e, and the record stayed
+    # PENDING for ever; run records the same failure ERROR
+    spec = job_file(open_tmp, "127.0.0.1:9/taospec-none:1", "true")
+    ran = taospec("run", spec)
+    assert ran.returncode == 1, ran.stderr
+    by_run = record(state_dir, ran.stderr.split(": opened record")[0].split()[-1])
+    assert by_run["terminal_state"] == "ERROR"
+    script = taospec("render", "--format", "sh", spec)
+    assert script.returncode == 0, script.stderr
+    bin_dir = str(Path(taospec_command()[0]).parent)
+    env = {**taospec.env, "PATH": f"{bin_dir}:{taospec.env['PATH']}"}
+    done = subprocess.run(["bash", "-c", script.stdout], env=env, cwd=open_tmp,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    (by_script,) = (
+        json.loads(path.read_text())
+        for path in (state_dir / "jobs").glob("*.json")
+        if path.stem != by_run["id"]
+    )
+    assert by_script["terminal_state"] == "ERROR", by_script["transitions"]
+    assert by_script["transitions"][-1]["message"] == (
+        "the script stopped (exit 1) before the job launched"
+    )
+    assert "backend_ref" not in by_script or by_script["backend_ref"] is None
+    listed = taospec("ls")
+    assert f"{by_script['id']}  ERROR" in listed.stdout, listed.stdout
+
+
 def test_exit_3_is_an_error_with_the_code_and_the_log_tail(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

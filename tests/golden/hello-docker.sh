@@ -9,6 +9,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image taospec-test/busybox:1 --network-arch hello --action greet --storage-tier A --results-root /tmp/taospec-results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -52,4 +54,5 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     taospec-test/busybox:1 sh \
     -c 'echo "hello from '"$JOB_ID"'" | tee /results/hello.txt && cat /results/stage/spec.yaml')
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

@@ -9,6 +9,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform local --image taospec-test/busybox:1 --network-arch hello --action greet --storage-tier A --results-root /tmp/taospec-results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 \
@@ -52,4 +54,5 @@ TAOSPEC_EOF
     -c 'echo "hello from '"$JOB_ID"'" | tee /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml) >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
 backend_ref="pid:$!"
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

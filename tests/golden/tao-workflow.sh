@@ -9,6 +9,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action dataset_convert --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -58,6 +60,7 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 #!/usr/bin/env bash
@@ -71,6 +74,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -126,6 +131,7 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 #!/usr/bin/env bash
@@ -139,6 +145,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -194,6 +202,7 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 #!/usr/bin/env bash
@@ -207,6 +216,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action evaluate --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -257,6 +268,7 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 #!/usr/bin/env bash
@@ -270,6 +282,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action evaluate --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -320,6 +334,7 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 #!/usr/bin/env bash
@@ -333,6 +348,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action export --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -383,4 +400,5 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

@@ -14,6 +14,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform brev --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier C --results-root /home/ubuntu/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # probe: wait until the instance answers a two-word command (a fresh one says RUNNING before its sshd is up); up to 120 tries
 attempt=1; until brev exec tao-a100 'echo ok' </dev/null | grep -q ^ok; do [ "$attempt" -lt 120 ] || { echo "probe: no success after 120 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
@@ -97,6 +99,7 @@ then echo TAOSPEC_LAUNCH=started
 else printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
 backend_ref=tao-a100/"$JOB_ID"
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 # after the job ends, delete: delete the ephemeral instance tao-a100: stops its billing and erases its disk (an instance already deleted counts as done)

@@ -10,6 +10,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /data/results)}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # paths-check: check on ssh://ubuntu@gpu-box.example.com:2222 that results_root and every mount source exist there
 ssh -o BatchMode=yes \
@@ -83,4 +85,5 @@ backend_ref=$(DOCKER_HOST=ssh://ubuntu@gpu-box.example.com:2222 docker \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"

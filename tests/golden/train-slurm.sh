@@ -12,6 +12,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform slurm --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /lustre/tao/results --upload-exclude '*.tmp')}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 ssh -o BatchMode=yes \
@@ -112,6 +114,7 @@ backend_ref=$(ssh -o BatchMode=yes \
     -- alice@login.cluster.example \
     'sbatch --parsable /lustre/tao/results/'"$JOB_ID"/taospec.sbatch)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 
 # after the job ends, remove-env-file: delete the passed variables' file, in case the job ended before its script read it

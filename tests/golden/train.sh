@@ -9,6 +9,8 @@ set -euo pipefail
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform docker --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /data/results --upload-exclude '*.tmp')}"
 export JOB_ID
+# A step that fails before the launch ends the record ERROR, as run records it.
+trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
 
 # prepare: create the results directory, its stage and the job's HOME and caches
 install -d -m 0755 -o 1000 -g 1000 \
@@ -66,4 +68,5 @@ backend_ref=$(docker run -d --name "$JOB_ID" \
     -e /results/stage/spec.yaml \
     results_dir=/results)
 
+trap - EXIT
 taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
