@@ -104,16 +104,15 @@ def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
 
 
 def _no_versions(key: str, spec_file: Path) -> str:
-    piped = not Path(spec_file).is_file()
+    if not Path(spec_file).is_file():
+        return (
+            f"image key {key!r} needs a versions.yaml, and a job file read from a pipe has no "
+            "directory to search for one: validate and render take --versions FILE, other "
+            "verbs need the job file itself"
+        )
     return (
         f"image key {key!r} needs a versions.yaml next to {spec_file} or in a parent "
         "directory, and there is none"
-        + (
-            "; a job file read from a pipe has no directory to search: validate and render "
-            "take --versions FILE, other verbs need the job file itself"
-            if piped
-            else ""
-        )
     )
 
 

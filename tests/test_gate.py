@@ -1716,7 +1716,9 @@ def test_job_files_from_pipes_are_read_once(taospec: Runner, tmp_path: Path) -> 
     assert via_dev.returncode == 0, via_dev.stderr
     lost = taospec("validate", "-", input=text)  # a pipe has no folder: nothing is searched
     refused(lost, "<stdin>:8:23: $.image.versions_key: image key 'images.test.busybox' needs a "
-            "versions.yaml", "validate and render take --versions FILE")  # fmt: skip
+            "versions.yaml, and a job file read from a pipe has no directory to search for "
+            "one: validate and render take --versions FILE")  # fmt: skip
+    assert "next to" not in lost.stderr, lost.stderr  # a pipe is next to nothing
     command = " ".join(taospec_command())
     substituted = subprocess.run(
         ["bash", "-c", f"{command} validate --versions {versions} <(cat {JOBS}/hello-docker.yaml)"],
