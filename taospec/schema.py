@@ -158,10 +158,16 @@ def _most_specific(error: ValidationError) -> ValidationError:
     """For oneOf/anyOf, the error of the branch meant for the value's type.
 
     A value whose type fits no branch is reported against the oneOf itself,
-    whose description says what is accepted.
+    whose description says what is accepted. An error below the value (a list's
+    item, a mapping's key) is the branch's that took the value's type.
     """
     while error.validator in ("oneOf", "anyOf") and error.context:
-        typed = [e for e in error.context if e.validator not in {"type", "const"}]
+        depth = len(error.absolute_path)
+        typed = [
+            e
+            for e in error.context
+            if e.validator not in {"type", "const"} or len(e.absolute_path) > depth
+        ]
         if not typed:
             return error
         error = max(typed, key=lambda e: len(e.absolute_path))

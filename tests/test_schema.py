@@ -231,3 +231,31 @@ def test_digests_are_read_as_docker_reads_them(engine: str, digest: str) -> None
     assert accepted or "is not a valid repository/tag" in tagged.stderr, tagged.stderr
     assert schema.is_image_ref(f"busybox@{digest}") == accepted
     assert schema.is_image_ref(f"nvcr.io/nvidia/tao:5@{digest}") == accepted
+
+
+@pytest.mark.parametrize(
+    ("line", "where", "message"),
+    [
+        ("command: [echo, 1]", ("command", 1), "1 is not a string"),
+        ("command: [echo, [x]]", ("command", 1), "['x'] is not a string"),
+        ("command: []", ("command",), "must list at least one item"),
+        ("notify: [echo, null]", ("notify", 1), "None is not a string"),
+    ],
+)
+def test_a_list_refused_for_one_item_is_refused_at_that_item(
+    tmp_path: Path, line: str, where: tuple[object, ...], message: str
+) -> None:
+    # a list whose one item was no text was refused at the list, as if a list were not
+    # allowed there: "$.command: ['echo', 1] is not valid here"
+    from taospec.diagnostics import SpecError
+    from taospec.loader import load_jobfile
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\n"
+        f"image: busybox:1\nresults_root: /r\n{line}\n"
+        + ("" if line.startswith("command") else "command: echo hi\n")
+    )
+    with pytest.raises(SpecError) as raised:
+        load_jobfile(str(job))
+    assert [(p.path, p.message) for p in raised.value.problems] == [(where, message)]
