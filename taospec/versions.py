@@ -118,7 +118,7 @@ def _no_versions(key: str, spec_file: Path) -> str:
 
 def image_in_text(text: str, versions: str, key: str) -> str:
     """The image URI that ``key`` names in ``text``, the versions file shown as ``versions``."""
-    node: Any = parse_shared(text, versions).data
+    node: Any = parse_shared(text, versions, f"a {VERSIONS_FILE}").data
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             raise LookupError(f"{versions} has no key {key!r}")

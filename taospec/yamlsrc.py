@@ -206,15 +206,16 @@ def _read_bounded(path: Path) -> bytes:
         return raw + handle.read(MAX_BYTES + 1 - want)  # a pipe has no length; or it grew
 
 
-def parse(text: str, display: str) -> Source:
-    """Parse one YAML document into a :class:`Source`."""
+def parse(text: str, display: str, kind: str = "a job file") -> Source:
+    """Parse one YAML document into a :class:`Source`; a document that is no mapping is
+    refused as not ``kind`` (what the file is read as)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         root = loader.get_single_node()
         if root is None:
-            raise SpecError.single(display, "is empty; a job file is a mapping of keys")
+            raise SpecError.single(display, f"is empty; {kind} is a mapping of keys")
         _check_tree(root, display, text)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
@@ -224,19 +225,19 @@ def parse(text: str, display: str) -> Source:
     finally:
         loader.dispose()
     if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
-        raise SpecError.single(display, f"holds {kind}; a job file is a mapping of keys")
+        held = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
+        raise SpecError.single(display, f"holds {held}; {kind} is a mapping of keys")
     return Source(display, data, root)
 
 
 @lru_cache(maxsize=32)
-def parse_shared(text: str, display: str) -> Source:
+def parse_shared(text: str, display: str, kind: str = "a job file") -> Source:
     """:func:`parse`, once per text: for files that are looked up, never changed (versions.yaml).
 
     Every job file in a folder resolves its image in the same versions.yaml;
     parsing it once serves them all. Callers must not modify the data.
     """
-    return parse(text, display)
+    return parse(text, display, kind)
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, display: str, text: str = "") -> SpecError:

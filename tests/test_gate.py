@@ -2114,3 +2114,24 @@ def test_the_shell_variables_refused_are_those_the_shells_keep() -> None:
         assert sh_keeps == (name in rules.SHELL_VARIABLES["sh"]), name
         script = f"set -euo pipefail; export {name}=zz; exec env"
         assert _keeps(["bash", "-c", script], name) == (name in rules.SHELL_VARIABLES["bash"]), name
+
+
+@pytest.mark.parametrize(
+    ("versions", "said"),
+    [
+        ("# nothing yet\n", "is empty; a versions.yaml is a mapping of keys"),
+        ("- nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt\n", "holds a list; a versions.yaml is a"),
+        ("nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt\n", "holds a single str value; a versions"),
+    ],
+)
+def test_a_versions_yaml_of_the_wrong_shape_is_named_as_one(
+    taospec: Runner, tmp_path: Path, state_dir: Path, versions: str, said: str
+) -> None:
+    # it was refused as "a job file is a mapping of keys", which sent the reader to the job file
+    text = (JOBS / "hello-docker.yaml").read_text()
+    path = write(tmp_path / "hello.yaml", text)
+    write(tmp_path / "versions.yaml", versions)
+    for verb in ("validate", "render", "run"):
+        lines = refused(taospec(verb, path), f"{tmp_path / 'versions.yaml'}:1:1: $: {said}")
+        assert not any("job file" in line for line in lines), lines
+    assert list(state_dir.iterdir()) == []
