@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from taospec import braces, lint, placeholders, schema, yamlsrc
+from taospec import braces, dockerargs, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import DOCKER_SIZE, MISSING, SPEC_FILE, docker_size, results_seen_at
 from taospec.jobids import id_like
@@ -980,8 +980,6 @@ DOCKER_OWN_OPTIONS = {
 
 _OWN_LABELS = ("tao-job", "tao-owner")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
-_VALUED = (*_MOUNT_OPTIONS, "--label", "--env-file", "--env", "--ulimit")
-"""The long options whose value :func:`_options` takes from the next word when not joined."""
 
 
 def _foreign_blocks(source: Source, platform: Any) -> Iterator[Problem]:
@@ -1033,6 +1031,9 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
         where = ("docker", "extra_args", index)
         if flag in DOCKER_OWN_OPTIONS:
             yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+        elif why := dockerargs.misread(flag, value):
+            shown = f"{flag}={value}" if flag in dockerargs.SWITCHES else f"{flag} {value}"
+            yield source.problem(where, f"{shown.rstrip()}: docker run refuses it: {why}")
         elif flag in ("-d", "--detach", "-a", "--attach"):
             yield from _attachment(source, where, flag, value)
         elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
@@ -1109,13 +1110,13 @@ def docker_options(words: Sequence[str]) -> Iterator[tuple[int, str, str]]:
 def _options(word: str, following: str | None) -> list[tuple[str, str, bool]]:
     """The options ``word`` gives ``docker run``, each with its value and whether that value
     is the ``following`` word, read as docker reads them: ``--flag=value``, ``--flag value``
-    (for the long options in :data:`_VALUED`), and letters run together, each of
+    (for the long options in :data:`dockerargs.VALUED`), and letters run together, each of
     :data:`DOCKER_SHORT_FLAGS` alone (or with ``=value``, ``-d=false``) and the first other
     letter with the rest of the word (or the next word) as its value, so that ``-tu0`` is
     ``-t -u 0``."""
     if word.startswith("--"):
         flag, equals, attached = word.partition("=")
-        if equals or following is None or flag not in _VALUED:
+        if equals or following is None or flag not in dockerargs.VALUED:
             return [(flag, attached, False)]
         return [(flag, following, True)]
     options = []

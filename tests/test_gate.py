@@ -2135,3 +2135,58 @@ def test_a_versions_yaml_of_the_wrong_shape_is_named_as_one(
         lines = refused(taospec(verb, path), f"{tmp_path / 'versions.yaml'}:1:1: $: {said}")
         assert not any("job file" in line for line in lines), lines
     assert list(state_dir.iterdir()) == []
+
+
+DOCKER_VALUES = [
+    # docker run takes these
+    ("--cpus", "1.5"), ("--cpus", "1/2"), ("--cpus", "1e-1"), ("--cpus", ".5"), ("--cpus", "0"),
+    ("--cpus", "+1"), ("--cpus", "0x1p-1"), ("--cpus", "0.01"), ("--memory", "64m"),
+    ("--memory", "1e3m"), ("--memory", "64 m"), ("--memory", "0"), ("-m", "6m"),
+    ("--memory", "64MiB"), ("--memory", "1_000_000_000b"), ("--memory-reservation", "64m"),
+    ("--memory-swap", "-1"), ("--pids-limit", "-1"), ("--pids-limit", "0x10"),
+    ("--pids-limit", "010"), ("--pids-limit", "1_0"), ("--pids-limit", "+5"),
+    ("--stop-timeout", "10"), ("--oom-score-adj", "500"), ("--memory-swappiness", "-1"),
+    ("--memory-swappiness", "100"), ("--blkio-weight", "500"), ("-c", "512"),
+    ("--health-interval", "1h30m"), ("--health-interval", "1.5s"), ("--health-timeout", "0"),
+    ("--health-interval", "1ms"), ("--health-retries", "3"), ("--read-only", "T"),
+    ("--init", "1"), ("--privileged", "False"), ("--workdir", "/x"), ("-w", "/"),
+    ("--cpu-period", "100000"), ("--cpu-quota", "-1"),
+    # the docker CLI's parser refuses these
+    ("--cpus", "abc"), ("--cpus", "0.0000000001"), ("--cpus", "1/0"), ("--cpus", "1/-2"),
+    ("--memory", "1x"), ("--memory", "-1"), ("--memory", "1gi"), ("--memory", "1.5.2g"),
+    ("--memory", "16EiB"), ("--memory-swap", "1x"), ("--pids-limit", "x"),
+    ("--pids-limit", "08"), ("--pids-limit", "1__0"), ("--pids-limit", "9223372036854775808"),
+    ("--stop-timeout", "1.5"), ("--oom-score-adj", "x"), ("--blkio-weight", "70000"),
+    ("--blkio-weight", "-1"), ("-c", "x"), ("--health-interval", "5"),
+    ("--health-interval", "5d"), ("--health-interval", "-5s"), ("--health-retries", "-1"),
+    ("--memory-swappiness", "101"), ("--memory-swappiness", "-2"), ("--read-only", "maybe"),
+    ("--init", "yes"), ("--io-maxiops", "x"), ("--io-maxbandwidth", "x"),
+    ("--kernel-memory", "x"), ("-d", "maybe"),
+    # and the engine refuses these on any machine
+    ("--workdir", "rel"), ("--workdir", "./x"), ("-w", "~"), ("--memory", "4m"),
+    ("--memory-reservation", "1k"), ("--oom-score-adj", "2000"), ("--cpus", "-1"),
+    ("--cpus", "0.001"), ("--health-timeout", "500us"), ("--health-interval", "5\u00b5s"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flag", "value"), DOCKER_VALUES)
+def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
+    engine: str, taospec: Runner, tmp_path: Path, flag: str, value: str
+) -> None:
+    # each passed validate and ended in exit 125 once the record had opened
+    joined = f"{flag}={value}"
+    checked = subprocess.run(
+        ["docker", "run", "--rm", "--health-cmd=true", joined, engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert checked.returncode in (0, 125), checked.stderr
+    switch = flag in ("--read-only", "--init", "--privileged", "-d")
+    forms = [[joined]] if switch else [[joined], [flag, value]]
+    for args in forms:
+        path = job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n")
+        done = taospec("validate", path)
+        assert (done.returncode == 2) == (checked.returncode == 125), (checked.stderr, done.stderr)
+        if checked.returncode == 125:
+            shown = joined if switch else f"{flag} {value}"
+            said = f": $.docker.extra_args[0]: {shown}: docker run refuses it: "
+            assert refused(done, said)[0].startswith(f"{path}:9:")

@@ -1,0 +1,261 @@
+"""How ``docker run`` reads the values of its typed options, for ``docker.extra_args``.
+
+The docker CLI parses each option's value before it asks the engine for anything: a whole
+number as Go's ``strconv.ParseInt(value, 0, 64)`` reads it (``0x10``, ``010`` in octal,
+``1_000``), a switch as ``strconv.ParseBool``, a duration as ``time.ParseDuration``, a size
+as go-units' ``RAMInBytes`` (``64m``, ``1.5GiB``, ``64 m``, ``1e3m``) and ``--cpus`` as a
+``big.Rat`` (``1.5``, ``1/2``). A value it cannot read ends ``docker run`` with exit 125, and
+so does one the engine refuses whatever the machine: a working folder that is not absolute,
+a memory limit under 6 MiB, an OOM score past +-1000, a health check interval under 1 ms.
+:func:`misread` says why for each such value, so that ``validate`` refuses it at its item
+instead of the job ending ERROR once its record is open. What depends on the machine (more
+CPUs than it has, a kernel without a cgroup controller) is left to the launch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+
+Reader = Callable[[str], "str | None"]
+"""Why docker refuses a value of one option, or None when it takes it."""
+
+INT64_END = 2**63
+"""Docker keeps each number, and a size's count of bytes, in a signed 64-bit integer."""
+
+_GO_INT = re.compile(
+    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])*"
+    r"|[1-9](?:_?[0-9])*)"
+)
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_GO_FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?[0-9]+)?")
+_GO_HEX_FLOAT = re.compile(
+    r"[+-]?0[xX](?:[0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+"
+)
+_RAT_FLOAT = re.compile(
+    rf"(?P<mantissa>[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS}))"
+    r"(?:(?P<base>[eEpP])(?P<exponent>[+-]?[0-9]{1,5}))?"
+)
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_NANOSECONDS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6,
+                "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}  # fmt: skip
+_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
+_GO_BOOLS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false",
+                       "False"})  # fmt: skip
+MIN_MEMORY = 6 * 1024**2
+"""The engine refuses a memory limit or reservation under 6 MiB (other than 0, no limit)."""
+
+
+def go_int(text: str, *, signed: bool = True, bits: int | None = 64) -> int | None:
+    """The whole number Go's ``strconv.ParseInt(text, 0, bits)`` reads (``ParseUint`` when
+    not ``signed``; ``math/big``'s base-0 reading when ``bits`` is None), or None."""
+    if not _GO_INT.fullmatch(text) or (not signed and text[0] in "+-"):
+        return None
+    digits = text.replace("_", "").lstrip("+-")
+    octal = len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()
+    value = int(digits, 8 if octal else 0) * (-1 if text[0] == "-" else 1)
+    if bits is None:
+        return value
+    low, end = (-(2 ** (bits - 1)), 2 ** (bits - 1)) if signed else (0, 2**bits)
+    return value if low <= value < end else None
+
+
+def go_float(text: str) -> float | None:
+    """The finite number Go's ``strconv.ParseFloat(text, 64)`` reads, or None."""
+    if _GO_FLOAT.fullmatch(text):
+        value = float(text.replace("_", ""))
+    elif _GO_HEX_FLOAT.fullmatch(text):
+        value = float.fromhex(text)
+    else:
+        return None  # inf and nan are numbers to Go too, but no size or count
+    return value if abs(value) != float("inf") else None
+
+
+def size_bytes(text: str) -> int | None:
+    """The bytes go-units' ``RAMInBytes`` reads in ``text`` (a number, an optional blank,
+    then ``b`` or a unit of 1024 ``k``..``p`` with an optional ``b`` or ``ib``), or None."""
+    cut = max(text.rfind(c) for c in "0123456789. ")
+    if cut < 0:
+        return None
+    number, unit = text[: cut + (text[cut] != " ")], text[cut + 1 :].lower()
+    size = go_float(number)
+    if size is None or size < 0 or len(unit) > 3:
+        return None
+    if unit[:1] == "b" and unit != "b":
+        return None
+    if unit and unit != "b":
+        if unit[0] not in _SIZE_UNITS or unit[1:] not in ("", "b", "ib"):
+            return None
+        size *= _SIZE_UNITS[unit[0]]
+    return int(size) if size < INT64_END else None
+
+
+def duration_ns(text: str) -> Fraction | None:
+    """The nanoseconds Go's ``time.ParseDuration`` reads in ``text`` (``1h30m``, ``1.5s``,
+    ``0``), or None."""
+    rest = text[1:] if text[:1] in ("+", "-") else text
+    if rest == "0":
+        return Fraction(0)
+    if not rest:
+        return None
+    total, at = Fraction(0), 0
+    while at < len(rest):
+        part = _DURATION_PART.match(rest, at)
+        if part is None or part[1].strip(".") == "":
+            return None
+        total, at = total + Fraction(part[1]) * _NANOSECONDS[part[2]], part.end()
+    if total >= INT64_END:
+        return None
+    return -total if text[0] == "-" else total
+
+
+def rational(text: str) -> Fraction | None:
+    """The number Go's ``big.Rat.SetString`` reads in ``text``: a fraction of whole numbers
+    (``1/2``), a decimal with an ``e`` (or binary ``p``) exponent, a whole number with a base
+    prefix (``0x10``) or a hex float (``0x1p-1``); None otherwise (a binary or octal
+    mantissa with a point, which docker would read too)."""
+    if "/" in text:
+        above, _, below = text.partition("/")
+        numerator, denominator = go_int(above, bits=None), go_int(below, signed=False, bits=None)
+        if numerator is None or not denominator:
+            return None
+        return Fraction(numerator, denominator)
+    if text.lstrip("+-")[:2].lower() in ("0x", "0b", "0o"):
+        whole = go_int(text, bits=None)
+        if whole is None and _GO_HEX_FLOAT.fullmatch(text):
+            return Fraction(float.fromhex(text))
+        return None if whole is None else Fraction(whole)
+    found = _RAT_FLOAT.fullmatch(text)
+    if found is None:
+        return None
+    value = Fraction(found["mantissa"].replace("_", ""))
+    if found["base"]:
+        base = 2 if found["base"] in "pP" else 10
+        value *= Fraction(base) ** int(found["exponent"])
+    return value
+
+
+def _whole(low: int | None = None, high: int | None = None, *, unsigned: int = 0) -> Reader:
+    """A whole number of 64 bits (of ``unsigned`` bits, none negative), from ``low`` to
+    ``high`` where the engine or the CLI bounds it."""
+
+    def read(value: str) -> str | None:
+        number = go_int(value, signed=not unsigned, bits=unsigned or 64)
+        if number is None and unsigned:
+            return f"it takes a whole number from 0 to {2**unsigned - 1}"
+        if number is None:
+            return "it takes a whole number (64 bits), such as 100, -1 or 0x10"
+        if (low is not None and number < low) or (high is not None and number > high):
+            return f"it takes {low} to {high}" if high is not None else f"it takes {low} or more"
+        return None
+
+    return read
+
+
+def _swappiness(value: str) -> str | None:
+    number = go_int(value)
+    if number is None or (number != -1 and not 0 <= number <= 100):
+        return "it takes 0 to 100 (or -1 for the engine's default)"
+    return None
+
+
+def _switch(value: str) -> str | None:
+    if value and value not in _GO_BOOLS:
+        return "a switch takes =true or =false (1, t, T, TRUE, True and their false forms)"
+    return None
+
+
+def _memory(least: int) -> Reader:
+    def read(value: str) -> str | None:
+        size = size_bytes(value)
+        if size is None:
+            return "it takes a size such as 512m or 16g (b, k, m, g, t, p; kb or kib alike)"
+        if 0 < size < least:
+            return f"the engine allows no less than {least // 1024**2}m (0 for no limit)"
+        return None
+
+    return read
+
+
+def _swap(value: str) -> str | None:
+    return None if value == "-1" else _memory(0)(value)
+
+
+def _duration(value: str) -> str | None:
+    span = duration_ns(value)
+    if span is None:
+        return "it takes a duration with its unit, such as 30s, 1m30s or 500ms"
+    if span < 0 or 0 < span < 10**6:
+        return "the engine takes 0 or at least 1ms, never less"
+    return None
+
+
+def _cpus(value: str) -> str | None:
+    cpus = rational(value)
+    if cpus is None:
+        return "it takes a number of CPUs such as 1.5 or 1/2"
+    nano = cpus * 10**9
+    if nano.denominator != 1:
+        return "it counts in billionths of a CPU, no finer"
+    if cpus < 0 or 0 < cpus < Fraction(1, 100) or nano >= INT64_END:
+        return "it takes 0 (no limit) or from 0.01 up to the CPUs of the host"
+    return None
+
+
+def _workdir(value: str) -> str | None:
+    if value and not value.startswith("/"):
+        return "the working folder inside the container is an absolute path, e.g. /workspace"
+    return None
+
+
+READERS: dict[str, Reader] = {
+    **dict.fromkeys(("--cpu-count", "--cpu-percent", "--cpu-period", "--cpu-quota",
+                     "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "-c",
+                     "--pids-limit", "--stop-timeout"), _whole()),
+    "--health-retries": _whole(0),
+    "--oom-score-adj": _whole(-1000, 1000),
+    "--blkio-weight": _whole(unsigned=16),
+    "--io-maxiops": _whole(unsigned=64),
+    "--memory-swappiness": _swappiness,
+    **dict.fromkeys(("--detach", "-d", "--init", "--interactive", "-i", "--no-healthcheck",
+                     "--oom-kill-disable", "--privileged", "--publish-all", "-P", "--quiet",
+                     "-q", "--read-only", "--sig-proxy", "--tty", "-t", "--use-api-socket"),
+                    _switch),
+    **dict.fromkeys(("--memory", "-m", "--memory-reservation"), _memory(MIN_MEMORY)),
+    **dict.fromkeys(("--kernel-memory", "--io-maxbandwidth"), _memory(0)),
+    "--memory-swap": _swap,
+    **dict.fromkeys(("--health-interval", "--health-timeout", "--health-start-period",
+                     "--health-start-interval"), _duration),
+    "--cpus": _cpus,
+    **dict.fromkeys(("--workdir", "-w"), _workdir),
+}  # fmt: skip
+"""What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
+
+SWITCHES = frozenset(flag for flag, read in READERS.items() if read is _switch)
+"""The options that take no value, or one joined with ``=`` (``--init=false``)."""
+
+VALUED = frozenset(
+    {"--add-host", "--annotation", "--attach", "--blkio-weight-device", "--cap-add",
+     "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "--cpuset-cpus",
+     "--cpuset-mems", "--detach-keys", "--device", "--device-cgroup-rule", "--device-read-bps",
+     "--device-read-iops", "--device-write-bps", "--device-write-iops", "--dns", "--dns-opt",
+     "--dns-option", "--dns-search", "--domainname", "--entrypoint", "--env", "--env-file",
+     "--expose", "--gpus", "--group-add", "--health-cmd", "--hostname", "--ip", "--ip6",
+     "--ipc", "--isolation", "--label", "--label-file", "--link", "--link-local-ip",
+     "--log-driver", "--log-opt", "--mac-address", "--mount", "--name", "--net", "--net-alias",
+     "--network", "--network-alias", "--pid", "--platform", "--publish", "--pull", "--restart",
+     "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--storage-opt", "--sysctl",
+     "--tmpfs", "--ulimit", "--user", "--userns", "--uts", "--volume", "--volume-driver",
+     "--volumes-from",
+     *(flag for flag in READERS if flag not in SWITCHES and flag.startswith("--"))}
+)  # fmt: skip
+"""The long options of ``docker run`` that take a value, from the next word when it is not
+joined to them with ``=``."""
+
+
+def misread(flag: str, value: str) -> str | None:
+    """Why ``docker run`` refuses ``value`` for ``flag`` whatever the machine, or None when
+    it takes it (or ``flag`` is none of :data:`READERS`)."""
+    read = READERS.get(flag)
+    return read(value) if read is not None else None
