@@ -1414,6 +1414,8 @@ def _passed_as_literal(name: str, value: str, fill: Callable[[str], str]) -> boo
 
 def _image_rules(source: Source, images: Images) -> Iterator[Problem]:
     image = source.data.get("image")
+    if isinstance(image, str) and (why := schema.image_name_too_long(image)):
+        yield source.problem(("image",), why)
     if isinstance(image, dict) and isinstance(image.get("versions_key"), str):
         try:
             resolved = images.resolve(image["versions_key"])

@@ -107,10 +107,44 @@ def _check(definition: str | None) -> schemacheck.Check | None:
 
 
 def is_image_ref(text: str) -> bool:
-    """Whether ``text`` is an image reference Docker accepts (the schema's ``image_ref``)."""
+    """Whether ``text`` is an image reference Docker accepts (the schema's ``image_ref``, its
+    repository name no longer than the engine takes)."""
     node = schema()["$defs"]["image_ref"]
-    return len(text) <= node["maxLength"] and bool(
-        schemacheck.pattern_search(node["pattern"])(text)
+    return (
+        len(text) <= node["maxLength"]
+        and bool(schemacheck.pattern_search(node["pattern"])(text))
+        and image_name_too_long(text) is None
+    )
+
+
+IMAGE_NAME_MAX = 255
+"""The longest repository name the engine takes, its registry included."""
+_DOCKER_HUB = ("docker.io", "index.docker.io")
+
+
+def image_name_too_long(ref: str) -> str | None:
+    """Why the engine refuses the repository name of the image reference ``ref`` as too long,
+    or None. It reads the name without tag and digest, ``docker.io/`` before a name whose
+    first part names no registry (no ``.`` or ``:``, not ``localhost``), and ``library/``
+    before a Docker Hub name of one part: ``busybox`` is ``docker.io/library/busybox``."""
+    name = ref.partition("@")[0]
+    if name.rfind(":") > name.rfind("/"):
+        name = name[: name.rfind(":")]
+    first, slash, rest = name.partition("/")
+    if not slash:
+        full = f"docker.io/library/{name}"
+    elif first in _DOCKER_HUB:
+        full = f"docker.io/{'' if '/' in rest else 'library/'}{rest}"
+    elif "." in first or ":" in first or first == "localhost":
+        full = name
+    else:
+        full = f"docker.io/{name}"
+    if len(full) <= IMAGE_NAME_MAX:
+        return None
+    added = f" as {full[: len(full) - len(name)]}..." if full != name else ""
+    return (
+        f"the repository name is {len(full)} characters{added}, past the {IMAGE_NAME_MAX} "
+        "the engine takes; shorten it"
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from taospec.schema import is_image_ref
+from taospec.schema import image_name_too_long, is_image_ref
 from taospec.yamlsrc import parse_shared, read_text
 
 VERSIONS_FILE = "versions.yaml"
@@ -125,6 +125,8 @@ def image_in_text(text: str, versions: str, key: str) -> str:
         node = node[part]
     if not isinstance(node, str) or not node:
         raise LookupError(f"{versions}: {key!r} is not an image reference")
+    if too_long := image_name_too_long(node):
+        raise LookupError(f"{versions}: {key!r} names an image the engine refuses: {too_long}")
     if not is_image_ref(node):
         raise LookupError(
             f"{versions}: {key!r} is {node!r}, not an image reference Docker accepts "

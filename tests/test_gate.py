@@ -2190,3 +2190,23 @@ def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
             shown = joined if switch else f"{flag} {value}"
             said = f": $.docker.extra_args[0]: {shown}: docker run refuses it: "
             assert refused(done, said)[0].startswith(f"{path}:9:")
+
+
+def test_an_image_name_longer_than_the_engine_allows_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # docker.io/library/ goes before a one-part name, and the engine refuses a name past 255
+    # characters: validate passed it and the job ended ERROR at the pull, its record open
+    long = "a" * 238
+    path = write(tmp_path / "job.yaml", BASE.replace("busybox:1", long + ":1").format(
+        root=tmp_path / "results"))  # fmt: skip
+    for verb in ("validate", "render", "run"):
+        refused(taospec(verb, path), f"{path}:5:8: $.image: ", "docker.io/library/")
+    write(tmp_path / "versions.yaml", f"images:\n  long: {long}\n")
+    pinned_text = BASE.replace("busybox:1", "{{versions_key: images.long}}")
+    pinned = write(tmp_path / "pinned.yaml", pinned_text.format(root=tmp_path / "results"))
+    refused(taospec("validate", pinned), f"{pinned}:5:23: $.image.versions_key: ", "255")
+    assert list(state_dir.iterdir()) == []
+    shorter = write(tmp_path / "job.yaml", BASE.replace("busybox:1", long[1:] + ":1").format(
+        root=tmp_path / "results"))  # fmt: skip
+    assert taospec("validate", shorter).returncode == 0
