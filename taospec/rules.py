@@ -1027,7 +1027,10 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
     if not isinstance(args, list):
         return
     words = [arg if isinstance(arg, str) else "" for arg in args]
-    for index, flag, value in docker_options(words):
+    taken = image_taken(words)
+    yield from [source.problem(("docker", "extra_args", taken[0]), taken[1])] if taken else []
+    skipped = taken[0] if taken else -1  # one problem for the word
+    for index, flag, value in (found for found in docker_options(words) if found[0] != skipped):
         where = ("docker", "extra_args", index)
         if flag in DOCKER_OWN_OPTIONS:
             yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
@@ -1092,6 +1095,49 @@ def _attachment(source: Source, where: JsonPath, flag: str, value: str) -> Itera
 
 DOCKER_SHORT_FLAGS = frozenset("diPqt")
 """``docker run``'s one-letter options that take no value; every other letter takes one."""
+
+
+MOVED_IMAGE = "and the job's image as the command"
+
+
+def image_taken(words: Sequence[str]) -> tuple[int, str] | None:
+    """The index of the word of ``docker.extra_args`` where ``docker run``, which reads the
+    first word that is no option or option's value as the image, would read the job's image
+    as something else, and why; None when the image stays the image. After a long option
+    docker run knows none of (which may take the next word or not), nothing is judged."""
+    known = dockerargs.VALUED | dockerargs.SWITCHES
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--":
+            ends = "-- ends docker run's options: it would read what follows as the image"
+            return index, f"{ends}, {MOVED_IMAGE}"
+        if word == "-" or not word.startswith("-"):
+            return index, (
+                f"docker run would read {word!r} as the image, {MOVED_IMAGE}; give a value "
+                "to its option with = (--privileged=true), or after an option that takes one"
+            )
+        flag = word.partition("=")[0]
+        if flag.startswith("--") and flag not in known and "=" not in word:
+            return None
+        following = words[index + 1] if index + 1 < len(words) else None
+        options = _options(word, following)
+        if following is None and options and _wants_value(word, *options[-1][:2]):
+            return index, (
+                f"{options[-1][0]} takes a value, and as the last of docker.extra_args it would "
+                f"take the job's image for it; write {options[-1][0]}=VALUE"
+            )
+        index += 1 + any(took for _, _, took in options)
+    return None
+
+
+def _wants_value(word: str, flag: str, value: str) -> bool:
+    """Whether ``flag``, the last option of ``word``, takes a value the word does not give."""
+    if value or word.endswith("="):
+        return False
+    if flag.startswith("--"):
+        return "=" not in word and flag in dockerargs.VALUED
+    return flag[1] not in DOCKER_SHORT_FLAGS
 
 
 def docker_options(words: Sequence[str]) -> Iterator[tuple[int, str, str]]:

@@ -2210,3 +2210,41 @@ def test_an_image_name_longer_than_the_engine_allows_is_refused_at_its_line(
     shorter = write(tmp_path / "job.yaml", BASE.replace("busybox:1", long[1:] + ":1").format(
         root=tmp_path / "results"))  # fmt: skip
     assert taospec("validate", shorter).returncode == 0
+
+
+IMAGE_TAKERS = [
+    # docker run would read a word of these as the image, the job's image as the command
+    (["--privileged", "true"], 1), (["x"], 0), (["-t", "x"], 1), (["--", "x"], 0),
+    (["-"], 0), (["--init", "--hostname", "box", "host"], 3),
+    # or the last option would take the job's image for its value
+    (["--hostname"], 0), (["-p"], 0), (["-tw"], 0), (["--workdir=/x", "-e"], 1),
+    # while these leave the image where taospec puts it
+    (["--hostname", "box"], None), (["-h", "box", "-t"], None), (["--privileged=true"], None),
+    (["--network", "none", "--init"], None), (["-thbox"], None), (["-e", "A=1"], None),
+    (["--add-host", "a:1.2.3.4", "-w", "/x"], None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "at"), IMAGE_TAKERS)
+def test_extra_args_that_would_move_the_image_are_refused_at_the_word(
+    engine: str, taospec: Runner, tmp_path: Path, args: list[str], at: int | None
+) -> None:
+    # --privileged true passed validate and docker ran the image `true` (privileged), with the
+    # job's image as its command; a last --hostname took the image for the host name
+    created = subprocess.run(
+        ["docker", "create", "--pull=never", *args, engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if created.returncode == 0:
+        container = created.stdout.strip()
+        shown = ["docker", "inspect", "--format", "{{.Config.Image}}", container]
+        image = subprocess.run(shown, capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["docker", "rm", container], capture_output=True, check=True)
+    assert (created.returncode == 0 and image == engine) == (at is None), created.stderr
+    path = job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n")
+    done = taospec("validate", path)
+    if at is None:
+        assert done.returncode == 0, done.stderr
+    else:
+        refused(done, f"$.docker.extra_args[{at}]: ")
+        assert "the job's image" in done.stderr

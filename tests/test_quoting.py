@@ -24,7 +24,13 @@ from taospec.loader import load_jobfile
 from taospec.placeholders import JOB_ID, escape
 from taospec.plan import Step
 from taospec.platforms import render
-from taospec.rules import DOCKER_OWN_OPTIONS, DOCKER_SHORT_FLAGS, docker_options, shell_syntax
+from taospec.rules import (
+    DOCKER_OWN_OPTIONS,
+    DOCKER_SHORT_FLAGS,
+    docker_options,
+    image_taken,
+    shell_syntax,
+)
 from tests.conftest import bash_words, load_job
 
 LAUNCHER = Identity(1000, 1000, (), "alice")
@@ -68,11 +74,16 @@ def takes_over(word: str) -> bool:
 
 
 def docker_args(text: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStrategy[list[str]]:
-    """``docker.extra_args`` of hostile words that take over none of taospec's options and
-    give none a value docker run refuses (validate refuses ``-mx``, a memory of ``x``)."""
-    words = st.lists(text.filter(lambda word: not takes_over(word)), max_size=max_size)
+    """``docker.extra_args`` of hostile words that take over none of taospec's options, give
+    none a value docker run refuses (validate refuses ``-mx``, a memory of ``x``) and leave
+    the image where it is: a word that is no option is the value of ``--hostname=``."""
+    options = text.map(lambda word: word if word.startswith("-") else f"--hostname={word}")
+    words = st.lists(options.filter(lambda word: not takes_over(word)), max_size=max_size)
     return words.filter(
-        lambda args: not any(dockerargs.misread(f, v) for _, f, v in docker_options(args))
+        lambda args: (
+            image_taken(args) is None
+            and not any(dockerargs.misread(f, v) for _, f, v in docker_options(args))
+        )
     )
 
 
