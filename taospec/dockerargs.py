@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
+from taospec.diagnostics import closest
+
 Reader = Callable[[str], "str | None"]
 """Why docker refuses a value of one option, or None when it takes it."""
 
@@ -220,7 +222,8 @@ READERS: dict[str, Reader] = {
     "--memory-swappiness": _swappiness,
     **dict.fromkeys(("--detach", "-d", "--init", "--interactive", "-i", "--no-healthcheck",
                      "--oom-kill-disable", "--privileged", "--publish-all", "-P", "--quiet",
-                     "-q", "--read-only", "--sig-proxy", "--tty", "-t", "--use-api-socket"),
+                     "-q", "--read-only", "--sig-proxy", "--tty", "-t", "--use-api-socket",
+                     "--rm", "--help", "--disable-content-trust"),
                     _switch),
     **dict.fromkeys(("--memory", "-m", "--memory-reservation"), _memory(MIN_MEMORY)),
     **dict.fromkeys(("--kernel-memory", "--io-maxbandwidth"), _memory(0)),
@@ -254,8 +257,32 @@ VALUED = frozenset(
 joined to them with ``=``."""
 
 
+UNKNOWN = "docker run knows no such option"
+SHORT = frozenset("acdehilmpPqtuvw")
+"""The letters of ``docker run``'s one-letter options."""
+
+
 def misread(flag: str, value: str) -> str | None:
-    """Why ``docker run`` refuses ``value`` for ``flag`` whatever the machine, or None when
-    it takes it (or ``flag`` is none of :data:`READERS`)."""
+    """Why ``docker run`` refuses ``flag`` with ``value`` whatever the machine: an option it
+    does not know, or a value it cannot read or its engine refuses; None when it takes them.
+    The options known are those of docker run 28: one a later docker adds is refused."""
     read = READERS.get(flag)
-    return read(value) if read is not None else None
+    if read is not None:
+        why = read(value)
+        return f"docker run refuses it: {why}" if why else None
+    if known(flag):
+        return None
+    guess = closest(flag, sorted(VALUED | SWITCHES)) if flag.startswith("--") else None
+    return UNKNOWN + (f" (did you mean {guess!r}?)" if guess else "")
+
+
+def known(flag: str) -> bool:
+    """Whether ``docker run`` (28) has the option ``flag``."""
+    return flag in VALUED or flag in SWITCHES or (len(flag) == 2 and flag[1] in SHORT)
+
+
+def shown(flag: str, value: str) -> str:
+    """``flag`` and its ``value`` as a problem names them: ``--init=yes``, ``--memory 1x``."""
+    if flag in SWITCHES:
+        return f"{flag}={value}" if value else flag
+    return f"{flag} {value}" if value and (flag in VALUED or flag in READERS) else flag

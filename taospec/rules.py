@@ -1035,8 +1035,7 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
         if flag in DOCKER_OWN_OPTIONS:
             yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
         elif why := dockerargs.misread(flag, value):
-            shown = f"{flag}={value}" if flag in dockerargs.SWITCHES else f"{flag} {value}"
-            yield source.problem(where, f"{shown.rstrip()}: docker run refuses it: {why}")
+            yield source.problem(where, f"{dockerargs.shown(flag, value)}: {why}")
         elif flag in ("-d", "--detach", "-a", "--attach"):
             yield from _attachment(source, where, flag, value)
         elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
@@ -1103,9 +1102,8 @@ MOVED_IMAGE = "and the job's image as the command"
 def image_taken(words: Sequence[str]) -> tuple[int, str] | None:
     """The index of the word of ``docker.extra_args`` where ``docker run``, which reads the
     first word that is no option or option's value as the image, would read the job's image
-    as something else, and why; None when the image stays the image. After a long option
-    docker run knows none of (which may take the next word or not), nothing is judged."""
-    known = dockerargs.VALUED | dockerargs.SWITCHES
+    as something else, and why; None when the image stays the image. After an option
+    docker run does not know (which may take the next word or not), nothing is judged."""
     index = 0
     while index < len(words):
         word = words[index]
@@ -1117,11 +1115,10 @@ def image_taken(words: Sequence[str]) -> tuple[int, str] | None:
                 f"docker run would read {word!r} as the image, {MOVED_IMAGE}; give a value "
                 "to its option with = (--privileged=true), or after an option that takes one"
             )
-        flag = word.partition("=")[0]
-        if flag.startswith("--") and flag not in known and "=" not in word:
-            return None
         following = words[index + 1] if index + 1 < len(words) else None
         options = _options(word, following)
+        if not all(dockerargs.known(flag) for flag, _, _ in options):
+            return None  # docker run refuses it, and may read the next word as its value
         if following is None and options and _wants_value(word, *options[-1][:2]):
             return index, (
                 f"{options[-1][0]} takes a value, and as the last of docker.extra_args it would "

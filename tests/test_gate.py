@@ -2248,3 +2248,37 @@ def test_extra_args_that_would_move_the_image_are_refused_at_the_word(
     else:
         refused(done, f"$.docker.extra_args[{at}]: ")
         assert "the job's image" in done.stderr
+
+
+OPTION_NAMES = [
+    # docker run knows none of these, and refuses the run
+    (["--priviledged"], "--privileged"), (["--shm_size=1g"], "--shm-size"),
+    (["--gpu", "all"], "--gpus"), (["--memmory=1g"], "--memory"), (["-x"], None), (["-tX"], None),
+    (["--network-mode=host"], "--network"), (["--zzz"], None),
+    # and knows these
+    (["--privileged"], ""), (["--net=none"], ""), (["--dns-opt=ndots:1"], ""), (["-P"], ""),
+    (["--rm=false"], "taospec keeps"), (["--disable-content-trust"], ""), (["-q"], ""),
+    (["--health-start-interval=1s"], ""), (["--cgroupns=private"], ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "hint"), OPTION_NAMES)
+def test_an_option_docker_run_does_not_know_is_refused_at_its_word(
+    engine: str, taospec: Runner, tmp_path: Path, args: list[str], hint: str | None
+) -> None:
+    # a misspelt option passed validate and docker run refused it ("unknown flag") once the
+    # record had opened
+    created = subprocess.run(
+        ["docker", "create", "--pull=never", *args, engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    subprocess.run(["docker", "rm", created.stdout.strip()], capture_output=True, check=False)
+    unknown = "unknown flag" in created.stderr or "unknown shorthand flag" in created.stderr
+    assert unknown == (hint != "" and hint != "taospec keeps"), created.stderr
+    done = taospec("validate", job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n"))
+    if not unknown:
+        assert done.returncode == 0 or hint in done.stderr, done.stderr
+        assert "knows no such option" not in done.stderr
+        return
+    refused(done, "$.docker.extra_args[0]: ", "docker run knows no such option")
+    assert f"did you mean {hint!r}" in done.stderr if hint else "did you mean" not in done.stderr
