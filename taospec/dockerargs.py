@@ -205,6 +205,25 @@ def _cpus(value: str) -> str | None:
     return None
 
 
+def _volume(value: str) -> str | None:
+    """``-v``: ``[SOURCE:]TARGET[:OPTIONS]``, no part empty, the target absolute (a value of
+    one part is the target of a new volume, which docker reads as it likes)."""
+    parts = value.split(":")
+    if not value or (len(value) > 2 and "" in parts):
+        return "it takes [SOURCE:]TARGET[:OPTIONS], no part of it empty"
+    if len(parts) > 3:
+        return "it takes SOURCE:TARGET:OPTIONS, three parts at most (options are split by ',')"
+    if len(parts) > 1 and not parts[1].startswith("/"):
+        return f"the target {parts[1]!r} inside the container is not an absolute path"
+    return None
+
+
+def _tmpfs(value: str) -> str | None:
+    if not value.startswith("/"):
+        return "the target inside the container is an absolute path, e.g. /scratch:size=1g"
+    return None
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -232,6 +251,8 @@ READERS: dict[str, Reader] = {
                      "--health-start-interval"), _duration),
     "--cpus": _cpus,
     **dict.fromkeys(("--workdir", "-w"), _workdir),
+    **dict.fromkeys(("--volume", "-v"), _volume),
+    "--tmpfs": _tmpfs,
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

@@ -2282,3 +2282,33 @@ def test_an_option_docker_run_does_not_know_is_refused_at_its_word(
         return
     refused(done, "$.docker.extra_args[0]: ", "docker run knows no such option")
     assert f"did you mean {hint!r}" in done.stderr if hint else "did you mean" not in done.stderr
+
+
+VOLUMES = [
+    # docker run takes these
+    ("-v", "/tmp:/x"), ("-v", "vol-gate:/x:ro"), ("--volume", "/tmp:/x:ro,z"), ("-v", "/x"),
+    ("--tmpfs", "/x"), ("--tmpfs", "/x:size=1m"),
+    # and refuses these
+    ("-v", "/tmp::/x"), ("-v", "/tmp:/x:"), ("-v", ":/x"), ("--volume", "/tmp:/x:ro:z"),
+    ("-v", "vol-gate:x"), ("--tmpfs", "x:size=1m"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flag", "value"), VOLUMES)
+def test_a_volume_docker_run_cannot_read_is_refused_at_its_item(
+    engine: str, taospec: Runner, tmp_path: Path, flag: str, value: str
+) -> None:
+    # -v /tmp:/x:ro:z and --tmpfs x passed validate and docker run refused them once the
+    # record had opened
+    created = subprocess.run(
+        ["docker", "create", "--pull=never", f"{flag}={value}", engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if created.returncode == 0:
+        subprocess.run(["docker", "rm", "-v", created.stdout.strip()], check=True)
+    subprocess.run(["docker", "volume", "rm", "vol-gate"], capture_output=True, check=False)
+    for args in ([f"{flag}={value}"], [flag, value]):
+        done = taospec("validate", job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n"))
+        assert (done.returncode == 2) == (created.returncode != 0), (created.stderr, done.stderr)
+        if created.returncode != 0:
+            refused(done, f"$.docker.extra_args[0]: {flag} {value}".rstrip() + ": docker run ")
