@@ -14,6 +14,7 @@ CPUs than it has, a kernel without a cgroup controller) is left to the launch.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -224,6 +225,31 @@ def _tmpfs(value: str) -> str | None:
     return None
 
 
+def _env(value: str) -> str | None:
+    if not value.partition("=")[0]:
+        return "it takes NAME=VALUE (or NAME, passing this machine's value), the name not empty"
+    return None
+
+
+def _extra_host(value: str) -> str | None:
+    """``--add-host``: ``HOST:IP`` or ``HOST=IP``, the IP an address (``[...]`` allowed) or
+    ``host-gateway``."""
+    host, equals, address = value.partition("=")
+    if not equals:
+        host, _, address = value.partition(":")
+    if not host or ":" in host or not (equals or ":" in value):
+        return "it takes HOST:IP or HOST=IP, e.g. registry:10.0.0.5"
+    if address == "host-gateway":
+        return None
+    if len(address) > 2 and address[0] == "[" and address[-1] == "]":
+        address = address[1:-1]
+    try:
+        ipaddress.ip_address(address.strip())
+    except ValueError:
+        return f"{address!r} is no IP address (nor host-gateway)"
+    return None if "%" not in address else f"{address!r}: an address with a zone is refused"
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -253,6 +279,8 @@ READERS: dict[str, Reader] = {
     **dict.fromkeys(("--workdir", "-w"), _workdir),
     **dict.fromkeys(("--volume", "-v"), _volume),
     "--tmpfs": _tmpfs,
+    **dict.fromkeys(("--env", "-e"), _env),
+    "--add-host": _extra_host,
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

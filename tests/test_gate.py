@@ -2312,3 +2312,34 @@ def test_a_volume_docker_run_cannot_read_is_refused_at_its_item(
         assert (done.returncode == 2) == (created.returncode != 0), (created.stderr, done.stderr)
         if created.returncode != 0:
             refused(done, f"$.docker.extra_args[0]: {flag} {value}".rstrip() + ": docker run ")
+
+
+HOSTS_AND_ENV = [
+    # docker run takes these
+    ("-e", "A=1"), ("--env", "A="), ("-e", "A"), ("--add-host", "a:1.2.3.4"),
+    ("--add-host", "a=1.2.3.4"), ("--add-host", "a:::1"), ("--add-host", "a=[::1]"),
+    ("--add-host", "a:host-gateway"),
+    # and refuses these
+    ("-e", "=x"), ("--env", "=1"), ("--add-host", "foo"), ("--add-host", "foo:1.2.3"),
+    ("--add-host", ":1.2.3.4"), ("--add-host", "a:01.2.3.4"), ("--add-host", "a:fe80::1%eth0"),
+    ("--add-host", "a:b:1.2.3.4"), ("--add-host", "a=host"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flag", "value"), HOSTS_AND_ENV)
+def test_an_env_or_host_entry_docker_run_cannot_read_is_refused_at_its_item(
+    engine: str, taospec: Runner, tmp_path: Path, flag: str, value: str
+) -> None:
+    # -e =x and --add-host foo passed validate and docker run refused them once the record
+    # had opened
+    created = subprocess.run(
+        ["docker", "create", "--pull=never", flag, value, engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if created.returncode == 0:
+        subprocess.run(["docker", "rm", created.stdout.strip()], capture_output=True, check=True)
+    for args in ([f"{flag}={value}"], [flag, value]):
+        done = taospec("validate", job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n"))
+        assert (done.returncode == 2) == (created.returncode != 0), (created.stderr, done.stderr)
+        if created.returncode != 0:
+            refused(done, f"$.docker.extra_args[0]: {flag} {value}: docker run refuses it: ")
