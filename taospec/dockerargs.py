@@ -321,8 +321,10 @@ def misread(flag: str, value: str) -> str | None:
         return f"docker run refuses it: {why}" if why else None
     if known(flag):
         return None
-    guess = closest(flag, sorted(VALUED | SWITCHES)) if flag.startswith("--") else None
-    return UNKNOWN + (f" (did you mean {guess!r}?)" if guess else "")
+    # the names are compared without their dashes, which every long option shares
+    names = {option[2:]: option for option in VALUED | SWITCHES if option.startswith("--")}
+    guess = closest(flag[2:], sorted(names)) if flag.startswith("--") else None
+    return UNKNOWN + (f" (did you mean {names[guess]!r}?)" if guess else "")
 
 
 def known(flag: str) -> bool:
