@@ -75,9 +75,10 @@ def go_float(text: str) -> float | None:
     return value if abs(value) != float("inf") else None
 
 
-def size_bytes(text: str) -> int | None:
+def size_bytes(text: str, end: float = INT64_END) -> int | None:
     """The bytes go-units' ``RAMInBytes`` reads in ``text`` (a number, an optional blank,
-    then ``b`` or a unit of 1024 ``k``..``p`` with an optional ``b`` or ``ib``), or None."""
+    then ``b`` or a unit of 1024 ``k``..``p`` with an optional ``b`` or ``ib``), or None,
+    also when the count reaches ``end`` (docker's signed 64-bit count by default)."""
     cut = max(text.rfind(c) for c in "0123456789. ")
     if cut < 0:
         return None
@@ -91,7 +92,7 @@ def size_bytes(text: str) -> int | None:
         if unit[0] not in _SIZE_UNITS or unit[1:] not in ("", "b", "ib"):
             return None
         size *= _SIZE_UNITS[unit[0]]
-    return int(size) if size < INT64_END else None
+    return int(size) if size < end else None
 
 
 def duration_ns(text: str) -> Fraction | None:

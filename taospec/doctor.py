@@ -27,8 +27,9 @@ from pathlib import Path
 
 from taospec import gpupick, proc, remote
 from taospec.diagnose import diagnose
+from taospec.dockerargs import size_bytes
 from taospec.errors import TaospecError
-from taospec.job import Job, docker_size
+from taospec.job import Job
 from taospec.platforms.docker import NGC_KEY, NGC_REGISTRY, registry
 
 GIB = 1024**3
@@ -440,16 +441,13 @@ def _gib(size: int) -> str:
     return f"{size / GIB:.1f} GiB"
 
 
-def size_bytes(text: str) -> int:
-    """A docker size (``8g``, ``512MB``, ``1024``) in whole bytes, as docker reads it."""
-    return int(docker_size(text.strip()))
-
-
 def shm(shm_size: str, ipc: str = "host", path: str = SHM_PATH) -> Check:
     """With ``ipc: host`` the job uses the host's /dev/shm: it must have ``shm_size`` free."""
     if ipc != "host":
         return Check("/dev/shm", True, f"not needed: the container gets its own {shm_size}")
     need = size_bytes(shm_size)
+    if need is None:
+        raise ValueError(f"{shm_size!r} is not a size docker reads; validate refuses it")
     stats = os.statvfs(path)
     free = stats.f_bavail * stats.f_frsize
     total = stats.f_blocks * stats.f_frsize

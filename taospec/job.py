@@ -57,20 +57,6 @@ class SpecInput:
     job_path: str
 
 
-DOCKER_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(?:b|([kmgtp])(?:i?b)?)?", re.IGNORECASE)
-DOCKER_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
-
-
-def docker_size(text: str) -> float:
-    """The bytes docker reads in a size (``docker.shm_size``): ``8g``, ``512MB``, ``1.5GiB``,
-    a unit of 1024 read alike with a ``b`` or ``ib`` after it, as the float64 docker computes
-    before keeping its whole part in a signed 64-bit count."""
-    found = DOCKER_SIZE.fullmatch(text)
-    if found is None:
-        raise ValueError(f"{text!r} is not a size like 8g or 512m")
-    return float(found[1]) * DOCKER_SIZE_UNITS.get((found[2] or "").lower(), 1)
-
-
 @dataclass(frozen=True, slots=True)
 class DockerOptions:
     """``docker:`` settings."""

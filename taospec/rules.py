@@ -17,7 +17,7 @@ from typing import Any
 
 from taospec import braces, dockerargs, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
-from taospec.job import DOCKER_SIZE, MISSING, SPEC_FILE, docker_size, results_seen_at
+from taospec.job import MISSING, SPEC_FILE, results_seen_at
 from taospec.jobids import id_like
 from taospec.versions import Images
 from taospec.yamlsrc import Source
@@ -948,17 +948,14 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
         )
 
 
-DOCKER_SIZE_END = 2**63
-"""Docker reads a size as a float64 times its unit into a signed 64-bit count of bytes: from
-2**63 on the count is negative, and the engine refuses ``--shm-size`` at the launch."""
-
-
 def _shm_size_rules(source: Source) -> Iterator[Problem]:
+    # docker reads a size as a float64 times its unit into a signed 64-bit count of bytes:
+    # from 2**63 on the count is negative, and the engine refuses --shm-size at the launch
     block = source.data.get("docker")
     size = block.get("shm_size") if isinstance(block, dict) else None
-    if not isinstance(size, str) or DOCKER_SIZE.fullmatch(size) is None:
+    if not isinstance(size, str) or dockerargs.size_bytes(size, end=float("inf")) is None:
         return  # the schema refuses it
-    if docker_size(size) >= DOCKER_SIZE_END:
+    if dockerargs.size_bytes(size) is None:
         yield source.problem(
             ("docker", "shm_size"),
             f"docker.shm_size {size!r} is past the 8 EiB docker counts (2**63 bytes), so "

@@ -182,8 +182,14 @@ def test_a_mount_whose_word_for_docker_passes_the_limit_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("size", "kib"), [("64MB", 65536), ("0.5g", 524288), ("2Mib", 2048), ("1t", 1024**3)]
-)
+    ("size", "kib"),
+    [
+        ("64MB", 65536), ("0.5g", 524288), ("2Mib", 2048), ("1t", 1024**3),
+        # docker reads the number as Go's ParseFloat does: exponents, a bare point, digit
+        # underscores, and one blank before the unit
+        ("1e3g", 1000 * 1024**2), (".5g", 524288), ("8 g", 8 * 1024**2), ("1_000m", 1024000),
+    ],
+)  # fmt: skip
 def test_a_shm_size_written_as_docker_reads_it_runs(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup, size: str, kib: int
 ) -> None:

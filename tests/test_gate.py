@@ -1040,6 +1040,16 @@ def test_a_block_for_another_platform_is_refused_at_its_key(
     assert not (state_dir / "jobs").exists()
 
 
+@pytest.mark.parametrize("size", ["1..2g", "1e", "1__0m", "_1g", "1e+-3g", "5 5g", "8  g"])
+def test_a_shm_size_docker_cannot_read_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, size: str
+) -> None:
+    path = job(tmp_path, f"docker: {{shm_size: '{size}'}}\n")
+    for verb in ("validate", "run"):
+        lines = refused(taospec(verb, path), f"{path}:9:20: $.docker.shm_size: '{size}' is")
+        assert len(lines) == 1, lines
+
+
 @pytest.mark.parametrize(
     ("container", "extra", "expected"),
     [
