@@ -32,7 +32,7 @@ from taospec import proc
 from taospec.durable import flocked
 from taospec.errors import InvalidInput
 from taospec.job import Target, input_files
-from taospec.ledger import Ledger, Record, UnknownJob, write_json_atomic
+from taospec.ledger import Ledger, LedgerCorrupt, Record, UnknownJob, write_json_atomic
 from taospec.plan import Plan
 from taospec.platforms import docker
 from taospec.states import COMPLETE
@@ -259,8 +259,8 @@ class Index:
             return None
         try:
             return self.ledger.get(job_id)
-        except UnknownJob:
-            return None
+        except (UnknownJob, LedgerCorrupt):
+            return None  # a record damaged by hand holds no job known to be COMPLETE
 
     def _complete(self, digest: str, *, results_exist: bool) -> Record | None:
         """The COMPLETE job ``digest`` stands for, when whether its results directory exists
@@ -289,8 +289,8 @@ class Index:
         for job_id in dict.fromkeys(i for i in ids if isinstance(i, str)):
             try:
                 record = self.ledger.get(job_id)
-            except UnknownJob:
-                continue
+            except (UnknownJob, LedgerCorrupt):
+                continue  # `ls` skips a damaged record too: nothing says it is under way
             noted = self.ledger.sidecar(job_id).get("fingerprint")
             if digest is None or not isinstance(noted, str) or noted == digest:
                 found.append(record)

@@ -232,6 +232,28 @@ def test_a_job_still_running_is_not_started_again_unless_forced(
     assert {r["terminal_state"] for r in records(state_dir)} == {"CANCELED"}
 
 
+@pytest.mark.parametrize("force", [(), ("-B",)])
+@pytest.mark.parametrize("damage", ["{", "[]", '{"id": "x"}'])
+def test_a_damaged_record_of_the_last_job_is_no_complete_job_and_the_target_runs_again(
+    taospec: Runner, tmp_path: Path, state_dir: Path, force: tuple[str, ...], damage: str
+) -> None:
+    spec = single_job(tmp_path, "echo hi")
+    first = taospec("run", spec)
+    assert first.returncode == 0, first.stderr
+    done_id = first.stdout.split()[0]
+    (state_dir / "jobs" / f"{done_id}.json").write_text(damage)  # edited by hand
+    again = taospec("run", *force, spec)
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stderr
+    new_id, state = again.stdout.split()
+    assert (state, new_id != done_id) == ("COMPLETE", True)
+    assert (state_dir / "jobs" / f"{done_id}.json").read_text() == damage
+    others = [p for p in (state_dir / "jobs").glob("*.json") if p.stem != done_id]
+    kept = [json.loads(p.read_text()) for p in others]
+    assert [(r["id"], r["terminal_state"]) for r in kept] == [(new_id, "COMPLETE")]
+    assert decisions(taospec, spec) == {"job": f"skip up to date (job {new_id})"}
+
+
 @pytest.mark.parametrize(("code", "state"), [(0, "COMPLETE"), (3, "ERROR")])
 def test_a_job_recorded_running_that_has_ended_is_recorded_and_the_run_goes_on(
     taospec: Runner, tmp_path: Path, state_dir: Path, code: int, state: str
