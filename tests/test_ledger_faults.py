@@ -104,6 +104,28 @@ def test_record_list_reports_unreadable_records_and_goes_on(
     assert len(listed.stderr.splitlines()) == len(files)
 
 
+@pytest.mark.parametrize("verb", ["status", "show", "logs", "cancel", "retry"])
+def test_a_verb_asked_about_a_damaged_record_names_it_and_exits_2(
+    taospec: Runner, state_dir: Path, verb: str
+) -> None:
+    ledger = Ledger(state_dir)
+    good = open_job(ledger, results_root="/r")
+    files = damaged(ledger, good.id)
+    side = open_job(ledger, results_root="/r")
+    sidecar = Path(ledger.jobs_dir) / f"{side.id}.taospec"
+    sidecar.write_bytes(b"[")  # the record is whole, what taospec keeps beside it is not
+    files[sidecar.name] = b"["
+    for name in files:
+        job_id = name.rpartition(".")[0]
+        done = taospec(verb, job_id)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"taospec: {ledger.jobs_dir}/{name}: ")
+    for name, data in files.items():
+        assert (Path(ledger.jobs_dir) / name).read_bytes() == data
+    assert ledger.get(good.id).transitions == good.transitions
+
+
 def aged(path: Path) -> Path:
     """``path``, last written longer ago than a sweep waits for."""
     then = time.time() - durable.STALE_AFTER - 1

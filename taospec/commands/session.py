@@ -7,7 +7,8 @@ import sys
 from collections.abc import Iterable
 
 from taospec import lint
-from taospec.ledger import Ledger, Record
+from taospec.errors import InvalidInput
+from taospec.ledger import Ledger, LedgerCorrupt, Record
 from taospec.ledger.record import redact_document
 from taospec.lint import redacted, redacted_location
 
@@ -35,10 +36,14 @@ def say(message: str) -> None:
 
 def ledger_for(job_id: str) -> tuple[Ledger, Record, dict[str, object]]:
     """The ledger, redacting the values of the job's passed variables; the job's record and
-    its sidecar as they are now."""
+    its sidecar as they are now. A record or sidecar that cannot be read (edited by hand) is
+    input the verb cannot use, as a job id with no record is: exit 2, naming the file."""
     ledger = open_ledger()
-    record = ledger.get(job_id)
-    sidecar = ledger.sidecar(job_id)
+    try:
+        record = ledger.get(job_id)
+        sidecar = ledger.sidecar(job_id)
+    except LedgerCorrupt as damaged:
+        raise InvalidInput(str(damaged)) from None
     plan = sidecar.get("plan")
     names = plan.get("secrets", []) if isinstance(plan, dict) else []
     values = [os.environ[n] for n in names if isinstance(n, str) and os.environ.get(n)]
