@@ -379,6 +379,9 @@ class Outcome:
     ``internal`` marks one that taospec itself failed (:data:`INTERNAL_ERROR`).
     ``running`` names the job of the same fingerprint that another run had under way
     when this one was to launch it (:class:`Busy`): it was refused too.
+    ``lost`` marks a job the run stopped following before it ended, its backend answering
+    UNKNOWN (an engine that stopped answering): it may still be running, and ``message``
+    says why and how to follow it again.
     """
 
     name: str
@@ -389,6 +392,7 @@ class Outcome:
     fingerprint: Fingerprint | None = None
     refused: bool = False
     internal: bool = False
+    lost: bool = False
     running: str | None = None
     started: float = 0.0
     ended: float = 0.0
@@ -576,7 +580,8 @@ class Build:
             self._notify(record, target.name, board)
         if state == COMPLETE:
             Index(self.ledger).completed(record.id, fingerprint)
-        return Outcome(target.name, state, record, message, fingerprint=fingerprint)
+        lost = state == UNKNOWN and record.terminal_state is None
+        return Outcome(target.name, state, record, message, fingerprint=fingerprint, lost=lost)
 
     def _retrying(
         self,
@@ -767,7 +772,8 @@ class Build:
 
     def _follow(self, record: Record, name: str, board: Board) -> tuple[Record, str, str]:
         """Poll until the job ends; (record, state, message). A backend that keeps
-        answering UNKNOWN (the job vanished, or the engine is gone) ends the wait.
+        answering UNKNOWN (the job vanished, or the engine is gone) ends the wait, the job
+        not recorded as ended, with a message that says so.
         Without a live board, a progress line is printed every ``board.interval``."""
         delay = POLL_FIRST
         unknown = 0
@@ -779,7 +785,10 @@ class Build:
                 return record, record.state, record.transitions[-1].message
             unknown = unknown + 1 if status.state == UNKNOWN else 0
             if unknown >= UNKNOWN_POLLS:
-                return record, UNKNOWN, status.message
+                why = status.unreachable or status.message
+                again = f"taospec logs -f {record.id} follows it again"
+                stopped = f"stopped following {record.id}: {why}"
+                return record, UNKNOWN, f"{stopped}; the job may still be running: {again}"
             if board.plain and due.due():
                 board.progress(self._progress_line(record, name, status))
             self._stop.wait(max(0.05, min(delay, due.wait())))

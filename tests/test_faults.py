@@ -281,6 +281,38 @@ def test_status_logs_and_cancel_exit_2_alike_when_the_engine_does_not_answer(
     assert taospec("cancel", job_id, env=elsewhere).returncode == 0
 
 
+def test_a_run_whose_engine_stops_answering_says_the_job_may_still_run_and_exits_2(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    """run followed a job whose engine went away until it gave up, then exited 1 (the job
+    failed) as UNKNOWN, with the record's "launched" for its reason, while the job ran on."""
+    link = open_tmp / "engine.sock"
+    link.symlink_to("/var/run/docker.sock")
+    through = {"DOCKER_HOST": f"unix://{link}"}
+    argv = [*taospec_command(), "run", str(job_file(open_tmp, engine, "sleep 300"))]
+    child = subprocess.Popen(
+        argv,
+        env={**taospec.env, **through},
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: any(states(state_dir, i)[-1] == "RUNNING" for i in job_ids(state_dir)))
+    (job_id,) = job_ids(state_dir)
+    link.unlink()
+    out, err = child.communicate(timeout=120)
+    assert (child.returncode, out) == (2, f"{job_id} UNKNOWN\n"), err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert f"the Docker engine at {through['DOCKER_HOST']}" in last
+    assert "does not answer" in last
+    assert f"the job may still be running: taospec logs -f {job_id} follows it again" in last
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING"]
+    assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == ("running")
+
+
 # -- 2. status records what it learns ------------------------------------------------
 
 

@@ -323,9 +323,10 @@ def _report(
             print(f"{outcome.record.id} {outcome.state}")
         if outcome.state != COMPLETE:
             internal |= outcome.internal
-            refused |= outcome.refused
-            failed |= not (outcome.refused or outcome.internal)
-            _explain(outcome, ledger)
+            refused |= outcome.refused or outcome.lost  # a job not known to have failed
+            failed |= not (outcome.refused or outcome.internal or outcome.lost)
+            if not outcome.lost:  # its output is the backend's, which does not answer
+                _explain(outcome, ledger)
     if show_summary:
         for line in summary(decisions, results):
             say(line)
@@ -352,6 +353,8 @@ def ending(outcome: Outcome) -> str:
     line = f"{outcome.name}: {state} in {ticker.elapsed(age(record))}  results {record.results_dir}"
     if outcome.state in (COMPLETE, CANCELED):
         return line
+    if outcome.lost:
+        return f"{line}  {outcome.message}"
     why = record.transitions[-1].message.replace("\n", " ").strip()
     return f"{line}  {why}; taospec logs {record.id}"
 
