@@ -853,6 +853,27 @@ def test_prune_removes_passed_values_and_logs_still_work(
     assert (open_tmp / "results" / job_id / "taospec.log").stat().st_uid == 1000
 
 
+def test_prune_keeps_the_container_of_a_job_whose_sidecar_is_damaged_and_goes_on(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    """prune stopped at a sidecar edited by hand (exit 3), every later job's container, and
+    the passed values in it, left where they were."""
+    spec = job_file(open_tmp, engine, "echo out-line")
+    ids = [taospec("run", "-B", spec).stdout.split()[0] for _ in range(3)]
+    damaged = state_dir / "jobs" / f"{ids[1]}.taospec"
+    damaged.write_text("[")
+    pruned = taospec("prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "Traceback" not in pruned.stderr
+    for job_id in (ids[0], ids[2]):
+        assert f"{job_id}: output copied" in pruned.stdout
+        assert labelled(job_id) == []
+    (said,) = pruned.stderr.splitlines()
+    assert said.startswith(f"{ids[1]}: kept: {damaged}: not valid JSON"), said
+    assert labelled(ids[1]), "which engine holds it is in the sidecar: it is left as it is"
+    assert damaged.read_text() == "["
+
+
 # -- 7. the engine a job ran on is the engine every later verb asks ----------------
 
 REAL_ENGINE = "unix:///var/run/docker.sock"

@@ -3,7 +3,8 @@
 A container keeps the values of the job's ``env.pass`` variables in its
 configuration for as long as it exists. Prune removes the containers of jobs
 that are terminal in the ledger and exited per docker, after copying their
-output to ``<results_dir>/taospec.log`` (so ``taospec logs`` still works).
+output to ``<results_dir>/taospec.log`` (so ``taospec logs`` still works). A job
+whose sidecar cannot be read (edited by hand) is named and kept, and the prune goes on.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_OK, InvalidInput
+from taospec.ledger import LedgerCorrupt
 from taospec.ledger.record import instant
 from taospec.platforms import docker
 
@@ -38,7 +40,12 @@ def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
         ended = instant(record.transitions[-1].ts).timestamp() if record.transitions else 0.0
         if now - ended < limit:
             continue
-        done = docker.prune(record, ledger.sidecar(record.id), dry_run=dry_run)
+        try:
+            sidecar = ledger.sidecar(record.id)
+        except LedgerCorrupt as damaged:  # it names the engine: the container is left as it is
+            say(f"{record.id}: kept: {damaged}")
+            continue
+        done = docker.prune(record, sidecar, dry_run=dry_run)
         if done is not None:
             (say if done.startswith("kept") else print)(f"{record.id}: {done}")
     return EXIT_OK
