@@ -291,7 +291,10 @@ class Index:
                 record = self.ledger.get(job_id)
             except (UnknownJob, LedgerCorrupt):
                 continue  # `ls` skips a damaged record too: nothing says it is under way
-            noted = self.ledger.sidecar(job_id).get("fingerprint")
+            try:
+                noted = self.ledger.sidecar(job_id).get("fingerprint")
+            except LedgerCorrupt:
+                noted = None  # damaged: which fingerprint it ran is not known
             if digest is None or not isinstance(noted, str) or noted == digest:
                 found.append(record)
         return found

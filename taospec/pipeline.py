@@ -47,7 +47,7 @@ from taospec.fingerprint import (
 )
 from taospec.identity import Identity
 from taospec.job import JobFile, Target
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger, LedgerCorrupt, Record
 from taospec.ledger.record import now
 from taospec.lint import redacted
 from taospec.plan import Plan, upstream_stand_ins
@@ -232,15 +232,26 @@ def under_way(
     id is not known) that has not ended, by its platform's word, and why it is busy; or one that
     ended and whose launcher waits to submit its retry. A job still under way must not be started
     a second time. An end the platform reports is recorded, as ``taospec status`` records
-    it. The jobs ``besides`` (a retry's own chain) are not asked about."""
+    it. The jobs ``besides`` (a retry's own chain) are not asked about. A job not recorded as
+    ended whose record or sidecar cannot be read (edited by hand) cannot be asked:
+    :class:`InvalidInput`."""
     for record in index.newest(work, digest):
         if record.id in besides:
             continue
-        if record.terminal_state is None:
-            record, status = poll(record, index.ledger)
+        try:
             if record.terminal_state is None:
-                return record, busy_reason(record, status)
-        note = index.ledger.sidecar(record.id).get(RETRY_DUE)
+                record, status = poll(record, index.ledger)
+                if record.terminal_state is None:
+                    return record, busy_reason(record, status)
+            note = index.ledger.sidecar(record.id).get(RETRY_DUE)
+        except LedgerCorrupt as damaged:
+            if record.terminal_state is not None:
+                continue  # it ended, and no retry of it can be seen to be due
+            raise InvalidInput(
+                f"{damaged}: job {record.id} is recorded {record.state}, and whether it still "
+                "runs cannot be told without that file: repair or move it, or run with -B to "
+                "start another job"
+            ) from None
         if isinstance(note, dict) and launch_alive(note, record.id):
             ended = " ".join(filter(None, (record.state, record.err_class)))
             why = f"job {record.id} ended {ended}; the taospec that launched it submits its retry"

@@ -254,6 +254,34 @@ def test_a_damaged_record_of_the_last_job_is_no_complete_job_and_the_target_runs
     assert decisions(taospec, spec) == {"job": f"skip up to date (job {new_id})"}
 
 
+def test_a_running_job_whose_sidecar_is_damaged_refuses_the_run_until_forced(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    """run exited 3 asking the job whose sidecar was edited by hand whether it still runs."""
+    spec = single_job(tmp_path, "sleep 300")
+    job_id = taospec("run", "--detach", spec).stdout.strip()
+    sidecar = state_dir / "jobs" / f"{job_id}.taospec"
+    kept = sidecar.read_bytes()
+    sidecar.write_text("[")
+    try:
+        opened = len(journal(state_dir))
+        for args in (("run", "-n", spec), ("run", spec), ("run", "--detach", spec)):
+            refused = taospec(*args)
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+            assert "Traceback" not in refused.stderr
+            assert f"{sidecar}: not valid JSON" in refused.stderr
+            assert f"job {job_id} is recorded RUNNING" in refused.stderr
+            assert "-B" in refused.stderr
+        assert len(journal(state_dir)) == opened
+        forced = taospec("run", "-B", "--detach", spec)
+        assert forced.returncode == 0, forced.stderr
+        taospec("cancel", forced.stdout.strip())
+    finally:
+        sidecar.write_bytes(kept)
+        taospec("cancel", job_id)
+    assert {r["terminal_state"] for r in records(state_dir)} == {"CANCELED"}
+
+
 @pytest.mark.parametrize(("code", "state"), [(0, "COMPLETE"), (3, "ERROR")])
 def test_a_job_recorded_running_that_has_ended_is_recorded_and_the_run_goes_on(
     taospec: Runner, tmp_path: Path, state_dir: Path, code: int, state: str
