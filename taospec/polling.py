@@ -14,7 +14,7 @@ import time
 from taospec import platforms, settings
 from taospec.diagnose import INFRA
 from taospec.executor import CANCEL_FAILED, SUBMITTER, cancel_began, launch_alive, teardown
-from taospec.ledger import Ledger, Record
+from taospec.ledger import Ledger, Record, TerminalStateError
 from taospec.ledger.record import instant
 from taospec.platforms.base import EndedFirst, Platform
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING, Status
@@ -32,7 +32,9 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
     nor a launch it started running; so is a stalled object (a created container nobody
     started), removed first, past that grace. An
     end other than COMPLETE while a cancel had begun is that cancel's: CANCELED, unless
-    that cancel failed with the job still running: the job's end is then its own.
+    that cancel failed with the job still running: the job's end is then its own. An end
+    another writer of the ledger recorded first is the job's end, as terminal states are
+    immutable.
     """
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(record.id)
@@ -63,13 +65,18 @@ def poll(record: Record, ledger: Ledger) -> tuple[Record, Status]:
         failed = f"{status.message}; an earlier cancel failed at {sidecar[CANCEL_FAILED]}"
         status = status._replace(message=failed)
     if status.terminal:
-        record = ledger.mark(
-            record.id,
-            status.state,
-            message=status.message,
-            source="poller",
-            err_class=status.err_class,
-        )
+        try:
+            record = ledger.mark(
+                record.id,
+                status.state,
+                message=status.message,
+                source="poller",
+                err_class=status.err_class,
+            )
+        except TerminalStateError:  # another writer (an agent's recorder) recorded an end first
+            record = ledger.get(record.id)
+            last = record.transitions[-1].message
+            status = Status(record.state, last, status.exit_code, record.err_class)
         # What only the backend knew, kept for `status` once the backend object is gone.
         ledger.update_sidecar(record.id, exit_code=status.exit_code)
         teardown(record, ledger)

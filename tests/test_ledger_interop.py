@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from taospec.ledger import Ledger
-from tests.conftest import Runner
+from tests.conftest import Runner, taospec_command
 from tests.ledgers import open_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,3 +187,43 @@ def test_the_recorder_lists_and_shows_partial_records_as_taospec_does(
         assert (shown.returncode, shown.stdout, shown.stderr) == recorded(
             script, state_dir, "show", name
         ), name
+
+
+def test_a_run_whose_job_another_writer_ended_reports_that_end(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    """An agent's recorder marked the job ERROR while run followed it: run failed to record
+    the job's own end over it, and exited 2 with "refusing transition", naming no job."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "version: 1\nnetwork_arch: demo\naction: nap\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: sh -c 'sleep 3'\n"
+    )
+    run = subprocess.Popen(
+        [*taospec_command(), "run", str(spec)],
+        env=taospec.env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    jobs = state_dir / "jobs"
+    deadline = time.monotonic() + 30
+    while not any("RUNNING" in p.read_text() for p in jobs.glob("*.json")):
+        assert time.monotonic() < deadline, "the job never ran"
+        time.sleep(0.05)
+    (path,) = jobs.glob("*.json")
+    marked = taospec("record", "mark", path.stem, "--state", "ERROR", "--message", "stopped")
+    assert marked.returncode == 0, marked.stderr
+    out, err = run.communicate(timeout=60)
+    assert (run.returncode, out) == (1, f"{path.stem} ERROR\n"), err
+    assert "refusing" not in err
+    assert "job: ERROR in " in err
+    assert "  stopped; taospec logs " in err
+    record = json.loads(path.read_text())
+    assert [(t["state"], t["message"]) for t in record["transitions"]][1:] == [
+        ("RUNNING", "launched"),
+        ("ERROR", "stopped"),
+    ]
+    status = taospec("status", path.stem)
+    assert status.stdout.split()[:2] == [path.stem, "ERROR"]
