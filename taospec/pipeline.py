@@ -225,6 +225,14 @@ def _decide_one(
     return Decision(target, True, _why(target, fingerprint, index), plan, fingerprint, work=work)
 
 
+def stopped_following(job_id: str, status: Status) -> str:
+    """Why a follow of a job stopped while its backend answered UNKNOWN (``status``), and
+    how to follow it again: the job may still be running."""
+    why = status.unreachable or status.message
+    again = f"taospec logs -f {job_id} follows it again"
+    return f"stopped following {job_id}: {why}; the job may still be running: {again}"
+
+
 def under_way(
     index: Index, work: str, digest: str | None, besides: frozenset[str] = frozenset()
 ) -> tuple[Record, str] | None:
@@ -796,10 +804,7 @@ class Build:
                 return record, record.state, record.transitions[-1].message
             unknown = unknown + 1 if status.state == UNKNOWN else 0
             if unknown >= UNKNOWN_POLLS:
-                why = status.unreachable or status.message
-                again = f"taospec logs -f {record.id} follows it again"
-                stopped = f"stopped following {record.id}: {why}"
-                return record, UNKNOWN, f"{stopped}; the job may still be running: {again}"
+                return record, UNKNOWN, stopped_following(record.id, status)
             if board.plain and due.due():
                 board.progress(self._progress_line(record, name, status))
             self._stop.wait(max(0.05, min(delay, due.wait())))

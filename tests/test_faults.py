@@ -313,6 +313,41 @@ def test_a_run_whose_engine_stops_answering_says_the_job_may_still_run_and_exits
     assert docker("inspect", "--format", "{{.State.Status}}", job_id).stdout.strip() == ("running")
 
 
+def test_a_retry_whose_engine_stops_answering_stops_following_and_exits_2(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    """retry followed its job in silence for as long as the engine did not answer."""
+    link = open_tmp / "engine.sock"
+    link.symlink_to("/var/run/docker.sock")
+    through = {"DOCKER_HOST": f"unix://{link}"}
+    first = taospec("run", "-d", job_file(open_tmp, engine, "sleep 300"), env=through)
+    first_id = first.stdout.strip()
+    docker("kill", first_id)
+    assert taospec("status", first_id).stdout.split()[1] == "ERROR"
+    child = subprocess.Popen(
+        [*taospec_command(), "retry", first_id],
+        env=taospec.env,
+        cwd=open_tmp,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: len(job_ids(state_dir)) == 2)
+    (job_id,) = set(job_ids(state_dir)) - {first_id}
+    wait_for(lambda: states(state_dir, job_id)[-1] == "RUNNING")
+    link.unlink()
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()  # a retry that still follows would follow for ever
+    assert (child.returncode, out) == (2, f"{job_id}\n"), err
+    last = err.splitlines()[-1]
+    assert last.startswith(f"taospec: stopped following {job_id}: the Docker engine at "), last
+    assert last.endswith(f"the job may still be running: taospec logs -f {job_id} follows it again")
+    assert states(state_dir, job_id) == ["PENDING", "RUNNING"]
+
+
 # -- 2. status records what it learns ------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from taospec.executor import Submission, SubmitFailed, cancel_job
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
 from taospec.pipeline import (
+    UNKNOWN_POLLS,
     Busy,
     age,
     busy_line,
@@ -41,10 +42,11 @@ from taospec.pipeline import (
     deciding,
     refuse_busy,
     retry_due,
+    stopped_following,
 )
 from taospec.plan import Plan, plan_from_json
 from taospec.polling import poll
-from taospec.states import COMPLETE
+from taospec.states import COMPLETE, UNKNOWN
 
 POLL_FIRST, POLL_MAX = 0.2, 2.0
 
@@ -230,9 +232,15 @@ def _refuse_results_root(job_id: str, plan: Plan) -> None:
 
 
 def _follow(ledger: Ledger, record: Record) -> Record:
+    """Poll until the job ends; a backend that keeps answering UNKNOWN (an engine that
+    stopped answering) stops the follow (exit 2), as it stops ``run``'s."""
     delay = POLL_FIRST
+    unknown = 0
     while record.terminal_state is None:
         time.sleep(delay)
         delay = min(delay * 2, POLL_MAX)
-        record, _ = poll(record, ledger)
+        record, status = poll(record, ledger)
+        unknown = unknown + 1 if status.state == UNKNOWN else 0
+        if record.terminal_state is None and unknown >= UNKNOWN_POLLS:
+            raise InvalidInput(stopped_following(record.id, status))
     return record
