@@ -27,6 +27,19 @@ pytestmark = pytest.mark.engine
 REAL_DOCKER = shutil.which("docker") or "/usr/bin/docker"
 
 
+def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``taospec`` with ``argv`` started in the background, its output piped as text."""
+    return subprocess.Popen(
+        [*taospec_command(), *argv],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def job_file(root: Path, image: str, command: str, name: str = "job.yaml", **extra: str) -> Path:
     lines = [
         "version: 1",
@@ -289,16 +302,8 @@ def test_a_run_whose_engine_stops_answering_says_the_job_may_still_run_and_exits
     link = open_tmp / "engine.sock"
     link.symlink_to("/var/run/docker.sock")
     through = {"DOCKER_HOST": f"unix://{link}"}
-    argv = [*taospec_command(), "run", str(job_file(open_tmp, engine, "sleep 300"))]
-    child = subprocess.Popen(
-        argv,
-        env={**taospec.env, **through},
-        cwd=open_tmp,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = ["run", str(job_file(open_tmp, engine, "sleep 300"))]
+    child = spawn(argv, {**taospec.env, **through}, open_tmp)
     wait_for(lambda: any(states(state_dir, i)[-1] == "RUNNING" for i in job_ids(state_dir)))
     (job_id,) = job_ids(state_dir)
     link.unlink()
@@ -324,15 +329,7 @@ def test_a_retry_whose_engine_stops_answering_stops_following_and_exits_2(
     first_id = first.stdout.strip()
     docker("kill", first_id)
     assert taospec("status", first_id).stdout.split()[1] == "ERROR"
-    child = subprocess.Popen(
-        [*taospec_command(), "retry", first_id],
-        env=taospec.env,
-        cwd=open_tmp,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = spawn(["retry", first_id], taospec.env, open_tmp)
     wait_for(lambda: len(job_ids(state_dir)) == 2)
     (job_id,) = set(job_ids(state_dir)) - {first_id}
     wait_for(lambda: states(state_dir, job_id)[-1] == "RUNNING")
@@ -722,15 +719,7 @@ def test_a_run_while_the_same_job_is_still_being_launched_is_refused(
 ) -> None:
     env, gate, reached = held_first_launch(open_tmp)
     spec = job_file(open_tmp, engine, "sleep 300")
-    first = subprocess.Popen(
-        [*taospec_command(), "run", "-d", str(spec)],
-        env={**taospec.env, **env},
-        cwd=open_tmp,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = spawn(["run", "-d", str(spec)], {**taospec.env, **env}, open_tmp)
     try:
         wait_for(reached.exists)  # opened, and held in its `docker run`
         (job_id,) = job_ids(state_dir)

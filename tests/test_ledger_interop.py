@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -227,3 +228,48 @@ def test_a_run_whose_job_another_writer_ended_reports_that_end(
     ]
     status = taospec("status", path.stem)
     assert status.stdout.split()[:2] == [path.stem, "ERROR"]
+
+
+RECORDER_SUITE = "scripts/tests/test_tao_job_record.py"
+RECORD_SCHEMA = "skills/core/tao-artifacts/references/job_record.schema.json"
+STAND_IN = '''"""The TAO recorder's command line, answered by `taospec record` in this process."""
+import contextlib, io, json, sys, uuid  # the suite reaches json and uuid through this module
+from taospec.cli import main as taospec
+
+def main(argv):
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        code = taospec(["record", *argv])
+    sys.stderr.write(said.getvalue())
+    if code == 0:
+        return 0
+    raise SystemExit(said.getvalue().strip() if code == 1 else code)  # as the recorder exits
+'''
+NOT_TAOSPEC_S = {
+    "test_atomic_write_cleans_temporary_file_after_io_failure": "calls the recorder's private "
+    "_atomic_write",
+    "test_open_never_overwrites_existing_record": "forces two ids alike through uuid.uuid4; "
+    "taospec draws its suffix from os.urandom and, on a name taken, draws again",
+}
+
+
+def test_the_recorder_s_own_suite_passes_against_taospec_record(
+    skill_bank: Path, tmp_path: Path
+) -> None:
+    """The skill bank's tests of its recorder, run with `taospec record` in its place."""
+    bank = tmp_path / "bank"
+    for name in (RECORDER_SUITE, RECORD_SCHEMA):
+        (bank / name).parent.mkdir(parents=True, exist_ok=True)
+        (bank / name).write_bytes((skill_bank / name).read_bytes())
+    (bank / "scripts" / "tao_job_record.py").write_text(STAND_IN)
+    left_out = [f"--deselect={RECORDER_SUITE}::{name}" for name in NOT_TAOSPEC_S]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+         RECORDER_SUITE, *left_out],
+        cwd=bank, env=worker_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = done.stdout.strip().splitlines()[-1]
+    counted = re.fullmatch(rf"(\d+) passed, {len(NOT_TAOSPEC_S)} deselected in .*", summary)
+    assert counted is not None, summary  # nothing failed, skipped or errored
+    assert int(counted[1]) >= 30, summary
