@@ -58,7 +58,8 @@ def test_a_train_job_names_the_skill_and_marks_what_to_fill(tmp_path: Path) -> N
         ("dataset", "classes"),
     }
     assert "image_dir: ???  # input: the folder that train reads" in text
-    assert "classes: ???  # the template leaves it for you" in text
+    # the schema wants a list there: a single class written as text was refused
+    assert "classes: ???  # the template leaves it for you: a list" in text
     assert "  # model:\n  #   backbone: tiny_a\n" in text
     assert "    # batch_size: 4\n" in text
     assert "# Optional inputs: dataset.val_data_sources.image_dir (folder)" in text

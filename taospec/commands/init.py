@@ -123,8 +123,11 @@ def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) ->
 
 def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:
     """What the user must set: each required input and each ``???``, with a note."""
-    required = dict.fromkeys(_missing(template, ()), "the template leaves it for you")
     schema = read_schema(action)
+    required = {
+        path: "the template leaves it for you" + (": a list" if wants_list(schema, path) else "")
+        for path in _missing(template, ())
+    }
     for declared in action.inputs:
         if not declared.optional:
             required[declared.path] = _input_note(template, schema, declared, action)
