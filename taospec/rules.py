@@ -1251,6 +1251,45 @@ SBATCH_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")
 """A path an #SBATCH line can carry: sbatch reads those lines itself, not through a shell."""
 
 
+SLURM_TIME = re.compile(r"(?:(?P<days>[0-9]+)-)?(?P<parts>[0-9]+(?::[0-9]+){0,2})")
+SLURM_MINUTES_END = 35_791_394
+"""Slurm keeps a time limit of up to 35,791,393 minutes (about 68 years) as written; sbatch
+wraps a longer one to another limit, reads it as none, or refuses it."""
+
+
+def slurm_minutes(time: str) -> int | None:
+    """The minutes Slurm reads in a ``--time`` of numbers (seconds round up to a minute:
+    ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``), or None for another form."""
+    found = SLURM_TIME.fullmatch(time)
+    if found is None:
+        return None
+    numbers = [int(n) for n in found["parts"].split(":")]
+    if found["days"] is not None:  # D-H, D-H:M or D-H:M:S
+        hours, minutes, seconds = (*numbers, 0, 0)[:3]
+    elif len(numbers) == 3:  # H:M:S
+        hours, minutes, seconds = numbers
+    else:  # M or M:S
+        hours, minutes, seconds = 0, numbers[0], (*numbers, 0)[1]
+    return int(found["days"] or 0) * 1440 + hours * 60 + minutes + -(-seconds // 60)
+
+
+def _slurm_time_rules(source: Source, time: object) -> Iterator[Problem]:
+    minutes = slurm_minutes(time) if isinstance(time, str) else None
+    if minutes == 0:
+        yield source.problem(
+            ("slurm", "time"),
+            f"slurm.time {time} asks Slurm for no time limit, which a reader of the plan would "
+            "not take it for: write UNLIMITED",
+        )
+    elif minutes is not None and minutes >= SLURM_MINUTES_END:
+        yield source.problem(
+            ("slurm", "time"),
+            f"slurm.time {time} is {minutes} minutes, past the {SLURM_MINUTES_END - 1:,} "
+            "(about 68 years) Slurm keeps as written: sbatch would keep another limit or none; "
+            "write UNLIMITED for no limit",
+        )
+
+
 def _slurm_rules(source: Source) -> Iterator[Problem]:
     """What a Slurm job needs beyond the schema."""
     data = source.data
@@ -1274,6 +1313,7 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
             "which sbatch reads without a shell: use only letters, digits and _@+=:,./- here",
         )
     block = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    yield from _slurm_time_rules(source, block.get("time"))
     yield from _extra_sbatch_rules(source, block.get("extra_sbatch"))
     container = block.get("container", "pyxis")
     if container == "pyxis":

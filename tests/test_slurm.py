@@ -293,6 +293,48 @@ def test_a_job_without_a_time_limit_is_written_as_sbatch_takes_it(
     assert "TimeLimit=UNLIMITED" in shown_job.stdout.split(), shown_job.stdout
 
 
+@pytest.mark.parametrize(
+    ("limit", "kept"),
+    [("35791393", "24855-03:13:00"), ("1:99:99", "02:41:00"), ("0-0:0:1", "00:01:00")],
+)
+def test_a_time_limit_slurm_keeps_as_written_passes(
+    slurm, taospec: Runner, open_tmp: Path, limit: str, kept: str
+) -> None:
+    # Slurm counts whole minutes, a second over rounds up, and 35,791,393 is its last
+    spec = job_file(open_tmp, "true", slurm={"time": limit})
+    assert taospec("validate", spec).returncode == 0
+    slurm_id = shown(taospec, submit(taospec, spec))["backend_ref"]
+    shown_job = subprocess.run(["scontrol", "-o", "show", "job", slurm_id],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    assert f"TimeLimit={kept}" in shown_job.stdout.split(), shown_job.stdout
+
+
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        # sbatch wraps these to another limit (99999999999 minutes became 2981813-22:48:00),
+        # reads them as none at all, or refuses them, after the record was opened
+        ("35791394", "35791394 minutes"),
+        ("99999999999", "99999999999 minutes"),
+        ("2982616-13:33", "4294967853 minutes"),
+        ("4294967293", "4294967293 minutes"),
+        # a zero limit is Slurm's word for none, which the plan then does not say
+        ("0", "0 asks Slurm for no time limit"),
+        ("00:00:00", "00:00:00 asks Slurm for no time limit"),
+    ],
+)
+def test_a_time_limit_slurm_does_not_keep_as_written_is_refused(
+    taospec: Runner, open_tmp: Path, state_dir: Path, limit: str, said: str
+) -> None:
+    spec = job_file(open_tmp, "true", slurm={"time": limit})
+    for verb in ("validate", "run"):
+        done = taospec(verb, spec)
+        assert done.returncode == 2, done.stderr
+        assert "$.slurm.time: slurm.time " in done.stderr, done.stderr
+        assert said in done.stderr, done.stderr
+    assert not (state_dir / "jobs").exists()
+
+
 @pytest.mark.parametrize("container", CONTAINERS)
 def test_logs_while_running_and_follow_until_the_end(
     container: str, slurm, engine, taospec: Runner, open_tmp: Path
