@@ -164,10 +164,11 @@ def _swappiness(value: str) -> str | None:
     return None
 
 
+SWITCH_VALUES = "a switch takes =true or =false (1, t, T, TRUE, True and their false forms)"
+
+
 def _switch(value: str) -> str | None:
-    if value and value not in _GO_BOOLS:
-        return "a switch takes =true or =false (1, t, T, TRUE, True and their false forms)"
-    return None
+    return SWITCH_VALUES if value and value not in _GO_BOOLS else None
 
 
 def _memory(least: int) -> Reader:
@@ -251,6 +252,52 @@ def _extra_host(value: str) -> str | None:
     return None if "%" not in address else f"{address!r}: an address with a zone is refused"
 
 
+def _address(version: int) -> Reader:
+    def read(value: str) -> str | None:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            return f"{value!r} is no IP address"
+        if ipaddress.ip_address(value).version != version:
+            return f"it takes an IPv{version} address"
+        return None
+
+    return read
+
+
+_SYSCTLS = frozenset({"kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem",
+                      "kernel.shmall", "kernel.shmmax", "kernel.shmmni",
+                      "kernel.shm_rmid_forced"})  # fmt: skip
+"""The kernel settings a container may set with ``--sysctl`` besides ``net.*`` and
+``fs.mqueue.*``: those with a namespace of the container's own."""
+
+
+def _sysctl(value: str) -> str | None:
+    name, equals, _ = value.partition("=")
+    if not equals or not name:
+        return "it takes NAME=VALUE, e.g. net.core.somaxconn=1024"
+    if name in _SYSCTLS or name.startswith(("net.", "fs.mqueue.")):
+        return None
+    return f"{name} is no setting a container has of its own (net.*, fs.mqueue.*, kernel.shm*, ...)"
+
+
+_PORT_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+
+
+def _publish(value: str) -> str | None:
+    """``-p``: ``[[IP:][HOST_PORT]:]CONTAINER_PORT[/PROTOCOL]``; the container port (or
+    range) is what docker reads first and refuses when it is none."""
+    spec, _, protocol = value.partition("/")
+    if protocol and protocol.lower() not in ("tcp", "udp", "sctp"):
+        return f"{protocol!r} is no protocol it knows (tcp, udp, sctp)"
+    ports = _PORT_RANGE.fullmatch(spec.rpartition(":")[2])
+    if ports is None or not all(int(p) < 65536 for p in filter(None, ports.groups())):
+        return "the container port is a number up to 65535 (or a range, 8000-8010)"
+    if ports[2] is not None and int(ports[2]) < int(ports[1]):
+        return "a port range runs from the lower port to the higher"
+    return None
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -282,6 +329,10 @@ READERS: dict[str, Reader] = {
     "--tmpfs": _tmpfs,
     **dict.fromkeys(("--env", "-e"), _env),
     "--add-host": _extra_host,
+    "--ip": _address(4),
+    "--ip6": _address(6),
+    "--sysctl": _sysctl,
+    **dict.fromkeys(("--publish", "-p"), _publish),
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

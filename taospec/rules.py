@@ -1031,6 +1031,10 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
         where = ("docker", "extra_args", index)
         if flag in DOCKER_OWN_OPTIONS:
             yield source.problem(where, f"{flag}: {DOCKER_OWN_OPTIONS[flag]}")
+        elif flag in dockerargs.SWITCHES and not value and words[index].endswith("="):
+            yield source.problem(  # --init=: docker reads the empty value, which is no bool
+                where, f"{flag}=: docker run refuses it: {dockerargs.SWITCH_VALUES}"
+            )
         elif why := dockerargs.misread(flag, value):
             yield source.problem(where, f"{dockerargs.shown(flag, value)}: {why}")
         elif flag in ("-d", "--detach", "-a", "--attach"):

@@ -2160,7 +2160,9 @@ DOCKER_VALUES = [
     ("--health-interval", "1h30m"), ("--health-interval", "1.5s"), ("--health-timeout", "0"),
     ("--health-interval", "1ms"), ("--health-retries", "3"), ("--read-only", "T"),
     ("--init", "1"), ("--privileged", "False"), ("--workdir", "/x"), ("-w", "/"),
-    ("--cpu-period", "100000"), ("--cpu-quota", "-1"),
+    ("--cpu-period", "100000"), ("--cpu-quota", "-1"), ("-p", "80"),
+    ("--publish", "127.0.0.1::80/udp"), ("-p", "8000-8001/UDP"),
+    ("--sysctl", "net.core.somaxconn=1024"), ("--sysctl", "kernel.shmmax=65536"),
     # the docker CLI's parser refuses these
     ("--cpus", "abc"), ("--cpus", "0.0000000001"), ("--cpus", "1/0"), ("--cpus", "1/-2"),
     ("--memory", "1x"), ("--memory", "-1"), ("--memory", "1gi"), ("--memory", "1.5.2g"),
@@ -2171,7 +2173,10 @@ DOCKER_VALUES = [
     ("--health-interval", "5d"), ("--health-interval", "-5s"), ("--health-retries", "-1"),
     ("--memory-swappiness", "101"), ("--memory-swappiness", "-2"), ("--read-only", "maybe"),
     ("--init", "yes"), ("--io-maxiops", "x"), ("--io-maxbandwidth", "x"),
-    ("--kernel-memory", "x"), ("-d", "maybe"),
+    ("--kernel-memory", "x"), ("-d", "maybe"), ("--init", ""), ("-p", "abc"),
+    ("-p", "70000"), ("--publish", "80/xyz"), ("-p", "81-80"), ("--sysctl", "vm.swappiness=1"),
+    ("--sysctl", "net.core.somaxconn"), ("--ip", "1.2.3"), ("--ip", "::1"),
+    ("--ip6", "10.0.0.1"),
     # and the engine refuses these on any machine
     ("--workdir", "rel"), ("--workdir", "./x"), ("-w", "~"), ("--memory", "4m"),
     ("--memory-reservation", "1k"), ("--oom-score-adj", "2000"), ("--cpus", "-1"),
