@@ -14,6 +14,7 @@ CPUs than it has, a kernel without a cgroup controller) is left to the launch.
 
 from __future__ import annotations
 
+import csv
 import ipaddress
 import re
 from collections.abc import Callable
@@ -298,6 +299,67 @@ def _publish(value: str) -> str | None:
     return None
 
 
+_MOUNT_KEYS = frozenset({"type", "source", "src", "target", "dst", "destination", "readonly",
+                         "ro", "consistency", "bind-propagation", "bind-nonrecursive",
+                         "bind-recursive", "volume-subpath", "volume-nocopy", "volume-label",
+                         "volume-driver", "volume-opt", "image-subpath", "tmpfs-size",
+                         "tmpfs-mode"})  # fmt: skip
+_OCTAL = re.compile(r"[0-7]+")
+_MOUNT_SWITCHES = frozenset({"readonly", "ro", "volume-nocopy", "bind-nonrecursive"})
+_MOUNT_CHOICES = {
+    "type": ("bind", "volume", "tmpfs", "npipe", "cluster", "image"),
+    "bind-recursive": ("enabled", "disabled", "writable", "readonly"),
+    "bind-propagation": ("private", "rprivate", "shared", "rshared", "slave", "rslave"),
+}
+
+
+def _mount_fields(value: str) -> dict[str, str] | str:
+    """The keys (in lower case) and values of a ``--mount`` value, or why docker refuses one."""
+    try:
+        fields = next(csv.reader([value]), [])
+    except csv.Error:
+        fields = []
+    if not fields:
+        return "it takes key=value fields, e.g. type=bind,source=/data,target=/data"
+    given: dict[str, str] = {}
+    for field in fields:
+        key, equals, setting = field.partition("=")
+        key = key.lower()
+        if key not in _MOUNT_KEYS:
+            return f"it knows no key {key!r}"
+        if not equals and key not in _MOUNT_SWITCHES:
+            return f"{field!r} is no key=value pair"
+        if key in _MOUNT_SWITCHES and equals and setting not in _GO_BOOLS:
+            return f"{key} takes true or false, not {setting!r}"
+        if setting and key in _MOUNT_CHOICES and setting.lower() not in _MOUNT_CHOICES[key]:
+            return f"{key} is one of {', '.join(_MOUNT_CHOICES[key])}, not {setting!r}"
+        given[key] = setting
+    return given
+
+
+def _mount(value: str) -> str | None:
+    """``--mount``: comma-separated ``key=value`` fields (CSV, so a field may be quoted) of
+    the keys docker run 28 knows, a switch key bare or with a bool, and a target."""
+    given = _mount_fields(value)
+    if isinstance(given, str):
+        return given
+    kind = given.get("type", "volume").lower()
+    for prefix in ("bind", "volume", "tmpfs", "image"):
+        if kind != prefix and any(key.startswith(f"{prefix}-") for key in given):
+            return f"{prefix}-* keys are for type={prefix}, not type={kind}"
+    if "tmpfs-size" in given and size_bytes(given["tmpfs-size"]) is None:
+        return f"tmpfs-size {given['tmpfs-size']!r} is no size such as 512m or 1g"
+    mode = given.get("tmpfs-mode", "0")
+    if not _OCTAL.fullmatch(mode) or int(mode, 8) >= 2**32:
+        return f"tmpfs-mode {given['tmpfs-mode']!r} is no octal mode such as 1777"
+    target = given.get("target") or given.get("dst") or given.get("destination")
+    if not target:
+        return "it needs a target inside the container (target=/data)"
+    if kind in ("bind", "volume", "tmpfs") and not target.startswith("/"):
+        return f"the target {target!r} inside the container is not an absolute path"
+    return None
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -333,6 +395,7 @@ READERS: dict[str, Reader] = {
     "--ip6": _address(6),
     "--sysctl": _sysctl,
     **dict.fromkeys(("--publish", "-p"), _publish),
+    "--mount": _mount,
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

@@ -2163,6 +2163,8 @@ DOCKER_VALUES = [
     ("--cpu-period", "100000"), ("--cpu-quota", "-1"), ("-p", "80"),
     ("--publish", "127.0.0.1::80/udp"), ("-p", "8000-8001/UDP"),
     ("--sysctl", "net.core.somaxconn=1024"), ("--sysctl", "kernel.shmmax=65536"),
+    ("--mount", "type=tmpfs,target=/x,tmpfs-mode=1777,tmpfs-size=1g"),
+    ("--mount", '"type=tmpfs",dst=/x'), ("--mount", "TYPE=volume,target=/x,volume-nocopy"),
     # the docker CLI's parser refuses these
     ("--cpus", "abc"), ("--cpus", "0.0000000001"), ("--cpus", "1/0"), ("--cpus", "1/-2"),
     ("--memory", "1x"), ("--memory", "-1"), ("--memory", "1gi"), ("--memory", "1.5.2g"),
@@ -2176,7 +2178,10 @@ DOCKER_VALUES = [
     ("--kernel-memory", "x"), ("-d", "maybe"), ("--init", ""), ("-p", "abc"),
     ("-p", "70000"), ("--publish", "80/xyz"), ("-p", "81-80"), ("--sysctl", "vm.swappiness=1"),
     ("--sysctl", "net.core.somaxconn"), ("--ip", "1.2.3"), ("--ip", "::1"),
-    ("--ip6", "10.0.0.1"),
+    ("--ip6", "10.0.0.1"), ("--mount", "type=tmpfs"), ("--mount", "type=tmpfs,dst=/x,bogus=1"),
+    ("--mount", "type=tmpfs,dst=/x,tmpfs-size=abc"), ("--mount", "type=tmpfs,dst=/x,tmpfs-mode=9"),
+    ("--mount", "type=foo,dst=/x"), ("--mount", "type=tmpfs,dst=x"), ("--mount", "dst=/x,ro=no"),
+    ("--mount", "type=tmpfs,dst=/x,volume-nocopy"), ("--mount", "dst=/x,nocopy"),
     # and the engine refuses these on any machine
     ("--workdir", "rel"), ("--workdir", "./x"), ("-w", "~"), ("--memory", "4m"),
     ("--memory-reservation", "1k"), ("--oom-score-adj", "2000"), ("--cpus", "-1"),
