@@ -488,6 +488,32 @@ def test_diff_with_a_revision_git_does_not_know_says_so(taospec: Runner, repo: P
     assert alone.stderr == "taospec: jobs/gone.yaml: no such file at HEAD or in the work tree\n"
 
 
+@pytest.mark.parametrize("where", ["outside git", "another repository"])
+def test_diff_reads_a_revision_in_the_repository_of_the_files_named(
+    taospec: Runner, repo: Path, tmp_path: Path, where: str
+) -> None:
+    # the first word was judged a revision in the repository of the folder diff runs in:
+    # from outside git it became a file ("HEAD~1: not in a git repository"), and from
+    # another repository a revision that repository lacks was refused there
+    first = git(repo, "rev-parse", "HEAD").strip()
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0005"))
+    commit(repo, "faster")
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    if where == "another repository":
+        git(cwd, "init", "-q")
+        (cwd / "x").write_text("x\n")
+        commit(cwd, "only")
+    for rev in ("HEAD~1", first):
+        done = Runner(taospec.env, cwd)("diff", rev, "HEAD", spec)
+        assert done.returncode == 1, done.stderr
+        assert f"--- {rev}:jobs/pipeline.yaml#train\n+++ HEAD:jobs/pipeline.yaml#train\n" in (
+            done.stdout
+        )
+        assert "-  lr: 0.0001\n+  lr: 0.0005\n" in done.stdout
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()

@@ -61,14 +61,16 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """The revisions (up to two) and the files among ``args``.
 
     ``--`` ends the revisions; without it, a leading word is a revision when
-    it is not a file in the work tree and git knows it as a commit.
+    it is not a file in the work tree and git knows it as a commit in the
+    repository of the last word (a file whichever the others are), not the one
+    diff runs in: CI may run it from anywhere, naming files by their paths.
     """
     if "--" in args:
         cut = list(args).index("--")
         revs, files = list(args[:cut]), list(args[cut + 1 :])
     else:
         revs, files = [], list(args)
-        while files and len(revs) < 2 and len(files) > 1 and _is_revision(files[0]):
+        while files and len(revs) < 2 and len(files) > 1 and _is_revision(files[0], files[-1]):
             revs.append(files.pop(0))
     if len(revs) > 2:
         raise InvalidInput(f"diff takes at most two revisions, not {len(revs)}: {' '.join(revs)}")
@@ -100,11 +102,11 @@ def job_files(files: Sequence[str], old: str, new: str | None) -> list[str]:
     return list(out)
 
 
-def _is_revision(word: str) -> bool:
+def _is_revision(word: str, file: str) -> bool:
     if os.path.lexists(word):
         return False
     try:
-        gitrev.commit(gitrev.toplevel(Path.cwd(), word), word)
+        gitrev.commit(gitrev.locate(file).top, word)
     except InvalidInput:
         return False
     return True
