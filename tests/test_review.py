@@ -514,6 +514,31 @@ def test_diff_reads_a_revision_in_the_repository_of_the_files_named(
         assert "-  lr: 0.0001\n+  lr: 0.0005\n" in done.stdout
 
 
+def test_diff_takes_revisions_before_a_double_dash_as_git_diff_does(taospec: Runner, repo: Path):
+    # click ended its options at "--" and dropped it: a revision named like a file in the
+    # work tree was read as that file, and an unknown one as a missing file
+    git(repo, "branch", "before")
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0005"))
+    (repo / "before").write_text("a file named like the branch\n")
+    run = in_repo(taospec, repo)
+    done = run("diff", "before", "--", "jobs/pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    assert "--- before:jobs/pipeline.yaml#train\n+++ jobs/pipeline.yaml#train\n" in done.stdout
+    assert "-  lr: 0.0001\n+  lr: 0.0005\n" in done.stdout
+    both = run("diff", "--format", "json", "before", "HEAD", "--", "jobs/pipeline.yaml")
+    assert both.returncode == 0, both.stderr
+    assert (json.loads(both.stdout)["old"], json.loads(both.stdout)["new"]) == ("before", "HEAD")
+    unknown = run("diff", "HEAD~9", "--", "jobs/pipeline.yaml")
+    assert unknown.returncode == 2
+    assert unknown.stderr == f"taospec: HEAD~9: not a revision of the git repository at {repo}\n"
+    # after "--" every word is a file, even one git knows as a revision
+    files = run("diff", "--", "before", "jobs/pipeline.yaml")
+    assert files.returncode == 2
+    assert files.stderr.startswith("before:1:1: $: "), files.stderr
+    assert "taospec diff: before is invalid in the work tree" in files.stderr
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()

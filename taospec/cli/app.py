@@ -143,6 +143,18 @@ def _reads_as_option(word: str) -> bool:
     )
 
 
+class _SeparatedVerb(_Verb):
+    """A verb whose arguments keep a ``--`` for the command to read (``diff``: the
+    revisions, then the files, as ``git diff`` reads them): click ends its options at the
+    first ``--`` and drops it, so that one is written twice and the second stays."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            args = [*args[:cut], "--", *args[cut:]]
+        return super().parse_args(ctx, args)
+
+
 class _RecorderVerbs(_Verbs):
     command_class = _RecorderVerb
 
@@ -225,14 +237,15 @@ def init_command(skill: str, action: str, output: str | None) -> None:
     sys.exit(init_verb.run(skill, action, output, job_dir=os.getcwd(), environ=os.environ))
 
 
-@cli.command()
-@click.argument("args", nargs=-1, required=True, metavar="[REV_A [REV_B]] FILE...")
+@cli.command(cls=_SeparatedVerb)
+@click.argument("args", nargs=-1, required=True, metavar="[REV_A [REV_B]] [--] FILE...")
 @format_option("text", "json", help="text: a unified diff per target; json: data for tools.")
 def diff(args: tuple[str, ...], fmt: str) -> None:
     """Show how FILEs' plans changed between two git revisions.
 
     Default: HEAD against the work tree; one revision: it against the work
-    tree. A leading word is a revision when it is no file in the work tree.
+    tree. A leading word is a revision when it is no file in the work tree;
+    -- ends the revisions, as it does for git diff.
     Exit 0 when no plan changed, 1 when one did, 2 on invalid input.
     """
     from taospec.commands import diff as diff_verb
