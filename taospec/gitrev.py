@@ -69,8 +69,19 @@ def commit(top: Path, rev: str) -> str:
     """The commit ``rev`` names in the repository at ``top``."""
     found = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if not found.ok:
-        raise InvalidInput(f"{rev}: not a revision of the git repository at {top}")
+        raise InvalidInput(f"{rev}: not a revision of the git repository at {top}{shallow(top)}")
     return found.stdout.strip()
+
+
+def shallow(top: Path) -> str:
+    """What to add to "not a revision" when the repository at ``top`` is a shallow clone
+    (as CI checks out by default), which lacks the history before its first commit."""
+    found = _git(top, "rev-parse", "--is-shallow-repository")
+    if not (found.ok and found.stdout.strip() == "true"):
+        return ""
+    return (
+        ", a shallow clone that may lack it (git fetch --unshallow, or a deeper fetch, brings it)"
+    )
 
 
 def existing(top: Path, rev: str, paths: list[str]) -> set[str]:

@@ -539,6 +539,40 @@ def test_diff_takes_revisions_before_a_double_dash_as_git_diff_does(taospec: Run
     assert "taospec diff: before is invalid in the work tree" in files.stderr
 
 
+def test_diff_in_a_shallow_clone_says_it_may_lack_the_revision(
+    taospec: Runner, repo: Path, tmp_path: Path
+) -> None:
+    # CI checks out one commit: a revision before it was only "not a revision git knows"
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0005"))
+    commit(repo, "faster")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
+    run = in_repo(taospec, clone)
+    hint = (
+        ", a shallow clone that may lack it (git fetch --unshallow, or a deeper fetch, brings it)"
+    )
+    guessed = run("diff", "HEAD~1", "jobs/pipeline.yaml")
+    assert guessed.returncode == 2
+    nor = "nor a revision git knows"
+    assert (
+        guessed.stderr
+        == f"taospec: HEAD~1: no such file at HEAD or in the work tree, {nor}{hint}\n"
+    )
+    named = run("diff", "HEAD~1", "HEAD", "--", "jobs/pipeline.yaml")
+    assert named.returncode == 2
+    assert named.stderr == (
+        f"taospec: HEAD~1: not a revision of the git repository at {clone}{hint}\n"
+    )
+    assert guessed.stdout == named.stdout == ""
+    git(clone, "fetch", "-q", "--unshallow")
+    done = run("diff", "HEAD~1", "HEAD", "jobs/pipeline.yaml")
+    assert done.returncode == 1, done.stderr
+    assert "-  lr: 0.0001\n+  lr: 0.0005\n" in done.stdout
+    # a full clone says nothing of depth
+    assert "shallow" not in in_repo(taospec, repo)("diff", "HEAD~5", "jobs/pipeline.yaml").stderr
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()

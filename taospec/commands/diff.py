@@ -219,7 +219,7 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
             if not old and not new:
                 # split_args read a first word that is neither as a file: say both.
                 meant = not revs and len(named) > 1 and file == named[0]
-                nor = ", nor a revision git knows" if meant else ""
+                nor = f", nor a revision git knows{gitrev.shallow(where.top)}" if meant else ""
                 raise InvalidInput(f"{file}: no such file at {old_rev} or in the {WORK_TREE}{nor}")
             results.append((file, source, notes, compare(old, new, names)))
     except SideInvalid as exc:
