@@ -84,31 +84,34 @@ def shallow(top: Path) -> str:
     )
 
 
-def existing(top: Path, rev: str, paths: list[str]) -> set[str]:
-    """Which of ``paths`` (from the top, ``/`` separators) are files at ``rev``.
+def existing(top: Path, rev: str, paths: list[str], kind: str = "blob") -> set[str]:
+    """Which of ``paths`` (from the top, ``/`` separators) are files at ``rev`` (``kind``
+    ``tree``: folders; ``git show`` of a folder prints its listing, no file's text).
 
     Names are listed NUL-separated: otherwise git quotes a name holding a
     non-ASCII byte, a quote or a control character (``"jobs/r\\303\\251sum\\303\\251.yaml"``),
     and the quoted name matches none of ``paths``.
     """
-    found = _git(top, "ls-tree", "-z", "--full-tree", "--name-only", rev, "--", *paths)
-    if not found.ok:
-        raise InvalidInput(f"git ls-tree {rev} failed: {found.output()}")
-    return set(filter(None, found.stdout.split("\0")))
+    return {path for what, path in _listing(top, rev, paths) if what == kind}
 
 
-def files_in(top: Path, rev: str, folder: str) -> list[str]:
-    """The names of the files in ``folder`` (from the top, ``.`` for the top) at ``rev``."""
-    spec = "." if folder == "." else f"{folder}/"
-    found = _git(top, "ls-tree", "-z", "--full-tree", rev, "--", spec)
+def _listing(top: Path, rev: str, paths: list[str]) -> list[tuple[str, str]]:
+    """The type (``blob``, ``tree``, ``commit``) and path of each entry ``git ls-tree``
+    lists for ``paths`` at ``rev``."""
+    found = _git(top, "ls-tree", "-z", "--full-tree", rev, "--", *paths)
     if not found.ok:
         raise InvalidInput(f"git ls-tree {rev} failed: {found.output()}")
     out = []
     for entry in filter(None, found.stdout.split("\0")):  # <mode> <type> <object>\t<path>
         about, path = entry.split("\t", 1)
-        if about.split()[1] == "blob":
-            out.append(PurePosixPath(path).name)
+        out.append((about.split()[1], path))
     return out
+
+
+def files_in(top: Path, rev: str, folder: str) -> list[str]:
+    """The names of the files in ``folder`` (from the top, ``.`` for the top) at ``rev``."""
+    spec = "." if folder == "." else f"{folder}/"
+    return [PurePosixPath(path).name for what, path in _listing(top, rev, [spec]) if what == "blob"]
 
 
 def show(top: Path, rev: str, path: str) -> str:
@@ -236,6 +239,8 @@ def load_at(
     then), shown as its display name; each skill folder it reads from outside the
     repository is added to ``outside``."""
     if where.path not in existing(where.top, rev, [where.path]):
+        if where.path in existing(where.top, rev, [where.path], "tree"):
+            raise SpecError.single(where.display, "is a directory, not a job file")
         return None
     text = show(where.top, rev, where.path)
     images = Images(Path(where.display), functools.cache(lambda: versions_reader(where, rev)))

@@ -573,6 +573,26 @@ def test_diff_in_a_shallow_clone_says_it_may_lack_the_revision(
     assert "shallow" not in in_repo(taospec, repo)("diff", "HEAD~5", "jobs/pipeline.yaml").stderr
 
 
+def test_diff_of_a_folder_says_it_is_one(taospec: Runner, repo: Path):
+    # git show REV:jobs prints the folder's listing, which was read as a job file
+    # ("holds a single str value")
+    run = in_repo(taospec, repo)
+    for args in (["jobs"], ["HEAD", "HEAD", "jobs"]):
+        done = run("diff", *args)
+        assert done.returncode == 2
+        assert done.stderr == (
+            "jobs:1:1: $: is a directory, not a job file\ntaospec diff: jobs is invalid at HEAD\n"
+        )
+        assert done.stdout == ""
+
+
+def test_diff_of_a_file_at_neither_revision_names_both(taospec: Runner, repo: Path):
+    # between two revisions the second side is no work tree
+    done = in_repo(taospec, repo)("diff", "HEAD", "HEAD", "jobs/gone.yaml")
+    assert done.returncode == 2
+    assert done.stderr == "taospec: jobs/gone.yaml: no such file at HEAD or at HEAD\n"
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()
