@@ -593,6 +593,17 @@ def test_diff_of_a_file_at_neither_revision_names_both(taospec: Runner, repo: Pa
     assert done.stderr == "taospec: jobs/gone.yaml: no such file at HEAD or at HEAD\n"
 
 
+def test_diff_of_revisions_alone_asks_for_a_job_file(taospec: Runner, repo: Path):
+    # `taospec diff main HEAD $(git diff --name-only main -- jobs)` where no job file
+    # changed: the last revision was read as a file, "HEAD: no such file at ..."
+    run = in_repo(taospec, repo)
+    for revs in (["HEAD"], ["HEAD", "HEAD"], ["HEAD", "HEAD", "--"]):
+        done = run("diff", *revs)
+        assert done.returncode == 2
+        assert done.stderr == "taospec: diff: name at least one job file\n", revs
+        assert done.stdout == ""
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()

@@ -72,6 +72,8 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
         revs, files = [], list(args)
         while files and len(revs) < 2 and len(files) > 1 and _is_revision(files[0], files[-1]):
             revs.append(files.pop(0))
+        if len(revs) < 2 and len(files) == 1 and _is_revision(files[0], files[0]):
+            revs.append(files.pop())  # only revisions: a CI's list of changed files was empty
     if len(revs) > 2:
         raise InvalidInput(f"diff takes at most two revisions, not {len(revs)}: {' '.join(revs)}")
     if not files:
