@@ -92,26 +92,47 @@ def existing(top: Path, rev: str, paths: list[str], kind: str = "blob") -> set[s
     non-ASCII byte, a quote or a control character (``"jobs/r\\303\\251sum\\303\\251.yaml"``),
     and the quoted name matches none of ``paths``.
     """
-    return {path for what, path in _listing(top, rev, paths) if what == kind}
+    return {path for _, what, path in _listing(top, rev, paths) if what == kind}
 
 
-def _listing(top: Path, rev: str, paths: list[str]) -> list[tuple[str, str]]:
-    """The type (``blob``, ``tree``, ``commit``) and path of each entry ``git ls-tree``
-    lists for ``paths`` at ``rev``."""
+def _listing(top: Path, rev: str, paths: list[str]) -> list[tuple[str, str, str]]:
+    """The mode, type (``blob``, ``tree``, ``commit``) and path of each entry ``git
+    ls-tree`` lists for ``paths`` at ``rev``."""
     found = _git(top, "ls-tree", "-z", "--full-tree", rev, "--", *paths)
     if not found.ok:
         raise InvalidInput(f"git ls-tree {rev} failed: {found.output()}")
     out = []
     for entry in filter(None, found.stdout.split("\0")):  # <mode> <type> <object>\t<path>
         about, path = entry.split("\t", 1)
-        out.append((about.split()[1], path))
+        mode, what, _ = about.split()
+        out.append((mode, what, path))
     return out
+
+
+LINK_MODE = "120000"
+"""The mode git stores a symbolic link with: its blob is the link's target."""
+
+
+def followed(top: Path, rev: str, path: str) -> str:
+    """``path`` at ``rev`` through its symbolic links, as the work tree reads it; a link
+    that leads out of the repository (in no revision) or round a loop is refused."""
+    seen = {path}
+    while any(mode == LINK_MODE and at == path for mode, _, at in _listing(top, rev, [path])):
+        target = os.path.normpath(PurePosixPath(path).parent / show(top, rev, path))
+        if PurePosixPath(target).is_absolute() or target.split("/")[0] == ".." or target in seen:
+            raise InvalidInput(
+                f"a symbolic link at {rev} that leads out of the repository or round a loop"
+            )
+        path = PurePosixPath(target).as_posix()
+        seen.add(path)
+    return path
 
 
 def files_in(top: Path, rev: str, folder: str) -> list[str]:
     """The names of the files in ``folder`` (from the top, ``.`` for the top) at ``rev``."""
     spec = "." if folder == "." else f"{folder}/"
-    return [PurePosixPath(path).name for what, path in _listing(top, rev, [spec]) if what == "blob"]
+    listed = _listing(top, rev, [spec])
+    return [PurePosixPath(path).name for _, what, path in listed if what == "blob"]
 
 
 def show(top: Path, rev: str, path: str) -> str:
@@ -238,11 +259,12 @@ def load_at(
     """The job file at ``rev`` and the source of each target (None when it did not exist
     then), shown as its display name; each skill folder it reads from outside the
     repository is added to ``outside``."""
-    if where.path not in existing(where.top, rev, [where.path]):
-        if where.path in existing(where.top, rev, [where.path], "tree"):
+    path = followed(where.top, rev, where.path)
+    if path not in existing(where.top, rev, [path]):
+        if path in existing(where.top, rev, [path], "tree"):
             raise SpecError.single(where.display, "is a directory, not a job file")
         return None
-    text = show(where.top, rev, where.path)
+    text = show(where.top, rev, path)
     images = Images(Path(where.display), functools.cache(lambda: versions_reader(where, rev)))
     with tempfile.TemporaryDirectory(prefix="taospec-diff-") as scratch:
         skills = SkillsAt(where, rev, Path(scratch).resolve())

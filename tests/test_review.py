@@ -604,6 +604,30 @@ def test_diff_of_revisions_alone_asks_for_a_job_file(taospec: Runner, repo: Path
         assert done.stdout == ""
 
 
+def test_diff_reads_a_job_file_committed_as_a_symbolic_link_through_it(
+    taospec: Runner, repo: Path
+) -> None:
+    # git show REV:link prints the link's target, which was read as the job file
+    (repo / "jobs" / "alias.yaml").symlink_to("pipeline.yaml")
+    commit(repo, "an alias")
+    spec = repo / "jobs" / "pipeline.yaml"
+    spec.write_text(spec.read_text().replace("lr: 0.0001", "lr: 0.0005"))
+    done = in_repo(taospec, repo)("diff", "jobs/alias.yaml")
+    assert done.returncode == 1, done.stderr
+    assert "--- HEAD:jobs/alias.yaml#train\n+++ jobs/alias.yaml#train\n" in done.stdout
+    assert "-  lr: 0.0001\n+  lr: 0.0005\n" in done.stdout
+    assert "jobs/alias.yaml: evaluate: unchanged\n" in done.stdout
+    for name, target in (("out.yaml", "/etc/hostname"), ("loop.yaml", "loop.yaml")):
+        (repo / "jobs" / name).symlink_to(target)
+        commit(repo, name)
+        refused = in_repo(taospec, repo)("diff", "HEAD", "HEAD", f"jobs/{name}")
+        assert refused.returncode == 2
+        assert refused.stderr == (
+            f"jobs/{name}: a symbolic link at HEAD that leads out of the repository or round a "
+            f"loop\ntaospec diff: jobs/{name} is invalid at HEAD\n"
+        )
+
+
 def test_diff_outside_git_is_refused(taospec: Runner, tmp_path: Path):
     outside = tmp_path / "plain"
     outside.mkdir()
