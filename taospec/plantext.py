@@ -264,7 +264,13 @@ def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
         name = STAND_IN.sub(r"\1", value)
         if plan.with_value(name, "") != plan:  # the plan uses it
             why = f"Set {name} to the results directory of the job of target {need} this reads."
-            head += [f"# {comment(why)}", f': "${{{name}:?{UNSET}}}"', ""]
+            head += [
+                f"# {comment(why)}",
+                f': "${{{name}:?{UNSET}}}"',
+                f"[[ ${name} == /* ]] || "
+                f'{{ echo "{name}=${name}: not an absolute path: {UNSET}" >&2; exit 2; }}',
+                "",
+            ]
     return "\n".join([*head, *out]) + "\n"
 
 
@@ -275,7 +281,9 @@ STOPPED = (
 """What a script runs when it stops between its record's open and its launch."""
 
 UNSET = "set it to the results directory of the upstream job"
-"""What a script says, and stops, when a stand-in for an upstream's results is unset."""
+"""What a script says, and stops, when a stand-in for an upstream's results is unset or is
+no absolute path (a job id given for it would be a named volume to ``docker run -v``, and a
+local job would read it from its own results directory)."""
 
 
 def _steps(plan: Plan, out: list[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from taospec.loader import load_jobfile
 from taospec.placeholders import JOB_ID, STAND_IN
 from taospec.plan import SPEC_STEP, Step, lint_plan, plan_from_json, upstream_stand_ins
 from taospec.platforms import render
-from tests.conftest import Runner, load_job, write
+from tests.conftest import Runner, load_job, taospec_command, write
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -521,3 +522,38 @@ def test_the_script_of_one_target_with_needs_requires_its_upstream_results(
     whole = taospec("render", "--format", "sh", "f.yaml")
     assert whole.returncode == 2
     assert "name one target (prep, train)" in whole.stderr
+
+
+@pytest.mark.parametrize("given", ["hello-prep-0a1b2c", "results/hello-prep-0a1b2c", ""])
+def test_the_script_refuses_an_upstream_results_directory_that_is_no_absolute_path(
+    taospec: Runner, tmp_path: Path, given: str
+) -> None:
+    # a job id given for the path ran the job anyway: docker -v took the relative word for
+    # a named volume and mounted a new empty one, and a local job read it from inside its
+    # own results directory, where env -C starts it
+    write(tmp_path / "versions.yaml", (ROOT / "jobs" / "versions.yaml").read_text())
+    write(
+        tmp_path / "f.yaml",
+        "version: 1\ndefaults: {network_arch: hello, platform: docker, user: '1000:1000', "
+        f"image: {{versions_key: images.test.busybox}}, results_root: {tmp_path}/results}}\n"
+        "jobs:\n  prep: {action: prep, command: echo p}\n"
+        "  train:\n    action: train\n    needs: [prep]\n"
+        "    mounts: [{source: '{needs.prep.results_dir}', target: /model, readonly: true}]\n"
+        "    command: cat /model/model.txt\n",
+    )
+    done = taospec("render", "--format", "sh", "f.yaml", "train")
+    assert done.returncode == 0, done.stderr
+    path = write(tmp_path / "train.sh", done.stdout)
+    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
+    real = shlex.join(taospec_command())
+    write(tmp_path / "bin" / "taospec", f'#!/bin/sh\nexec {real} "$@"\n').chmod(0o755)
+    env = {**taospec.env, "PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "UPSTREAM_PREP": given}
+    ran = subprocess.run(
+        ["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode != 0
+    assert "UPSTREAM_PREP" in ran.stderr
+    assert "set it to the results directory of the upstream job" in ran.stderr
+    listed = taospec("ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == ""  # no record was opened, so no job ran
