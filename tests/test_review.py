@@ -484,6 +484,11 @@ def test_diff_with_a_revision_git_does_not_know_says_so(taospec: Runner, repo: P
     assert done.stderr == (
         "taospec: HEAD~9: no such file at HEAD or in the work tree, nor a revision git knows\n"
     )
+    # a second word that is neither was said to be no file alone
+    second = run("diff", "HEAD", "HEAD~9", "jobs/pipeline.yaml")
+    assert second.stderr == (
+        "taospec: HEAD~9: no such file at HEAD or in the work tree, nor a revision git knows\n"
+    )
     alone = run("diff", "jobs/gone.yaml")
     assert alone.stderr == "taospec: jobs/gone.yaml: no such file at HEAD or in the work tree\n"
 
