@@ -602,11 +602,29 @@ def test_diff_of_revisions_alone_asks_for_a_job_file(taospec: Runner, repo: Path
     # `taospec diff main HEAD $(git diff --name-only main -- jobs)` where no job file
     # changed: the last revision was read as a file, "HEAD: no such file at ..."
     run = in_repo(taospec, repo)
-    for revs in (["HEAD"], ["HEAD", "HEAD"], ["HEAD", "HEAD", "--"]):
+    for revs in (["HEAD"], ["HEAD", "HEAD"]):
         done = run("diff", *revs)
         assert done.returncode == 2
-        assert done.stderr == "taospec: diff: name at least one job file\n", revs
+        assert done.stderr == (
+            "taospec: diff: name at least one job file (after --, an empty list compares nothing)\n"
+        ), revs
         assert done.stdout == ""
+
+
+def test_diff_of_an_empty_list_after_dashes_compares_nothing(taospec: Runner, repo: Path):
+    # `taospec diff main HEAD -- $(git diff --name-only main -- jobs)`, the README's CI
+    # step, failed (exit 2) on every change that touched no job file
+    run = in_repo(taospec, repo)
+    done = run("diff", "HEAD", "HEAD", "--")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == "taospec diff: no job file named after --: nothing compared\n"
+    as_json = run("diff", "--format", "json", "HEAD", "--")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"old": "HEAD", "new": None, "changed": False,
+                                          "files": []}  # fmt: skip
+    unknown = run("diff", "HEAD~9", "HEAD", "--")
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("taospec: HEAD~9: not a revision"), unknown.stderr
 
 
 def test_diff_reads_a_job_file_committed_as_a_symbolic_link_through_it(

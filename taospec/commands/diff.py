@@ -76,8 +76,10 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
             revs.append(files.pop())  # only revisions: a CI's list of changed files was empty
     if len(revs) > 2:
         raise InvalidInput(f"diff takes at most two revisions, not {len(revs)}: {' '.join(revs)}")
-    if not files:
-        raise InvalidInput("diff: name at least one job file")
+    if not files and "--" not in args:  # after --, none is a CI's list of changed job files
+        raise InvalidInput(
+            "diff: name at least one job file (after --, an empty list compares nothing)"
+        )
     return revs, files
 
 
@@ -198,6 +200,11 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
     old_rev = revs[0] if revs else "HEAD"
     new_rev = revs[1] if len(revs) > 1 else None
     files = job_files(named, old_rev, new_rev)
+    if not files:
+        top = gitrev.toplevel(Path.cwd(), ".")
+        for given in revs:
+            gitrev.commit(top, given)
+        print("taospec diff: no job file named after --: nothing compared", file=sys.stderr)
     results: list[tuple[str, str | None, list[str], list[TargetDiff]]] = []
     try:
         for file in files:
