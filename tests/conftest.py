@@ -41,6 +41,19 @@ def taospec_command() -> list[str]:
     return [sys.executable, "-m", "taospec"]
 
 
+def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``taospec`` with ``argv`` started in the background, its output piped as text."""
+    return subprocess.Popen(
+        [*taospec_command(), *argv],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 class Runner:
     """Runs the real ``taospec`` command in a subprocess with a private environment."""
 

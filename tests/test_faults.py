@@ -20,24 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Runner, taospec_command, write
+from tests.conftest import Runner, spawn, taospec_command, write
 
 pytestmark = pytest.mark.engine
 
 REAL_DOCKER = shutil.which("docker") or "/usr/bin/docker"
-
-
-def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    """``taospec`` with ``argv`` started in the background, its output piped as text."""
-    return subprocess.Popen(
-        [*taospec_command(), *argv],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def job_file(root: Path, image: str, command: str, name: str = "job.yaml", **extra: str) -> Path:

@@ -25,7 +25,7 @@ from taospec.pipeline import busy_line
 from taospec.platforms import render
 from taospec.retrying import MAX_CHAIN, backoff, backoff_first
 from taospec.states import ERROR
-from tests.conftest import Runner, load_job, taospec_command, write
+from tests.conftest import Runner, load_job, spawn, taospec_command, write
 from tests.test_docker_jobs import docker
 from tests.test_docker_jobs import job_file as docker_job_file
 from tests.test_local_jobs import job_file, record, wait_for
@@ -440,15 +440,7 @@ def test_a_docker_submit_that_failed_err_infra_succeeds_on_its_retry(
     spec = docker_job_file(tmp_path, engine, "cat {config_path}", retry="{max: 3}", spec="{a: b}")
     results_on(spec, full_fs)
     env = {**taospec.env, "TAOSPEC_SUBMIT_BACKOFF": "2"}
-    running = subprocess.Popen(
-        [*taospec_command(), "run", str(spec)],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    running = spawn(["run", str(spec)], env, tmp_path)
     try:
         deadline = time.monotonic() + 60
         while not any(json.loads(p.read_text())["terminal_state"] for p in _records(state_dir)):
