@@ -1719,6 +1719,41 @@ def still_open(text: str) -> int:
     return run if run == 0 or text[run - 1] not in _TOKEN_CHARACTERS else cut
 
 
+_READ_AFTER = _lazy(r"(?i)bearer|basic")
+"""What a rule reads a credential after, whatever comes before it."""
+_SECRET_NAME_WORD = "|".join(_SECRET_NAME_WORDS)
+_READ_ACROSS = _lazy(
+    rf"['\"{{]|(?i:-----BEGIN|authorization|(?:{_SECRET_NAME_WORD})[A-Za-z0-9_.-]*[ \t]*[:=])"
+)
+"""Where a rule may begin to read a value that runs on past blanks: to the quote or brace
+that closes it (a quoted password, JSON, a flow mapping), to a PEM block's end, or to
+the line's end (a header, ``password = value``)."""
+
+
+def apart_before(text: str) -> int:
+    """How much of ``text``, the start of a line, holds nothing from which a rule may read
+    a value that runs on (:data:`_READ_ACROSS`)."""
+    found = _READ_ACROSS().search(text)
+    return len(text) if found is None else found.start()
+
+
+def apart_at(text: str, at: int) -> bool:
+    """Whether a line that begins ``text`` may be redacted in two parts, before ``at`` and
+    from it, with what each rule finds in it whole: nothing before ``at`` begins a value
+    that runs on (:func:`apart_before`), and none of the last three words before it is
+    one a rule reads a value after (a flag, a key or header ending in ``:`` or ``=``, a
+    word that may name a secret, or holds ``Bearer`` or ``Basic``). A part of a line redrawn in
+    place goes out before the line has ended."""
+    words = text[max(at - OPEN_AT_MOST, 0) : at].split()[-3:]
+    return at <= apart_before(text) and not any(
+        word.startswith("-")
+        or word.endswith((":", "="))
+        or _READ_AFTER().search(word) is not None
+        or _may_name_secret(word)
+        for word in words
+    )
+
+
 def unknown_names() -> tuple[str, ...]:
     """The names given to :func:`register_unknown`: while there is one, a job's own output
     must not be quoted where it is recorded."""

@@ -328,9 +328,15 @@ def stream(
     extra_env: Iterable[tuple[str, str]] = (),
     on_line: Callable[[str], None],
     on_error_line: Callable[[str], None] | None = None,
+    on_part: Callable[[bool, str], None] | None = None,
 ) -> int:
     """Run ``argv``, handing each line of its stdout to ``on_line``, and of its stderr to
     ``on_error_line`` (``on_line`` too when not given), as each line ends.
+
+    ``on_part``, when given, is handed each stream's line not ended yet through its last
+    ``\r`` as that comes (a progress bar redrawn in place may not end its line for an
+    hour), with whether it is stderr's: each part once, in order, the line itself still
+    handed on whole once it ends.
 
     The two are read apart, each a line at a time: a line one of them has begun is never
     joined to a piece of the other (``docker logs`` writes a container's two streams
@@ -352,6 +358,7 @@ def stream(
     assert process.stderr is not None
     sinks = {process.stdout.fileno(): on_line, process.stderr.fileno(): on_error_line or on_line}
     held = {fd: bytearray() for fd in sinks}
+    parted = dict.fromkeys(sinks, 0)  # how much of each held line went to on_part
     try:
         with selectors.DefaultSelector() as selector:
             for fd in sinks:
@@ -367,6 +374,15 @@ def stream(
                     for line in bytes(pending[:ended]).split(b"\n")[:-1]:
                         sinks[key.fd]((line + b"\n").decode(errors="replace"))
                     del pending[:ended]
+                    if ended:
+                        parted[key.fd] = 0
+                    if on_part is None or not more:  # the rest goes on whole
+                        continue
+                    redrawn = pending.rfind(b"\r", parted[key.fd]) + 1
+                    if redrawn:  # a \r is never a byte of a longer character
+                        part = pending[parted[key.fd] : redrawn].decode(errors="replace")
+                        on_part(key.fd == process.stderr.fileno(), part)
+                        parted[key.fd] = redrawn
         for fd, rest in held.items():
             if rest:
                 sinks[fd](rest.decode(errors="replace"))

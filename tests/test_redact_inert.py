@@ -280,6 +280,8 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
         "_PASSWORD_TOOL": "finds a tool's name; its password options start with '-'",
         "_COMMAND_END": "ends the command a tool's name starts",
+        "_READ_ACROSS": "finds nothing: where a line redrawn in place is not cut",
+        "_READ_AFTER": "finds nothing: where a line redrawn in place is not cut",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from taospec import lint, templates
@@ -14,6 +14,7 @@ from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job
 from taospec.placeholders import stand_in
 from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step
+from taospec.platforms.base import Write
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
     from taospec.ledger import Record
@@ -183,6 +184,68 @@ def while_writing(lines: list[str]) -> list[str]:
     redaction cannot know it."""
     shown = (line if line.endswith("\n") else line[: cut_at(line)] for line in lines)
     return [line for line in shown if line]
+
+
+def redrawn_at(text: str) -> int:
+    """How much of ``text``, a line not ended yet, a follow shows before the line ends:
+    through its last ``\\r`` (a progress bar redrawn in place) that is not past
+    :func:`cut_at`, nor inside a value the line holds, nor after words a rule reads a value
+    after (:func:`taospec.lint.apart_at`), so that redaction meets every value whole and
+    finds in each part what it finds in the line; 0 when there is none such."""
+    values = lint.known_values()
+    end = min(cut_at(text), lint.apart_before(text))
+    for _ in range(REDRAWN_TRIES):
+        at = text.rfind("\r", 0, end) + 1
+        inside = any(text.find(v, max(at - len(v) + 1, 0), at + len(v) - 1) >= 0 for v in values)
+        if not at or (not inside and lint.apart_at(text, at)):
+            return at
+        end = at - 1
+    return 0
+
+
+REDRAWN_TRIES = 16
+"""How many of the last ``\\r`` of a line :func:`redrawn_at` tries (a line is read anew as
+it grows, so that a long one costs no more than a short one)."""
+
+
+class Redrawn:
+    """What a follow shows of a line redrawn in place (a progress bar, which may not end
+    its line for an hour), as a terminal shows it: of a stream's line not ended yet, each
+    part through its last ``\\r`` as it comes, to ``on_part`` (:meth:`part`, up to
+    :func:`redrawn_at`), and the line, once it ends, without what of it went before, to
+    ``on_line`` (:meth:`line`). Each stream (stderr's: True) apart. A stream's parts are
+    shown once it is open: from the start, or once one of its lines went on (the lines a
+    follow leaves out come first)."""
+
+    def __init__(self, on_line: Write, on_part: Write, open_from_start: Mapping[bool, bool]):
+        self.on_line = on_line
+        self.on_part = on_part
+        self.open = dict(open_from_start)
+        self.waiting = {False: "", True: ""}  # parts not shown yet
+        self.shown: dict[bool, list[str]] = {False: [], True: []}
+
+    def part(self, error: bool, text: str) -> None:
+        """A part of the stream's line not ended yet, through a ``\\r``."""
+        if not self.open[error]:
+            return
+        waiting = self.waiting[error] + text
+        at = redrawn_at(waiting)
+        if at:
+            self.shown[error].append(waiting[:at])
+            self.on_part(waiting[:at])
+        self.waiting[error] = waiting[at:]
+
+    def line(self, error: bool) -> Write:
+        """What takes the stream's lines, each whole, as they end."""
+
+        def take(text: str) -> None:
+            shown = "".join(self.shown[error])
+            self.shown[error].clear()
+            self.waiting[error] = ""
+            self.open[error] = True
+            self.on_line(text[len(shown) :] if text.startswith(shown) else text)
+
+        return take
 
 
 def cut_at(line: str) -> int:
