@@ -10,9 +10,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import pytest
 
@@ -41,17 +42,56 @@ def taospec_command() -> list[str]:
     return [sys.executable, "-m", "taospec"]
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    """``taospec`` with ``argv`` started in the background, its output piped as text."""
+def spawn(
+    argv: list[str], env: dict[str, str], cwd: Path, stdout: IO[str] | int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """``taospec`` with ``argv`` started in the background, its output piped as text (its
+    stdout to ``stdout`` when given)."""
     return subprocess.Popen(
         [*taospec_command(), *argv],
         env=env,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def progress_bar(steps: int, gate: str) -> str:
+    """A job's shell command: ``first``, then a progress bar of ``steps`` steps redrawn in
+    place with ``\\r``, its line ended (`` done``) only once ``gate`` exists."""
+    return (
+        f'echo first; i=0; while [ $i -lt {steps} ]; do printf "step %05d\\r" $i; '
+        f'i=$((i + 1)); done; while [ ! -e {gate} ]; do sleep 0.1; done; echo " done"'
+    )
+
+
+def a_follow_shows_the_bar_as_it_is_redrawn(
+    taospec: Runner, job_id: str, steps: int, open_gate: Callable[[], object], folder: Path
+) -> None:
+    """``logs -f`` of a job running :func:`progress_bar` shows the bar while its line is
+    not ended (all but its last redraws, which may begin a value), and in the end each
+    character the job wrote, once."""
+    shown = folder / "followed.txt"
+    with shown.open("w") as out:
+        follow = spawn(["logs", "-f", job_id], taospec.env, taospec.cwd, stdout=out)
+        try:
+            mid = f"step {steps // 2:05d}\r"
+            deadline = time.monotonic() + 60
+            while mid not in shown.read_bytes().decode():
+                assert follow.poll() is None, follow.communicate()
+                assert time.monotonic() < deadline, "the bar was not shown while redrawn"
+                time.sleep(0.1)
+            open_gate()
+            assert follow.wait(timeout=120) == 0, follow.communicate()
+        finally:
+            open_gate()  # the job ends, whatever the follow did
+            if follow.poll() is None:
+                follow.kill()
+            follow.communicate()
+    bar = "".join(f"step {i:05d}\r" for i in range(steps))
+    assert shown.read_bytes().decode() == f"first\n{bar} done\n"
 
 
 class Runner:

@@ -31,8 +31,10 @@ from taospec.platforms.base import last_lines
 from tests.conftest import (
     COUNTED,
     Runner,
+    a_follow_shows_the_bar_as_it_is_redrawn,
     bytes_read,
     load_job,
+    progress_bar,
     run_counting_reads,
     taospec_command,
     write,
@@ -597,6 +599,23 @@ def test_a_container_created_by_a_launch_that_died_is_closed_after_the_grace(
     assert closed.stdout.split()[1:3] == ["ERROR", "ERR_INFRA"], closed.stdout
     assert "never launched" in closed.stdout
     assert taospec("retry", "--detach", job_id).returncode == 0
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_follow_shows_a_progress_bar_before_its_line_ends(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup, stream: str
+) -> None:
+    # logs -f handed on whole lines alone: a bar redrawn with \r, which ends its line once
+    # an epoch is over, showed nothing until then (docker logs -f shows its 16 KiB pieces);
+    # tqdm draws its bar on stderr
+    steps = 2000  # 22,000 characters: docker logs the first 16 KiB of the line as a piece
+    script = ("exec >&2; " if stream == "stderr" else "") + progress_bar(steps, "/tmp/gate")
+    spec = job_file(open_tmp, engine, f"sh -c {shlex.quote(script)}")
+    started = taospec("run", "--detach", spec)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    opened = lambda: docker("exec", job_id, "touch", "/tmp/gate")  # noqa: E731
+    a_follow_shows_the_bar_as_it_is_redrawn(taospec, job_id, steps, opened, open_tmp)
 
 
 def test_logs_of_a_container_removed_outside_taospec_exit_1_with_why(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -14,6 +15,8 @@ import pytest
 from taospec.platforms.local import HELD_AT_MOST
 from tests.conftest import (
     Runner,
+    a_follow_shows_the_bar_as_it_is_redrawn,
+    progress_bar,
     refused_by_validate_and_run,
     run_counting_reads,
     taospec_command,
@@ -397,6 +400,18 @@ def test_a_passed_value_written_in_the_job_is_found_without_its_line_ending(
     assert done.returncode == 2, done.stderr
     assert "$.spec.key: holds the value of PLAIN_VAR" in done.stderr
     assert list(state_dir.iterdir()) == []
+
+
+def test_a_follow_shows_a_progress_bar_before_its_line_ends(taospec: Runner, tmp_path) -> None:
+    # logs -f handed on whole lines alone (or 64 KiB pieces): a bar redrawn with \r, which
+    # ends its line once an epoch is over, showed nothing until then
+    gate = tmp_path / "gate"
+    spec = job_file(tmp_path, f"sh -c {shlex.quote(progress_bar(300, str(gate)))}")
+    started = taospec("run", "--detach", spec)
+    assert started.returncode == 0, started.stderr
+    a_follow_shows_the_bar_as_it_is_redrawn(
+        taospec, started.stdout.strip(), 300, gate.touch, tmp_path
+    )
 
 
 def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, tmp_path) -> None:

@@ -38,9 +38,11 @@ from tests.conftest import (
     TEST_IMAGE,
     Relay,
     Runner,
+    a_follow_shows_the_bar_as_it_is_redrawn,
     bash_words,
     bytes_read,
     load_job,
+    progress_bar,
     run_counting_reads,
     write,
 )
@@ -367,6 +369,16 @@ def test_logs_while_running_and_follow_until_the_end(
     assert out == "first\nsecond\npartial"
     tail = taospec("logs", "--tail", "1", job_id)
     assert tail.stdout == "partial"
+
+
+def test_a_follow_shows_a_progress_bar_before_its_line_ends(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # logs -f handed on whole lines alone: a bar redrawn with \r, which ends its line once
+    # an epoch is over, showed nothing until then
+    gate = open_tmp / "gate"
+    job_id = submit(taospec, job_file(open_tmp, ["sh", "-c", progress_bar(300, str(gate))]))
+    a_follow_shows_the_bar_as_it_is_redrawn(taospec, job_id, 300, gate.touch, open_tmp)
 
 
 def taospec_argv() -> list[str]:

@@ -38,6 +38,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         follow=follow,
         on_line=lambda line: print(redacted(line), end="", flush=True),
         on_said=lambda line: said.append(line.strip()),
+        on_part=lambda part: print(redacted(part), end="", flush=True),  # a progress bar
     )
     how = "; ".join(said) or f"{record.platform} {proc.how_it_ended(code)}"
     ended = _ended(ledger, job_id) if follow else None

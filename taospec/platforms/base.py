@@ -85,11 +85,15 @@ class Platform(Protocol):
         follow: bool,
         on_line: Write,
         on_said: Write | None = None,
+        on_part: Write | None = None,
     ) -> int:
         """Hand the job's output to ``on_line`` (following it while it runs); 0 when read.
         Of a read that failed, ``on_said`` may be told what exited and how, and why when
         what read the output said so in a line where the job's output comes (that line,
-        told apart from the output)."""
+        told apart from the output). A follow given ``on_part`` hands it each part of a
+        line not ended yet through its last ``\\r`` as it comes (a progress bar redrawn
+        in place, see :class:`~taospec.platforms.common.Redrawn`), and ``on_line`` the
+        rest of the line once it ends."""
         ...
 
     def log_tail(

@@ -496,6 +496,7 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
     on_said: Write | None = None,
+    on_part: Write | None = None,  # each line goes on whole: brev may run the read again
 ) -> int:
     """Stream ``docker logs`` from the instance, without brev's trailing instance line; a
     follow reads it once more when the container has exited, for what the follow left out

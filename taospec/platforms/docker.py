@@ -23,6 +23,7 @@ from taospec.job import Job
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
+    Redrawn,
     ended,
     gpu_facts,
     gpu_ids,
@@ -565,6 +566,7 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
     on_said: Write | None = None,
+    on_part: Write | None = None,
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
     from the copy ``prune`` left in the results directory. A look (not ``follow``) reads
@@ -588,12 +590,19 @@ def logs(
     if follow:
         running = tail is not None and not _container_ended(record.id, env)
         earlier = Earlier.looked(tail, _reader(record.id, env), running)
-        followed = Followed(earlier.after(False, on_line), earlier.after(True, on_line))
+        opened = {error: earlier.all_after(error) for error in (False, True)}
+        shown = Redrawn(on_line, on_part, opened) if on_part is not None else None
+        followed = Followed(
+            earlier.after(False, shown.line(False) if shown else on_line),
+            earlier.after(True, shown.line(True) if shown else on_line),
+            on_part=shown.part if shown else None,
+        )
         code = proc.stream(
             logs_argv(record.id, follow=True, tail=earlier.window),
             extra_env=env,
             on_line=followed.line(False),
             on_error_line=followed.line(True),
+            on_part=followed.part if shown else None,
         )
         followed.stopped(code, on_said)
         windowed = earlier.window is not None
@@ -705,6 +714,10 @@ class Earlier:
         """The streams (stderr's: True) of which the look read a window without a line."""
         return [error for error, lines in (self.lines or {}).items() if not lines]
 
+    def all_after(self, error: bool) -> bool:
+        """Whether :meth:`after` hands on every line of the stream the follow gives."""
+        return self.before[error] == 0 and (self.lines is None or self.window is None)
+
     def _count(self, line: str, error: bool = False) -> None:
         if self.tail is not None and line.endswith("\n"):
             self.last.append(error)
@@ -786,8 +799,9 @@ class Followed:
     the job's stderr: a stderr line of that form (:func:`dockers_own`) is held back until
     another line comes or the follow ends (:meth:`stopped`)."""
 
-    def __init__(self, out: Write, err: Write) -> None:
+    def __init__(self, out: Write, err: Write, on_part: Callable[[bool, str], None] | None = None):
         self.sinks = {False: out, True: err}
+        self.on_part = on_part
         self.seen = {False: 0, True: 0}  # the lines of each stream handed on
         self.recent: dict[bool, deque[str]] = {False: deque(), True: deque()}  # their last
         self.pieces = 0  # how many pieces docker logged of what the follow gave, at most
@@ -809,6 +823,14 @@ class Followed:
                 self._hand_on(error, text)
 
         return take
+
+    def part(self, error: bool, text: str) -> None:
+        """A part of a line of stdout (of stderr when ``error``) not ended yet, handed to
+        ``on_part`` (see :func:`taospec.proc.stream`): output came after the stderr line
+        held back, which is then the job's."""
+        if self.on_part is not None:
+            self._hand_on_held_back()
+            self.on_part(error, text)
 
     def _hand_on_held_back(self) -> None:
         if self.maybe_dockers:

@@ -33,6 +33,7 @@ from taospec.platforms.common import (
     output_lines,
     owner,
     read_until_ended,
+    redrawn_at,
     still_writing,
     tail_start,
     while_writing,
@@ -195,8 +196,10 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
     on_said: Write | None = None,  # what reads the output never writes into it
+    on_part: Write | None = None,
 ) -> int:
-    """Print the log file (its last ``tail`` lines), then follow it while the job runs."""
+    """Print the log file (its last ``tail`` lines), then follow it while the job runs;
+    to ``on_part``, when given, a line being redrawn in place as it is (:func:`redrawn_at`)."""
 
     path = Path(record.results_dir, LOG_FILE)
     if not path.exists():
@@ -218,11 +221,20 @@ def logs(
         for line in last_lines(lines, tail):
             on_line(line)
 
+        def redrawn() -> None:
+            nonlocal held
+            if on_part is not None and (at := redrawn_at(held)):
+                on_part(held[:at])
+                held = held[at:]
+
         def hand_on(more: bytes) -> None:
             nonlocal held
             lines, held = _lines(held + decoder.decode(more), follow)
             for line in lines:
                 on_line(line)
+            redrawn()
+
+        redrawn()
 
         if follow:
             read_until_ended(

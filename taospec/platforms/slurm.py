@@ -43,6 +43,7 @@ from taospec.platforms.common import (
     local_steps,
     output_lines,
     read_until_ended,
+    redrawn_at,
     still_writing,
     tail_start,
     while_writing,
@@ -664,9 +665,11 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
     on_said: Write | None = None,  # what reads the output never writes into it
+    on_part: Write | None = None,
 ) -> int:
     """Print the output file (its last ``tail`` lines, read back from its end, here or on
-    the login node); with ``follow``, until the job ends."""
+    the login node); with ``follow``, until the job ends, and to ``on_part``, when given,
+    a line being redrawn in place as it is (:func:`redrawn_at`)."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
@@ -687,7 +690,7 @@ def logs(
     for line in last_lines(while_writing(shown) if writing else shown, tail):
         on_line(line)
     if follow and start is not None:
-        _follow(record, sidecar, path, start + ended, on_line)
+        _follow(record, sidecar, path, start + ended, on_line, on_part=on_part)
     return 0
 
 
@@ -697,8 +700,11 @@ def _follow(
     path: str,
     offset: int,
     on_line: Callable[[str], None],
+    *,
+    on_part: Write | None = None,
 ) -> None:
-    """Hand on each new complete line until the job has ended, then whatever is left."""
+    """Hand on each new complete line until the job has ended, then whatever is left; to
+    ``on_part``, a line not ended yet through its last ``\\r`` (:func:`redrawn_at`)."""
     login = _login(sidecar)
     pending = b""
 
@@ -716,6 +722,12 @@ def _follow(
         *complete, pending = (pending + more).split(b"\n")
         for line in complete:
             on_line(line.decode(errors="replace") + "\n")
+        if on_part is not None and b"\r" in pending:  # cut after a \r: whole characters
+            unended = pending.decode(errors="surrogateescape")
+            part = unended[: redrawn_at(unended)].encode(errors="surrogateescape")
+            if part:
+                on_part(part.decode(errors="replace"))
+                pending = pending[len(part) :]
 
     def ended() -> bool:
         return status(record, sidecar).state not in (PENDING, RUNNING)
