@@ -542,6 +542,10 @@ def test_diff_takes_revisions_before_a_double_dash_as_git_diff_does(taospec: Run
     assert files.returncode == 2
     assert files.stderr.startswith("before:1:1: $: "), files.stderr
     assert "taospec diff: before is invalid in the work tree" in files.stderr
+    # a file missing after "--" was said to be perhaps "a revision git knows" too
+    missing = run("diff", "--", "gone.yaml", "jobs/pipeline.yaml")
+    assert missing.returncode == 2
+    assert missing.stderr == "taospec: gone.yaml: no such file at HEAD or in the work tree\n"
 
 
 def test_diff_in_a_shallow_clone_says_it_may_lack_the_revision(

@@ -226,8 +226,9 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
             old = _side(before, old_rev, notes, source is not None)
             new = _side(where, new_rev, notes)
             if not old and not new:
-                # split_args read a first word that is neither as a file: say both.
-                meant = len(revs) < 2 and len(named) > 1 and file == named[0]
+                # split_args read a first word that is neither as a file: say both
+                # (after --, every word is a file)
+                meant = "--" not in args and len(revs) < 2 and len(named) > 1 and file == named[0]
                 nor = f", nor a revision git knows{gitrev.shallow(where.top)}" if meant else ""
                 new_side = f"at {new_rev}" if new_rev else f"in the {WORK_TREE}"
                 raise InvalidInput(f"{file}: no such file at {old_rev} or {new_side}{nor}")
