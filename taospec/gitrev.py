@@ -69,8 +69,17 @@ def commit(top: Path, rev: str) -> str:
     """The commit ``rev`` names in the repository at ``top``."""
     found = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if not found.ok:
-        raise InvalidInput(f"{rev}: not a revision of the git repository at {top}{shallow(top)}")
+        why = shallow(top) or _no_commit(top)
+        raise InvalidInput(f"{rev}: not a revision of the git repository at {top}{why}")
     return found.stdout.strip()
+
+
+def _no_commit(top: Path) -> str:
+    """What to add to "not a revision" when the repository at ``top`` has no commit yet."""
+    found = _git(top, "rev-list", "-n", "1", "--all")
+    if not found.ok or found.stdout.strip():
+        return ""
+    return ", which has no commit yet: commit the job files, then diff compares with that"
 
 
 def shallow(top: Path) -> str:

@@ -548,6 +548,21 @@ def test_diff_takes_revisions_before_a_double_dash_as_git_diff_does(taospec: Run
     assert missing.stderr == "taospec: gone.yaml: no such file at HEAD or in the work tree\n"
 
 
+def test_diff_in_a_repository_with_no_commit_says_so(taospec: Runner, tmp_path: Path) -> None:
+    # a new repository's first diff said only "HEAD: not a revision"
+    fresh = tmp_path / "fresh"
+    (fresh / "jobs").mkdir(parents=True)
+    git(fresh, "init", "-q")
+    write(fresh / "jobs" / "versions.yaml", VERSIONS)
+    write(fresh / "jobs" / "pipeline.yaml", PIPELINE)
+    done = in_repo(taospec, fresh)("diff", "jobs/pipeline.yaml")
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"taospec: HEAD: not a revision of the git repository at {fresh}, which has no commit "
+        "yet: commit the job files, then diff compares with that\n"
+    )
+
+
 def test_diff_in_a_shallow_clone_says_it_may_lack_the_revision(
     taospec: Runner, repo: Path, tmp_path: Path
 ) -> None:
