@@ -1738,14 +1738,13 @@ def apart_before(text: str) -> int:
 
 
 def apart_at(text: str, at: int) -> bool:
-    """Whether a line that begins ``text`` may be redacted in two parts, before ``at`` and
-    from it, with what each rule finds in it whole: nothing before ``at`` begins a value
-    that runs on (:func:`apart_before`), and none of the last three words before it is
-    one a rule reads a value after (a flag, a key or header ending in ``:`` or ``=``, a
-    word that may name a secret, or holds ``Bearer`` or ``Basic``). A part of a line redrawn in
-    place goes out before the line has ended."""
+    """Whether a line holding ``text`` may be redacted in two parts, before ``at`` and from
+    it, with what each rule finds in it whole, ``at`` being no further into the line than
+    :func:`apart_before`: none of the last three words before it is one a rule reads a
+    value after (a flag, a key or header ending in ``:`` or ``=``, a word that may name a
+    secret, or one holding ``Bearer`` or ``Basic``)."""
     words = text[max(at - OPEN_AT_MOST, 0) : at].split()[-3:]
-    return at <= apart_before(text) and not any(
+    return not any(
         word.startswith("-")
         or word.endswith((":", "="))
         or _READ_AFTER().search(word) is not None

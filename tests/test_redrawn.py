@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from taospec import lint, proc
 from taospec.lint import redacted
-from taospec.platforms.common import Redrawn, redrawn_at
+from taospec.platforms.common import Redrawn, in_parts, redrawn_at
 
 VALUE = "Ab1\rCd3Ef56Gh"
 """A passed value holding a ``\\r``; its first line is too short to be looked for alone."""
@@ -143,7 +143,7 @@ def test_a_part_is_cut_where_redacting_it_apart_finds_the_same(
     text = "".join(word + blank for word, blank in words)
     whole = lint.redact(text, [])
     for at in (index + 1 for index, char in enumerate(text) if char == "\r"):
-        if lint.apart_at(text, at):
+        if at <= lint.apart_before(text) and lint.apart_at(text, at):
             apart = lint.redact(text[:at], []) + lint.redact(text[at:], [])
             assert [s for s in SECRETS if s in apart] == [s for s in SECRETS if s in whole]
 
@@ -160,3 +160,37 @@ def test_a_part_is_cut_where_redacting_it_apart_finds_the_same(
 def test_the_bars_tao_training_draws_are_shown_as_they_are_redrawn(redraw: str) -> None:
     line = f"{redraw}\r" * 8
     assert redrawn_at(line) >= len(line) // 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "\r", "\t", "", "\r\r"])),
+        max_size=40,
+    ),
+    st.integers(1, 60),
+)
+def test_a_long_line_is_redacted_in_parts_that_find_what_it_does(
+    words: list[tuple[str, str]], size: int
+) -> None:
+    # logs of a bar redrawn for an hour redacted its line of megabytes at once: hundreds
+    # of megabytes of memory for one line
+    text = "".join(word + blank for word, blank in words)
+    with passing():
+        parts = in_parts(text, size)
+        assert "".join(parts) == text
+        assert all(len(part) >= size and part.endswith("\r") for part in parts[:-1])
+        whole = lint.redacted(text)
+        apart = "".join(map(lint.redacted, parts))
+    assert [s for s in (*SECRETS, VALUE) if s in apart] == [
+        s for s in (*SECRETS, VALUE) if s in whole
+    ]
+
+
+def test_a_bar_of_megabytes_is_cut_into_parts_of_64_kib() -> None:
+    redraw = "Epoch 3:  42%|####2     | 252/600 [01:23<02:34, 44.21it/s, loss=0.123, v_num=0]\r"
+    line = redraw * 20_000 + "done\n"
+    parts = in_parts(line)
+    assert "".join(parts) == line
+    assert all(64 * 1024 <= len(part) < 64 * 1024 + len(redraw) for part in parts[:-1])
+    assert len(parts[-1]) < 64 * 1024 + len(redraw)

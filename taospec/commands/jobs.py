@@ -13,8 +13,16 @@ from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
 from taospec.plan import plan_from_json, stored_plan
+from taospec.platforms.common import in_parts
 from taospec.polling import poll
 from taospec.states import COMPLETE, Status, answered
+
+
+def _print_redacted(text: str) -> None:
+    """Print a line of a job's output, or a part of one, redacted (a long line a part at a
+    time, see :func:`~taospec.platforms.common.in_parts`)."""
+    for part in in_parts(text):
+        print(redacted(part), end="", flush=True)
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
@@ -36,9 +44,9 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
         sidecar,
         tail=tail,
         follow=follow,
-        on_line=lambda line: print(redacted(line), end="", flush=True),
+        on_line=_print_redacted,
         on_said=lambda line: said.append(line.strip()),
-        on_part=lambda part: print(redacted(part), end="", flush=True),  # a progress bar
+        on_part=_print_redacted,  # of a line redrawn in place, a progress bar
     )
     how = "; ".join(said) or f"{record.platform} {proc.how_it_ended(code)}"
     ended = _ended(ledger, job_id) if follow else None

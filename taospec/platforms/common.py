@@ -196,16 +196,53 @@ def redrawn_at(text: str) -> int:
     end = min(cut_at(text), lint.apart_before(text))
     for _ in range(REDRAWN_TRIES):
         at = text.rfind("\r", 0, end) + 1
-        inside = any(text.find(v, max(at - len(v) + 1, 0), at + len(v) - 1) >= 0 for v in values)
-        if not at or (not inside and lint.apart_at(text, at)):
+        if not at or _apart(text, at, values):
             return at
         end = at - 1
     return 0
 
 
 REDRAWN_TRIES = 16
-"""How many of the last ``\\r`` of a line :func:`redrawn_at` tries (a line is read anew as
-it grows, so that a long one costs no more than a short one)."""
+"""How many ``\\r`` of a line :func:`redrawn_at` and :func:`in_parts` try at most for one
+cut (a line is read anew as it grows, so that a long one costs no more than a short one)."""
+
+
+def _apart(text: str, at: int, values: list[str]) -> bool:
+    """Whether ``text`` may be redacted in parts cut at ``at`` (no further than
+    :func:`~taospec.lint.apart_before`): no value spans it, nor do the words a rule reads a
+    value after come before it (:func:`~taospec.lint.apart_at`)."""
+    inside = any(text.find(v, max(at - len(v) + 1, 0), at + len(v) - 1) >= 0 for v in values)
+    return not inside and lint.apart_at(text, at)
+
+
+PART_AT_LEAST = 64 * 1024
+"""How long a part :func:`in_parts` cuts a long line into is at least."""
+
+
+def in_parts(line: str, size: int = PART_AT_LEAST) -> list[str]:
+    """A whole ``line`` in parts to redact one at a time, each of at least ``size``
+    characters and ended by a ``\\r`` where the line may be cut as :func:`redrawn_at` cuts
+    one (a progress bar redrawn for an hour is a line of megabytes, which redaction would
+    otherwise read whole at once); the line itself when it is shorter or has none."""
+    if len(line) <= size:
+        return [line]
+    values = lint.known_values()
+    end = lint.apart_before(line)
+    parts, start = [], 0
+    while len(line) - start > size:
+        at = line.find("\r", start + size, end) + 1
+        for _ in range(REDRAWN_TRIES):
+            if not at or _apart(line, at, values):
+                break
+            at = line.find("\r", at, end) + 1
+        else:
+            at = 0
+        if not at:
+            break
+        parts.append(line[start:at])
+        start = at
+    parts.append(line[start:])
+    return parts
 
 
 class Redrawn:
