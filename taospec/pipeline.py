@@ -18,6 +18,7 @@ lock at a time, never across a launch.
 from __future__ import annotations
 
 import queue
+import shutil
 import threading
 import time
 import traceback
@@ -780,13 +781,15 @@ class Build:
     def _stream_logs(self, record: Record, name: str, board: Board) -> None:
         module = platforms.get(record.platform)
         prefix = f"[{name}] " if len(self.decisions) > 1 else ""
+        output = board.job_output(name, prefix)
         module.logs(
             record,
             self.ledger.sidecar(record.id),
             tail=None,
             follow=True,
-            on_line=lambda line: board.output(prefix + line),
+            on_line=output.line,
             on_said=lambda line: board.note(f"{prefix}{line.strip()}"),
+            on_part=output.part,
         )
 
     def _follow(self, record: Record, name: str, board: Board) -> tuple[Record, str, str]:
@@ -890,6 +893,7 @@ class Board:
     out: Callable[[str], None] = _nowhere
     interval: float = ticker.DEFAULT_INTERVAL
     _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict, init=False)
+    _bars: dict[str, str] = field(default_factory=dict, init=False)
     _drawn: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -911,10 +915,11 @@ class Board:
         if not self.live:
             return
         now = time.time()
-        lines = [
-            f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}"
-            for name, (state, job_id, since) in self._rows.items()
-        ]
+        lines = []
+        for name, (state, job_id, since) in self._rows.items():
+            lines.append(f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}")
+            if bar := self._bars.get(name):
+                lines.append(f"    {bar[: shutil.get_terminal_size().columns - 5]}")
         if lines:
             self.write("\n".join(lines) + "\n")
         self._drawn = len(lines)
@@ -943,7 +948,9 @@ class Board:
 
     def finish(self, outcome: Outcome, *, announce: bool = True) -> None:
         """A target ended: its live line goes, and (``announce``) a line says how it ended."""
-        self._rows.pop(outcome.name, None)
+        with self._lock:  # while another job's thread may draw them
+            self._rows.pop(outcome.name, None)
+            self._bars.pop(outcome.name, None)
         if not announce:
             return
         took = _elapsed(outcome.ended - outcome.started)
@@ -959,6 +966,36 @@ class Board:
         """A line of a job's own output."""
         self._emit(line, job_output=True)
 
+    def job_output(self, name: str, prefix: str) -> JobOutput:
+        """What takes target ``name``'s output (each line after ``prefix``), with the parts
+        of a line redrawn in place (a progress bar, see
+        :class:`~taospec.platforms.common.Redrawn`): of one job without live lines, written as
+        they come, as ``logs -f`` writes them; else each target's last redraw is shown under
+        its live line, and the line goes out whole once it ends (the parts of two jobs'
+        lines, or of one under live lines, would break each other)."""
+        return JobOutput(self, name, prefix)
+
+    def redrawn(self, name: str, part: str) -> None:
+        """Show the last redraw in ``part`` (redacted with the whole part) under ``name``'s
+        live line."""
+        if not (self.enabled and self.live):
+            return
+        with self._lock:
+            self._erase()
+            self._bars[name] = redacted(part).rstrip("\r").rsplit("\r", 1)[-1]
+            self._draw()
+
+    def ended_line(self, name: str) -> None:
+        """``name``'s line redrawn in place has ended: its last redraw goes."""
+        with self._lock:
+            self._bars.pop(name, None)
+
+    def part(self, text: str) -> None:
+        """A part of one job's line not ended yet, written as it is (no live lines)."""
+        if self.enabled:
+            with self._lock:
+                self.out(text)
+
     @property
     def plain(self) -> bool:
         """True when shown, but not as live lines: progress comes as printed lines."""
@@ -972,6 +1009,31 @@ class Board:
     def say(self, text: str) -> None:
         """A line everyone should see, live display or not."""
         self._emit(text)
+
+
+class JobOutput:
+    """A target's output for a :class:`Board` (see :meth:`Board.job_output`)."""
+
+    def __init__(self, board: Board, name: str, prefix: str) -> None:
+        self.board, self.name, self.prefix = board, name, prefix
+        self.as_it_comes = not board.live and not prefix
+        self.parts: list[str] = []  # of the line not ended yet, when it goes out whole
+
+    def part(self, text: str) -> None:
+        """A part of a line not ended yet, through a ``\\r``."""
+        if self.as_it_comes:
+            self.board.part(text)
+            return
+        self.parts.append(text)
+        self.board.redrawn(self.name, text)
+
+    def line(self, text: str) -> None:
+        """A line, or what of it the parts handed on did not hold."""
+        if self.parts:
+            text = "".join(self.parts) + text
+            self.parts.clear()
+            self.board.ended_line(self.name)
+        self.board.output(self.prefix + text)
 
 
 def age(record: Record) -> float:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from tests.conftest import (
     progress_bar,
     refused_by_validate_and_run,
     run_counting_reads,
+    spawn,
     taospec_command,
     write,
 )
@@ -412,6 +416,101 @@ def test_a_follow_shows_a_progress_bar_before_its_line_ends(taospec: Runner, tmp
     a_follow_shows_the_bar_as_it_is_redrawn(
         taospec, started.stdout.strip(), 300, gate.touch, tmp_path
     )
+
+
+def _bar_job(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A job file whose job draws :func:`progress_bar` of 300 steps, its gate, and the
+    output it writes."""
+    gate = tmp_path / "gate"
+    spec = job_file(tmp_path, f"sh -c {shlex.quote(progress_bar(300, str(gate)))}")
+    bar = "".join(f"step {i:05d}\r" for i in range(300))
+    return spec, gate, f"first\n{bar} done\n"
+
+
+def _wait_for_text(read: Callable[[], str], text: str, child: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while text not in read():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, f"{text!r} was not shown"
+        time.sleep(0.1)
+
+
+def test_run_follow_of_one_job_writes_a_progress_bar_as_it_is_redrawn(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # run -f handed on whole lines alone: a bar redrawn with \r showed nothing until its
+    # line ended, an epoch later
+    spec, gate, written = _bar_job(tmp_path)
+    shown = tmp_path / "stdout"
+    with shown.open("w") as out:
+        child = spawn(["run", "-f", str(spec)], taospec.env, taospec.cwd, stdout=out)
+        try:
+            _wait_for_text(lambda: shown.read_bytes().decode(), "step 00150\r", child)
+        finally:
+            gate.touch()
+        _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    job_id = err.split(": opened record")[0].split("\n")[-1]
+    assert shown.read_bytes().decode() == f"{written}{job_id} COMPLETE\n"
+
+
+def test_run_follow_on_a_terminal_shows_the_bar_under_the_jobs_live_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # under live lines the bar's parts would break them: its last redraw is drawn with
+    # them, and the line goes out whole once it ends
+    spec, gate, written = _bar_job(tmp_path)
+    shown = tmp_path / "stdout"
+    primary, secondary = pty.openpty()
+    drawn = bytearray()
+
+    def read_terminal() -> str:
+        while select.select([primary], [], [], 0)[0]:
+            try:
+                drawn.extend(os.read(primary, 1 << 16))
+            except OSError:  # the terminal closed
+                break
+        return drawn.decode(errors="replace")
+
+    try:
+        with shown.open("w") as out:
+            child = subprocess.Popen(
+                [*taospec_command(), "run", "-f", str(spec)],
+                env={**taospec.env, "TERM": "xterm"},
+                cwd=taospec.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=secondary,
+            )
+            os.close(secondary)
+            try:
+                _wait_for_text(read_terminal, "    step 0029", child)
+                assert shown.read_bytes().decode() == "first\n"  # the bar is on the terminal
+            finally:
+                gate.touch()
+            deadline = time.monotonic() + 120
+            while child.poll() is None and time.monotonic() < deadline:
+                read_terminal()
+                time.sleep(0.1)
+            assert child.wait(timeout=10) == 0, read_terminal()
+    finally:
+        os.close(primary)
+    assert shown.read_bytes().decode().startswith(written)
+
+
+def test_run_follow_of_several_jobs_writes_each_bar_line_whole(taospec: Runner, tmp_path):
+    # the parts of two jobs' bars, written as they came, would break each other's lines
+    command = """[sh, -c, 'printf "s%s\\r" "$0" "$0"; sleep 1; echo end', '{matrix.n}']"""
+    spec = sweep_file(tmp_path, "{n: [1, 2]}", command)
+    shown = tmp_path / "stdout"
+    with shown.open("w") as out:
+        child = spawn(["run", "-f", str(spec)], taospec.env, taospec.cwd, stdout=out)
+        _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    lines = shown.read_bytes().decode().split("\n")
+    bars = sorted(line for line in lines if line.endswith("end"))
+    assert [bar.split("] ", 1)[1] for bar in bars] == ["s1\rs1\rend", "s2\rs2\rend"]
+    assert all(bar.startswith("[a[") for bar in bars), bars
 
 
 def test_a_value_written_in_two_pieces_is_followed_as_one_line(taospec: Runner, tmp_path) -> None:
