@@ -1203,10 +1203,8 @@ def _basic_hits(text: str) -> Iterator[_Hit]:
                 yield _Hit("basic-credential", "Basic credential", *match.span("value"))
 
 
-_PASSWORD_TOOL = _lazy(
-    r"(?<![\w./-])(?:[\w.-]*/)*(?P<tool>curl|sshpass|mysql|mysqldump|mysqladmin|mariadb)"
-    r"(?=[ \t])"
-)
+_OPTION_TOOLS = r"curl|sshpass|mysql|mysqldump|mysqladmin|mariadb"
+_PASSWORD_TOOL = _lazy(rf"(?<![\w./-])(?:[\w.-]*/)*(?P<tool>{_OPTION_TOOLS})(?=[ \t])")
 _OPTION_VALUE = r"(?P<q>['\"]?)(?P<value>[^ \t'\"\n;|&(),][^ \t'\"\n;|&()]*)"
 _PASSWORD_OPTIONS = {
     "curl": _lazy(r"[ \t](?P<flag>-u|--user|-U|--proxy-user)(?:=|[ \t]+)?" + _OPTION_VALUE),
@@ -1723,11 +1721,13 @@ _READ_AFTER = _lazy(r"(?i)bearer|basic")
 """What a rule reads a credential after, whatever comes before it."""
 _SECRET_NAME_WORD = "|".join(_SECRET_NAME_WORDS)
 _READ_ACROSS = _lazy(
-    rf"['\"{{]|(?i:-----BEGIN|authorization|(?:{_SECRET_NAME_WORD})[A-Za-z0-9_.-]*[ \t]*[:=])"
+    rf"['\"{{]|\blogin\b|(?<![\w./-])(?:[\w.-]*/)*(?:{_OPTION_TOOLS})(?=\s)"
+    rf"|(?i:-----BEGIN|authorization|(?:{_SECRET_NAME_WORD})[A-Za-z0-9_.-]*[ \t]*[:=])"
 )
 """Where a rule may begin to read a value that runs on past blanks: to the quote or brace
-that closes it (a quoted password, JSON, a flow mapping), to a PEM block's end, or to
-the line's end (a header, ``password = value``)."""
+that closes it (a quoted password, JSON, a flow mapping), to a PEM block's end, to the
+line's end (a header, ``password = value``), or, after a ``login`` or a tool a password
+option is read for (``curl -u``), to the command's end."""
 
 
 def apart_before(text: str) -> int:
@@ -1742,9 +1742,11 @@ def apart_at(text: str, at: int) -> bool:
     it, with what each rule finds in it whole, ``at`` being no further into the line than
     :func:`apart_before`: none of the last three words before it is one a rule reads a
     value after (a flag, a key or header ending in ``:`` or ``=``, a word that may name a
-    secret, or one holding ``Bearer`` or ``Basic``)."""
+    secret, or one holding ``Bearer`` or ``Basic``), and the word after it is no flag,
+    which a rule reads by the command before it (``docker login``, ``sshpass``)."""
     words = text[max(at - OPEN_AT_MOST, 0) : at].split()[-3:]
-    return not any(
+    after = text[at : at + OPEN_AT_MOST].split()[:1]
+    return not any(word.startswith("-") for word in after) and not any(
         word.startswith("-")
         or word.endswith((":", "="))
         or _READ_AFTER().search(word) is not None

@@ -194,3 +194,30 @@ def test_a_bar_of_megabytes_is_cut_into_parts_of_64_kib() -> None:
     assert "".join(parts) == line
     assert all(64 * 1024 <= len(part) < 64 * 1024 + len(redraw) for part in parts[:-1])
     assert len(parts[-1]) < 64 * 1024 + len(redraw)
+
+
+def _cut_at_a_blank(lines: list[str]) -> list[tuple[str, int]]:
+    """Each of ``lines`` with one of its blanks made, or followed by, a ``\\r``, and where
+    that ``\\r`` ends."""
+    cut = []
+    for line in lines:
+        for index in (i for i, char in enumerate(line) if char in " \t"):
+            for variant in (line[:index] + "\r" + line[index + 1 :], line[: index + 1] + "\r"
+                            + line[index + 1 :]):  # fmt: skip
+                cut.append((variant, variant.index("\r", index) + 1))
+    return cut
+
+
+def test_the_lint_corpus_cut_where_a_part_may_end_is_redacted_as_it_is_whole() -> None:
+    from tests.test_lint import FREE_TEXT, REDACTIONS
+
+    lines = [line for text, _ in REDACTIONS + FREE_TEXT for line in text.split("\n")]
+    apart = [
+        (text, at)
+        for text, at in _cut_at_a_blank(lines)
+        if at <= lint.apart_before(text) and lint.apart_at(text, at)
+    ]
+    assert len(apart) > 50  # many cuts are safe, and each one checked
+    for text, at in apart:
+        whole = lint.redact(text, [])
+        assert lint.redact(text[:at], []) + lint.redact(text[at:], []) == whole, text

@@ -258,19 +258,23 @@ class Redrawn:
         self.on_line = on_line
         self.on_part = on_part
         self.open = dict(open_from_start)
-        self.waiting = {False: "", True: ""}  # parts not shown yet
+        self.waiting: dict[bool, str | None] = {False: "", True: ""}  # parts not shown yet
+        # (None: the line holds what no part may end after, and goes out whole)
         self.shown: dict[bool, list[str]] = {False: [], True: []}
 
     def part(self, error: bool, text: str) -> None:
         """A part of the stream's line not ended yet, through a ``\\r``."""
-        if not self.open[error]:
+        before = self.waiting[error]
+        if not self.open[error] or before is None:
             return
-        waiting = self.waiting[error] + text
+        waiting = before + text
         at = redrawn_at(waiting)
         if at:
             self.shown[error].append(waiting[:at])
             self.on_part(waiting[:at])
-        self.waiting[error] = waiting[at:]
+        rest = waiting[at:]
+        seal = lint.apart_before(rest)  # no part of the line ends past it: none is kept
+        self.waiting[error] = None if seal < len(rest) and "\r" not in rest[:seal] else rest
 
     def line(self, error: bool) -> Write:
         """What takes the stream's lines, each whole, as they end."""
