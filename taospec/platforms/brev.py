@@ -38,7 +38,7 @@ from taospec.lint import redacted
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
-from taospec.platforms.common import gpu_facts, still_writing, while_writing
+from taospec.platforms.common import Redrawn, gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -426,7 +426,9 @@ class _Rerun:
     of the stream as were shown are passed over. A line the drop cut in two ends in the
     one or the other: it goes with them, and comes again whole. ``on_rerun`` is told when
     a run begins on stderr, and says whether it dropped a line shown to it (of the run
-    that ended: it is not shown again)."""
+    that ended: it is not shown again). The parts of a line not ended yet go to
+    ``on_part`` while the stream's lines would go on (:meth:`part`), and ``on_again`` is
+    told when a stream's run begins, since the parts it showed then come again."""
 
     def __init__(
         self,
@@ -435,11 +437,16 @@ class _Rerun:
         on_line: Callable[[str], None],
         on_error_line: Callable[[str], None],
         on_rerun: Callable[[], bool],
+        *,
+        on_part: Callable[[bool, str], None] | None = None,
+        on_again: Callable[[bool], None] | None = None,
     ):
         self.begun = f"{begun}\n"
         self.starting = STARTING.format(instance)
         self.sinks = (on_line, on_error_line)
         self.on_rerun = on_rerun
+        self.on_part = on_part
+        self.on_again = on_again
         self.shown = [0, 0]
         self.skip = [0, 0]
         self.waiting = [True, True]  # for the run's begun line
@@ -455,6 +462,8 @@ class _Rerun:
                     self.shown[1] -= 1
                 self.skip[index] = self.shown[index]
                 self.waiting[index] = not text.endswith(self.begun)
+                if self.on_again is not None:  # the line whose parts were shown comes again
+                    self.on_again(bool(index))
             elif self.waiting[index] or self._starting(index, text):
                 held.append(text)
             else:
@@ -462,6 +471,16 @@ class _Rerun:
                 self._pass(index, text)
 
         return line
+
+    def part(self, error: bool, text: str) -> None:
+        """A part of a line not ended yet (see :func:`taospec.proc.stream`), handed on
+        while the stream's lines are: in a run that began, past those shown before, after
+        what is held back."""
+        index = int(error)
+        if self.on_part is not None and not (
+            self.waiting[index] or self.skip[index] or self.held[index]
+        ):
+            self.on_part(error, text)
 
     def _starting(self, index: int, text: str) -> bool:
         """Whether a line may be brev's notice that it starts the instance, or the blank
@@ -496,7 +515,7 @@ def logs(
     follow: bool,
     on_line: Callable[[str], None],
     on_said: Write | None = None,
-    on_part: Write | None = None,  # each line goes on whole: brev may run the read again
+    on_part: Write | None = None,
 ) -> int:
     """Stream ``docker logs`` from the instance, without brev's trailing instance line; a
     follow reads it once more when the container has exited, for what the follow left out
@@ -507,7 +526,13 @@ def logs(
     if follow:
         running = tail is not None and not _ended(instance, record)
         earlier = docker.Earlier.looked(tail, _reader(instance, record), running)
-        followed = docker.Followed(earlier.after(False, on_line), earlier.after(True, on_line))
+        opened = {error: earlier.all_after(error) for error in (False, True)}
+        shown = Redrawn(on_line, on_part, opened) if on_part is not None else None
+        followed = docker.Followed(
+            earlier.after(False, shown.line(False) if shown else on_line),
+            earlier.after(True, shown.line(True) if shown else on_line),
+            on_part=shown.part if shown else None,
+        )
         code, who = _stream_logs(
             instance,
             record,
@@ -516,6 +541,8 @@ def logs(
             follow=True,
             tail=earlier.window,
             on_rerun=followed.rerun,
+            on_part=followed.part if shown else None,
+            on_again=shown.again if shown else None,
         )
         followed.stopped(code, on_said, who)
         windowed = earlier.window is not None
@@ -561,6 +588,8 @@ def _stream_logs(
     follow: bool = False,
     tail: int | None = None,
     on_rerun: Callable[[], bool] = lambda: False,
+    on_part: Callable[[bool, str], None] | None = None,
+    on_again: Callable[[bool], None] | None = None,
 ) -> tuple[int, str]:
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
@@ -574,13 +603,20 @@ def _stream_logs(
     read = _anchored(record.id, tail, token) if follow and tail is not None else None
     read = read or remote.command(docker.logs_argv(record.id, follow, tail))
     command = f"{say}; {say} >&2; {read}"
-    once = _Rerun(begun, instance, on_line, on_error_line, on_rerun)
+    once = _Rerun(
+        begun, instance, on_line, on_error_line, on_rerun, on_part=on_part, on_again=on_again
+    )
     lines = _Trailer(_trailer(instance), once.stream(0))  # brev's trailer is on its stdout
     said = _Trailer(_followed(token) if follow else NOTHING, once.stream(1))
     if follow:  # docker's code in a line: a failed command brev would run (and follow) again
         command += f" || echo {remote.MARK}FOLLOWED={token}=$? >&2"
         command += _unanchored(token) if tail is not None else ""
-    code = proc.stream(exec_argv(instance, command), on_line=lines.line, on_error_line=said.line)
+    code = proc.stream(
+        exec_argv(instance, command),
+        on_line=lines.line,
+        on_error_line=said.line,
+        on_part=once.part if on_part is not None else None,
+    )
     lines.end(code == 0)
     failed = said.end(code == 0)
     once.end()

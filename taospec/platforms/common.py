@@ -261,11 +261,27 @@ class Redrawn:
         self.waiting: dict[bool, str | None] = {False: "", True: ""}  # parts not shown yet
         # (None: the line holds what no part may end after, and goes out whole)
         self.shown: dict[bool, list[str]] = {False: [], True: []}
+        self.replayed = {False: "", True: ""}  # what was shown, still to come again
+
+    def again(self, error: bool) -> None:
+        """The stream is read again from a line before the one not ended yet (brev runs a
+        read again when its connection drops): its parts come again, and what of them was
+        shown is not shown twice."""
+        self.replayed[error] = "".join(self.shown[error])
+        if self.waiting[error] is not None:
+            self.waiting[error] = ""
 
     def part(self, error: bool, text: str) -> None:
         """A part of the stream's line not ended yet, through a ``\\r``."""
+        replayed = self.replayed[error]
+        if replayed:  # what comes again first, as it was shown
+            again = min(len(replayed), len(text))
+            if text[:again] != replayed[:again]:  # not the line shown: the rest goes whole
+                self.replayed[error], self.waiting[error] = "", None
+                return
+            self.replayed[error], text = replayed[again:], text[again:]
         before = self.waiting[error]
-        if not self.open[error] or before is None:
+        if not self.open[error] or before is None or not text:
             return
         waiting = before + text
         at = redrawn_at(waiting)
@@ -283,6 +299,7 @@ class Redrawn:
             shown = "".join(self.shown[error])
             self.shown[error].clear()
             self.waiting[error] = ""
+            self.replayed[error] = ""
             self.open[error] = True
             self.on_line(text[len(shown) :] if text.startswith(shown) else text)
 
