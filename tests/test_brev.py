@@ -872,43 +872,30 @@ def test_a_line_a_dropped_connection_cut_in_two_shows_once_whole(
     assert (shown, err) == ([("x", LOG_CHUNK, "end"), ("y", LOG_CHUNK, "end")], ""), shown
 
 
+@pytest.mark.parametrize("drop", [False, True], ids=["steady", "dropped-connection"])
 def test_a_follow_shows_a_progress_bar_before_its_line_ends_on_an_instance(
-    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path, drop: bool
 ) -> None:
     # logs -f handed on whole lines alone: a bar redrawn with \r, which ends its line once
-    # an epoch is over, showed nothing until then
+    # an epoch is over, showed nothing until then; and brev runs the read again from the
+    # output's start when its connection drops, so the parts shown before come again
     emulator.add("box")
     steps = 2000  # docker logs the line's first 16 KiB as a piece
     command = f"sh -c {shlex.quote(progress_bar(steps, '/tmp/gate'))}"
     started = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
     job_id = started.stdout.strip()
-    opened = lambda: docker("exec", job_id, "touch", "/tmp/gate")  # noqa: E731
-    on_path = Runner({**taospec.env, **emulator.env}, taospec.cwd)
-    a_follow_shows_the_bar_as_it_is_redrawn(on_path, job_id, steps, opened, open_tmp)
-
-
-def test_a_bar_a_dropped_connection_cut_shows_each_character_once(
-    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
-) -> None:
-    # brev runs the read again from the output's start: the parts of the bar shown before
-    # the drop would come again
-    emulator.add("box")
-    steps = 2000
-    command = f"sh -c {shlex.quote(progress_bar(steps, '/tmp/gate'))}"
-    started = run(taospec, emulator, "run", "-d", job_file(open_tmp, engine, command))
-    job_id = started.stdout.strip()
-
     dropped: list[bool] = []
 
-    def drop_then_open() -> None:  # once; then the gate again, as the helper ends
-        if not dropped:
+    def open_gate() -> None:  # after one drop, when asked for; then the gate, as it ends
+        if drop and not dropped:
             dropped.append(True)
             _drop_connection(f"docker logs --follow {job_id} || ")
             time.sleep(2)  # brev's second run has handed the bar's piece on once more
         docker("exec", job_id, "touch", "/tmp/gate")
 
     on_path = Runner({**taospec.env, **emulator.env}, taospec.cwd)
-    a_follow_shows_the_bar_as_it_is_redrawn(on_path, job_id, steps, drop_then_open, open_tmp)
+    a_follow_shows_the_bar_as_it_is_redrawn(on_path, job_id, steps, open_gate, open_tmp)
+    assert dropped == ([True] if drop else [])
 
 
 def test_following_the_tail_of_a_long_output_on_an_instance_reads_its_end_alone(
