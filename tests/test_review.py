@@ -778,6 +778,17 @@ def test_validate_formats_for_ci(taospec: Runner, repo: Path):
     lines = github.stdout.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("::error file=jobs/bad.yaml,line=4,col=13::$.defaults.platform: ")
+    # GitHub finds an annotation's file from the top of the checkout, whichever folder the
+    # step ran in: from jobs/, file=bad.yaml annotated no line of the pull request
+    for where, named in (("jobs", "bad.yaml"), ("jobs", "../jobs/bad.yaml"), (".", str(bad))):
+        in_step = Runner({**taospec.env, "GITHUB_WORKSPACE": str(repo)}, repo / where)
+        annotated = in_step("validate", "--format", "github", named).stdout
+        assert annotated.startswith("::error file=jobs/bad.yaml,line=4,col=13::"), annotated
+    outside = write(repo / "x.yaml", bad.read_text())  # outside the checkout: as given
+    elsewhere = Runner({**taospec.env, "GITHUB_WORKSPACE": str(repo / "jobs")}, repo)
+    annotated = elsewhere("validate", "--format", "github", str(outside)).stdout
+    assert annotated.startswith(f"::error file={outside},line=4,col=13::"), annotated
+    outside.unlink()
 
     as_json = run("validate", "--format", "json", "jobs/pipeline.yaml", str(bad))
     assert as_json.returncode == 2

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from taospec.diagnostics import Problem, format_path
 from taospec.lint import redacted, redacted_location
@@ -37,9 +39,27 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _in_workspace(path: str) -> str:
+    """``path`` as GitHub finds an annotation's file: from the top of the checkout
+    (``$GITHUB_WORKSPACE``), whichever folder the step runs ``validate`` in; as given
+    outside a workflow, or for a file outside the checkout."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if not workspace:
+        return path
+    try:
+        return _absolute(path).relative_to(_absolute(workspace)).as_posix()
+    except ValueError:
+        return path
+
+
+def _absolute(path: str) -> Path:
+    """``path`` from the root, ``..`` taken as the path reads (a link is not followed)."""
+    return Path(os.path.normpath(Path(path).absolute()))
+
+
 def github(file: str, problem: Problem) -> str:
     """A GitHub Actions error annotation, shown on the line of the file in a pull request."""
-    shown = _escape_property(redacted_location(problem.file or file))
+    shown = _escape_property(redacted_location(_in_workspace(problem.file or file)))
     where = f"file={shown},line={problem.line},col={problem.column}"
     message = f"{_path(problem)}: {problem.message}"
     return f"::error {where}::{_escape_data(message)}"
