@@ -17,8 +17,10 @@ lock at a time, never across a launch.
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
+import sys
 import threading
 import time
 import traceback
@@ -880,6 +882,15 @@ def _nowhere(_text: str) -> None:
     """A board's default destination."""
 
 
+def _columns() -> int:
+    """How wide the terminal the live lines are drawn on (stderr) is: stdout, which
+    ``shutil`` asks, may be a file (``run -f > train.log``)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return shutil.get_terminal_size().columns
+
+
 @dataclass(eq=False, kw_only=True)
 class Board:
     """Live lines for running targets on a terminal; plain lines otherwise.
@@ -919,7 +930,7 @@ class Board:
         for name, (state, job_id, since) in self._rows.items():
             lines.append(f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}")
             if bar := self._bars.get(name):
-                lines.append(f"    {bar[: shutil.get_terminal_size().columns - 5]}")
+                lines.append(f"    {bar[: _columns() - 5]}")  # one line: erased as one
         if lines:
             self.write("\n".join(lines) + "\n")
         self._drawn = len(lines)

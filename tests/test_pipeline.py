@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +22,7 @@ import pytest
 import yaml
 
 from taospec.fingerprint import Fingerprint
+from taospec.pipeline import _columns
 from tests.conftest import ROOT, Runner, taospec_command, write
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -1097,3 +1102,19 @@ def test_the_deciding_lock_excludes_other_processes_while_its_file_comes_and_goe
     assert [w.wait(timeout=120) for w in workers] == [0] * 4
     assert counter.read_text() == "240"  # no increment lost: never two inside at once
     assert os.listdir(state_dir / "taospec" / "deciding") == []
+
+
+def test_the_live_lines_are_as_wide_as_the_terminal_they_are_drawn_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a bar under a live line was cut to stdout's width, which run -f > train.log makes a
+    # file's (80 columns), whatever the terminal the live lines (stderr) are drawn on
+    primary, secondary = pty.openpty()
+    try:
+        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 37, 0, 0))
+        with os.fdopen(os.dup(secondary), "w") as terminal:
+            monkeypatch.setattr(sys, "stderr", terminal)
+            assert _columns() == 37
+    finally:
+        os.close(primary)
+        os.close(secondary)
