@@ -884,11 +884,13 @@ def _nowhere(_text: str) -> None:
 
 def _columns() -> int:
     """How wide the terminal the live lines are drawn on (stderr) is: stdout, which
-    ``shutil`` asks, may be a file (``run -f > train.log``)."""
+    ``shutil`` asks, may be a file (``run -f > train.log``). A terminal that says 0 (a
+    pseudo-terminal no one sized) is taken as ``shutil`` takes it."""
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
     except (OSError, ValueError):
-        return shutil.get_terminal_size().columns
+        columns = 0
+    return columns or shutil.get_terminal_size().columns
 
 
 @dataclass(eq=False, kw_only=True)

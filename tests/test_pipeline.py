@@ -1115,6 +1115,9 @@ def test_the_live_lines_are_as_wide_as_the_terminal_they_are_drawn_on(
         with os.fdopen(os.dup(secondary), "w") as terminal:
             monkeypatch.setattr(sys, "stderr", terminal)
             assert _columns() == 37
+            fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+            monkeypatch.setenv("COLUMNS", "41")
+            assert _columns() == 41  # one that says 0 columns: as shutil reads it
     finally:
         os.close(primary)
         os.close(secondary)
