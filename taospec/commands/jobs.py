@@ -13,16 +13,14 @@ from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
 from taospec.plan import plan_from_json, stored_plan
-from taospec.platforms.common import in_parts
+from taospec.platforms.common import redacted_output
 from taospec.polling import poll
 from taospec.states import COMPLETE, Status, answered
 
 
 def _print_redacted(text: str) -> None:
-    """Print a line of a job's output, or a part of one, redacted (a long line a part at a
-    time, see :func:`~taospec.platforms.common.in_parts`)."""
-    for part in in_parts(text):
-        print(redacted(part), end="", flush=True)
+    """Print a line of a job's output, or a part of one, redacted."""
+    print(redacted_output(text), end="", flush=True)
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:

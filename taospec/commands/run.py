@@ -45,6 +45,7 @@ from taospec.pipeline import (
     decide,
     summary,
 )
+from taospec.platforms.common import redacted_output
 from taospec.states import CANCELED, COMPLETE
 from taospec.yamlsrc import Source
 
@@ -232,7 +233,7 @@ def _preflight(jobs: list[Job], engines: doctor.Engines) -> int:
 
 
 def _to_stdout(text: str) -> None:
-    sys.stdout.write(redacted(text))
+    sys.stdout.write(redacted_output(text))  # the jobs' output: a long line a part at a time
     sys.stdout.flush()
 
 

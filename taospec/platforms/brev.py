@@ -38,7 +38,7 @@ from taospec.lint import redacted
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
-from taospec.platforms.common import Redrawn, gpu_facts, still_writing, while_writing
+from taospec.platforms.common import gpu_facts, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -526,13 +526,7 @@ def logs(
     if follow:
         running = tail is not None and not _ended(instance, record)
         earlier = docker.Earlier.looked(tail, _reader(instance, record), running)
-        opened = {error: earlier.all_after(error) for error in (False, True)}
-        shown = Redrawn(on_line, on_part, opened) if on_part is not None else None
-        followed = docker.Followed(
-            earlier.after(False, shown.line(False) if shown else on_line),
-            earlier.after(True, shown.line(True) if shown else on_line),
-            on_part=shown.part if shown else None,
-        )
+        followed, shown = docker.Followed.after(earlier, on_line, on_part)
         code, who = _stream_logs(
             instance,
             record,

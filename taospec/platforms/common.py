@@ -245,6 +245,12 @@ def in_parts(line: str, size: int = PART_AT_LEAST) -> list[str]:
     return parts
 
 
+def redacted_output(text: str) -> str:
+    """A job's output ``text`` (a line, or a part of one) redacted, a long line a part at a
+    time (:func:`in_parts`)."""
+    return "".join(map(lint.redacted, in_parts(text)))
+
+
 class Redrawn:
     """What a follow shows of a line redrawn in place (a progress bar, which may not end
     its line for an hour), as a terminal shows it: of a stream's line not ended yet, each

@@ -590,13 +590,7 @@ def logs(
     if follow:
         running = tail is not None and not _container_ended(record.id, env)
         earlier = Earlier.looked(tail, _reader(record.id, env), running)
-        opened = {error: earlier.all_after(error) for error in (False, True)}
-        shown = Redrawn(on_line, on_part, opened) if on_part is not None else None
-        followed = Followed(
-            earlier.after(False, shown.line(False) if shown else on_line),
-            earlier.after(True, shown.line(True) if shown else on_line),
-            on_part=shown.part if shown else None,
-        )
+        followed, shown = Followed.after(earlier, on_line, on_part)
         code = proc.stream(
             logs_argv(record.id, follow=True, tail=earlier.window),
             extra_env=env,
@@ -823,6 +817,19 @@ class Followed:
                 self._hand_on(error, text)
 
         return take
+
+    @classmethod
+    def after(
+        cls, earlier: Earlier, on_line: Write, on_part: Write | None
+    ) -> tuple[Followed, Redrawn | None]:
+        """A follow's lines of each stream after those ``earlier`` leaves out, to
+        ``on_line``; given ``on_part``, with the parts of a line redrawn in place, and the
+        :class:`~taospec.platforms.common.Redrawn` that shows them (None without)."""
+        if on_part is None:
+            return cls(earlier.after(False, on_line), earlier.after(True, on_line)), None
+        shown = Redrawn(on_line, on_part, {e: earlier.all_after(e) for e in (False, True)})
+        out, err = (earlier.after(error, shown.line(error)) for error in (False, True))
+        return cls(out, err, on_part=shown.part), shown
 
     def part(self, error: bool, text: str) -> None:
         """A part of a line of stdout (of stderr when ``error``) not ended yet, handed to
