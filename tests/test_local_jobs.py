@@ -611,6 +611,42 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_token_found_by_its_form(
     assert followed.replace("x", "") == " <redacted>\n"
 
 
+def test_a_line_too_long_to_hold_is_cut_before_a_value_that_runs_on(
+    taospec: Runner, tmp_path
+) -> None:
+    # logs -f cut a line longer than it holds before its last three words only: of a
+    # quoted password of several words still being written, the first went out, where
+    # the line, once ended, is redacted whole
+    gate = tmp_path / "gate"
+    script = write(
+        tmp_path / "long.sh",
+        f"head -c {HELD_AT_MOST} /dev/zero | tr '\\0' x; "
+        'printf \' {"password": "hunter2 is my pass word\'\n'
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo '\"}}'\n",
+    )
+    started = taospec("run", "--detach", job_file(tmp_path, f"sh {script}"))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    log = tmp_path / "results" / job_id / "taospec.log"
+    wait_for(lambda: log.exists() and log.stat().st_size == HELD_AT_MOST + 38)
+    looked = taospec("logs", job_id)  # a look at it while it runs cuts it as well
+    assert looked.returncode == 0, looked.stderr
+    assert looked.stdout.strip("x ") == ""
+    follower = subprocess.Popen(
+        [*taospec_command(), "logs", "-f", job_id], env=taospec.env, cwd=taospec.cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert follower.stdout is not None
+    first = os.read(follower.stdout.fileno(), 1 << 17)  # what it handed on before the gate
+    gate.touch()
+    rest, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert first.strip(b"x ") == b""  # the line's start, as far as the value's quote
+    followed = (first + rest).decode()
+    assert followed.count("x") == HELD_AT_MOST
+    assert followed.replace("x", "") == ' {"password": "<redacted>"}\n'
+
+
 def test_a_job_that_ends_between_a_read_and_the_look_at_it_is_read_to_its_end(
     taospec: Runner, tmp_path, state_dir, monkeypatch
 ) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from taospec import lint, proc
 from taospec.lint import redacted
-from taospec.platforms.common import Redrawn, in_parts, redrawn_at
+from taospec.platforms.common import Redrawn, cut_at, in_parts, redrawn_at
 
 VALUE = "Ab1\rCd3Ef56Gh"
 """A passed value holding a ``\\r``; its first line is too short to be looked for alone."""
@@ -221,3 +221,24 @@ def test_the_lint_corpus_cut_where_a_part_may_end_is_redacted_as_it_is_whole() -
     for text, at in apart:
         whole = lint.redact(text, [])
         assert lint.redact(text[:at], []) + lint.redact(text[at:], []) == whole, text
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "\r", "\t", "", "\r\r"])),
+        max_size=16,
+    )
+)
+def test_a_line_still_being_written_is_cut_where_no_value_runs_on(
+    words: list[tuple[str, str]],
+) -> None:
+    # a look at a running job showed its unended line up to the last three words:
+    # '{"password": "s3cr3tValue99x ' went out, where the line, once ended, hides the value
+    text = "".join(word + blank for word, blank in words)
+    whole = lint.redact(text, [])
+    hidden = [s for s in SECRETS if s not in whole]
+    for end in range(len(text) + 1):
+        written = text[:end]
+        shown = lint.redact(written[: cut_at(written)], [])
+        assert [s for s in hidden if s in shown] == [], written

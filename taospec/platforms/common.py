@@ -317,12 +317,24 @@ def cut_at(line: str) -> int:
     characters that could begin a value redaction removes, and before the end that a rule
     may yet find a token in (:func:`taospec.lint.still_open`); one written across the
     line's end is then redacted whole, with the rest of its line. Never inside a value the
-    line holds whole."""
+    line holds whole, nor after what a rule reads a value that runs on from
+    (:func:`taospec.lint.apart_before`), nor after words a rule reads a value after
+    (:func:`taospec.lint.apart_at`): a word at a time back from there, 0 when none such is
+    found within :data:`REDRAWN_TRIES` words."""
     values = lint.known_values()
-    cut = min(max(len(line) - max(map(len, values), default=1) + 1, 0), lint.still_open(line))
-    while True:  # a value that starts before the cut and ends after it moves the cut to it
+    last = max(len(line) - max(map(len, values), default=1) + 1, 0)
+    cut = min(last, lint.still_open(line), lint.apart_before(line))
+    for _ in range(REDRAWN_TRIES):
+        # a value that starts before the cut and ends after it moves the cut to it
         found = [line.find(v, max(cut - len(v) + 1, 0), cut + len(v) - 1) for v in values]
         crossing = [start for start in found if start >= 0]
-        if not crossing:
+        if crossing:
+            cut = min(crossing)
+        elif cut == 0 or lint.apart_at(line, cut):
             return cut
-        cut = min(crossing)
+        else:  # to the start of the word before
+            start = max(cut - lint.OPEN_AT_MOST, 0)
+            before = line[start:cut].rstrip()
+            words = before.split()
+            cut = start + len(before) - len(words[-1]) if words else 0
+    return 0
