@@ -432,7 +432,31 @@ def _read_word(text: str, start: int) -> _Word:
 
 
 def _commands(text: str) -> list[list[_Word]]:
-    """Split shell text into simple commands (at ``| & ; ( )`` and newlines) of words."""
+    """Split shell text into simple commands (at ``| & ; ( )`` and newlines) of words.
+
+    Text with no quote, escape or expansion (most lines a job writes) is split by one
+    regular expression: each word is then a run of what breaks no word, as
+    :func:`_parsed_commands` reads it a character at a time."""
+    if _QUOTING().search(text) is not None:
+        return _parsed_commands(text)
+    commands: list[list[_Word]] = [[]]
+    for piece in _PIECE().finditer(text):
+        if piece.lastgroup is None:  # an operator
+            if commands[-1]:
+                commands.append([])
+        else:
+            commands[-1].append(_Word(piece.group(), piece.start(), piece.end()))
+    return [words for words in commands if words]
+
+
+_QUOTING = _lazy(r"[\\'\"$`]")
+"""What a shell reads a word's characters other than as they stand by."""
+_PIECE = _lazy(r"(?P<word>[^ \t\r\n|&;()]+)|[|&;()\n]")
+"""A word of text without :data:`_QUOTING`, or an operator that ends a command."""
+
+
+def _parsed_commands(text: str) -> list[list[_Word]]:
+    """:func:`_commands` of any shell text, read a character at a time."""
     commands: list[list[_Word]] = [[]]
     index = 0
     while index < len(text):

@@ -1140,3 +1140,11 @@ def test_what_the_job_check_passes_redaction_leaves_alone(text: str) -> None:
     # One detector: whatever redact would rewrite, find_secret_literals reports.
     if braces.token().search(text) is None and not find_secret_literals(text):
         assert redact(text) == text
+
+
+@settings(max_examples=2000)
+@given(st.text(alphabet=" \t\r\n|&;()ab-=:x{}é", max_size=40))
+def test_plain_text_is_split_into_commands_as_the_shell_reader_splits_it(text: str) -> None:
+    # the regular expression that splits text without quotes or escapes must give the
+    # words and spans the character-at-a-time reader gives
+    assert lint._commands(text) == lint._parsed_commands(text)

@@ -282,6 +282,8 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_COMMAND_END": "ends the command a tool's name starts",
         "_READ_ACROSS": "finds nothing: where a line redrawn in place is not cut",
         "_READ_AFTER": "finds nothing: where a line redrawn in place is not cut",
+        "_QUOTING": "finds nothing: picks how shell text is split into words",
+        "_PIECE": "finds nothing: splits shell text without quotes into words",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
