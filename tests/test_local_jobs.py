@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from taospec.platforms.local import HELD_AT_MOST
+from taospec.platforms.common import HELD_AT_MOST
 from tests.conftest import (
     Runner,
     a_follow_shows_the_bar_as_it_is_redrawn,

@@ -31,6 +31,7 @@ from taospec.identity import Identity
 from taospec.placeholders import JOB_ID
 from taospec.platforms import render
 from taospec.platforms import slurm as platform
+from taospec.platforms.common import HELD_AT_MOST
 from taospec.states import CANCELED, COMPLETE, ERROR, PENDING, RUNNING
 from tests.conftest import (
     COUNTED,
@@ -44,6 +45,7 @@ from tests.conftest import (
     load_job,
     progress_bar,
     run_counting_reads,
+    spawn,
     write,
 )
 
@@ -379,6 +381,35 @@ def test_a_follow_shows_a_progress_bar_before_its_line_ends(
     gate = open_tmp / "gate"
     job_id = submit(taospec, job_file(open_tmp, ["sh", "-c", progress_bar(300, str(gate))]))
     a_follow_shows_the_bar_as_it_is_redrawn(taospec, job_id, 300, gate.touch, open_tmp)
+
+
+def test_a_follow_hands_on_a_line_longer_than_it_holds_before_it_ends(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # a follow held the line being written whole, however long, and read it anew at each
+    # poll: a job that never ends its line grew taospec's memory without bound
+    gate, shown = open_tmp / "gate", open_tmp / "followed.txt"
+    script = (
+        f"head -c {2 * HELD_AT_MOST} /dev/zero | tr '\\0' x; "
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo ' done'"
+    )
+    job_id = submit(taospec, job_file(open_tmp, ["sh", "-c", script]))
+    with shown.open("w") as out:
+        follow = spawn(["logs", "-f", job_id], taospec.env, taospec.cwd, stdout=out)
+        try:
+            deadline = time.monotonic() + 60
+            while shown.stat().st_size < HELD_AT_MOST:
+                assert follow.poll() is None, follow.communicate()
+                assert time.monotonic() < deadline, "the long line was held whole"
+                time.sleep(0.1)
+            gate.touch()
+            assert follow.wait(timeout=120) == 0, follow.communicate()
+        finally:
+            gate.touch()
+            if follow.poll() is None:
+                follow.kill()
+            follow.communicate()
+    assert shown.read_text() == "x" * 2 * HELD_AT_MOST + " done\n"
 
 
 def taospec_argv() -> list[str]:

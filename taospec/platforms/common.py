@@ -3,6 +3,7 @@ the lines of a job's output."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import time
@@ -175,6 +176,54 @@ def read_until_ended(
         if done:
             return
         time.sleep(interval)
+
+
+HELD_AT_MOST = 1 << 16
+"""The most of a line still being written that a follow holds back (a progress bar may
+never end its line)."""
+
+
+def held_back(text: str) -> tuple[list[str], str]:
+    """The lines of ``text`` a follow hands on now, and the line still being written after
+    them, which it holds back: output is redacted a line at a time, and a passed value the
+    job writes in two pieces must reach the redaction as one line (nor may the pieces read
+    as two lines). A line longer than :data:`HELD_AT_MOST` is handed on up to
+    :func:`cut_at`; one that cannot be cut is held whole, however long, since a value in
+    it would go out in part."""
+    lines = output_lines(text)
+    last = lines[-1] if lines else ""
+    if last.endswith("\n"):
+        return lines, ""
+    if len(last) < HELD_AT_MOST:
+        return lines[:-1], last
+    cut = cut_at(last)
+    return [*lines[:-1], *([last[:cut]] if cut else [])], last[cut:]
+
+
+class Unended:
+    """A follow of a job's output file, as it grows: each line to ``on_line`` as it ends
+    (a long one in parts, :func:`held_back`), and to ``on_part``, when given, the line
+    being written through its last ``\r`` (:func:`redrawn_at`)."""
+
+    def __init__(self, on_line: Write, on_part: Write | None, held: str = "", decoder: Any = None):
+        self.on_line = on_line
+        self.on_part = on_part
+        self.held = held
+        self.decoder = decoder or codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def take(self, more: bytes) -> None:
+        """What was read next (a character split between two reads is read whole)."""
+        lines, self.held = held_back(self.held + self.decoder.decode(more))
+        for line in lines:
+            self.on_line(line)
+        if self.on_part is not None and (at := redrawn_at(self.held)):
+            self.on_part(self.held[:at])
+            self.held = self.held[at:]
+
+    def end(self) -> None:
+        """The output ended: whatever is held goes out."""
+        if rest := self.held + self.decoder.decode(b"", final=True):
+            self.on_line(rest)
 
 
 def while_writing(lines: list[str]) -> list[str]:

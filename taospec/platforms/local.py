@@ -26,14 +26,14 @@ from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     LOG_TAIL_BYTES,
-    cut_at,
+    Unended,
     gpu_facts,
     gpu_ids,
+    held_back,
     local_steps,
     output_lines,
     owner,
     read_until_ended,
-    redrawn_at,
     still_writing,
     tail_start,
     while_writing,
@@ -199,7 +199,8 @@ def logs(
     on_part: Write | None = None,
 ) -> int:
     """Print the log file (its last ``tail`` lines), then follow it while the job runs;
-    to ``on_part``, when given, a line being redrawn in place as it is (:func:`redrawn_at`)."""
+    to ``on_part``, when given, a line being redrawn in place as it is
+    (:func:`~taospec.platforms.common.redrawn_at`)."""
 
     path = Path(record.results_dir, LOG_FILE)
     if not path.exists():
@@ -211,37 +212,23 @@ def logs(
             f"the job ran); the job's record is unchanged ({record.state})"
         )
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split
-    with path.open("rb") as log:  # between two reads is read whole
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    with path.open("rb") as log:
         if tail is not None:
             log.seek(tail_start(log, tail, held=follow or writing))
-        lines, held = _lines(decoder.decode(log.read()), follow)
-        if writing:
-            lines = while_writing(lines)
-        for line in last_lines(lines, tail):
+        text = decoder.decode(log.read())
+        lines, held = held_back(text) if follow else (output_lines(text), "")
+        for line in last_lines(while_writing(lines) if writing else lines, tail):
             on_line(line)
-
-        def redrawn() -> None:
-            nonlocal held
-            if on_part is not None and (at := redrawn_at(held)):
-                on_part(held[:at])
-                held = held[at:]
-
-        def hand_on(more: bytes) -> None:
-            nonlocal held
-            lines, held = _lines(held + decoder.decode(more), follow)
-            for line in lines:
-                on_line(line)
-            redrawn()
-
-        redrawn()
-
         if follow:
+            unended = Unended(on_line, on_part, held, decoder)
+            unended.take(b"")  # a bar already being redrawn
             read_until_ended(
-                lambda: status(record, sidecar).state != RUNNING, log.read, hand_on, 0.2
+                lambda: status(record, sidecar).state != RUNNING, log.read, unended.take, 0.2
             )
-        if held + (rest := decoder.decode(b"", final=True)):
-            on_line(held + rest)
+            unended.end()
+        elif not writing and (rest := decoder.decode(b"", final=True)):
+            on_line(rest)
     return 0
 
 
@@ -262,29 +249,6 @@ def _gone(log: Path) -> str:
         if folder.exists():
             return f"{folder} is a file now, not a directory"
     return f"its results directory {log.parent} is gone"
-
-
-HELD_AT_MOST = 1 << 16
-"""The most of a line still being written that :func:`logs` holds back (a progress bar
-may never end its line)."""
-
-
-def _lines(text: str, follow: bool) -> tuple[list[str], str]:
-    """The lines of ``text`` to hand on now, and the line still being written after them.
-
-    While following, a line is handed on whole, once it ends: output is redacted a
-    line at a time, and a passed value the job writes in two pieces must reach the
-    redaction as one line (nor may the pieces read as two lines). A line longer than
-    :data:`HELD_AT_MOST` is handed on up to :func:`~taospec.platforms.common.cut_at`.
-    """
-    lines = output_lines(text)
-    last = lines[-1] if lines else ""
-    if not follow or last.endswith("\n"):
-        return lines, ""
-    if len(last) < HELD_AT_MOST:
-        return lines[:-1], last
-    cut = cut_at(last)
-    return [*lines[:-1], *([last[:cut]] if cut else [])], last[cut:]
 
 
 def cancel(record: Record, sidecar: Mapping[str, object]) -> str:

@@ -40,10 +40,10 @@ from taospec.plan import (
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     LOG_TAIL_BYTES,
+    Unended,
     local_steps,
     output_lines,
     read_until_ended,
-    redrawn_at,
     still_writing,
     tail_start,
     while_writing,
@@ -703,10 +703,10 @@ def _follow(
     *,
     on_part: Write | None = None,
 ) -> None:
-    """Hand on each new complete line until the job has ended, then whatever is left; to
-    ``on_part``, a line not ended yet through its last ``\\r`` (:func:`redrawn_at`)."""
+    """Hand on each new line until the job has ended, then whatever is left, as
+    :class:`~taospec.platforms.common.Unended` does (a line longer than it holds, in
+    parts; to ``on_part``, one not ended yet through its last ``\\r``)."""
     login = _login(sidecar)
-    pending = b""
 
     def read() -> bytes:
         nonlocal offset
@@ -717,24 +717,12 @@ def _follow(
         offset += len(more)
         return more
 
-    def hand_on(more: bytes) -> None:
-        nonlocal pending
-        *complete, pending = (pending + more).split(b"\n")
-        for line in complete:
-            on_line(line.decode(errors="replace") + "\n")
-        if on_part is not None and b"\r" in pending:  # cut after a \r: whole characters
-            unended = pending.decode(errors="surrogateescape")
-            part = unended[: redrawn_at(unended)].encode(errors="surrogateescape")
-            if part:
-                on_part(part.decode(errors="replace"))
-                pending = pending[len(part) :]
-
     def ended() -> bool:
         return status(record, sidecar).state not in (PENDING, RUNNING)
 
-    read_until_ended(ended, read, hand_on, POLL_INTERVAL)
-    if pending:
-        on_line(pending.decode(errors="replace"))
+    unended = Unended(on_line, on_part)
+    read_until_ended(ended, read, unended.take, POLL_INTERVAL)
+    unended.end()
 
 
 # -- cancel ----------------------------------------------------------------
