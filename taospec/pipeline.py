@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import sys
 import threading
 import time
 import traceback
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import KW_ONLY, dataclass, field
@@ -893,6 +895,30 @@ def _columns() -> int:
     return columns or shutil.get_terminal_size().columns
 
 
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -/]*[0-~]?)")
+"""A terminal's escape sequence: CSI (colours, cursor moves), OSC (a window title), others."""
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _plain(text: str) -> str:
+    """``text`` as the characters it shows: its escape sequences and other control
+    characters left out, a tab made a blank (a bar under a live line must be one line that
+    moves nothing, or the live lines are erased a line short)."""
+    return _CONTROL.sub("", _ESCAPE.sub("", text.replace("\t", " ")))
+
+
+def _cells(text: str, width: int) -> str:
+    """The start of ``text`` that fills at most ``width`` cells of a terminal: a wide
+    character takes two, a combining one none."""
+    used = 0
+    for index, char in enumerate(text):
+        wide = unicodedata.east_asian_width(char) in "WF"
+        used += 0 if unicodedata.combining(char) else 2 if wide else 1
+        if used > width:
+            return text[:index]
+    return text
+
+
 @dataclass(eq=False, kw_only=True)
 class Board:
     """Live lines for running targets on a terminal; plain lines otherwise.
@@ -932,7 +958,7 @@ class Board:
         for name, (state, job_id, since) in self._rows.items():
             lines.append(f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}")
             if bar := self._bars.get(name):
-                lines.append(f"    {bar[: _columns() - 5]}")  # one line: erased as one
+                lines.append(f"    {_cells(bar, _columns() - 5)}")  # one line: erased as one
         if lines:
             self.write("\n".join(lines) + "\n")
         self._drawn = len(lines)
@@ -990,12 +1016,13 @@ class Board:
 
     def redrawn(self, name: str, part: str) -> None:
         """Show the last redraw in ``part`` (redacted with the whole part) under ``name``'s
-        live line."""
+        live line, as plain text (:func:`_plain`) cut to the terminal's width."""
         if not (self.enabled and self.live):
             return
         with self._lock:
             self._erase()
-            self._bars[name] = redacted(part).rstrip("\r").rsplit("\r", 1)[-1]
+            last = redacted(part).rstrip("\r").rsplit("\r", 1)[-1]
+            self._bars[name] = redacted(_plain(last))  # what the escapes parted, read whole
             self._draw()
 
     def ended_line(self, name: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from taospec.fingerprint import Fingerprint
-from taospec.pipeline import _columns
+from taospec.pipeline import Board, _columns
 from tests.conftest import ROOT, Runner, taospec_command, write
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -1121,3 +1121,29 @@ def test_the_live_lines_are_as_wide_as_the_terminal_they_are_drawn_on(
     finally:
         os.close(primary)
         os.close(secondary)
+
+
+@pytest.mark.parametrize(
+    ("redraw", "drawn"),
+    [
+        # tqdm's colour= and a bar of several positions (moved to with cursor-up)
+        ("\x1b[32m 45%|####5     |\x1b[0m 450/1000\x1b[A", " 45%|####5     | 450/1000"),
+        ("\x1b]0;epoch 3\x07ep 3\t loss=0.1\x08", "ep 3  loss=0.1"),  # a title, a tab
+        ("訓練" * 40, "訓練" * 8 + "訓"),  # wide characters: two cells each
+        ("e\u0301" * 80, "e\u0301" * 35),  # a combining accent takes no cell
+    ],
+    ids=["colour-and-cursor", "title-and-tab", "wide", "combining"],
+)
+def test_a_bar_is_drawn_under_its_live_line_as_one_line_of_plain_text(
+    monkeypatch: pytest.MonkeyPatch, redraw: str, drawn: str
+) -> None:
+    # a bar's escapes (colour, cursor moves) and wide characters were drawn as they came:
+    # the bar moved the cursor or spilled onto a second line, and the live lines were then
+    # erased a line short, each redraw leaving one more behind
+    monkeypatch.setattr("taospec.pipeline._columns", lambda: 40)
+    written: list[str] = []
+    board = Board(enabled=True, live=True, write=written.append)
+    board.start("train")
+    board.redrawn("train", f"step 1\r{redraw}\r")
+    bar = written[-1].split("\n")[-2]
+    assert bar == f"    {drawn}"
