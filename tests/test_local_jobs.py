@@ -454,6 +454,30 @@ def test_run_follow_of_one_job_writes_a_progress_bar_as_it_is_redrawn(
     assert shown.read_bytes().decode() == f"{written}{job_id} COMPLETE\n"
 
 
+def test_run_follow_writes_a_line_longer_than_it_holds_as_the_job_wrote_it(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # the first piece of a line too long to hold went on as a line, and run -f ended it
+    # with a line break the job never wrote
+    gate = tmp_path / "gate"
+    script = (
+        f"head -c {2 * HELD_AT_MOST} /dev/zero | tr '\\0' x; "
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo ' done'"
+    )
+    spec = job_file(tmp_path, f"sh -c {shlex.quote(script)}")
+    shown = tmp_path / "stdout"
+    with shown.open("w") as out:
+        child = spawn(["run", "-f", str(spec)], taospec.env, taospec.cwd, stdout=out)
+        try:
+            _wait_for_text(lambda: shown.read_bytes().decode(), "x" * HELD_AT_MOST, child)
+        finally:
+            gate.touch()
+        _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    job_id = err.split(": opened record")[0].split("\n")[-1]
+    assert shown.read_text() == f"{'x' * 2 * HELD_AT_MOST} done\n{job_id} COMPLETE\n"
+
+
 def test_run_follow_on_a_terminal_shows_the_bar_under_the_jobs_live_line(
     taospec: Runner, tmp_path: Path
 ) -> None:

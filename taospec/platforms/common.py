@@ -15,7 +15,7 @@ from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job
 from taospec.placeholders import stand_in
 from taospec.plan import GPU_IDS, SPEC_STEP, Context, Step
-from taospec.platforms.base import Write
+from taospec.platforms.base import Write, last_lines
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
     from taospec.ledger import Record
@@ -201,21 +201,26 @@ def held_back(text: str) -> tuple[list[str], str]:
 
 
 class Unended:
-    """A follow of a job's output file, as it grows: each line to ``on_line`` as it ends
-    (a long one in parts, :func:`held_back`), and to ``on_part``, when given, the line
-    being written through its last ``\r`` (:func:`redrawn_at`)."""
+    """A follow of a job's output file, as it grows: each line to ``on_line`` as it ends,
+    and to ``on_part``, when given, the line being written through its last ``\r``
+    (:func:`redrawn_at`) and what of a line too long to hold is cut off
+    (:func:`held_back`), which ``on_line`` takes without one."""
 
-    def __init__(self, on_line: Write, on_part: Write | None, held: str = "", decoder: Any = None):
+    def __init__(self, on_line: Write, on_part: Write | None) -> None:
         self.on_line = on_line
         self.on_part = on_part
-        self.held = held
-        self.decoder = decoder or codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.held = ""
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def take(self, more: bytes) -> None:
-        """What was read next (a character split between two reads is read whole)."""
+    def take(self, more: bytes, tail: int | None = None) -> None:
+        """What was read next (a character split between two reads is read whole); of its
+        lines, the last ``tail`` alone, when given (the first read of ``logs -f --tail``)."""
         lines, self.held = held_back(self.held + self.decoder.decode(more))
-        for line in lines:
+        cut = lines.pop() if lines and not lines[-1].endswith("\n") else ""
+        for line in last_lines(lines, tail):
             self.on_line(line)
+        if cut:  # what of a line too long to hold went on: it has not ended
+            (self.on_line if self.on_part is None else self.on_part)(cut)
         if self.on_part is not None and (at := redrawn_at(self.held)):
             self.on_part(self.held[:at])
             self.held = self.held[at:]

@@ -29,7 +29,6 @@ from taospec.platforms.common import (
     Unended,
     gpu_facts,
     gpu_ids,
-    held_back,
     local_steps,
     output_lines,
     owner,
@@ -212,22 +211,22 @@ def logs(
             f"the job ran); the job's record is unchanged ({record.state})"
         )
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with path.open("rb") as log:
         if tail is not None:
             log.seek(tail_start(log, tail, held=follow or writing))
-        text = decoder.decode(log.read())
-        lines, held = held_back(text) if follow else (output_lines(text), "")
-        for line in last_lines(while_writing(lines) if writing else lines, tail):
-            on_line(line)
         if follow:
-            unended = Unended(on_line, on_part, held, decoder)
-            unended.take(b"")  # a bar already being redrawn
+            unended = Unended(on_line, on_part)
+            unended.take(log.read(), tail)
             read_until_ended(
                 lambda: status(record, sidecar).state != RUNNING, log.read, unended.take, 0.2
             )
             unended.end()
-        elif not writing and (rest := decoder.decode(b"", final=True)):
+            return 0
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        lines = output_lines(decoder.decode(log.read()))
+        for line in last_lines(while_writing(lines) if writing else lines, tail):
+            on_line(line)
+        if not writing and (rest := decoder.decode(b"", final=True)):
             on_line(rest)
     return 0
 
