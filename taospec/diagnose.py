@@ -270,6 +270,14 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "that runs taospec, whatever engine the job runs on",
         ),
     ),
+    (
+        r"(?m)^docker: (?:opening|compacting json for) seccomp profile \(",
+        _program(
+            "the seccomp profile docker run reads itself is missing or not JSON",
+            "fix the file, or its path in docker.extra_args (--security-opt seccomp=...); "
+            "docker reads it on the machine that runs taospec, whatever engine the job runs on",
+        ),
+    ),
     (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
     (_NO_COMMAND_AT_PATH, _NO_COMMAND),
     (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),

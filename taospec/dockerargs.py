@@ -360,6 +360,39 @@ def _mount(value: str) -> str | None:
     return None
 
 
+SECURITY_KEYS = ("label", "apparmor", "seccomp", "no-new-privileges", "writable-cgroups")
+"""The keys of ``--security-opt`` the engine knows (``writable-cgroups`` since engine 29)."""
+_SECURITY_SWITCHES = ("no-new-privileges", "writable-cgroups")
+
+
+def security_opt(value: str) -> tuple[str, str] | None:
+    """The key and value of a ``--security-opt`` (``KEY=VALUE``, or ``KEY:VALUE`` as docker
+    once wrote it), as the CLI and the engine split it; None for one without a value."""
+    key, equals, setting = value.partition("=")
+    if not equals:
+        key, _, setting = value.partition(":")
+    return (key, setting) if setting else None
+
+
+def _security_opt(value: str) -> str | None:
+    """``--security-opt``: ``no-new-privileges`` alone, ``systempaths=unconfined`` (which
+    the CLI reads itself), or a key the engine knows with a value, a bool for a switch.
+    What depends on the host (a label under SELinux, an AppArmor profile, a seccomp
+    profile's file) is left to it."""
+    if value in ("no-new-privileges", "systempaths=unconfined"):
+        return None
+    pair = security_opt(value)
+    if pair is None:
+        return "it is KEY=VALUE (e.g. seccomp=unconfined), or no-new-privileges alone"
+    key, setting = pair
+    if key not in SECURITY_KEYS:
+        known = ", ".join(SECURITY_KEYS)
+        return f"the engine knows no key {key!r} ({known}; or systempaths=unconfined)"
+    if key in _SECURITY_SWITCHES and setting not in _GO_BOOLS:
+        return f"{key} takes true or false, not {setting!r}"
+    return None
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -396,6 +429,7 @@ READERS: dict[str, Reader] = {
     "--sysctl": _sysctl,
     **dict.fromkeys(("--publish", "-p"), _publish),
     "--mount": _mount,
+    "--security-opt": _security_opt,
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

@@ -3,7 +3,7 @@
 Plain ``validate`` judges a job file alone; ``validate --here`` and ``run``
 also ask this machine: do the mount sources exist (a missing one would be
 created by dockerd as an empty root-owned directory) and the ``--env-file`` files
-of ``docker.extra_args``, are the ``inputs`` files
+and seccomp profiles of ``docker.extra_args``, are the ``inputs`` files
 or folders, are the ``env.pass``
 variables set, are the platform's command-line tools installed, does a Slurm
 job's cluster have its partition, and would the platform render the job at all.
@@ -13,6 +13,7 @@ Every answer is a :class:`Problem` at the line that caused it.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
@@ -69,10 +70,11 @@ def here(
 
 def on_this_machine(job: Job, source: Source, user: str | None = None) -> list[Problem]:
     """What ``run`` stops at that is a fact of this machine, not of the job file: a mount
-    source or an env file missing here, a results_root that is not a folder or that a local
-    job's user (``user``: ``--user``) cannot reach (``run -n`` and ``doctor`` report them, as
-    the machine a job is reviewed on need not be the one it runs on)."""
-    found = mount_sources(job, source) + env_files(job, source) + results_root(job, source)
+    source, an env file or a seccomp profile missing here, a results_root that is not a
+    folder or that a local job's user (``user``: ``--user``) cannot reach (``run -n`` and
+    ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
+    on)."""
+    found = mount_sources(job, source) + cli_files(job, source) + results_root(job, source)
     return found or results_root_reached(job, source, user)
 
 
@@ -105,39 +107,67 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
     return missing
 
 
-def env_files(job: Job, source: Source) -> list[Problem]:
-    """``--env-file`` files of ``docker.extra_args`` that are not files here, where the docker
-    CLI reads them whatever engine it talks to (a missing one fails the launch, exit 125), or
-    that set a variable ``-e`` may not (:data:`rules.OWN_VARIABLES`)."""
+def cli_files(job: Job, source: Source) -> list[Problem]:
+    """The files of ``docker.extra_args`` that the docker CLI reads itself, here, whatever
+    engine it talks to, and that would fail the launch (exit 125): an ``--env-file`` or a
+    seccomp profile that is not a file here, an env file that sets a variable ``-e`` may
+    not (:data:`rules.OWN_VARIABLES`), a profile that is not JSON."""
     if job.platform != "docker":
         return []
     problems = []
     for index, flag, value in rules.docker_options(job.docker.extra_args):
-        if flag != "--env-file" or "{" in value:
-            continue
         where = ("docker", "extra_args", index)
-        if not Path(value).is_file():
-            problems.append(
-                source.problem(
-                    where,
-                    f"--env-file {value} does not exist on this machine, where docker run "
-                    "reads it (whatever engine it runs on); create it, or fix the path",
-                )
-            )
-            continue
-        try:
-            names = env_file_names(Path(value))
-        except OSError as refused:
-            problems.append(
-                source.problem(where, f"--env-file {value} cannot be read here: {refused.strerror}")
-            )
-            continue
-        problems += [
-            source.problem(where, f"--env-file {value} sets {name}: {rules.OWN_VARIABLES[name]}")
-            for name in dict.fromkeys(names)
-            if name in rules.OWN_VARIABLES
-        ]
+        profile = rules.seccomp_profile(value) if flag == "--security-opt" else None
+        if flag == "--env-file" and "{" not in value:
+            problems += _env_file(source, where, value)
+        elif profile is not None and profile.startswith("/"):  # a relative one: the job file's
+            problems += _seccomp_profile(source, where, value, Path(profile))
     return problems
+
+
+def _env_file(source: Source, where: tuple[str | int, ...], value: str) -> list[Problem]:
+    if not Path(value).is_file():
+        return [
+            source.problem(
+                where,
+                f"--env-file {value} does not exist on this machine, where docker run "
+                "reads it (whatever engine it runs on); create it, or fix the path",
+            )
+        ]
+    try:
+        names = env_file_names(Path(value))
+    except OSError as refused:
+        return [
+            source.problem(where, f"--env-file {value} cannot be read here: {refused.strerror}")
+        ]
+    return [
+        source.problem(where, f"--env-file {value} sets {name}: {rules.OWN_VARIABLES[name]}")
+        for name in dict.fromkeys(names)
+        if name in rules.OWN_VARIABLES
+    ]
+
+
+def _seccomp_profile(
+    source: Source, where: tuple[str | int, ...], value: str, profile: Path
+) -> list[Problem]:
+    said = f"--security-opt {value}: the seccomp profile"
+    if not profile.is_file():
+        return [
+            source.problem(
+                where,
+                f"{said} does not exist on this machine, where docker run reads it (whatever "
+                "engine it runs on); create it, or fix the path",
+            )
+        ]
+    try:
+        json.loads(profile.read_bytes())
+    except OSError as refused:
+        return [source.problem(where, f"{said} cannot be read here: {refused.strerror}")]
+    except ValueError as wrong:
+        return [
+            source.problem(where, f"{said} is not JSON, which docker run sends the engine: {wrong}")
+        ]
+    return []
 
 
 def env_file_names(path: Path) -> list[str]:

@@ -1055,7 +1055,7 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
         elif flag == "--ulimit" and (why := ulimit_misread(value)):
             yield source.problem(where, f"--ulimit {value}: docker run refuses it: {why}")
         elif relative := _relative_host_path(flag, value):
-            made = "" if flag == "--env-file" else " (where it is missing, dockerd makes it empty)"
+            made = "" if flag in _READ_BY_CLI else " (where it is missing, dockerd makes it empty)"
             yield source.problem(
                 where,
                 f"{flag} {value}: docker reads {relative} from the folder it runs in, not the "
@@ -1211,10 +1211,13 @@ def ulimit_misread(value: str) -> str | None:
 
 
 def _relative_host_path(flag: str, value: str) -> str | None:
-    """The relative path of this machine that an ``--env-file``, or the source of a bind
-    ``-v``/``--mount``, names: docker run reads it from its own working folder."""
+    """The relative path of this machine that an ``--env-file``, a seccomp profile, or the
+    source of a bind ``-v``/``--mount``, names: docker run reads it from its own working
+    folder."""
     if flag == "--env-file":
         path = value
+    elif flag == "--security-opt":
+        path = seccomp_profile(value) or ""
     elif flag in ("-v", "--volume"):
         path = value.partition(":")[0]
     elif flag == "--mount":
@@ -1222,9 +1225,22 @@ def _relative_host_path(flag: str, value: str) -> str | None:
         path = fields.get("source", fields.get("src", ""))
     else:
         return None
-    if flag != "--env-file" and path not in (".", "..") and not path.startswith(("./", "../")):
+    if flag not in _READ_BY_CLI and path not in (".", "..") and not path.startswith(("./", "../")):
         return None  # a volume's name, or a path docker itself refuses
     return path if path and not path.startswith(("/", "{")) else None
+
+
+_READ_BY_CLI = ("--env-file", "--security-opt")
+"""The options whose file the docker CLI reads itself, and sends the engine what it holds."""
+
+
+def seccomp_profile(value: str) -> str | None:
+    """The file a ``--security-opt`` value names as its seccomp profile, which the docker
+    CLI reads (``seccomp=builtin`` and ``seccomp=unconfined`` name none)."""
+    pair = dockerargs.security_opt(value)
+    if pair is None or pair[0] != "seccomp" or pair[1] in ("builtin", "unconfined"):
+        return None
+    return pair[1]
 
 
 def _mount_target(flag: str, value: str) -> str | None:

@@ -216,6 +216,18 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             PROGRAM,
         ),
         (
+            "docker: opening seccomp profile (/x.json) failed: open /x.json: no such file or "
+            "directory\n\nRun 'docker run --help' for more information",
+            "the seccomp profile docker run reads itself is missing or not JSON",
+            PROGRAM,
+        ),
+        (
+            "docker: compacting json for seccomp profile (/x.json) failed: invalid character "
+            "'n' looking for beginning of object key string",
+            "the seccomp profile docker run reads itself is missing or not JSON",
+            PROGRAM,
+        ),
+        (
             'ssh connection failed and could not look up instance "bxo": exit status 255',
             "the Brev instance does not exist",
             PROGRAM,

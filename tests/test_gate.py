@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taospec import loader, preflight, rules
+from taospec import dockerargs, loader, preflight, rules
 from taospec.cli import main
 from taospec.diagnostics import SpecError
 from taospec.errors import InvalidInput
@@ -188,6 +188,30 @@ def test_run_refuses_an_env_file_missing_here_before_any_record(
     assert list(state_dir.iterdir()) == []  # no record was opened
     missing.write_text("GREETING=hi\n")
     assert taospec("validate", "--here", path).returncode == 0
+
+
+def test_run_refuses_a_seccomp_profile_missing_or_unread_here_before_any_record(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # docker run reads the profile itself, here, and sends the engine its JSON: one missing
+    # (or not JSON) failed the launch with exit 125 once the record was open
+    profile = tmp_path / "seccomp.json"
+    path = job(tmp_path, f"docker:\n  extra_args: ['--security-opt=seccomp={profile}']\n")
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    said = f"{path}:10:16: $.docker.extra_args[0]: --security-opt seccomp={profile}: "
+    missing = said + "the seccomp profile does not exist on this machine, where docker run "
+    refused(taospec("validate", "--here", path), missing + "reads it (whatever engine")
+    refused(taospec("run", path), missing)
+    profile.write_text("{not json")
+    refused(taospec("run", path), said + "the seccomp profile is not JSON")
+    assert list(state_dir.iterdir()) == []  # no record was opened
+    profile.write_text('{"defaultAction": "SCMP_ACT_ALLOW"}')
+    assert taospec("validate", "--here", path).returncode == 0
+    ran = subprocess.run(
+        ["docker", "run", "--rm", f"--security-opt=seccomp={profile}", engine, "true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr  # the engine takes the profile taospec passed
 
 
 def test_an_env_file_setting_what_gpus_decides_is_refused_without_its_values(
@@ -2011,6 +2035,7 @@ def test_a_variable_docker_run_passes_as_written_reaches_the_job(
         ("['--volume=../jobs/data:/data']", "../jobs/data"),
         ("[--mount, 'type=bind,src=./data,dst=/data']", "./data"),
         ("[--env-file, job.env]", "job.env"),
+        ("[--security-opt, seccomp=profile.json]", "profile.json"),
     ],
 )
 def test_a_relative_path_docker_reads_from_where_taospec_runs_is_refused(
@@ -2149,6 +2174,10 @@ def test_a_versions_yaml_of_the_wrong_shape_is_named_as_one(
 
 DOCKER_VALUES = [
     # docker run takes these
+    ("--security-opt", "no-new-privileges"), ("--security-opt", "no-new-privileges=true"),
+    ("--security-opt", "no-new-privileges:1"), ("--security-opt", "seccomp=unconfined"),
+    ("--security-opt", "seccomp:unconfined"), ("--security-opt", "systempaths=unconfined"),
+    ("--security-opt", "label=disable"),
     ("--cpus", "1.5"), ("--cpus", "1/2"), ("--cpus", "1e-1"), ("--cpus", ".5"), ("--cpus", "0"),
     ("--cpus", "+1"), ("--cpus", "0x1p-1"), ("--cpus", "0.01"), ("--memory", "64m"),
     ("--memory", "1e3m"), ("--memory", "64 m"), ("--memory", "0"), ("-m", "6m"),
@@ -2182,10 +2211,15 @@ DOCKER_VALUES = [
     ("--mount", "type=tmpfs,dst=/x,tmpfs-size=abc"), ("--mount", "type=tmpfs,dst=/x,tmpfs-mode=9"),
     ("--mount", "type=foo,dst=/x"), ("--mount", "type=tmpfs,dst=x"), ("--mount", "dst=/x,ro=no"),
     ("--mount", "type=tmpfs,dst=/x,volume-nocopy"), ("--mount", "dst=/x,nocopy"),
+    ("--security-opt", "foo"), ("--security-opt", "disable"), ("--security-opt", "label="),
+    ("--security-opt", "seccomp="),
     # and the engine refuses these on any machine
     ("--workdir", "rel"), ("--workdir", "./x"), ("-w", "~"), ("--memory", "4m"),
     ("--memory-reservation", "1k"), ("--oom-score-adj", "2000"), ("--cpus", "-1"),
     ("--cpus", "0.001"), ("--health-timeout", "500us"), ("--health-interval", "5\u00b5s"),
+    ("--security-opt", "foo=bar"), ("--security-opt", "=x"), ("--security-opt", "label:user=x"),
+    ("--security-opt", "no-new-privileges="), ("--security-opt", "no-new-privileges=maybe"),
+    ("--security-opt", "systempaths=x"), ("--security-opt", "systempaths:unconfined"),
 ]  # fmt: skip
 
 
@@ -2210,6 +2244,23 @@ def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
             shown = joined if switch else f"{flag} {value}"
             said = f": $.docker.extra_args[0]: {shown}: docker run refuses it: "
             assert refused(done, said)[0].startswith(f"{path}:9:")
+
+
+@pytest.mark.parametrize(
+    ("value", "taken"),
+    [
+        ("writable-cgroups=true", True), ("writable-cgroups:0", True), ("seccomp=builtin", True),
+        ("apparmor=tao-profile", True), ("label=level:s0:c100,c200", True),
+        ("writable-cgroups", False), ("writable-cgroups=maybe", False), ("Label=disable", False),
+    ],
+)  # fmt: skip
+def test_a_security_opt_a_later_engine_or_another_host_may_take_is_left_to_it(
+    value: str, taken: bool
+) -> None:
+    # engine 29 takes writable-cgroups and seccomp=builtin, which 20.10 refuses; a label or
+    # an AppArmor profile depends on the host's SELinux and AppArmor: none is refused here,
+    # while a key no engine knows, a switch without a bool and a bare key are
+    assert (dockerargs.misread("--security-opt", value) is None) == taken
 
 
 def test_an_image_name_longer_than_the_engine_allows_is_refused_at_its_line(
@@ -2306,6 +2357,10 @@ def test_an_option_docker_run_does_not_know_is_refused_at_its_word(
 
 VOLUMES = [
     # docker run takes these
+    ("--security-opt", "no-new-privileges"), ("--security-opt", "no-new-privileges=true"),
+    ("--security-opt", "no-new-privileges:1"), ("--security-opt", "seccomp=unconfined"),
+    ("--security-opt", "seccomp:unconfined"), ("--security-opt", "systempaths=unconfined"),
+    ("--security-opt", "label=disable"),
     ("-v", "/tmp:/x"), ("-v", "vol-gate:/x:ro"), ("--volume", "/tmp:/x:ro,z"), ("-v", "/x"),
     ("--tmpfs", "/x"), ("--tmpfs", "/x:size=1m"),
     # and refuses these
@@ -2336,6 +2391,10 @@ def test_a_volume_docker_run_cannot_read_is_refused_at_its_item(
 
 HOSTS_AND_ENV = [
     # docker run takes these
+    ("--security-opt", "no-new-privileges"), ("--security-opt", "no-new-privileges=true"),
+    ("--security-opt", "no-new-privileges:1"), ("--security-opt", "seccomp=unconfined"),
+    ("--security-opt", "seccomp:unconfined"), ("--security-opt", "systempaths=unconfined"),
+    ("--security-opt", "label=disable"),
     ("-e", "A=1"), ("--env", "A="), ("-e", "A"), ("--add-host", "a:1.2.3.4"),
     ("--add-host", "a=1.2.3.4"), ("--add-host", "a:::1"), ("--add-host", "a=[::1]"),
     ("--add-host", "a:host-gateway"),
