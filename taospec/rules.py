@@ -1037,7 +1037,7 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
             )
         elif why := dockerargs.misread(flag, value):
             yield source.problem(where, f"{dockerargs.shown(flag, value)}: {why}")
-        elif flag in ("-d", "--detach", "-a", "--attach"):
+        elif flag in ("-d", "--detach", "-a", "--attach", "--log-driver"):
             yield from _attachment(source, where, flag, value)
         elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
             label = value.partition("=")[0]
@@ -1082,15 +1082,28 @@ DETACHED = (
 
 
 def _attachment(source: Source, where: JsonPath, flag: str, value: str) -> Iterator[Problem]:
-    """A ``-d``/``--detach`` or ``-a``/``--attach`` that undoes how the platform runs the
-    container: detached (docker, brev: ``-d=false``, ``-a``) or attached (slurm: ``-d``)."""
+    """A ``-d``/``--detach``, ``-a``/``--attach`` or ``--log-driver`` that undoes how the
+    platform runs the container and reads its output: detached (docker, brev: ``-d=false``,
+    ``-a``, or a log driver ``docker logs`` cannot read) or attached (slurm: ``-d``)."""
+    attached = source.data.get("platform") == "slurm"
+    if flag == "--log-driver":
+        if value == "none" and not attached:
+            yield source.problem(where, f"--log-driver none: {UNLOGGED}")
+        return
     detached = flag in ("-d", "--detach") and value.lower() not in ("false", "0", "f")
     shown = f"{flag}={value}" if value and flag in ("-d", "--detach") else flag
-    if source.data.get("platform") == "slurm":
+    if attached:
         if detached:
             yield source.problem(where, f"{shown}: {DETACHED}")
     elif not detached:
         yield source.problem(where, f"{shown}: {ATTACHED}")
+
+
+UNLOGGED = (
+    "taospec reads the job's output with docker logs (logs, run -f, a failure's diagnosis, "
+    "the copy kept at cancel and prune), and the none driver keeps none of it; leave the "
+    "driver to the engine, or choose one docker logs reads (json-file, local)"
+)
 
 
 DOCKER_SHORT_FLAGS = frozenset("diPqt")

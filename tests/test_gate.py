@@ -190,6 +190,27 @@ def test_run_refuses_an_env_file_missing_here_before_any_record(
     assert taospec("validate", "--here", path).returncode == 0
 
 
+@pytest.mark.parametrize("args", ["[--log-driver, none]", "['--log-driver=none']"])
+def test_a_log_driver_docker_logs_cannot_read_is_refused_where_the_container_runs_detached(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, args: str
+) -> None:
+    # the job ran, but logs, run -f, a failure's diagnosis and the copy kept at cancel got
+    # nothing: "configured logging driver does not support reading"
+    path = job(tmp_path, f"docker: {{extra_args: {args}}}\n")
+    expected = f"{path}:9:23: $.docker.extra_args[0]: --log-driver none: taospec reads"
+    for verb in ("validate", "run"):
+        refused(taospec(verb, path), expected, "docker logs")
+    assert not (state_dir / "jobs").exists()
+    attached = write(tmp_path / "slurm.yaml", path.read_text().replace(
+        "platform: docker", "platform: slurm\nslurm: {container: docker}"))  # fmt: skip
+    assert "log-driver" not in taospec("validate", attached).stderr  # its run is attached
+    local = job(tmp_path, "docker: {extra_args: [--log-driver, local]}\n", "local.yaml")
+    local.write_text(local.read_text().replace("busybox:1", engine))
+    done = taospec("run", "-f", local)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("hi\n")  # docker logs reads the local driver
+
+
 def test_run_refuses_a_seccomp_profile_missing_or_unread_here_before_any_record(
     engine: str, taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
