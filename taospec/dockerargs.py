@@ -393,6 +393,31 @@ def _security_opt(value: str) -> str | None:
     return None
 
 
+LINUX_CAPABILITIES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+    "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
+    "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
+    "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
+    "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+    "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+)  # fmt: skip
+"""The Linux capabilities, by number (``capabilities(7)``), without ``CAP_``."""
+
+
+def _capability(value: str) -> str | None:
+    """``--cap-add``/``--cap-drop``: ``ALL`` or a Linux capability, in any case, with or
+    without ``CAP_``, as the engine reads it. Whether this kernel and engine have it (20.10
+    lacks ``BPF``) is left to the host."""
+    name = value.upper()
+    if name == "ALL" or name.removeprefix("CAP_") in LINUX_CAPABILITIES:
+        return None
+    guess = closest(name.removeprefix("CAP_"), list(LINUX_CAPABILITIES))
+    return f"no Linux capability is named {value!r}" + (
+        f" (did you mean {guess}?)" if guess else ""
+    )
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -430,6 +455,7 @@ READERS: dict[str, Reader] = {
     **dict.fromkeys(("--publish", "-p"), _publish),
     "--mount": _mount,
     "--security-opt": _security_opt,
+    **dict.fromkeys(("--cap-add", "--cap-drop"), _capability),
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

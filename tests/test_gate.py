@@ -2198,7 +2198,8 @@ DOCKER_VALUES = [
     ("--security-opt", "no-new-privileges"), ("--security-opt", "no-new-privileges=true"),
     ("--security-opt", "no-new-privileges:1"), ("--security-opt", "seccomp=unconfined"),
     ("--security-opt", "seccomp:unconfined"), ("--security-opt", "systempaths=unconfined"),
-    ("--security-opt", "label=disable"),
+    ("--security-opt", "label=disable"), ("--cap-add", "SYS_PTRACE"),
+    ("--cap-add", "cap_sys_admin"), ("--cap-drop", "NET_RAW"), ("--cap-drop", "all"),
     ("--cpus", "1.5"), ("--cpus", "1/2"), ("--cpus", "1e-1"), ("--cpus", ".5"), ("--cpus", "0"),
     ("--cpus", "+1"), ("--cpus", "0x1p-1"), ("--cpus", "0.01"), ("--memory", "64m"),
     ("--memory", "1e3m"), ("--memory", "64 m"), ("--memory", "0"), ("-m", "6m"),
@@ -2241,6 +2242,7 @@ DOCKER_VALUES = [
     ("--security-opt", "foo=bar"), ("--security-opt", "=x"), ("--security-opt", "label:user=x"),
     ("--security-opt", "no-new-privileges="), ("--security-opt", "no-new-privileges=maybe"),
     ("--security-opt", "systempaths=x"), ("--security-opt", "systempaths:unconfined"),
+    ("--cap-add", "FOO"), ("--cap-add", "SYS_PTRACED"), ("--cap-drop", "CAP_FOO"),
 ]  # fmt: skip
 
 
@@ -2265,6 +2267,20 @@ def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
             shown = joined if switch else f"{flag} {value}"
             said = f": $.docker.extra_args[0]: {shown}: docker run refuses it: "
             assert refused(done, said)[0].startswith(f"{path}:9:")
+
+
+@pytest.mark.parametrize(
+    ("value", "taken"),
+    [("BPF", True), ("cap_perfmon", True), ("CHECKPOINT_RESTORE", True), ("ALL", True),
+     ("CAP_BPFF", False), ("SYS-ADMIN", False), ("", False)],
+)  # fmt: skip
+def test_a_capability_a_later_kernel_or_engine_may_know_is_left_to_it(
+    value: str, taken: bool
+) -> None:
+    # engine 20.10 refuses CAP_BPF and CAP_PERFMON, which later engines on later kernels
+    # take; only a name no Linux capability has is refused whatever the machine
+    for flag in ("--cap-add", "--cap-drop"):
+        assert (dockerargs.misread(flag, value) is None) == taken
 
 
 @pytest.mark.parametrize(
