@@ -1037,8 +1037,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
             )
         elif why := dockerargs.misread(flag, value):
             yield source.problem(where, f"{dockerargs.shown(flag, value)}: {why}")
-        elif flag in ("-d", "--detach", "-a", "--attach", "--log-driver"):
-            yield from _attachment(source, where, flag, value)
+        elif flag in ("-d", "--detach", "-a", "--attach", "--log-driver", "--restart"):
+            yield from _how_it_runs(source, where, flag, value)
         elif flag in ("--label", "-l") and value.partition("=")[0] in _OWN_LABELS:
             label = value.partition("=")[0]
             yield source.problem(
@@ -1081,11 +1081,16 @@ DETACHED = (
 )
 
 
-def _attachment(source: Source, where: JsonPath, flag: str, value: str) -> Iterator[Problem]:
-    """A ``-d``/``--detach``, ``-a``/``--attach`` or ``--log-driver`` that undoes how the
-    platform runs the container and reads its output: detached (docker, brev: ``-d=false``,
-    ``-a``, or a log driver ``docker logs`` cannot read) or attached (slurm: ``-d``)."""
+def _how_it_runs(source: Source, where: JsonPath, flag: str, value: str) -> Iterator[Problem]:
+    """A ``-d``/``--detach``, ``-a``/``--attach``, ``--log-driver`` or ``--restart`` that
+    undoes how the platform runs the container and reads its output: once per record (a
+    restart policy), detached (docker, brev: ``-d=false``, ``-a``, or a log driver ``docker
+    logs`` cannot read) or attached (slurm: ``-d``)."""
     attached = source.data.get("platform") == "slurm"
+    if flag == "--restart":
+        if value != "no":
+            yield source.problem(where, f"--restart {value}: {RESTARTED}")
+        return
     if flag == "--log-driver":
         if value == "none" and not attached:
             yield source.problem(where, f"--log-driver none: {UNLOGGED}")
@@ -1099,6 +1104,11 @@ def _attachment(source: Source, where: JsonPath, flag: str, value: str) -> Itera
         yield source.problem(where, f"{shown}: {ATTACHED}")
 
 
+RESTARTED = (
+    "a job's record holds one run of its container, and taospec records how it ended; a "
+    "restart policy would run it again under the same record, over its results. Retry a "
+    "failed job with retry: (each attempt a new record)"
+)
 UNLOGGED = (
     "taospec reads the job's output with docker logs (logs, run -f, a failure's diagnosis, "
     "the copy kept at cancel and prune), and the none driver keeps none of it; leave the "

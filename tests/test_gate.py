@@ -190,6 +190,23 @@ def test_run_refuses_an_env_file_missing_here_before_any_record(
     assert taospec("validate", "--here", path).returncode == 0
 
 
+@pytest.mark.parametrize(
+    "args", ["[--restart, always]", "['--restart=on-failure:3']", "[--restart, unless-stopped]"]
+)
+def test_a_restart_policy_is_refused_since_the_record_holds_one_run(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, args: str
+) -> None:
+    # a container restarted by its policy ran the job again under the same record: with
+    # always, a job that ended never ended, and each run wrote over the last one's results
+    path = job(tmp_path, f"docker: {{extra_args: {args}}}\n")
+    expected = f"{path}:9:23: $.docker.extra_args[0]: --restart"
+    for verb in ("validate", "run"):
+        refused(taospec(verb, path), expected, "retry:")
+    assert not (state_dir / "jobs").exists()
+    plain = job(tmp_path, "docker: {extra_args: [--restart, 'no']}\n", "plain.yaml")
+    assert taospec("validate", plain).returncode == 0  # docker's default, which changes nothing
+
+
 @pytest.mark.parametrize("args", ["[--log-driver, none]", "['--log-driver=none']"])
 def test_a_log_driver_docker_logs_cannot_read_is_refused_where_the_container_runs_detached(
     engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, args: str
