@@ -191,34 +191,35 @@ def test_run_refuses_an_env_file_missing_here_before_any_record(
 
 
 @pytest.mark.parametrize(
-    "args", ["[--restart, always]", "['--restart=on-failure:3']", "[--restart, unless-stopped]"]
+    ("args", "said"),
+    [
+        ("[--restart, always]", "--restart always: a job's record holds one run"),
+        ("['--restart=on-failure:3']", "--restart on-failure:3: a job's record holds one run"),
+        ("[--restart, unless-stopped]", "Retry a failed job with retry: (each attempt a new"),
+        ("[--log-driver, none]", "--log-driver none: taospec reads the job's output with docker"),
+        ("['--log-driver=none']", "the none driver keeps none of it"),
+    ],
 )
-def test_a_restart_policy_is_refused_since_the_record_holds_one_run(
-    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, args: str
+def test_an_option_that_undoes_how_taospec_runs_and_reads_a_container_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, args: str, said: str
 ) -> None:
-    # a container restarted by its policy ran the job again under the same record: with
-    # always, a job that ended never ended, and each run wrote over the last one's results
+    # a container restarted by its policy ran the job again under the same record (with
+    # always, a job that ended never ended, each run over the last one's results); with no
+    # log the job ran, but logs, run -f, a failure's diagnosis and the copy kept at cancel
+    # got nothing: "configured logging driver does not support reading"
     path = job(tmp_path, f"docker: {{extra_args: {args}}}\n")
-    expected = f"{path}:9:23: $.docker.extra_args[0]: --restart"
     for verb in ("validate", "run"):
-        refused(taospec(verb, path), expected, "retry:")
+        refused(taospec(verb, path), f"{path}:9:23: $.docker.extra_args[0]: ", said)
     assert not (state_dir / "jobs").exists()
+
+
+def test_a_restart_policy_of_no_and_a_log_docker_logs_reads_are_taken(
+    engine: str, taospec: Runner, tmp_path: Path
+) -> None:
     plain = job(tmp_path, "docker: {extra_args: [--restart, 'no']}\n", "plain.yaml")
     assert taospec("validate", plain).returncode == 0  # docker's default, which changes nothing
-
-
-@pytest.mark.parametrize("args", ["[--log-driver, none]", "['--log-driver=none']"])
-def test_a_log_driver_docker_logs_cannot_read_is_refused_where_the_container_runs_detached(
-    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, args: str
-) -> None:
-    # the job ran, but logs, run -f, a failure's diagnosis and the copy kept at cancel got
-    # nothing: "configured logging driver does not support reading"
-    path = job(tmp_path, f"docker: {{extra_args: {args}}}\n")
-    expected = f"{path}:9:23: $.docker.extra_args[0]: --log-driver none: taospec reads"
-    for verb in ("validate", "run"):
-        refused(taospec(verb, path), expected, "docker logs")
-    assert not (state_dir / "jobs").exists()
-    attached = write(tmp_path / "slurm.yaml", path.read_text().replace(
+    unlogged = job(tmp_path, "docker: {extra_args: [--log-driver, none]}\n")
+    attached = write(tmp_path / "slurm.yaml", unlogged.read_text().replace(
         "platform: docker", "platform: slurm\nslurm: {container: docker}"))  # fmt: skip
     assert "log-driver" not in taospec("validate", attached).stderr  # its run is attached
     local = job(tmp_path, "docker: {extra_args: [--log-driver, local]}\n", "local.yaml")
@@ -2210,6 +2211,7 @@ def test_a_versions_yaml_of_the_wrong_shape_is_named_as_one(
     assert list(state_dir.iterdir()) == []
 
 
+CAPS, SECURITY = ("--cap-add", "--cap-drop"), ("--security-opt",)
 DOCKER_VALUES = [
     # docker run takes these
     ("--security-opt", "no-new-privileges"), ("--security-opt", "no-new-privileges=true"),
@@ -2287,34 +2289,27 @@ def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
 
 
 @pytest.mark.parametrize(
-    ("value", "taken"),
-    [("BPF", True), ("cap_perfmon", True), ("CHECKPOINT_RESTORE", True), ("ALL", True),
-     ("CAP_BPFF", False), ("SYS-ADMIN", False), ("", False)],
-)  # fmt: skip
-def test_a_capability_a_later_kernel_or_engine_may_know_is_left_to_it(
-    value: str, taken: bool
-) -> None:
-    # engine 20.10 refuses CAP_BPF and CAP_PERFMON, which later engines on later kernels
-    # take; only a name no Linux capability has is refused whatever the machine
-    for flag in ("--cap-add", "--cap-drop"):
-        assert (dockerargs.misread(flag, value) is None) == taken
-
-
-@pytest.mark.parametrize(
-    ("value", "taken"),
+    ("flags", "value", "taken"),
     [
-        ("writable-cgroups=true", True), ("writable-cgroups:0", True), ("seccomp=builtin", True),
-        ("apparmor=tao-profile", True), ("label=level:s0:c100,c200", True),
-        ("writable-cgroups", False), ("writable-cgroups=maybe", False), ("Label=disable", False),
+        (CAPS, "BPF", True), (CAPS, "cap_perfmon", True), (CAPS, "CHECKPOINT_RESTORE", True),
+        (CAPS, "ALL", True), (CAPS, "CAP_BPFF", False), (CAPS, "SYS-ADMIN", False),
+        (CAPS, "", False),
+        (SECURITY, "writable-cgroups=true", True), (SECURITY, "writable-cgroups:0", True),
+        (SECURITY, "seccomp=builtin", True), (SECURITY, "apparmor=tao-profile", True),
+        (SECURITY, "label=level:s0:c100,c200", True), (SECURITY, "writable-cgroups", False),
+        (SECURITY, "writable-cgroups=maybe", False), (SECURITY, "Label=disable", False),
     ],
 )  # fmt: skip
-def test_a_security_opt_a_later_engine_or_another_host_may_take_is_left_to_it(
-    value: str, taken: bool
+def test_a_value_a_later_engine_or_another_host_may_take_is_left_to_it(
+    flags: tuple[str, ...], value: str, taken: bool
 ) -> None:
-    # engine 29 takes writable-cgroups and seccomp=builtin, which 20.10 refuses; a label or
-    # an AppArmor profile depends on the host's SELinux and AppArmor: none is refused here,
-    # while a key no engine knows, a switch without a bool and a bare key are
-    assert (dockerargs.misread("--security-opt", value) is None) == taken
+    # engine 20.10 refuses CAP_BPF and CAP_PERFMON, which later engines on later kernels
+    # take, and writable-cgroups and seccomp=builtin, which engine 29 takes; a label or an
+    # AppArmor profile depends on the host's SELinux and AppArmor: none is refused here,
+    # while a name no Linux capability has, a key no engine knows, a switch without a bool
+    # and a bare key are
+    for flag in flags:
+        assert (dockerargs.misread(flag, value) is None) == taken
 
 
 def test_an_image_name_longer_than_the_engine_allows_is_refused_at_its_line(

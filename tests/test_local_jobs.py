@@ -603,56 +603,21 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_passed_value(taospec: Runner, 
     assert followed.stdout.replace("x", "") == "<redacted>yy\n<redacted>\n"
 
 
-def test_a_line_too_long_to_hold_is_cut_outside_a_token_found_by_its_form(
-    taospec: Runner, tmp_path
-) -> None:
-    # logs -f handed on a line longer than it holds as far as it was written: a key the
-    # job was still writing, which redaction finds by its form alone (no passed value),
-    # went out in two pieces, each too short for the pattern, and neither was redacted
-    token = "nvapi-Qw3rTy8uIo1pAs5dFg7hJk9L"
+def _gated_follow(taospec: Runner, tmp_path: Path, head: str, size: int, rest: str) -> str:
+    """What ``logs -f`` hands on of a local job that runs the shell text ``head``, then
+    waits for a gate before it runs ``rest``, followed once its log holds ``size`` bytes:
+    a look at it then (``logs``) and what the follow handed on before the gate show at most
+    the x's that begin its line."""
     gate = tmp_path / "gate"
     script = write(
         tmp_path / "long.sh",
-        f"head -c {HELD_AT_MOST - 10} /dev/zero | tr '\\0' x; printf ' {token[:14]}'\n"
-        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo {token[14:]}\n",
+        f"{head}\nwhile [ ! -e {gate} ]; do sleep 0.1; done; {rest}\n",
     )
     started = taospec("run", "--detach", job_file(tmp_path, f"sh {script}"))
     assert started.returncode == 0, started.stderr
     job_id = started.stdout.strip()
     log = tmp_path / "results" / job_id / "taospec.log"
-    wait_for(lambda: log.exists() and log.stat().st_size == HELD_AT_MOST + 5)
-    follower = subprocess.Popen(
-        [*taospec_command(), "logs", "-f", job_id], env=taospec.env, cwd=taospec.cwd,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert follower.stdout is not None
-    first = os.read(follower.stdout.fileno(), 1 << 17)  # what it handed on before the gate
-    gate.touch()
-    rest, err = follower.communicate(timeout=60)
-    assert follower.returncode == 0, err
-    followed = (first + rest).decode()
-    assert followed.count("x") == HELD_AT_MOST - 10
-    assert followed.replace("x", "") == " <redacted>\n"
-
-
-def test_a_line_too_long_to_hold_is_cut_before_a_value_that_runs_on(
-    taospec: Runner, tmp_path
-) -> None:
-    # logs -f cut a line longer than it holds before its last three words only: of a
-    # quoted password of several words still being written, the first went out, where
-    # the line, once ended, is redacted whole
-    gate = tmp_path / "gate"
-    script = write(
-        tmp_path / "long.sh",
-        f"head -c {HELD_AT_MOST} /dev/zero | tr '\\0' x; "
-        'printf \' {"password": "hunter2 is my pass word\'\n'
-        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo '\"}}'\n",
-    )
-    started = taospec("run", "--detach", job_file(tmp_path, f"sh {script}"))
-    assert started.returncode == 0, started.stderr
-    job_id = started.stdout.strip()
-    log = tmp_path / "results" / job_id / "taospec.log"
-    wait_for(lambda: log.exists() and log.stat().st_size == HELD_AT_MOST + 38)
+    wait_for(lambda: log.exists() and log.stat().st_size == size)
     looked = taospec("logs", job_id)  # a look at it while it runs cuts it as well
     assert looked.returncode == 0, looked.stderr
     assert looked.stdout.strip("x ") == ""
@@ -663,10 +628,36 @@ def test_a_line_too_long_to_hold_is_cut_before_a_value_that_runs_on(
     assert follower.stdout is not None
     first = os.read(follower.stdout.fileno(), 1 << 17)  # what it handed on before the gate
     gate.touch()
-    rest, err = follower.communicate(timeout=60)
+    after, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
-    assert first.strip(b"x ") == b""  # the line's start, as far as the value's quote
-    followed = (first + rest).decode()
+    assert first.strip(b"x ") == b""
+    return (first + after).decode()
+
+
+def test_a_line_too_long_to_hold_is_cut_outside_a_token_found_by_its_form(
+    taospec: Runner, tmp_path
+) -> None:
+    # logs -f handed on a line longer than it holds as far as it was written: a key the
+    # job was still writing, which redaction finds by its form alone (no passed value),
+    # went out in two pieces, each too short for the pattern, and neither was redacted
+    token = "nvapi-Qw3rTy8uIo1pAs5dFg7hJk9L"
+    head = f"head -c {HELD_AT_MOST - 10} /dev/zero | tr '\\0' x; printf ' {token[:14]}'"
+    followed = _gated_follow(taospec, tmp_path, head, HELD_AT_MOST + 5, f"echo {token[14:]}")
+    assert followed.count("x") == HELD_AT_MOST - 10
+    assert followed.replace("x", "") == " <redacted>\n"
+
+
+def test_a_line_too_long_to_hold_is_cut_before_a_value_that_runs_on(
+    taospec: Runner, tmp_path
+) -> None:
+    # logs -f cut a line longer than it holds before its last three words only: of a
+    # quoted password of several words still being written, the first went out, where
+    # the line, once ended, is redacted whole
+    head = (
+        f"head -c {HELD_AT_MOST} /dev/zero | tr '\\0' x; "
+        'printf \' {"password": "hunter2 is my pass word\''
+    )
+    followed = _gated_follow(taospec, tmp_path, head, HELD_AT_MOST + 38, "echo '\"}'")
     assert followed.count("x") == HELD_AT_MOST
     assert followed.replace("x", "") == ' {"password": "<redacted>"}\n'
 

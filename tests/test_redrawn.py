@@ -128,13 +128,14 @@ WORDS = (
 )
 
 
+def lines_of(words: int) -> st.SearchStrategy[list[tuple[str, str]]]:
+    """Lines of up to ``words`` of :data:`WORDS`, each with a blank, a ``\\r`` or none after."""
+    blanks = st.sampled_from([" ", "\r", "\t", "", "\r\r"])
+    return st.lists(st.tuples(st.sampled_from(WORDS), blanks), max_size=words)
+
+
 @settings(max_examples=1000, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "\r", "\t", "", "\r\r"])),
-        max_size=16,
-    )
-)
+@given(lines_of(16))
 def test_a_part_is_cut_where_redacting_it_apart_finds_the_same(
     words: list[tuple[str, str]],
 ) -> None:
@@ -163,13 +164,7 @@ def test_the_bars_tao_training_draws_are_shown_as_they_are_redrawn(redraw: str) 
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "\r", "\t", "", "\r\r"])),
-        max_size=40,
-    ),
-    st.integers(1, 60),
-)
+@given(lines_of(40), st.integers(1, 60))
 def test_a_long_line_is_redacted_in_parts_that_find_what_it_does(
     words: list[tuple[str, str]], size: int
 ) -> None:
@@ -224,12 +219,7 @@ def test_the_lint_corpus_cut_where_a_part_may_end_is_redacted_as_it_is_whole() -
 
 
 @settings(max_examples=1000, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "\r", "\t", "", "\r\r"])),
-        max_size=16,
-    )
-)
+@given(lines_of(16))
 def test_a_line_still_being_written_is_cut_where_no_value_runs_on(
     words: list[tuple[str, str]],
 ) -> None:
