@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import socket
@@ -92,6 +93,29 @@ def a_follow_shows_the_bar_as_it_is_redrawn(
             follow.communicate()
     bar = "".join(f"step {i:05d}\r" for i in range(steps))
     assert shown.read_bytes().decode() == f"first\n{bar} done\n"
+
+
+def a_look_reads_the_log_a_block_at_a_time(taospec: Runner, job_id: str, results: Path) -> None:
+    """``logs`` of the ended job ``job_id``, its log (``taospec.log`` in ``results``) made a
+    pipe: each line goes out before the pipe is done with, so the log is never read whole."""
+    log = results / "taospec.log"
+    log.unlink()
+    os.mkfifo(log)
+    reader = subprocess.Popen(
+        [*taospec_command(), "logs", job_id], env=taospec.env, cwd=taospec.cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert reader.stdout is not None
+    with log.open("w") as writer:
+        writer.write("epoch 1 loss=0.5\nepoch 2 lo")
+        writer.flush()
+        shown = select.select([reader.stdout], [], [], 30)[0]  # the pipe still open
+        assert shown, "logs waited for the whole log"
+        assert os.read(reader.stdout.fileno(), 100) == b"epoch 1 loss=0.5\n"
+        writer.write("ss=0.4\n")
+    rest, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert rest == b"epoch 2 loss=0.4\n"
 
 
 class Runner:

@@ -19,6 +19,7 @@ from taospec.platforms.common import HELD_AT_MOST
 from tests.conftest import (
     Runner,
     a_follow_shows_the_bar_as_it_is_redrawn,
+    a_look_reads_the_log_a_block_at_a_time,
     progress_bar,
     refused_by_validate_and_run,
     run_counting_reads,
@@ -601,6 +602,16 @@ def test_a_line_too_long_to_hold_is_cut_outside_a_passed_value(taospec: Runner, 
     # the first line held its value whole across where it was cut, the second was cut
     # while the value was half written
     assert followed.stdout.replace("x", "") == "<redacted>yy\n<redacted>\n"
+
+
+def test_logs_of_a_long_run_are_read_a_block_at_a_time(taospec: Runner, tmp_path) -> None:
+    # logs read the whole log at once and split it into a list of its lines: a log of
+    # 100 MB took 300 MB of memory, and one of gigabytes would not fit
+    started = taospec("run", "--detach", job_file(tmp_path, "true"))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    assert taospec("status", job_id).stdout.split()[1] == "COMPLETE"
+    a_look_reads_the_log_a_block_at_a_time(taospec, job_id, tmp_path / "results" / job_id)
 
 
 def _gated_follow(taospec: Runner, tmp_path: Path, head: str, size: int, rest: str) -> str:

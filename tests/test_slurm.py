@@ -40,6 +40,7 @@ from tests.conftest import (
     Relay,
     Runner,
     a_follow_shows_the_bar_as_it_is_redrawn,
+    a_look_reads_the_log_a_block_at_a_time,
     bash_words,
     bytes_read,
     load_job,
@@ -456,6 +457,15 @@ def test_a_job_submitted_through_a_login_node_over_ssh(
     assert done.returncode == 0, done.stderr
     assert slurm_state(record["backend_ref"]) == "CANCELLED"
     assert "slurm: CANCELLED" in status(taospec, job_id)["message"]
+
+
+def test_logs_of_a_long_run_are_read_a_block_at_a_time(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # logs read the whole output file at once: a log of gigabytes would not fit in memory
+    job_id = submit(taospec, job_file(open_tmp, ["true"]))
+    wait_for(lambda: "COMPLETE" in taospec("status", job_id).stdout, what="the job's end")
+    a_look_reads_the_log_a_block_at_a_time(taospec, job_id, open_tmp / "results" / job_id)
 
 
 def test_logs_hand_on_a_passed_value_whole_to_redaction(

@@ -4,6 +4,7 @@ the lines of a job's output."""
 from __future__ import annotations
 
 import codecs
+import io
 import os
 import re
 import time
@@ -225,10 +226,23 @@ class Unended:
             self.on_part(self.held[:at])
             self.held = self.held[at:]
 
-    def end(self) -> None:
-        """The output ended: whatever is held goes out."""
-        if rest := self.held + self.decoder.decode(b"", final=True):
-            self.on_line(rest)
+    def end(self, writing: bool = False) -> None:
+        """The output ended, or what was written of it so far (the job still ``writing``):
+        whatever is held goes out, in that case as :func:`while_writing` shows it."""
+        rest = self.held + self.decoder.decode(b"", final=True)
+        for line in while_writing([rest]) if writing else [rest] if rest else []:
+            self.on_line(line)
+
+
+def read_through(log: io.BufferedReader, on_line: Write, *, writing: bool) -> None:
+    """Hand on each line of ``log`` from where it stands, a block at a time (the log of a
+    long run may be gigabytes, which a read of it whole would hold in memory), a line too
+    long to hold in parts (:func:`held_back`); the last not ended, of a job still
+    ``writing``, as :func:`while_writing` shows it."""
+    unended = Unended(on_line, None)
+    while block := log.read1(TAIL_BLOCK):  # what there is, up to a block: a pipe need not fill one
+        unended.take(block)
+    unended.end(writing)
 
 
 def while_writing(lines: list[str]) -> list[str]:

@@ -32,6 +32,7 @@ from taospec.platforms.common import (
     local_steps,
     output_lines,
     owner,
+    read_through,
     read_until_ended,
     still_writing,
     tail_start,
@@ -221,6 +222,9 @@ def logs(
                 lambda: status(record, sidecar).state != RUNNING, log.read, unended.take, 0.2
             )
             unended.end()
+            return 0
+        if tail is None:
+            read_through(log, on_line, writing=writing)
             return 0
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         lines = output_lines(decoder.decode(log.read()))

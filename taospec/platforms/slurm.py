@@ -43,6 +43,7 @@ from taospec.platforms.common import (
     Unended,
     local_steps,
     output_lines,
+    read_through,
     read_until_ended,
     still_writing,
     tail_start,
@@ -668,11 +669,19 @@ def logs(
     on_part: Write | None = None,
 ) -> int:
     """Print the output file (its last ``tail`` lines, read back from its end, here or on
-    the login node); with ``follow``, until the job ends, and to ``on_part``, when given,
-    a line being redrawn in place as it is (:func:`redrawn_at`)."""
+    the login node; all of it here a block at a time); with ``follow``, until the job ends,
+    and to ``on_part``, when given, a line being redrawn in place as it is
+    (:func:`redrawn_at`)."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
+    if tail is None and not follow and login is None:
+        try:
+            with Path(path).open("rb") as log:
+                read_through(log, on_line, writing=writing)
+        except FileNotFoundError:
+            on_line(f"(no output yet at {path})\n")
+        return 0
     try:
         if tail is None:
             whole = _read_from(path, 0, login)
