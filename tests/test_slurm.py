@@ -459,11 +459,14 @@ def test_a_job_submitted_through_a_login_node_over_ssh(
     assert "slurm: CANCELLED" in status(taospec, job_id)["message"]
 
 
+@pytest.mark.parametrize("through_login", [False, True], ids=["here", "login-node"])
 def test_logs_of_a_long_run_are_read_a_block_at_a_time(
-    slurm, taospec: Runner, open_tmp: Path
+    slurm, login_node: str, taospec: Runner, open_tmp: Path, through_login: bool
 ) -> None:
-    # logs read the whole output file at once: a log of gigabytes would not fit in memory
-    job_id = submit(taospec, job_file(open_tmp, ["true"]))
+    # logs read the whole output file at once (over ssh too): a log of gigabytes would not
+    # fit in memory
+    login = {"slurm": {"login": login_node}} if through_login else {}
+    job_id = submit(taospec, job_file(open_tmp, ["true"], **login))
     wait_for(lambda: "COMPLETE" in taospec("status", job_id).stdout, what="the job's end")
     a_look_reads_the_log_a_block_at_a_time(taospec, job_id, open_tmp / "results" / job_id)
 

@@ -576,6 +576,33 @@ def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
     return _read_on(login, ("tail", "-c", f"+{offset + 1}", "--", path))
 
 
+def _read_through(path: str, login: str | None, on_line: Write, writing: bool) -> bool:
+    """Hand on each line of the output file as it is read, here a block at a time, on
+    ``login`` as ssh brings it (a log of gigabytes is never held whole); the last, of a
+    job still ``writing``, as :func:`while_writing` shows it. False while the file does not
+    exist. Raises :class:`CommandFailed` when ssh to the login node failed."""
+    if login is None:
+        try:
+            with Path(path).open("rb") as log:
+                read_through(log, on_line, writing=writing)
+        except FileNotFoundError:
+            return False
+        return True
+    unended: list[str] = []
+    said: list[str] = []
+    argv = on(login, ("cat", "--", path))
+    code = proc.stream(
+        argv,
+        on_line=lambda line: on_line(line) if line.endswith("\n") else unended.append(line),
+        on_error_line=said.append,
+    )
+    if code == SSH_FAILED:  # the login node did not answer: not a missing file
+        raise CommandFailed(proc.shown(argv), code, "".join(said))
+    for line in while_writing(unended) if writing else unended:
+        on_line(line)
+    return code == 0
+
+
 def _read_end(
     path: str, lines: int, held: bool, login: str | None, within: int | None = None
 ) -> Output | None:
@@ -669,18 +696,18 @@ def logs(
     on_part: Write | None = None,
 ) -> int:
     """Print the output file (its last ``tail`` lines, read back from its end, here or on
-    the login node; all of it here a block at a time); with ``follow``, until the job ends,
-    and to ``on_part``, when given, a line being redrawn in place as it is
-    (:func:`redrawn_at`)."""
+    the login node; all of it a part at a time, :func:`_read_through`); with ``follow``,
+    until the job ends, and to ``on_part``, when given, a line being redrawn in place as it
+    is (:func:`redrawn_at`)."""
     login = _login(sidecar)
     path = f"{record.results_dir}/{LOG_FILE}"
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
-    if tail is None and not follow and login is None:
+    if tail is None and not follow:  # all of it, never held whole
         try:
-            with Path(path).open("rb") as log:
-                read_through(log, on_line, writing=writing)
-        except FileNotFoundError:
-            on_line(f"(no output yet at {path})\n")
+            if not _read_through(path, login, on_line, writing):
+                on_line(f"(no output yet at {path})\n")
+        except CommandFailed as failure:
+            return failure.returncode
         return 0
     try:
         if tail is None:
