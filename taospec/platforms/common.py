@@ -245,6 +245,25 @@ def read_through(log: io.BufferedReader, on_line: Write, *, writing: bool) -> No
     unended.end(writing)
 
 
+def read_lines_through(read: Callable[[Write, Write], int], on_line: Write, writing: bool) -> int:
+    """Hand on each line ``read`` gives (each stream's to the one and the other it is given,
+    the line each leaves unended last) as it comes, none of them held (the output of a long
+    run may be gigabytes); those not ended, of a job still ``writing``, as
+    :func:`while_writing` shows them. What ``read`` returned."""
+    unended: list[str] = []
+
+    def take(line: str) -> None:
+        if line.endswith("\n"):
+            on_line(line)
+        else:
+            unended.append(line)
+
+    code = read(take, take)
+    for line in while_writing(unended) if writing else unended:
+        on_line(line)
+    return code
+
+
 def while_writing(lines: list[str]) -> list[str]:
     """A job's output ``lines`` as a look at it shows them while the job runs: a line that
     has not ended (the last; of output read as two streams, the last of each) only up to

@@ -29,6 +29,8 @@ from taospec.platforms.common import (
     gpu_ids,
     local_steps,
     output_lines,
+    read_lines_through,
+    read_through,
     still_writing,
     tail_start,
     tree_macros,
@@ -581,8 +583,10 @@ def logs(
     env = engine_env(sidecar)
     if on_this_machine(sidecar) and kept.is_file() and not _exists(record.id, env):
         with kept.open("rb") as log:
-            if tail is not None:
-                log.seek(tail_start(log, tail, held=False))
+            if tail is None:
+                read_through(log, on_line, writing=False)
+                return 0
+            log.seek(tail_start(log, tail, held=False))
             text = log.read().decode(errors="replace")
         for line in last_lines(output_lines(text), tail):
             on_line(line)
@@ -610,6 +614,9 @@ def logs(
         followed.end(the_rest, from_end=windowed, unlooked=earlier.unlooked())
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
+    if tail is None:  # all of it, each line as docker logs gives it
+        read = _reader(record.id, env)
+        return read_lines_through(lambda out, err: read(None, out, err), on_line, writing)
     found = looked_at(tail, writing, _reader(record.id, env))
     for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
         on_line(line)

@@ -43,6 +43,7 @@ from taospec.platforms.common import (
     Unended,
     local_steps,
     output_lines,
+    read_lines_through,
     read_through,
     read_until_ended,
     still_writing,
@@ -588,18 +589,15 @@ def _read_through(path: str, login: str | None, on_line: Write, writing: bool) -
         except FileNotFoundError:
             return False
         return True
-    unended: list[str] = []
     said: list[str] = []
     argv = on(login, ("cat", "--", path))
-    code = proc.stream(
-        argv,
-        on_line=lambda line: on_line(line) if line.endswith("\n") else unended.append(line),
-        on_error_line=said.append,
-    )
+
+    def read(out: Write, _err: Write) -> int:
+        return proc.stream(argv, on_line=out, on_error_line=said.append)
+
+    code = read_lines_through(read, on_line, writing)
     if code == SSH_FAILED:  # the login node did not answer: not a missing file
         raise CommandFailed(proc.shown(argv), code, "".join(said))
-    for line in while_writing(unended) if writing else unended:
-        on_line(line)
     return code == 0
 
 
