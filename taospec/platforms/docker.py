@@ -571,8 +571,10 @@ def logs(
     on_part: Write | None = None,
 ) -> int:
     """Stream ``docker logs``; returns its exit code. A pruned container's output is read
-    from the copy ``prune`` left in the results directory. A look (not ``follow``) reads
-    its end alone (see :func:`looked_at`) and shows a running container's output
+    from the copy ``prune`` left in the results directory, a block at a time. A look (not
+    ``follow``) at the last ``tail`` lines reads the output's end alone (see
+    :func:`looked_at`), one at all of it hands on each line as docker logs gives it, and
+    either shows a running container's output
     :func:`~taospec.platforms.common.while_writing` (docker hands on a line not ended yet
     once it holds 16 KiB of it). What the docker CLI said of a follow it could not go on
     with goes to ``on_said``, not with the output (see :meth:`Followed.stopped`). A follow
