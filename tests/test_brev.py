@@ -49,6 +49,7 @@ from tests.remote_shell import absolute, containers, docker, remote_calls
 from tests.test_docker_jobs import (
     DROPPING_FOLLOW,
     ENGINE_PROXY,
+    EPOCHS,
     GATED_FAILING,
     HALF_WRITTEN,
     INTERLEAVED,
@@ -63,6 +64,7 @@ from tests.test_docker_jobs import (
     _docker_following,
     _only_job,
     _wait_for,
+    a_look_hands_on_each_line_as_docker_logs_gives_it,
     last_lines_of_a_failure_broken_by_the_other_stream,
     last_lines_of_a_failure_logged_in_pieces,
     logs_of_a_line_broken_by_the_other_stream,
@@ -293,6 +295,20 @@ def test_a_look_at_a_running_container_shows_no_part_of_a_value_being_written(
     assert done.returncode == 0, done.stderr
 
     look_while_a_value_is_half_written(_on_box(taospec, emulator), done.stdout.strip(), passed)
+
+
+def test_a_look_at_all_of_the_output_hands_on_each_line_as_it_comes_on_an_instance(
+    engine: str, taospec: Runner, emulator: Brev, open_tmp: Path
+) -> None:
+    # logs (not -f) gathered the whole output brev exec passed on before it printed a line:
+    # the output of a long run, gigabytes, was held in memory
+    emulator.add("box")
+    done = run(taospec, emulator, "run", job_file(open_tmp, engine, EPOCHS))
+    assert done.returncode == 0, done.stderr
+    env = {**taospec.env, **emulator.env}
+    a_look_hands_on_each_line_as_docker_logs_gives_it(
+        env, open_tmp, done.stdout.split()[0], open_tmp
+    )
 
 
 def test_a_line_of_stdout_is_not_broken_by_a_line_of_stderr_on_an_instance(

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import select
 import shlex
 import shutil
 import signal
@@ -629,6 +630,58 @@ def test_logs_of_a_container_removed_outside_taospec_exit_1_with_why(
     assert shown.returncode == 1, shown.stderr
     assert "No such container" in shown.stdout + shown.stderr
     assert f"{job_id}: its output could not be read (docker exited 1)" in shown.stderr
+
+
+def a_look_hands_on_each_line_as_docker_logs_gives_it(
+    env: dict[str, str], cwd: Path, job_id: str, folder: Path
+) -> None:
+    """``logs`` of the ended job ``job_id`` (run with ``env``), its ``docker logs`` kept from
+    ending once it has given all of the output (a ``docker`` first on PATH that then waits
+    for a gate): each line goes out before the read ends, so the output is never held whole."""
+    gate = folder / "logs-gate"
+    real = shutil.which("docker")
+    held = write(
+        folder / "logs-held" / "docker",
+        f"""#!/bin/bash
+if [ "$1" = logs ] && [[ " $* " != *" --follow "* && " $* " != *" --tail "* ]]; then
+  {real} "$@"; code=$?
+  while [ ! -e {gate} ]; do sleep 0.1; done
+  exit $code
+fi
+exec {real} "$@"
+""",
+    )
+    held.chmod(0o755)
+    env = {**env, "PATH": f"{held.parent}:{env['PATH']}"}
+    reader = subprocess.Popen(
+        [*taospec_command(), "logs", job_id], env=env, cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert reader.stdout is not None
+    try:
+        shown = select.select([reader.stdout], [], [], 60)[0]  # docker logs not ended yet
+        assert shown, "logs waited for docker logs to end"
+        first = os.read(reader.stdout.fileno(), 100)
+        assert first.startswith(b"epoch 1 loss=0.5\n")
+    finally:
+        gate.touch()
+    rest, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert first + rest == b"epoch 1 loss=0.5\nepoch 2 loss=0.4\n"
+
+
+def test_a_look_at_all_of_the_output_hands_on_each_line_as_docker_logs_gives_it(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    done = taospec("run", job_file(open_tmp, engine, EPOCHS))
+    assert done.returncode == 0, done.stderr
+    a_look_hands_on_each_line_as_docker_logs_gives_it(
+        taospec.env, open_tmp, done.stdout.split()[0], open_tmp
+    )
+
+
+EPOCHS = "sh -c 'echo epoch 1 loss=0.5; echo epoch 2 loss=0.4'"
+"""A job's command: two lines of output, the first of which a look must hand on early."""
 
 
 def test_the_output_kept_by_prune_is_redacted_a_whole_line_at_a_time(

@@ -27,6 +27,7 @@ import json
 import re
 import secrets
 import sys
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ from taospec.lint import redacted
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
-from taospec.platforms.common import gpu_facts, still_writing, while_writing
+from taospec.platforms.common import gpu_facts, read_lines_through, still_writing, while_writing
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -57,6 +58,9 @@ RERUN = "Connection failed, checking instance status..."
 STARTING = "Instance {} is starting. \n"
 """brev's notice, on its stdout (a blank line follows), that it starts the stopped instance
 before it runs the command."""
+SAID_LINES = 3
+"""The most lines a read of a container's output that failed ends its stderr with: docker's
+error, and brev's on the command that failed (its exit status, where to look)."""
 NOTHING = re.compile("(?!)")
 """A pattern no line matches: a read that does not follow ends in no such line."""
 
@@ -500,11 +504,18 @@ class _Rerun:
             self._pass(index, text)
         self.held[index].clear()
 
-    def end(self) -> None:
+    def end(self, words: Write | None = None) -> None:
         """Pass on what is held back: no run began after it, so it is the output's, or
-        brev's words on why it failed (where they went before)."""
-        self._pass_held(0)
-        self._pass_held(1)
+        brev's words on why it failed (where they went before), which go to ``words``
+        when given (a read that failed)."""
+        if words is None:
+            self._pass_held(0)
+            self._pass_held(1)
+            return
+        for held in self.held:
+            for text in held:
+                words(text)
+            held.clear()
 
 
 def logs(
@@ -521,7 +532,9 @@ def logs(
     follow reads it once more when the container has exited, for what the follow left out
     (:class:`~taospec.platforms.docker.Followed`). A look (not ``follow``) reads the
     output's end alone (:func:`~taospec.platforms.docker.looked_at`) and shows a running
-    container's output :func:`~taospec.platforms.common.while_writing`."""
+    container's output :func:`~taospec.platforms.common.while_writing`; one at all of it
+    hands on each line as it comes (:func:`_read_all`), and what docker and brev said of a
+    read that failed goes to stderr."""
     instance = instance_of(record, sidecar)
     if follow:
         running = tail is not None and not _ended(instance, record)
@@ -550,14 +563,42 @@ def logs(
         followed.end(the_rest, from_end=windowed, unlooked=earlier.unlooked())
         return code
     writing = still_writing(record, lambda: status(record, sidecar))
+    if tail is None:
+        return read_lines_through(
+            lambda out, err: _read_all(instance, record, out, err), on_line, writing
+        )
     found = docker.looked_at(tail, writing, _reader(instance, record))
     if found.code != 0:  # brev itself failed (the remote command cannot): its words
         for line in found.lines:
-            print(redacted(line), end="", file=sys.stderr)
+            _said(line)
         return found.code
     for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
         on_line(line)
     return found.code
+
+
+def _read_all(instance: str, record: Record, out: Write, err: Write) -> int:
+    """All of the container's output, each line of stdout to ``out`` and of stderr to
+    ``err`` as it comes, but the last :data:`SAID_LINES` of stderr: docker's error and
+    brev's words on a read that failed come there, after what the job wrote, so they go
+    to ``err`` only once the read has succeeded (else to stderr, with what brev said before
+    the read began)."""
+    last: deque[str] = deque()
+
+    def said(text: str) -> None:
+        last.append(text)
+        if len(last) > SAID_LINES:
+            err(last.popleft())
+
+    code = _stream_logs(instance, record, out, said, on_words=_said)[0]
+    for text in last:
+        (err if code == 0 else _said)(text)
+    return code
+
+
+def _said(line: str) -> None:
+    """A line brev said of a read it could not make, on stderr."""
+    print(redacted(line), end="", file=sys.stderr)
 
 
 def _ended(instance: str, record: Record) -> bool:
@@ -584,13 +625,15 @@ def _stream_logs(
     on_rerun: Callable[[], bool] = lambda: False,
     on_part: Callable[[bool, str], None] | None = None,
     on_again: Callable[[bool], None] | None = None,
+    on_words: Write | None = None,
 ) -> tuple[int, str]:
     """``docker logs`` (all of it, or its last ``tail`` pieces) on the instance: each line of
     its stdout, without brev's trailing instance line, to ``on_line``, of its stderr to
     ``on_error_line``; each line once, however often a dropped connection made brev run it
     (:class:`_Rerun`, which tells ``on_rerun``). Its exit code, and what exited with it: of
     a follow whose ``docker logs`` failed, docker's on the instance (:func:`_followed`);
-    else brev's (1 when ``docker logs`` failed)."""
+    else brev's (1 when ``docker logs`` failed). Of a read that failed, what brev said
+    before the read began goes to ``on_words`` when given."""
     token = secrets.token_hex(4)  # no line of the job's holds it
     begun = f"{remote.MARK}BEGUN={token}"
     say = remote.command(["echo", begun])
@@ -613,7 +656,7 @@ def _stream_logs(
     )
     lines.end(code == 0)
     failed = said.end(code == 0)
-    once.end()
+    once.end(on_words if code != 0 else None)
     if failed:
         return int(failed[1]), f"docker logs on instance {instance}"
     return code, NAME

@@ -625,18 +625,16 @@ def logs(
     return found.code
 
 
-def looked_at(tail: int | None, writing: bool, read: Read) -> Tail:
-    """What a look at a container's output reads for its last ``tail`` lines to be taken
-    (all of it when None), as ``docker logs`` (``read``) gives it, each stream's lines in
-    one list; of a read that failed, what it said. The end of the output alone, read by
-    :func:`read_tail` (with room for two more lines of a container still ``writing``, the
-    unended lines of each stream that a look may cut to nothing); all of it once
-    :data:`LOOK_READS` windows held too few whole lines (lines of many pieces), or, of a
-    job still writing, never twice the same."""
-    if tail is not None:
-        found = read_tail(tail + 2 if writing else tail, read, LOOK_READS, writing)
-        if found.whole or found.code:
-            return found
+def looked_at(tail: int, writing: bool, read: Read) -> Tail:
+    """What a look at a container's output reads for its last ``tail`` lines to be taken,
+    as ``docker logs`` (``read``) gives it, each stream's lines in one list; of a read that
+    failed, what it said. The end of the output alone, read by :func:`read_tail` (with room
+    for two more lines of a container still ``writing``, the unended lines of each stream
+    that a look may cut to nothing); all of it once :data:`LOOK_READS` windows held too few
+    whole lines (lines of many pieces), or, of a job still writing, never twice the same."""
+    found = read_tail(tail + 2 if writing else tail, read, LOOK_READS, writing)
+    if found.whole or found.code:
+        return found
     got: list[str] = []
     return Tail(got, read(None, got.append, got.append))
 
