@@ -1652,6 +1652,31 @@ _PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
 """Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
 _PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer|basic)|[A-Za-z0-9]{40}")
 """What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
+_LOGGED = _lazy(r"[\t\r -!#%&(-\[\]-_a-~\u2500-\u259f]*\n?")
+"""A line of a job's output without shell quoting: printable ASCII but ``" $ ' \\ ``` and
+line breaks, tabs, ``\\r`` (a bar redrawn in place), box-drawing and block characters (the
+bar itself), and a line break at its end."""
+_LOGGED_LITERALS = (
+    *(word.lower() for word in _SECRET_NAME_WORDS),
+    *(name.lower() for name in _AUTH_HEADERS),
+    *_OPTION_TOOLS.split("|"),
+    "login",
+    "bearer",
+    "basic",
+    "x-amz-",
+    "-----begin ",
+    "@",
+)
+_LOGGED_GATE = _lazy(
+    "|".join(
+        re.escape(literal)
+        for literal in _LOGGED_LITERALS
+        if not any(other != literal and other in literal for other in _LOGGED_LITERALS)
+    )
+)
+"""What a rule can find in such a line holds one of these in any case (the pattern is read
+in the lowered line: ``(?i)`` tries each literal at each place), or a token shape (see
+:func:`_is_inert`)."""
 
 
 def _is_inert(text: str, secrets: Sequence[str]) -> bool:
@@ -1668,27 +1693,49 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     ``AKIA`` key, a JWT (``eyJ``), a bearer token, a Basic credential or a 40-character
     AWS secret run,
     each of which holds a literal of :data:`_PROSE_GATE`, and a known value: prose
-    holding neither is inert. Both alphabets are ASCII, because ``(?i)`` reads some
-    other letters as ASCII ones (the long s as ``s``, the Kelvin sign as ``k``): any
-    other text takes the full scan.
+    holding neither is inert.
+
+    A job's output is lines of training logs (:data:`_LOGGED`): no quote, ``$`` or
+    backslash, so each shell word, and each script an ``sh -c`` word holds, is a piece
+    of the text as it is. Every rule then finds only what holds a literal of
+    :data:`_LOGGED_GATE` (a secret word of a name, flag, key, header or env entry;
+    ``authorization``, ``bearer``, ``basic``; ``login`` and the tools whose password
+    options are read; ``x-amz-``; a PEM marker; the ``@`` of a URL's user) or a token
+    shape: a line holding none of these, and no known value, is inert.
+
+    The alphabets are ASCII but for box-drawing and block characters, because ``(?i)``
+    reads some other letters as ASCII ones (the long s as ``s``, the Kelvin sign as
+    ``k``): any other text takes the full scan.
 
     A new rule must keep this true; tests/test_redact_inert.py holds it against the
     full scan.
     """
     if _INERT.fullmatch(text) is not None:
         # each rule's own gate first: most words hold no token prefix, ':' or secret word
-        tokens = _WORD_TOKEN_PREFIX().search(text) is not None and any(
-            itertools.chain(
-                _token_hits(text), _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
-            )
-        )
-        if tokens or (len(text) >= 40 and any(_bare_aws_key_hits(text))):
+        if _token_shaped(text):
             return False
         if ":" in text and _may_name_secret(text) and any(_free_key_hits(text)):
             return False
-    elif _PROSE().fullmatch(text) is None or _PROSE_GATE().search(text) is not None:
+    elif _PROSE().fullmatch(text) is not None:
+        if _PROSE_GATE().search(text) is not None:
+            return False
+    elif (
+        _LOGGED().fullmatch(text) is None
+        or _LOGGED_GATE().search(text.lower()) is not None
+        or _token_shaped(text)
+    ):
         return False
     return not secrets or not any(value in text for value in secrets)
+
+
+def _token_shaped(text: str) -> bool:
+    """Whether ``text`` holds a token of a known shape or a bare AWS secret key."""
+    tokens = _WORD_TOKEN_PREFIX().search(text) is not None and any(
+        itertools.chain(
+            _token_hits(text), _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
+        )
+    )
+    return tokens or (len(text) >= 40 and any(_bare_aws_key_hits(text)))
 
 
 _WORD_TOKEN_PREFIX = _lazy(_ANY_TOKEN_PREFIX)

@@ -196,7 +196,7 @@ def _rule_patterns() -> dict[str, re.Pattern[str]]:
         name: value()
         for name, value in vars(lint).items()
         if name.lstrip("_").isupper() and hasattr(value, "cache_info")
-        if not name.startswith("_PROSE")
+        if not name.startswith(("_PROSE", "_LOGGED"))
     }
     for subject, pattern in (*lint._TOKEN_PATTERNS, *lint._EXTRA_TOKEN_PATTERNS):
         patterns[subject] = pattern()
@@ -224,7 +224,34 @@ RULE_TEXT = st.one_of(*_matches_in(None).values())
 PROSE_MIXED = st.lists(
     st.one_of(st.sampled_from(PROSE_PIECES), PROSE, *PROSE_MATCHES.values()), max_size=6
 ).flatmap(lambda parts: st.sampled_from(["", " "]).map(lambda sep: sep.join(parts)))
-ANY_TEXT = st.one_of(INERT, MIXED, PROSE, PROSE_MIXED, RULE_TEXT, st.text(max_size=60))
+
+# A line of a training log: printable ASCII but shell quoting, tabs, bars.
+BAR_CHARS = "\u2588\u258f\u2589\u2501\u2578\u2502\u2500\u259f"
+LOGGED_CHARS = "".join(c for c in string.printable if c not in "\"$'\\`\n\x0b\x0c") + BAR_CHARS
+LOG_LINES = [
+    "Epoch 3/100: 100%|\u2588\u2588\u2588\u2588| 512/512 [01:02<00:00, 8.2it/s, loss=0.123]",
+    "[2026-12-05 10:11:00,123 - nvidia_tao_pytorch - INFO] Saving checkpoint to /results/a.pth",
+    "Epoch 0:  10%|\u2588         | 51/512 [00:05<00:46, 9.9it/s]\r",
+    "train_loss_step=0.45, val_acc=0.91, lr=1e-4; {a: 1, b: [2, 3]} (#4) <5> & ~6 ^7 *8 ?9",
+    "\u2501\u2501\u2501\u2578 42/100 0:00:03",
+]
+LOGGED_MATCHES = _matches_in(LOGGED_CHARS)
+LOGGED = st.text(alphabet=LOGGED_CHARS, max_size=80)
+LOGGED_MIXED = st.tuples(
+    st.lists(
+        st.one_of(
+            st.sampled_from([*PIECES, *PROSE_PIECES, *LOG_LINES]),
+            LOGGED,
+            *LOGGED_MATCHES.values(),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(["", " ", "\t", "\r", ", ", "="]),
+    st.sampled_from(["", "\n"]),
+).map(lambda parts: parts[1].join(parts[0]) + parts[2])
+ANY_TEXT = st.one_of(
+    INERT, MIXED, PROSE, PROSE_MIXED, LOGGED, LOGGED_MIXED, RULE_TEXT, st.text(max_size=60)
+)
 
 
 def secrets_of(values: list[str]) -> list[str]:
@@ -232,8 +259,8 @@ def secrets_of(values: list[str]) -> list[str]:
     return lint._known_secrets(values)
 
 
-@settings(max_examples=1000)
-@given(text=st.one_of(INERT, MIXED, PROSE, PROSE_MIXED), values=SECRETS)
+@settings(max_examples=2000)
+@given(text=st.one_of(INERT, MIXED, PROSE, PROSE_MIXED, LOGGED, LOGGED_MIXED), values=SECRETS)
 def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str]) -> None:
     secrets = secrets_of(values)
     if not lint._is_inert(text, secrets):
@@ -251,17 +278,32 @@ def test_redact_answers_what_the_full_scan_answers(text: str, values: list[str])
     assert redact(text, values) == lint._redact_fully(text, secrets_of(values))
 
 
+BARS = range(0x2500, 0x25A0)
+"""Box-drawing and block characters: the one non-ASCII text a gate judges."""
+
+
 @settings(max_examples=500)
 @given(
-    before=st.one_of(PROSE, PROSE_MIXED),
-    char=st.one_of(st.sampled_from(CASE_FOLDED), st.characters(min_codepoint=128)),
-    after=st.one_of(PROSE, PROSE_MIXED),
+    before=st.one_of(PROSE, PROSE_MIXED, LOGGED),
+    char=st.one_of(
+        st.sampled_from(CASE_FOLDED),
+        st.characters(min_codepoint=128).filter(lambda c: ord(c) not in BARS),
+    ),
+    after=st.one_of(PROSE, PROSE_MIXED, LOGGED),
 )
 def test_non_ascii_text_always_takes_the_full_scan(before: str, char: str, after: str) -> None:
     # (?i) reads the long s as s and the Kelvin sign as k: no ASCII gate can judge such text.
     text = before + char + after
     assert not lint._is_inert(text, [])
     assert redact(text) == lint._redact_fully(text, secrets_of([]))
+
+
+def test_no_bar_character_reads_as_an_ascii_letter_or_a_blank() -> None:
+    # which is why a gate of ASCII literals judges a line that draws a bar
+    for char in map(chr, BARS):
+        assert char.upper() == char == char.lower() == char.casefold(), hex(ord(char))
+        assert re.fullmatch(r"(?i)[\x00-\x7f]", char) is None, hex(ord(char))
+        assert re.fullmatch(r"[\s\w]", char) is None, hex(ord(char))
 
 
 def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None:
@@ -287,6 +329,125 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
+
+
+def test_the_rules_that_can_match_a_logged_line_are_those_its_gate_knows() -> None:
+    # Each pattern Hypothesis can match within the alphabet of a logged line, and why a
+    # hit needs what the gate looks for. A new rule that can match such a line must be
+    # added here, and its literal to the gate when it keys on one.
+    secret_word = "a hit needs a secret word in the name, flag, key or header it reads"
+    reasons = {
+        "_CAMEL": "splits names",
+        "_NAME_BREAKS": "splits names",
+        "_LONG_OPTION": "a flag is secret by its secret word",
+        "_PARAMETER": "read only after '$'",
+        "_DEFAULT": "read only inside '${...}'",
+        "_UNESCAPE": "needs a backslash",
+        "_BACKTICK_ESCAPE": "needs a backslash",
+        "_QUOTING": "finds nothing: picks how shell text is split into words",
+        "_PIECE": "finds nothing: splits shell text without quotes into words",
+        "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
+        "_READ_ACROSS": "finds nothing: where a line redrawn in place is not cut",
+        "_READ_AFTER": "finds nothing: where a line redrawn in place is not cut",
+        "_RULE_MARK": "the gate of a short job value, in find_secret_literals",
+        "_ASSIGNMENT": secret_word,
+        "_EXPORT_ITEM": secret_word,
+        "_HEADER_WORD": "an authorization header, or " + secret_word,
+        "_AUTH_SCHEME": "read only after an authorization header",
+        "_SHELL_C_OPTION": "the script a shell runs is a piece of the line: the same gate",
+        "_FREE_ASSIGNMENT": secret_word,
+        "_FREE_FLAG": secret_word,
+        "_FREE_KEY": secret_word,
+        "_KEY_LINE": "a manifest env entry, or a key: " + secret_word,
+        "_BLOCK_INDICATOR": "read only after a secret key",
+        "_BLOCK_ARG": "needs a line after the line, and " + secret_word,
+        "_FLOW_MAPPING": "an env entry: " + secret_word,
+        "_FLOW_KEY": "an env entry: " + secret_word,
+        "_AWS_SECRET_NAME": "looked for only before a 40-character run: " + secret_word,
+        "_JSON_PAIR": "needs a quote",
+        "_ARRAY_FLAG": "needs a quote",
+        "_PASSWORD_TOOL": "the gate holds each tool's name",
+        "_COMMAND_END": "ends the command a tool's name starts",
+        "_URL_USERINFO": "the gate holds '@'",
+        "_URL_TOKEN": "the gate holds '@'",
+        "_SIGNED_URL": "the gate holds 'x-amz-'",
+        "_HEADER": "the gate holds 'authorization'",
+        "_BEARER": "the gate holds 'bearer'",
+        "_LOOSE_BEARER": "the gate holds 'bearer'",
+        "_BASIC": "the gate holds 'basic'",
+        "_PEM": "the gate holds '-----begin '",
+        "_CERTIFICATE": "the gate holds '-----begin '",
+        "_TOKEN_PREFIX": "a token shape: looked for by the token rules themselves",
+        "_EXTRA_TOKEN_PREFIX": "a token shape: looked for by the token rules themselves",
+        "_WORD_TOKEN_PREFIX": "a token shape: looked for by the token rules themselves",
+        "_AWS_SECRET_VALUE": "a bare AWS key: looked for by its rule itself",
+    }
+    token_shapes = {subject for subject, _ in (*lint._TOKEN_PATTERNS, *lint._EXTRA_TOKEN_PATTERNS)}
+    unexplained = set(LOGGED_MATCHES) - set(reasons) - token_shapes
+    assert unexplained == set()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *LOG_LINES,
+        *(f"{line}\n" for line in LOG_LINES),
+        "\r".join(LOG_LINES[2] for _ in range(50)),
+    ],
+)
+def test_training_log_lines_are_inert(text: str) -> None:
+    assert lint._is_inert(text, [])
+    assert lint._redact_fully(text, []) == text
+
+
+@pytest.mark.parametrize(
+    "text", ["config: {'lr': 0.1}\n", 'name="a b"\n', "cost $5\n", "a\\b\n", "a\nb"]
+)
+def test_a_line_with_shell_quoting_or_two_lines_takes_the_full_scan(text: str) -> None:
+    assert not lint._is_inert(text, [])
+    assert redact(text) == lint._redact_fully(text, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export NGC_KEY=abc123\n",
+        "Epoch 1 | --api-key abc123 | lr=1e-4",
+        "ngcKey: abc123",
+        "run --password=hunter2 now\n",
+        "curl -u user:hunter2 https://host",
+        "mysql -phunter22 db",
+        "sshpass -p hunter2 ssh host",
+        "docker login -p hunter2 nvcr.io",
+        "Authorization: Bearer abc123def456",
+        "AUTHORIZATION = abc123",
+        "https://user:hunter2@host/x",
+        "git clone https://0123456789abcdef0123456789@github.com/x",
+        "GET /f?X-Amz-Signature=abc123&x=1",
+        "x|bearer abcdefgh1234",
+        "x|BASIC dXNlcjpodW50ZXIy",
+        "-----BEGIN PRIVATE KEY-----\n",
+        "{name: NGC_KEY, value: abc123}",
+        "key: nvapi-AbCdEf0123456789AbCdEf0123",
+        "loss=0.1 nvapi-AbCdEf0123456789AbCdEf0123\n",
+        "weights ghp_AbCdEfGhIjKlMnOpQrSt0123 \u2588",
+        "AKIAIOSFODNN7EXAMPLE|",
+        f"x|{AWS_KEY}|",
+        "sh -c NGC_KEY=abc123;",
+    ],
+)
+def test_a_logged_line_a_rule_reads_is_never_inert(text: str) -> None:
+    assert lint._LOGGED().fullmatch(text)
+    assert not lint._is_inert(text, [])
+    assert redact(text) != text
+    assert redact(text) == lint._redact_fully(text, secrets_of([]))
+
+
+def test_a_known_value_in_a_logged_line_is_redacted() -> None:
+    text = "Epoch 1: 100%|\u2588\u2588| loss=0.1 run=hunter22\n"
+    assert lint._is_inert(text, [])
+    assert not lint._is_inert(text, ["hunter22"])
+    assert redact(text, ["hunter22"]) == f"Epoch 1: 100%|\u2588\u2588| loss=0.1 run={PLACEHOLDER}\n"
 
 
 @pytest.mark.parametrize(
