@@ -3,7 +3,7 @@
     python bench/run.py            # the whole suite (writes bench/results/latest.json)
     python bench/run.py render ls  # only some groups; prints, writes nothing
 
-Groups: render, validate, submit, ledger, transitions, pipeline. Every figure
+Groups: render, validate, submit, ledger, transitions, pipeline, logs. Every figure
 is measured as a person meets it: a new process each time, on a job file whose
 bytes no earlier run has seen. Before measuring, taospec's modules are compiled
 to bytecode, as pip does when it installs a wheel, so no run pays for compiling
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from ledger_scale import ledger_figures, transition_figures
+from logs import logs_figures
 from pipeline import pipeline_figures
 from report import RESULTS, Figure, text_table, write_readme
 from startup import render_figures, validate_figures
@@ -35,6 +36,7 @@ GROUPS: dict[str, Callable[[Workspace], list[Figure]]] = {
     "ledger": ledger_figures,
     "transitions": transition_figures,
     "pipeline": pipeline_figures,
+    "logs": logs_figures,
 }
 
 
