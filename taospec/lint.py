@@ -1735,7 +1735,9 @@ def _token_shaped(text: str) -> bool:
             _token_hits(text), _token_hits(text, _EXTRA_TOKEN_PATTERNS, _EXTRA_TOKEN_PREFIX)
         )
     )
-    return tokens or (len(text) >= 40 and any(_bare_aws_key_hits(text)))
+    if tokens or len(text) < 40 or _AWS_SECRET_VALUE().search(text) is None:
+        return tokens
+    return any(_bare_aws_key_hits(text))
 
 
 _WORD_TOKEN_PREFIX = _lazy(_ANY_TOKEN_PREFIX)
@@ -1743,11 +1745,15 @@ _WORD_TOKEN_PREFIX = _lazy(_ANY_TOKEN_PREFIX)
 
 _registered: list[str] = []
 _unknown: list[str] = []
+_redactor: list[Redactor] = []
+"""The :class:`Redactor` of the registered values, made when :func:`redacted` first needs
+it after a value is registered (not for each line of a job's output)."""
 
 
 def register(values: Iterable[str]) -> None:
     """Values this process must never print, log or raise (a job's passed variables)."""
     _registered.extend(value for value in values if value)
+    _redactor.clear()
 
 
 def register_unknown(names: Iterable[str]) -> None:
@@ -1834,7 +1840,9 @@ def unknown_names() -> tuple[str, ...]:
 
 def redacted(text: str) -> str:
     """``text`` redacted, values given to :func:`register` too (for all taospec prints)."""
-    return redact(text, _registered)
+    if not _redactor:
+        _redactor.append(Redactor(_registered))
+    return _redactor[0].text(text)
 
 
 def redacted_location(text: str) -> str:

@@ -23,6 +23,7 @@ def passing() -> Iterator[None]:
     """:data:`VALUE` registered as a passed value, as the loader registers a job's."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lint, "_registered", [])
+        patch.setattr(lint, "_redactor", [])
         lint.register([VALUE])
         yield
 
