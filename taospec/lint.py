@@ -1652,10 +1652,10 @@ _PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
 """Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
 _PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer|basic)|[A-Za-z0-9]{40}")
 """What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
-_LOGGED = _lazy(r"[\t\r -!#%&(-\[\]-_a-~\u2500-\u259f]*\n?")
+_LOGGED = _lazy(r"[\t\r\x1b -!#%&(-\[\]-_a-~\u2500-\u259f]*\n?")
 """A line of a job's output without shell quoting: printable ASCII but ``" $ ' \\ ``` and
-line breaks, tabs, ``\\r`` (a bar redrawn in place), box-drawing and block characters (the
-bar itself), and a line break at its end."""
+line breaks, tabs, ``\\r`` (a bar redrawn in place), the escape that begins a colour,
+box-drawing and block characters (the bar itself), and a line break at its end."""
 _LOGGED_LITERALS = (
     *(word.lower() for word in _SECRET_NAME_WORDS),
     *(name.lower() for name in _AUTH_HEADERS),

@@ -227,13 +227,16 @@ PROSE_MIXED = st.lists(
 
 # A line of a training log: printable ASCII but shell quoting, tabs, bars.
 BAR_CHARS = "\u2588\u258f\u2589\u2501\u2578\u2502\u2500\u259f"
-LOGGED_CHARS = "".join(c for c in string.printable if c not in "\"$'\\`\n\x0b\x0c") + BAR_CHARS
+LOGGED_CHARS = (
+    "".join(c for c in string.printable if c not in "\"$'\\`\n\x0b\x0c") + BAR_CHARS + "\x1b"
+)
 LOG_LINES = [
     "Epoch 3/100: 100%|\u2588\u2588\u2588\u2588| 512/512 [01:02<00:00, 8.2it/s, loss=0.123]",
     "[2026-12-05 10:11:00,123 - nvidia_tao_pytorch - INFO] Saving checkpoint to /results/a.pth",
     "Epoch 0:  10%|\u2588         | 51/512 [00:05<00:46, 9.9it/s]\r",
     "train_loss_step=0.45, val_acc=0.91, lr=1e-4; {a: 1, b: [2, 3]} (#4) <5> & ~6 ^7 *8 ?9",
     "\u2501\u2501\u2501\u2578 42/100 0:00:03",
+    "\x1b[32mINFO\x1b[0m Epoch 1 | loss=0.5 \x1b[1;31m[WARN]\x1b[0m slow step",
 ]
 LOGGED_MATCHES = _matches_in(LOGGED_CHARS)
 LOGGED = st.text(alphabet=LOGGED_CHARS, max_size=80)
