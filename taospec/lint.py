@@ -320,10 +320,19 @@ def _continuation_length(text: str, index: int) -> int:
     return 3 if text.startswith("\\\r\n", index) else 0
 
 
+_DOUBLE_QUOTED_RUN = _lazy(r'[^"\\$]+')
+"""Text inside double quotes that holds no quote, escape or expansion: taken as it is."""
+
+
 def _read_double_quoted(text: str, index: int) -> tuple[str, int]:
     """A double-quoted string's text from ``index`` (past the quote), and its end."""
     parts: list[str] = []
+    ordinary = _DOUBLE_QUOTED_RUN()
     while index < len(text):
+        if (run := ordinary.match(text, index)) is not None:
+            parts.append(run.group())
+            index = run.end()
+            continue
         char = text[index]
         if char == '"':
             return "".join(parts), index + 1
@@ -487,15 +496,16 @@ def _quote_end(text: str, index: int) -> int:
         while closing >= 0 and text.startswith("''", closing):
             closing = text.find("'", closing + 2)
         return -1 if closing < 0 else closing + 1
+    stop = _ESCAPE_OR_QUOTE()
     position = index + 1
-    while position < len(text):
-        if text[position] == "\\":
-            position += 2
-        elif text[position] == '"':
-            return position + 1
-        else:
-            position += 1
+    while (found := stop.search(text, position)) is not None:
+        if found.group() == '"':
+            return found.end()
+        position = found.start() + 2
     return -1
+
+
+_ESCAPE_OR_QUOTE = _lazy(r'[\\"]')
 
 
 def _line_end(text: str, index: int) -> int:

@@ -482,6 +482,20 @@ def test_argv_words_reads_a_script_as_the_shell_does(script: str) -> None:
     assert [word for index, word in words[3:] if index == 2] == bash_words(script)
 
 
+DOUBLE_QUOTED = st.lists(
+    st.sampled_from(["a", "b c", "\t", "'", '\\"', "\\\\", "\\$", "\\a", "\\\n", "\n", "#", "|"]),
+    max_size=12,
+).map(lambda pieces: '"' + "".join(pieces) + '"')
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(DOUBLE_QUOTED, min_size=1, max_size=3))
+def test_argv_words_reads_double_quotes_as_the_shell_does(words: list[str]) -> None:
+    script = "echo " + " ".join(words)
+    read = [word for index, word in lint.argv_words(["sh", "-c", script]) if index == 2]
+    assert read[1:] == bash_words(script)
+
+
 @pytest.mark.parametrize(
     "script",
     [

@@ -329,6 +329,7 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_READ_AFTER": "finds nothing: where a line redrawn in place is not cut",
         "_QUOTING": "finds nothing: picks how shell text is split into words",
         "_PIECE": "finds nothing: splits shell text without quotes into words",
+        "_DOUBLE_QUOTED_RUN": "finds nothing: skips ordinary text inside double quotes",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
@@ -349,6 +350,7 @@ def test_the_rules_that_can_match_a_logged_line_are_those_its_gate_knows() -> No
         "_BACKTICK_ESCAPE": "needs a backslash",
         "_QUOTING": "finds nothing: picks how shell text is split into words",
         "_PIECE": "finds nothing: splits shell text without quotes into words",
+        "_DOUBLE_QUOTED_RUN": "finds nothing: skips ordinary text inside double quotes",
         "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
         "_READ_ACROSS": "finds nothing: where a line redrawn in place is not cut",
         "_READ_AFTER": "finds nothing: where a line redrawn in place is not cut",
