@@ -485,6 +485,10 @@ def _parsed_commands(text: str) -> list[list[_Word]]:
     return [words for words in commands if words]
 
 
+_ESCAPE_OR_QUOTE = _lazy(r'[\\"]')
+"""What a double-quoted string's end is looked for at: an escape, or its closing quote."""
+
+
 def _quote_end(text: str, index: int) -> int:
     """The index just past the quote closing the one at ``index``, or -1 when none does.
 
@@ -503,9 +507,6 @@ def _quote_end(text: str, index: int) -> int:
             return found.end()
         position = found.start() + 2
     return -1
-
-
-_ESCAPE_OR_QUOTE = _lazy(r'[\\"]')
 
 
 def _line_end(text: str, index: int) -> int:
