@@ -1663,10 +1663,12 @@ _PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
 """Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
 _PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer|basic)|[A-Za-z0-9]{40}")
 """What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
-_LOGGED = _lazy(r"[\t\r\x1b -!#%&(-\[\]-_a-~\u2500-\u259f]*\n?")
-"""A line of a job's output without shell quoting: printable ASCII but ``" $ ' \\ ``` and
-line breaks, tabs, ``\\r`` (a bar redrawn in place), the escape that begins a colour,
-box-drawing and block characters (the bar itself), and a line break at its end."""
+_LOGGED = _lazy(r"[\t\r\x1b -#%-\[\]-_a-~\u2500-\u259f]*\n?")
+"""A line of a job's output without an escape or an expansion: printable ASCII but ``$``,
+backslash and backtick, tabs, ``\\r`` (a bar redrawn in place), the escape that begins a
+colour, box-drawing and block characters (the bar itself), and a line break at its end."""
+_AWS_RUN = _lazy(r"[A-Za-z0-9/+]{40}")
+"""A run of a bare AWS key's characters, as long as one, whatever stands around it."""
 _LOGGED_LITERALS = (
     *(word.lower() for word in _SECRET_NAME_WORDS),
     *(name.lower() for name in _AUTH_HEADERS),
@@ -1706,13 +1708,19 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     each of which holds a literal of :data:`_PROSE_GATE`, and a known value: prose
     holding neither is inert.
 
-    A job's output is lines of training logs (:data:`_LOGGED`): no quote, ``$`` or
-    backslash, so each shell word, and each script an ``sh -c`` word holds, is a piece
-    of the text as it is. Every rule then finds only what holds a literal of
-    :data:`_LOGGED_GATE` (a secret word of a name, flag, key, header or env entry;
-    ``authorization``, ``bearer``, ``basic``; ``login`` and the tools whose password
-    options are read; ``x-amz-``; a PEM marker; the ``@`` of a URL's user) or a token
-    shape: a line holding none of these, and no known value, is inert.
+    A job's output is lines of training logs (:data:`_LOGGED`): no ``$``, backslash or
+    backtick, so each shell word, and each script an ``sh -c`` word holds, is a piece of
+    the text with some of its quotes taken out. Every rule then finds only what holds a
+    literal of :data:`_LOGGED_GATE` (a secret word of a name, flag, key, header or env
+    entry; ``authorization``, ``bearer``, ``basic``; ``login`` and the tools whose
+    password options are read; ``x-amz-``; a PEM marker; the ``@`` of a URL's user) or a
+    token shape, in the text or in such a piece. Each of these is in the text with all of
+    its quotes taken out, the literals and a token's prefix (none holds a quote), and a
+    bare AWS key's run, which may grow there (:data:`_AWS_RUN`, judged without what
+    stands around it). A line without quotes is those pieces; of one with quotes, a token
+    prefix or such a run anywhere takes the full scan (quotes may join a token that a
+    shell word reads, ``a"'"nvapi-x"y"``, where the text has a letter before it). A line
+    holding none of these, and no known value, is inert.
 
     The alphabets are ASCII but for box-drawing and block characters, because ``(?i)``
     reads some other letters as ASCII ones (the long s as ``s``, the Kelvin sign as
@@ -1730,13 +1738,22 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     elif _PROSE().fullmatch(text) is not None:
         if _PROSE_GATE().search(text) is not None:
             return False
-    elif (
-        _LOGGED().fullmatch(text) is None
-        or _LOGGED_GATE().search(text.lower()) is not None
-        or _token_shaped(text)
-    ):
+    elif _LOGGED().fullmatch(text) is None or _logged_read(text):
         return False
     return not secrets or not any(value in text for value in secrets)
+
+
+def _logged_read(text: str) -> bool:
+    """Whether a rule may find something in ``text``, a line of :data:`_LOGGED` (see
+    :func:`_is_inert`)."""
+    unquoted = text.replace('"', "").replace("'", "")
+    if _LOGGED_GATE().search(unquoted.lower()) is not None:
+        return True
+    if len(unquoted) == len(text):
+        return _token_shaped(text)
+    return _WORD_TOKEN_PREFIX().search(unquoted) is not None or (
+        _AWS_RUN().search(unquoted) is not None
+    )
 
 
 def _token_shaped(text: str) -> bool:

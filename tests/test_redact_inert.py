@@ -225,10 +225,10 @@ PROSE_MIXED = st.lists(
     st.one_of(st.sampled_from(PROSE_PIECES), PROSE, *PROSE_MATCHES.values()), max_size=6
 ).flatmap(lambda parts: st.sampled_from(["", " "]).map(lambda sep: sep.join(parts)))
 
-# A line of a training log: printable ASCII but shell quoting, tabs, bars.
+# A line of a training log: printable ASCII but escapes and expansions, tabs, bars.
 BAR_CHARS = "\u2588\u258f\u2589\u2501\u2578\u2502\u2500\u259f"
 LOGGED_CHARS = (
-    "".join(c for c in string.printable if c not in "\"$'\\`\n\x0b\x0c") + BAR_CHARS + "\x1b"
+    "".join(c for c in string.printable if c not in "$\\`\n\x0b\x0c") + BAR_CHARS + "\x1b"
 )
 LOG_LINES = [
     "Epoch 3/100: 100%|\u2588\u2588\u2588\u2588| 512/512 [01:02<00:00, 8.2it/s, loss=0.123]",
@@ -237,13 +237,17 @@ LOG_LINES = [
     "train_loss_step=0.45, val_acc=0.91, lr=1e-4; {a: 1, b: [2, 3]} (#4) <5> & ~6 ^7 *8 ?9",
     "\u2501\u2501\u2501\u2578 42/100 0:00:03",
     "\x1b[32mINFO\x1b[0m Epoch 1 | loss=0.5 \x1b[1;31m[WARN]\x1b[0m slow step",
+    "Validation metrics: {'val_loss': 0.25, 'val_acc': 0.91, \"mode\": \"eval\"}",
+    '{"images": [{"file": "/data/img_0000001.jpg", "label": 1}]}',
 ]
+# Quotes that join pieces of a word, as a shell reads it (a"'"b reads a'b).
+JOINS = ["sh -c ", 'a"\'"', "x'\"'", '""', "''", '"', "'"]
 LOGGED_MATCHES = _matches_in(LOGGED_CHARS)
 LOGGED = st.text(alphabet=LOGGED_CHARS, max_size=80)
 LOGGED_MIXED = st.tuples(
     st.lists(
         st.one_of(
-            st.sampled_from([*PIECES, *PROSE_PIECES, *LOG_LINES]),
+            st.sampled_from([*PIECES, *PROSE_PIECES, *LOG_LINES, *JOINS]),
             LOGGED,
             *LOGGED_MATCHES.values(),
         ),
@@ -330,6 +334,7 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_QUOTING": "finds nothing: picks how shell text is split into words",
         "_PIECE": "finds nothing: splits shell text without quotes into words",
         "_DOUBLE_QUOTED_RUN": "finds nothing: skips ordinary text inside double quotes",
+        "_AWS_RUN": "the gate of a line of training output that holds quotes",
     }
     gated = {"AKIA key", "JWT", "_BEARER", "_LOOSE_BEARER", "_BASIC", "_AWS_SECRET_VALUE"}
     assert set(PROSE_MATCHES) == set(helpers) | gated
@@ -369,8 +374,10 @@ def test_the_rules_that_can_match_a_logged_line_are_those_its_gate_knows() -> No
         "_FLOW_MAPPING": "an env entry: " + secret_word,
         "_FLOW_KEY": "an env entry: " + secret_word,
         "_AWS_SECRET_NAME": "looked for only before a 40-character run: " + secret_word,
-        "_JSON_PAIR": "needs a quote",
-        "_ARRAY_FLAG": "needs a quote",
+        "_JSON_PAIR": "a quoted key: " + secret_word,
+        "_ARRAY_FLAG": "a quoted flag: " + secret_word,
+        "_AWS_RUN": "the gate's own: a bare AWS key's run, joined by quotes",
+        "_ESCAPE_OR_QUOTE": "finds nothing: where a double-quoted string ends",
         "_PASSWORD_TOOL": "the gate holds each tool's name",
         "_COMMAND_END": "ends the command a tool's name starts",
         "_URL_USERINFO": "the gate holds '@'",
@@ -405,10 +412,8 @@ def test_training_log_lines_are_inert(text: str) -> None:
     assert lint._redact_fully(text, []) == text
 
 
-@pytest.mark.parametrize(
-    "text", ["config: {'lr': 0.1}\n", 'name="a b"\n', "cost $5\n", "a\\b\n", "a\nb"]
-)
-def test_a_line_with_shell_quoting_or_two_lines_takes_the_full_scan(text: str) -> None:
+@pytest.mark.parametrize("text", ["cost $5\n", "a\\b\n", "a`b`\n", "a\nb"])
+def test_a_line_with_an_escape_an_expansion_or_two_lines_takes_the_full_scan(text: str) -> None:
     assert not lint._is_inert(text, [])
     assert redact(text) == lint._redact_fully(text, [])
 
@@ -439,6 +444,17 @@ def test_a_line_with_shell_quoting_or_two_lines_takes_the_full_scan(text: str) -
         "AKIAIOSFODNN7EXAMPLE|",
         f"x|{AWS_KEY}|",
         "sh -c NGC_KEY=abc123;",
+        "{'password': 'hunter2'}",
+        '{"api_key": "abc123"}\n',
+        '["--token", "abc123"]',
+        'x "Authorization: Bearer abc123def" y',
+        "run NGC_K'E'Y=abc123",
+        'sh -c NGC_K"E"Y=abc123',
+        # quotes join a token's pieces inside a script: the text has a letter before it
+        'sh -c a"\'"nvapi-AbCdEf"0123456789AbCdEf0123" ',
+        'sh -c x"\'"wJalrXUtnFEMI/K7MDEN"G/bPxRfiCYzzzmplQ123"!',
+        'sh -c z"\'"AKIAIOSFODNN7EXAM"PLE"!',
+        'sh -c "x\'"eyJhbGci"OiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjg"!',
     ],
 )
 def test_a_logged_line_a_rule_reads_is_never_inert(text: str) -> None:
