@@ -10,6 +10,7 @@ went wrong and what to do.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -294,9 +295,10 @@ def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[Callable[[], None]]:
     host = _gpu_host(dict(plan.backend)) or "this machine"
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
     with contextlib.ExitStack() as held:
-        held.enter_context(
-            flocked(f"{ledger.root}/taospec/gpus-{digest}.lock", 0o600, parents=True)
-        )
+        with recorded_first(ledger, NOT_LAUNCHED):
+            held.enter_context(
+                flocked(f"{ledger.root}/taospec/gpus-{digest}.lock", 0o600, parents=True)
+            )
         yield held.close
 
 
@@ -348,28 +350,35 @@ def submit(
         "group_start": proc.start_time(os.getpgrp()),
     }
     fields = plan.record
-    record = ledger.open(
-        platform=fields.platform,
-        image=fields.image,
-        network_arch=fields.network_arch,
-        action=fields.action,
-        storage_tier=fields.storage_tier,
-        results_root=results_root,
-        upload_excludes=fields.upload_excludes,
-        retry_of=retry_of,
-        sidecar={
-            **(sidecar or {}),
-            **engine,
-            **dict(plan.backend),
-            "plan_digest": plan.digest(),
-            SUBMITTER: submitter,
-        },
-        sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
-        message=f"opened by taospec for {plan.file} (target {plan.target})",
-    )
+    with recorded_first(ledger, NOT_LAUNCHED):
+        record = ledger.open(
+            platform=fields.platform,
+            image=fields.image,
+            network_arch=fields.network_arch,
+            action=fields.action,
+            storage_tier=fields.storage_tier,
+            results_root=results_root,
+            upload_excludes=fields.upload_excludes,
+            retry_of=retry_of,
+            sidecar={
+                **(sidecar or {}),
+                **engine,
+                **dict(plan.backend),
+                "plan_digest": plan.digest(),
+                SUBMITTER: submitter,
+            },
+            sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
+            message=f"opened by taospec for {plan.file} (target {plan.target})",
+        )
     real = plan.with_job_id(record.id)
     try:
-        opened(record)
+        try:
+            with recorded_first(ledger, NOT_LAUNCHED):
+                opened(record)
+        except StateUnwritable as unwritable:
+            with contextlib.suppress(TaospecError):
+                ledger.mark(record.id, ERROR, message=str(unwritable), err_class=INFRA)
+            raise
         _check_room(ledger, record)
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
@@ -442,6 +451,33 @@ def launch_alive(note: object, job_id: str) -> bool | None:
     return isinstance(group, int) and proc.group_names(group, note.get("group_start"), job_id)
 
 
+NOT_LAUNCHED = "nothing was launched"
+NOT_STOPPED = "nothing was stopped"
+
+
+class StateUnwritable(TaospecError):
+    """A write to the state folder that must come before a launch or a stop failed, so
+    nothing was launched or stopped (exit 3, as every failure of taospec's own)."""
+
+
+@contextlib.contextmanager
+def recorded_first(ledger: Ledger, nothing: str) -> Iterator[None]:
+    """The writes to the state folder that come before anything is launched or stopped: one
+    that fails raises :class:`StateUnwritable`, which says ``nothing`` ("nothing was
+    launched") and where the state folder is, so the person knows what to mend."""
+    try:
+        yield
+    except WriteFailed as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            mend = "free some space there"
+        else:
+            mend = "let this user write there"
+        raise StateUnwritable(
+            f"{exc}; {nothing}: taospec writes to the state folder {ledger.root} "
+            f"(TAO_STATE_DIR) first; {mend}, or set TAO_STATE_DIR to a folder that takes writes"
+        ) from None
+
+
 def _check_room(ledger: Ledger, record: Record) -> None:
     """Refuse to launch unless the marks after the launch can be written."""
     try:
@@ -455,7 +491,7 @@ def _check_room(ledger: Ledger, record: Record) -> None:
         return
     reason = (
         f"only {free // 1024} KiB free in {ledger.jobs_dir} (at least {needed // 1024} KiB "
-        "needed to record the job's outcome); nothing was launched"
+        f"needed to record the job's outcome); {NOT_LAUNCHED}"
     )
     with contextlib.suppress(TaospecError):
         ledger.mark(record.id, ERROR, message=reason, err_class=INFRA)
@@ -704,7 +740,10 @@ def cancel_job(
     hand, or before a launch it never saw) is stopped all the same; its record stays.
     """
     job_id = record.id
-    with flocked(f"{ledger.root}/taospec/cancel/{job_id}.lock", 0o600, parents=True, remove=True):
+    lock = f"{ledger.root}/taospec/cancel/{job_id}.lock"
+    with contextlib.ExitStack() as held:
+        with recorded_first(ledger, NOT_STOPPED):
+            held.enter_context(flocked(lock, 0o600, parents=True, remove=True))
         record = ledger.get(job_id)
         if record.terminal_state is not None:
             return Cancelled(record, "", False, _stop_leftover(record, ledger))
@@ -717,7 +756,8 @@ def cancel_job(
             if found.gone and record.backend_ref is not None:
                 # launched, and gone before anyone asked to stop it: it ended on its own
                 raise EndedFirst(Status(ERROR, found.message, err_class=INFRA))
-            ledger.update_sidecar(job_id, **{CANCEL_NOTE: now(), CANCEL_FAILED: None})
+            with recorded_first(ledger, NOT_STOPPED):
+                ledger.update_sidecar(job_id, **{CANCEL_NOTE: now(), CANCEL_FAILED: None})
             note = _stop(module, record, sidecar, ledger)
         except EndedFirst as ended:
             done = ended.status

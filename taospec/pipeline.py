@@ -34,10 +34,12 @@ from datetime import datetime
 from taospec import __version__, identity, interrupts, notify, platforms, progress, ticker
 from taospec.errors import EXIT_INTERNAL, InvalidInput, TaospecError
 from taospec.executor import (
+    NOT_LAUNCHED,
     SubmitFailed,
     cancel_job,
     claimed_gpus,
     launch_alive,
+    recorded_first,
     submit,
     this_process,
 )
@@ -280,7 +282,8 @@ def deciding(
     of its launch opens: the callback given to the submit notes the job, then lets go, so
     the launch itself (a long pull) holds no lock of this kind."""
     with ExitStack() as held:
-        held.enter_context(index.deciding(work))
+        with recorded_first(index.ledger, NOT_LAUNCHED):
+            held.enter_context(index.deciding(work))
 
         def opened(record: Record) -> None:
             noted(record)
@@ -318,7 +321,7 @@ def retry_due(name: str, ledger: Ledger, record: Record, work: str) -> Iterator[
     one is under way already (:class:`Busy`, for ``name``), as decided under the work's lock.
     The note is taken back when the block raises: no retry comes of that wait."""
     index = Index(ledger)
-    with index.deciding(work):
+    with recorded_first(ledger, NOT_LAUNCHED), index.deciding(work):
         refuse_busy(name, index, work, _noted_digest(ledger, record), chain_ids(ledger, record))
         ledger.update_sidecar(record.id, **{RETRY_DUE: {**this_process(), "at": now()}})
     try:

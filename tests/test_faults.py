@@ -167,7 +167,10 @@ def test_a_cancel_that_cannot_write_stops_nothing(
         subprocess.run(["umount", state_dir], check=True)
     assert refused.returncode == 3, refused.stderr
     assert "Traceback" not in refused.stderr
-    assert refused.stderr.strip().splitlines()[-1].startswith("taospec: cannot write")
+    said = refused.stderr.strip().splitlines()[-1]
+    assert said.startswith("taospec: cannot write")
+    assert "Read-only file system; nothing was stopped: " in said
+    assert f"{state_dir} (TAO_STATE_DIR) first; let this user write there" in said
     assert docker("wait", job_id).stdout.strip() == "0", "the job was left to finish"
     assert taospec("status", job_id).stdout.split()[1] == "COMPLETE"
     assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
@@ -522,7 +525,10 @@ def test_no_launch_without_room_to_record_the_outcome(
     assert "Traceback" not in refused.stderr
     said = [line for line in refused.stderr.splitlines() if "starting" not in line]
     assert len(said) == 1, refused.stderr
-    assert ("nothing was launched" if leave else "No space left on device") in said[0]
+    assert "nothing was launched" in said[0]
+    if not leave:
+        assert "No space left on device; nothing was launched" in said[0]
+        assert f"{small_state} (TAO_STATE_DIR) first; free some space there" in said[0]
     opened = sorted(set(job_ids(small_state)) - set(before))
     assert len(opened) <= 1
     for job_id in opened:

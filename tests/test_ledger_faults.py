@@ -363,3 +363,25 @@ def test_a_temp_file_left_linked_to_the_record_is_never_written_through(ledger: 
     assert path.stat().st_nlink == 1
     assert not temp.exists()
     assert before != path.read_bytes()
+
+
+@pytest.mark.parametrize("detach", [True, False], ids=["detach", "follow"])
+def test_a_run_on_a_read_only_state_folder_says_nothing_was_launched_and_where(
+    read_only: tuple[Path, Path], taospec: Runner, tmp_path: Path, detach: bool
+) -> None:
+    _, view = read_only
+    marker = tmp_path / "ran"
+    spec = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: touch {marker}\n",
+    )
+    refused = taospec("run", *(["-d"] if detach else []), spec, env={"TAO_STATE_DIR": str(view)})
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    said = [line for line in refused.stderr.splitlines() if "starting" not in line]
+    assert len(said) == 1, refused.stderr
+    assert f"cannot write {view}/" in said[0]
+    assert "Read-only file system; nothing was launched" in said[0]
+    assert f"the state folder {view} (TAO_STATE_DIR)" in said[0]
+    assert not marker.exists()
+    assert not (tmp_path / "results").exists()
