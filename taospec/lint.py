@@ -1743,6 +1743,38 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     return not secrets or not any(value in text for value in secrets)
 
 
+_LOGGED_LINES = _lazy(r"[\t\n\r\x1b -#%-\[\]-_a-~\u2500-\u259f]*")
+"""Lines of :data:`_LOGGED`, or parts of such lines, one after another."""
+
+
+def _inert_lines(text: str, secrets: Sequence[str]) -> bool:
+    """Whether each of the lines (or parts of lines) that ``text`` joins is inert, known
+    from ``text`` whole, where each piece holds a line break at its end alone (see
+    :func:`redacted_together`).
+
+    Each piece is then a line of :data:`_LOGGED`, or of :data:`_INERT` or
+    :data:`_PROSE` (whose alphabets it holds), and whatever :func:`_is_inert` needs
+    absent from a piece is absent from ``text``: it looks only for literals and runs
+    that are in ``text`` whenever they are in one of its pieces, quotes taken out of
+    both. The literals of :data:`_LOGGED_GATE` (which hold the secret words of
+    ``_may_name_secret`` and ``bearer``/``basic`` of :data:`_PROSE_GATE`), every token
+    prefix (which holds ``AKIA`` and ``eyJ``) rather than a token shape, whose
+    look-arounds a neighbouring piece could change, a run of a bare AWS key's
+    characters as long as one (which holds ``[A-Za-z0-9]{40}``) and a known value.
+    Where one of these spans two pieces, ``text`` is merely not judged inert.
+    """
+    if _LOGGED_LINES().fullmatch(text) is None:
+        return False
+    unquoted = text.replace('"', "").replace("'", "")
+    if (
+        _LOGGED_GATE().search(unquoted.lower()) is not None
+        or _WORD_TOKEN_PREFIX().search(unquoted) is not None
+        or _AWS_RUN().search(unquoted) is not None
+    ):
+        return False
+    return not secrets or not any(value in text for value in secrets)
+
+
 def _logged_read(text: str) -> bool:
     """Whether a rule may find something in ``text``, a line of :data:`_LOGGED` (see
     :func:`_is_inert`)."""
@@ -1871,6 +1903,17 @@ def redacted(text: str) -> str:
     if not _redactor:
         _redactor.append(Redactor(_registered))
     return _redactor[0].text(text)
+
+
+def redacted_together(pieces: Sequence[str]) -> str | None:
+    """The ``pieces`` of a job's output (lines, or parts of lines, each holding a line
+    break at its end alone) joined, when :func:`redacted` would leave each as it is, known
+    by reading them together: one scan of a block of output instead of several per line.
+    None when that is not known, and each piece is then redacted on its own."""
+    if not _redactor:
+        _redactor.append(Redactor(_registered))
+    text = "".join(pieces)
+    return text if _inert_lines(text, _redactor[0]._secrets) else None
 
 
 def redacted_location(text: str) -> str:

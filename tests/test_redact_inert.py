@@ -22,6 +22,7 @@ from hypothesis.errors import InvalidArgument
 from taospec import lint
 from taospec.ledger.record import OPENED_MESSAGE
 from taospec.lint import PLACEHOLDER, Redactor, lint_argv, lint_text, redact, redact_location
+from taospec.platforms.common import redacted_block, redacted_output
 
 INERT_CHARS = "abcxyzAKIVNGCPQ0123456789_./:,+%~-"
 TOKENS = [
@@ -418,45 +419,46 @@ def test_a_line_with_an_escape_an_expansion_or_two_lines_takes_the_full_scan(tex
     assert redact(text) == lint._redact_fully(text, [])
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "export NGC_KEY=abc123\n",
-        "Epoch 1 | --api-key abc123 | lr=1e-4",
-        "ngcKey: abc123",
-        "run --password=hunter2 now\n",
-        "curl -u user:hunter2 https://host",
-        "mysql -phunter22 db",
-        "sshpass -p hunter2 ssh host",
-        "docker login -p hunter2 nvcr.io",
-        "Authorization: Bearer abc123def456",
-        "AUTHORIZATION = abc123",
-        "https://user:hunter2@host/x",
-        "git clone https://0123456789abcdef0123456789@github.com/x",
-        "GET /f?X-Amz-Signature=abc123&x=1",
-        "x|bearer abcdefgh1234",
-        "x|BASIC dXNlcjpodW50ZXIy",
-        "-----BEGIN PRIVATE KEY-----\n",
-        "{name: NGC_KEY, value: abc123}",
-        "key: nvapi-AbCdEf0123456789AbCdEf0123",
-        "loss=0.1 nvapi-AbCdEf0123456789AbCdEf0123\n",
-        "weights ghp_AbCdEfGhIjKlMnOpQrSt0123 \u2588",
-        "AKIAIOSFODNN7EXAMPLE|",
-        f"x|{AWS_KEY}|",
-        "sh -c NGC_KEY=abc123;",
-        "{'password': 'hunter2'}",
-        '{"api_key": "abc123"}\n',
-        '["--token", "abc123"]',
-        'x "Authorization: Bearer abc123def" y',
-        "run NGC_K'E'Y=abc123",
-        'sh -c NGC_K"E"Y=abc123',
-        # quotes join a token's pieces inside a script: the text has a letter before it
-        'sh -c a"\'"nvapi-AbCdEf"0123456789AbCdEf0123" ',
-        'sh -c x"\'"wJalrXUtnFEMI/K7MDEN"G/bPxRfiCYzzzmplQ123"!',
-        'sh -c z"\'"AKIAIOSFODNN7EXAM"PLE"!',
-        'sh -c "x\'"eyJhbGci"OiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjg"!',
-    ],
-)
+LOGGED_READ = [
+    "export NGC_KEY=abc123\n",
+    "Epoch 1 | --api-key abc123 | lr=1e-4",
+    "ngcKey: abc123",
+    "run --password=hunter2 now\n",
+    "curl -u user:hunter2 https://host",
+    "mysql -phunter22 db",
+    "sshpass -p hunter2 ssh host",
+    "docker login -p hunter2 nvcr.io",
+    "Authorization: Bearer abc123def456",
+    "AUTHORIZATION = abc123",
+    "https://user:hunter2@host/x",
+    "git clone https://0123456789abcdef0123456789@github.com/x",
+    "GET /f?X-Amz-Signature=abc123&x=1",
+    "x|bearer abcdefgh1234",
+    "x|BASIC dXNlcjpodW50ZXIy",
+    "-----BEGIN PRIVATE KEY-----\n",
+    "{name: NGC_KEY, value: abc123}",
+    "key: nvapi-AbCdEf0123456789AbCdEf0123",
+    "loss=0.1 nvapi-AbCdEf0123456789AbCdEf0123\n",
+    "weights ghp_AbCdEfGhIjKlMnOpQrSt0123 \u2588",
+    "AKIAIOSFODNN7EXAMPLE|",
+    f"x|{AWS_KEY}|",
+    "sh -c NGC_KEY=abc123;",
+    "{'password': 'hunter2'}",
+    '{"api_key": "abc123"}\n',
+    '["--token", "abc123"]',
+    'x "Authorization: Bearer abc123def" y',
+    "run NGC_K'E'Y=abc123",
+    'sh -c NGC_K"E"Y=abc123',
+    # quotes join a token's pieces inside a script: the text has a letter before it
+    'sh -c a"\'"nvapi-AbCdEf"0123456789AbCdEf0123" ',
+    'sh -c x"\'"wJalrXUtnFEMI/K7MDEN"G/bPxRfiCYzzzmplQ123"!',
+    'sh -c z"\'"AKIAIOSFODNN7EXAM"PLE"!',
+    'sh -c "x\'"eyJhbGci"OiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjg"!',
+]
+"""Lines of training output's alphabet that a rule reads a value in."""
+
+
+@pytest.mark.parametrize("text", LOGGED_READ)
 def test_a_logged_line_a_rule_reads_is_never_inert(text: str) -> None:
     assert lint._LOGGED().fullmatch(text)
     assert not lint._is_inert(text, [])
@@ -615,3 +617,56 @@ def test_a_known_value_in_plain_prose_is_redacted() -> None:
 def test_text_a_rule_reads_is_never_inert(text: str) -> None:
     assert not lint._is_inert(text, [])
     assert redact(text) != text
+
+
+# Pieces of a job's output as a look hands them on: whole lines, and parts of a line.
+PIECE = st.one_of(LOGGED_MIXED, LOGGED).map(lambda text: text.replace("\n", "") + "\n")
+PART = st.one_of(LOGGED_MIXED, LOGGED, st.sampled_from(PIECES)).map(
+    lambda text: text.replace("\n", "")
+)
+BLOCK = st.lists(st.one_of(PIECE, PART, st.sampled_from([f"{line}\n" for line in LOG_LINES])))
+
+
+@settings(max_examples=2000)
+@given(pieces=BLOCK, values=SECRETS)
+def test_pieces_read_together_as_inert_are_each_inert(pieces: list[str], values: list[str]) -> None:
+    secrets = secrets_of(values)
+    if not lint._inert_lines("".join(pieces), secrets):
+        return
+    for piece in pieces:
+        assert lint._is_inert(piece, secrets), piece
+        assert lint._redact_fully(piece, secrets) == piece
+
+
+@settings(max_examples=500)
+@given(pieces=BLOCK)
+def test_a_block_is_redacted_as_its_pieces_are_each(pieces: list[str]) -> None:
+    assert redacted_block(pieces) == "".join(map(redacted_output, pieces))
+
+
+@pytest.mark.parametrize("text", LOGGED_READ)
+def test_a_block_holding_a_line_a_rule_reads_is_never_read_as_inert(text: str) -> None:
+    lines = [f"{line}\n" for line in LOG_LINES]
+    assert not lint._inert_lines("".join([*lines, text.rstrip("\n") + "\n", *lines]), [])
+
+
+@pytest.mark.parametrize(
+    "joined",
+    [
+        ["loss=0.1 a", "nvapi-AbCdEf0123456789AbCdEf0123\n"],  # a look-behind the next piece
+        ["x=wJalrXUtnFEMI/K7MDEN", "G/bPxRfiCYzzzmplQ1234\n"],  # a run across two parts
+        ["Epoch 1 pass", "word=hunter22\n"],  # a secret word across two parts
+    ],
+)
+def test_what_two_pieces_make_together_is_never_read_as_inert(joined: list[str]) -> None:
+    assert not lint._inert_lines("".join(joined), [])
+
+
+def test_training_output_is_read_together_and_a_secret_line_within_it_is_redacted() -> None:
+    lines = [f"{line}\n" for line in LOG_LINES] * 50
+    assert lint._inert_lines("".join(lines), [])
+    marked = [*lines[:100], "export NGC_KEY=abc123\n", *lines[100:]]
+    shown = redacted_block(marked)
+    assert shown == "".join(map(redacted_output, marked))
+    assert "abc123" not in shown
+    assert shown.count("\n") == len(marked)
