@@ -3,8 +3,9 @@
 The job is a copy of ``jobs/hello.yaml``, run once into the workspace; its log is then
 replaced by :data:`LOG_BYTES` of what TAO trainers print: progress-bar lines (blocks,
 rates, losses) and, every tenth line, a logger line naming a checkpoint. Each line is
-redacted on its way out, which is what the figure measures; ``cat`` of the same file, a
-new process too, is the floor of reading and writing the bytes.
+redacted on its way out, which is what the figure measures (into a pipe, as here, a block
+of lines at a time); ``cat`` of the same file, a new process too, is the floor of reading
+and writing the bytes.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def logs_figures(ws: Workspace, times: int = 5) -> list[Figure]:
             seconds(logged).inverse(megabytes),
             "cat of the same file",
             seconds(catted).inverse(megabytes),
-            note="every line redacted on its way out",
+            note="every line redacted on its way out, a block at a time into a pipe",
             reference_unit="MB/s",
         )
     ]

@@ -1220,3 +1220,27 @@ def _ends(path: Path, text: bytes) -> bool:
     with path.open("rb") as file:
         file.seek(-len(text), os.SEEK_END)
         return file.read() == text
+
+
+def test_a_look_into_a_pipe_shows_what_a_follow_shows_a_line_at_a_time(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a look into a pipe redacts its output a block at a time; a follow, a line at a time
+    bar = "Epoch 1:  50%|\u2588\u2588\u2588\u2588\u2588     | 256/512 [00:31<00:31, 8.2it/s]"
+    script = write(
+        tmp_path / "train.sh",
+        f"i=0; while [ $i -lt 3000 ]; do echo '{bar}'; i=$((i+1)); done\n"
+        "echo 'NGC_API_KEY=nvapi-AbCdEf0123456789AbCdEf0123'\n"
+        f"i=0; while [ $i -lt 3000 ]; do printf '%s\\r' '{bar}'; i=$((i+1)); done; echo\n"
+        'echo "weights ghp_AbCdEfGhIjKlMnOpQrSt0123 loaded"\n',
+    )
+    started = taospec("run", "--detach", job_file(tmp_path, f"sh {script}"))
+    job_id = started.stdout.strip()
+    wait_for(lambda: taospec("status", job_id).stdout.split()[1] == "COMPLETE")
+    looked, followed = taospec("logs", job_id), taospec("logs", "-f", job_id)
+    assert looked.returncode == followed.returncode == 0, looked.stderr + followed.stderr
+    assert looked.stdout == followed.stdout
+    assert looked.stdout.count(bar) == 6000
+    assert "nvapi-" not in looked.stdout
+    assert "ghp_" not in looked.stdout
+    assert looked.stdout.count("<redacted>") == 2

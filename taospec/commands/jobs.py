@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 from typing import NoReturn
 
@@ -13,7 +15,7 @@ from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
 from taospec.plan import plan_from_json, stored_plan
-from taospec.platforms.common import redacted_output
+from taospec.platforms.common import redacted_block, redacted_output
 from taospec.polling import poll
 from taospec.states import COMPLETE, Status, answered
 
@@ -21,6 +23,72 @@ from taospec.states import COMPLETE, Status, answered
 def _print_redacted(text: str) -> None:
     """Print a line of a job's output, or a part of one, redacted."""
     print(redacted_output(text), end="", flush=True)
+
+
+GATHERED_AT_MOST = 64 * 1024
+"""How many characters of a look's output :class:`Gathered` holds before it writes them."""
+LINGER = 0.05
+"""How long, in seconds, a piece of a look's output waits for more before it is written."""
+
+
+class Gathered:
+    """A look's output going to a pipe or a file: its lines (and parts of lines) gathered
+    and written a block at a time, redacted together (:func:`redacted_block`). What was
+    read waits at most :data:`LINGER` for more, so a look whose output comes slowly (a
+    reader waiting on ssh, on brev or on a pipe) shows each line as a follow would. A
+    follow, and a look on a terminal, print each line as it comes instead."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.size = 0
+        self.turn = threading.Condition()
+        self.ended = False
+        self.idle = False  # the writer waits for a first piece
+        self.failed: BaseException | None = None  # what stopped the writer (a closed pipe)
+        self.writer = threading.Thread(target=self._linger, name="gathered", daemon=True)
+        self.writer.start()
+
+    def take(self, text: str) -> None:
+        """Gather ``text``; write the block once it holds :data:`GATHERED_AT_MOST`."""
+        with self.turn:
+            if self.failed is not None:
+                raise self.failed
+            if self.idle:
+                self.turn.notify()  # the writer's wait for a first piece is over
+            self.pieces.append(text)
+            self.size += len(text)
+            if self.size >= GATHERED_AT_MOST:
+                self._write()
+
+    def close(self) -> None:
+        """Write what is gathered, once the writer has stopped."""
+        with self.turn:
+            self.ended = True
+            self.turn.notify()
+        self.writer.join()
+        if self.failed is not None:
+            raise self.failed
+        self._write()
+
+    def _linger(self) -> None:
+        with self.turn:
+            while not self.ended:
+                if not self.pieces:
+                    self.idle = True
+                    self.turn.wait()
+                    self.idle = False
+                    continue
+                self.turn.wait(LINGER)
+                try:
+                    self._write()
+                except BaseException as exc:  # the reader raises it: see take and close
+                    self.failed = exc
+                    return
+
+    def _write(self) -> None:
+        if self.pieces:
+            pieces, self.pieces, self.size = self.pieces, [], 0
+            print(redacted_block(pieces), end="", flush=True)
 
 
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
@@ -37,15 +105,21 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     module = platforms.get(record.platform)
     sidecar = ledger.sidecar(job_id)
     said: list[str] = []  # what read the output said of why it stopped, and who exited
-    code = module.logs(
-        record,
-        sidecar,
-        tail=tail,
-        follow=follow,
-        on_line=_print_redacted,
-        on_said=lambda line: said.append(line.strip()),
-        on_part=_print_redacted,  # of a line redrawn in place, a progress bar
-    )
+    gathered = None if follow or sys.stdout.isatty() else Gathered()
+    show = _print_redacted if gathered is None else gathered.take
+    try:
+        code = module.logs(
+            record,
+            sidecar,
+            tail=tail,
+            follow=follow,
+            on_line=show,
+            on_said=lambda line: said.append(line.strip()),
+            on_part=show,  # of a line redrawn in place, a progress bar
+        )
+    finally:
+        if gathered is not None:
+            gathered.close()
     how = "; ".join(said) or f"{record.platform} {proc.how_it_ended(code)}"
     ended = _ended(ledger, job_id) if follow else None
     if ended is not None and not ended.terminal:
