@@ -1193,7 +1193,9 @@ _EXTRA_TOKEN_PATTERNS: tuple[tuple[str, _Pattern], ...] = (
     ("glpat- token", _lazy(_WORD_START + r"glpat-[A-Za-z0-9_-]{20,}")),
     ("hf_ token", _lazy(_WORD_START + r"hf_[A-Za-z0-9]{30,}")),  # any case, unlike the lint's
 )
-_EXTRA_TOKEN_PREFIXES = ("gh", "glpat-", "hf_")  # as TOKEN_PREFIXES are for the lint's
+_EXTRA_TOKEN_PREFIXES = ("gho_", "ghs_", "ghu_", "ghr_", "glpat-", "hf_")
+"""What every match of :data:`_EXTRA_TOKEN_PATTERNS` holds, as :data:`TOKEN_PREFIXES` is for
+the lint's (not ``gh`` alone, which ``weights`` and ``length`` hold)."""
 _EXTRA_TOKEN_PREFIX = _lazy("|".join(map(re.escape, _EXTRA_TOKEN_PREFIXES)))
 _ANY_TOKEN_PREFIX = "|".join(map(re.escape, (*TOKEN_PREFIXES, *_EXTRA_TOKEN_PREFIXES)))
 """Every token prefix either rule set knows, as one alternation."""
@@ -1775,6 +1777,43 @@ def _inert_lines(text: str, secrets: Sequence[str]) -> bool:
     return not secrets or not any(value in text for value in secrets)
 
 
+def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
+    """Which of ``pieces`` :func:`_inert_lines` holds inert alone, found in one pass of each
+    of its searches over the pieces read together, however many of them fail.
+
+    A piece outside the alphabet fails alone. Each search then runs over the others
+    joined, quotes taken out (for which lowering keeps every length), and every piece a
+    match overlaps fails: a match within a piece alone overlaps one in the joined text,
+    since a search that reaches the piece's match unconsumed finds it there.
+    """
+    inert = [_LOGGED_LINES().fullmatch(piece) is not None for piece in pieces]
+    kept = [index for index, ok in enumerate(inert) if ok]
+    unquoted = [pieces[i].replace('"', "").replace("'", "") for i in kept]
+    joined = "".join(unquoted)
+    ends = list(itertools.accumulate(map(len, unquoted)))
+    spans = [
+        *((m.start(), m.end()) for m in _LOGGED_GATE().finditer(joined.lower())),
+        *((m.start(), m.end()) for m in _WORD_TOKEN_PREFIX().finditer(joined)),
+        *((m.start(), m.end()) for m in _AWS_RUN().finditer(joined)),
+    ]
+    if secrets:
+        text = "".join(pieces[i] for i in kept)
+        text_ends = list(itertools.accumulate(len(pieces[i]) for i in kept))
+        for value in secrets:
+            at = text.find(value)
+            while at >= 0:
+                first = bisect.bisect_right(text_ends, at)
+                last = bisect.bisect_left(text_ends, at + len(value))
+                for index in kept[first : last + 1]:
+                    inert[index] = False
+                at = text.find(value, at + 1)
+    for start, end in spans:
+        first, last = bisect.bisect_right(ends, start), bisect.bisect_left(ends, end)
+        for index in kept[first : last + 1]:
+            inert[index] = False
+    return inert
+
+
 def _logged_read(text: str) -> bool:
     """Whether a rule may find something in ``text``, a line of :data:`_LOGGED` (see
     :func:`_is_inert`)."""
@@ -1905,15 +1944,17 @@ def redacted(text: str) -> str:
     return _redactor[0].text(text)
 
 
-def redacted_together(pieces: Sequence[str]) -> str | None:
-    """The ``pieces`` of a job's output (lines, or parts of lines, each holding a line
-    break at its end alone) joined, when :func:`redacted` would leave each as it is, known
-    by reading them together: one scan of a block of output instead of several per line.
-    None when that is not known, and each piece is then redacted on its own."""
+def inert_pieces(pieces: Sequence[str]) -> list[bool]:
+    """Of the ``pieces`` of a job's output (lines, or parts of lines, each holding a line
+    break at its end alone), those :func:`redacted` would leave as they are (True), known
+    by reading them together, and those it must read (False): a few scans of a block of
+    output instead of several per line (:func:`_inert_each`)."""
     if not _redactor:
         _redactor.append(Redactor(_registered))
-    text = "".join(pieces)
-    return text if _inert_lines(text, _redactor[0]._secrets) else None
+    secrets = _redactor[0]._secrets
+    if _inert_lines("".join(pieces), secrets):
+        return [True] * len(pieces)
+    return _inert_each(pieces, secrets)
 
 
 def redacted_location(text: str) -> str:

@@ -1048,10 +1048,28 @@ def test_a_value_is_reported_once_by_the_rule_that_names_it() -> None:
     assert pairs(find_secret_literals(value)) == {(FLAG, "--aws-secret-access-key")}
 
 
-def test_every_extra_token_pattern_starts_with_a_listed_prefix() -> None:
-    for subject, pattern in lint._EXTRA_TOKEN_PATTERNS:
-        body = re.sub(r"^\(\?<!\[[^\]]*\]\)", "", pattern().pattern)
-        assert body.startswith(lint._EXTRA_TOKEN_PREFIXES), (subject, body)
+@pytest.mark.parametrize(
+    ("subject", "prefixes"),
+    [
+        *((subject, lint.TOKEN_PREFIXES) for subject, _ in lint._TOKEN_PATTERNS),
+        *((subject, lint._EXTRA_TOKEN_PREFIXES) for subject, _ in lint._EXTRA_TOKEN_PATTERNS),
+    ],
+)
+def test_every_match_of_a_token_pattern_holds_a_listed_prefix(
+    subject: str, prefixes: tuple[str, ...]
+) -> None:
+    # The token rules, and the gates for a line of a job's output, look for these
+    # literals alone: a match without one would be a token they let through.
+    pattern = dict((*lint._TOKEN_PATTERNS, *lint._EXTRA_TOKEN_PATTERNS))[subject]()
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(pattern))
+    def check(text: str) -> None:
+        found = pattern.search(text)
+        assert found is not None
+        assert any(prefix in found.group() for prefix in prefixes), (subject, found.group())
+
+    check()
 
 
 RULE_PIECES = st.lists(
@@ -1142,7 +1160,7 @@ def test_short_secrets_reach_the_scan(text: str) -> None:
 def test_short_values_without_rule_characters_skip_the_scan() -> None:
     for value in ("/data", "hello, TAO", "offline", "LEVIR-CD", "a-b-c d-e"):
         assert not lint._may_hold_secret(value)
-    for value in ("-p", "a -p", "'-p'", "a--b", "a=b", "x:y", "bearer abc", "AKIAxx", "ghp"):
+    for value in ("-p", "a -p", "'-p'", "a--b", "a=b", "x:y", "bearer abc", "AKIAxx", "ghp_"):
         assert lint._may_hold_secret(value)
     for value in ("\u017f", "a" * 40, "''-p", "\\-p", "$(x)-p", "a\\\n-p", "sk-"):
         assert lint._may_hold_secret(value)

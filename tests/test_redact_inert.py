@@ -324,7 +324,6 @@ def test_the_rules_that_can_match_plain_prose_are_those_its_gate_knows() -> None
         "_NAME_BREAKS": "splits names",
         "_PARAMETER": "read only after '$'",
         "_TOKEN_PREFIX": "the token patterns' gate; 'xox' needs 'xox?-'",
-        "_EXTRA_TOKEN_PREFIX": "the extra token patterns' gate; each needs '_' or '-'",
         "_WORD_TOKEN_PREFIX": "both token gates in one, for plain words",
         "_RULE_MARK": "the gate of a short job value, in find_secret_literals",
         "_ORDINARY_RUN": "skips ordinary text while splitting logical lines",
@@ -636,6 +635,41 @@ def test_pieces_read_together_as_inert_are_each_inert(pieces: list[str], values:
     for piece in pieces:
         assert lint._is_inert(piece, secrets), piece
         assert lint._redact_fully(piece, secrets) == piece
+
+
+@settings(max_examples=2000)
+@given(pieces=BLOCK, values=SECRETS)
+def test_pieces_found_inert_among_others_are_each_inert(
+    pieces: list[str], values: list[str]
+) -> None:
+    secrets = secrets_of(values)
+    for piece, inert in zip(pieces, lint._inert_each(pieces, secrets), strict=True):
+        if inert:
+            assert lint._inert_lines(piece, secrets), piece
+            assert lint._is_inert(piece, secrets), piece
+            assert lint._redact_fully(piece, secrets) == piece
+
+
+@pytest.mark.parametrize(
+    ("pieces", "inert"),
+    [
+        (["loss=0.1 a", "nvapi-AbCdEf0123456789AbCdEf0123\n", "b\n"], [True, False, True]),
+        (["a\n", "x=wJalrXUtnFEMI/K7MDEN", "G/bPxRfiCYzzzmplQ1234\n"], [True, False, False]),
+        (["x wJalrXUtnFEMIK7MDENGbPxRfiCYEXA", "MPLEKEYab\n", "cd\n"], [False, False, True]),
+        (["ab", "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12\n"], [False, False]),
+        (["Epoch 1 pa", "ss\n", "x\n", "cost $5\n", "y\n"], [False, False, True, False, True]),
+        (["a\n", "'to'\n", "to'k'en\n", "", "b\n"], [True, True, False, True, True]),
+    ],
+)
+def test_the_pieces_a_match_overlaps_are_read_alone(pieces: list[str], inert: list[bool]) -> None:
+    assert lint._inert_each(pieces, []) == inert
+
+
+def test_a_line_a_rule_reads_costs_only_itself_however_many_there_are() -> None:
+    bar, read = f"{LOG_LINES[0]}\n", "Saved model with a token count of 12\n"
+    pieces = [bar, read] * 500
+    assert lint._inert_each(pieces, []) == [True, False] * 500
+    assert lint._inert_each(pieces, ["0.123]"]) == [False, False] * 500
 
 
 @settings(max_examples=500)

@@ -338,22 +338,14 @@ def redacted_output(text: str) -> str:
     return "".join(map(lint.redacted, in_parts(text)))
 
 
-TOGETHER_AT_MOST = 8
-"""How few pieces of output :func:`redacted_block` stops halving at, and redacts each."""
-
-
 def redacted_block(pieces: list[str]) -> str:
     """Pieces of a job's output (lines, or parts of lines) redacted as
-    :func:`redacted_output` redacts each, and joined: read together while they are inert
-    together (:func:`taospec.lint.redacted_together`), a half at a time where not, so that
-    a line a rule reads costs the scan of its own few neighbours, not of the block."""
-    together = lint.redacted_together(pieces)
-    if together is not None:
-        return together
-    if len(pieces) <= TOGETHER_AT_MOST:
-        return "".join(map(redacted_output, pieces))
-    half = len(pieces) // 2
-    return redacted_block(pieces[:half]) + redacted_block(pieces[half:])
+    :func:`redacted_output` redacts each, and joined: those read together as inert
+    (:func:`taospec.lint.inert_pieces`) as they are, each of the others on its own."""
+    inert = lint.inert_pieces(pieces)
+    if all(inert):
+        return "".join(pieces)
+    return "".join(p if ok else redacted_output(p) for p, ok in zip(pieces, inert, strict=True))
 
 
 class Redrawn:
