@@ -1752,7 +1752,7 @@ _LOGGED_LINES = _lazy(r"[\t\n\r\x1b -#%-\[\]-_a-~\u2500-\u259f]*")
 def _inert_lines(text: str, secrets: Sequence[str]) -> bool:
     """Whether each of the lines (or parts of lines) that ``text`` joins is inert, known
     from ``text`` whole, where each piece holds a line break at its end alone (see
-    :func:`redacted_together`).
+    :func:`inert_pieces`).
 
     Each piece is then a line of :data:`_LOGGED`, or of :data:`_INERT` or
     :data:`_PROSE` (whose alphabets it holds), and whatever :func:`_is_inert` needs
@@ -1781,12 +1781,12 @@ def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
     """Which of ``pieces`` :func:`_inert_lines` holds inert alone, found in one pass of each
     of its searches over the pieces read together, however many of them fail.
 
-    A piece outside the alphabet fails alone. Each search then runs over the others
+    A piece outside :data:`_LOGGED` fails alone. Each search then runs over the others
     joined, quotes taken out (for which lowering keeps every length), and every piece a
     match overlaps fails: a match within a piece alone overlaps one in the joined text,
     since a search that reaches the piece's match unconsumed finds it there.
     """
-    inert = [_LOGGED_LINES().fullmatch(piece) is not None for piece in pieces]
+    inert = [_LOGGED().fullmatch(piece) is not None for piece in pieces]
     kept = [index for index, ok in enumerate(inert) if ok]
     unquoted = [pieces[i].replace('"', "").replace("'", "") for i in kept]
     joined = "".join(unquoted)
@@ -1952,7 +1952,9 @@ def inert_pieces(pieces: Sequence[str]) -> list[bool]:
     if not _redactor:
         _redactor.append(Redactor(_registered))
     secrets = _redactor[0]._secrets
-    if _inert_lines("".join(pieces), secrets):
+    text = "".join(pieces)
+    ended = sum(piece.endswith("\n") for piece in pieces)
+    if text.count("\n") == ended and _inert_lines(text, secrets):
         return [True] * len(pieces)
     return _inert_each(pieces, secrets)
 

@@ -704,3 +704,9 @@ def test_training_output_is_read_together_and_a_secret_line_within_it_is_redacte
     assert shown == "".join(map(redacted_output, marked))
     assert "abc123" not in shown
     assert shown.count("\n") == len(marked)
+
+
+def test_a_piece_holding_two_lines_is_read_alone() -> None:
+    pieces = ["a\n", "b\nc\n", "d"]
+    assert lint._inert_each(pieces, []) == [True, False, True]
+    assert lint.inert_pieces(pieces) == [True, False, True]
