@@ -385,3 +385,23 @@ def test_a_run_on_a_read_only_state_folder_says_nothing_was_launched_and_where(
     assert f"the state folder {view} (TAO_STATE_DIR)" in said[0]
     assert not marker.exists()
     assert not (tmp_path / "results").exists()
+
+
+def test_a_record_whose_index_note_cannot_be_written_ends_error_with_nothing_launched(
+    state_dir: Path, taospec: Runner, tmp_path: Path
+) -> None:
+    # the record opens; the note that lets other runs see it cannot be written
+    write(state_dir / "taospec" / "works", "a file where a folder of notes belongs\n")
+    marker = tmp_path / "ran"
+    spec = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\nimage: busybox:1\n"
+        f"results_root: {tmp_path / 'results'}\ncommand: touch {marker}\n",
+    )
+    refused = taospec("run", "-d", spec)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "; nothing was launched: taospec writes to the state folder" in refused.stderr
+    [record] = [json.loads(p.read_text()) for p in (state_dir / "jobs").glob("*.json")]
+    assert (record["terminal_state"], record["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert "nothing was launched" in record["transitions"][-1]["message"]
+    assert not marker.exists()
