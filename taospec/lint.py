@@ -1745,46 +1745,21 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     return not secrets or not any(value in text for value in secrets)
 
 
-_LOGGED_LINES = _lazy(r"[\t\n\r\x1b -#%-\[\]-_a-~\u2500-\u259f]*")
-"""Lines of :data:`_LOGGED`, or parts of such lines, one after another."""
-
-
-def _inert_lines(text: str, secrets: Sequence[str]) -> bool:
-    """Whether each of the lines (or parts of lines) that ``text`` joins is inert, known
-    from ``text`` whole, where each piece holds a line break at its end alone (see
-    :func:`inert_pieces`).
-
-    Each piece is then a line of :data:`_LOGGED`, or of :data:`_INERT` or
-    :data:`_PROSE` (whose alphabets it holds), and whatever :func:`_is_inert` needs
-    absent from a piece is absent from ``text``: it looks only for literals and runs
-    that are in ``text`` whenever they are in one of its pieces, quotes taken out of
-    both. The literals of :data:`_LOGGED_GATE` (which hold the secret words of
-    ``_may_name_secret`` and ``bearer``/``basic`` of :data:`_PROSE_GATE`), every token
-    prefix (which holds ``AKIA`` and ``eyJ``) rather than a token shape, whose
-    look-arounds a neighbouring piece could change, a run of a bare AWS key's
-    characters as long as one (which holds ``[A-Za-z0-9]{40}``) and a known value.
-    Where one of these spans two pieces, ``text`` is merely not judged inert.
-    """
-    if _LOGGED_LINES().fullmatch(text) is None:
-        return False
-    unquoted = text.replace('"', "").replace("'", "")
-    if (
-        _LOGGED_GATE().search(unquoted.lower()) is not None
-        or _WORD_TOKEN_PREFIX().search(unquoted) is not None
-        or _AWS_RUN().search(unquoted) is not None
-    ):
-        return False
-    return not secrets or not any(value in text for value in secrets)
-
-
 def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
-    """Which of ``pieces`` :func:`_inert_lines` holds inert alone, found in one pass of each
-    of its searches over the pieces read together, however many of them fail.
+    """Which of ``pieces`` (lines, or parts of lines) are inert, found in one pass of each
+    search over the pieces read together, however many of them fail.
 
-    A piece outside :data:`_LOGGED` fails alone. Each search then runs over the others
-    joined, quotes taken out (for which lowering keeps every length), and every piece a
-    match overlaps fails: a match within a piece alone overlaps one in the joined text,
-    since a search that reaches the piece's match unconsumed finds it there.
+    A piece outside :data:`_LOGGED` (a line break at its end alone) fails alone. What
+    :func:`_is_inert` then needs absent from a piece is a literal or a run that is in the
+    piece with its quotes taken out whenever a rule may find something in it: the
+    literals of :data:`_LOGGED_GATE` (which hold the secret words of ``_may_name_secret``
+    and ``bearer``/``basic`` of :data:`_PROSE_GATE`), every token prefix (which holds
+    ``AKIA`` and ``eyJ``) rather than a token shape, whose look-arounds a neighbouring
+    piece could change, a run of a bare AWS key's characters as long as one (which holds
+    ``[A-Za-z0-9]{40}``), and a known value. Each search runs over the pieces joined,
+    quotes taken out (for which lowering keeps every length), and every piece a match
+    overlaps fails: a match within a piece alone overlaps one in the joined text, since a
+    search that reaches the piece's match unconsumed finds it there.
     """
     inert = [_LOGGED().fullmatch(piece) is not None for piece in pieces]
     kept = [index for index, ok in enumerate(inert) if ok]
@@ -1945,18 +1920,13 @@ def redacted(text: str) -> str:
 
 
 def inert_pieces(pieces: Sequence[str]) -> list[bool]:
-    """Of the ``pieces`` of a job's output (lines, or parts of lines, each holding a line
-    break at its end alone), those :func:`redacted` would leave as they are (True), known
-    by reading them together, and those it must read (False): a few scans of a block of
-    output instead of several per line (:func:`_inert_each`)."""
+    """Of the ``pieces`` of a job's output (lines, or parts of lines), those
+    :func:`redacted` would leave as they are (True), known by reading them together, and
+    those it must read (False): a few scans of a block of output instead of several per
+    line (:func:`_inert_each`)."""
     if not _redactor:
         _redactor.append(Redactor(_registered))
-    secrets = _redactor[0]._secrets
-    text = "".join(pieces)
-    ended = sum(piece.endswith("\n") for piece in pieces)
-    if text.count("\n") == ended and _inert_lines(text, secrets):
-        return [True] * len(pieces)
-    return _inert_each(pieces, secrets)
+    return _inert_each(pieces, _redactor[0]._secrets)
 
 
 def redacted_location(text: str) -> str:
