@@ -1716,13 +1716,15 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     literal of :data:`_LOGGED_GATE` (a secret word of a name, flag, key, header or env
     entry; ``authorization``, ``bearer``, ``basic``; ``login`` and the tools whose
     password options are read; ``x-amz-``; a PEM marker; the ``@`` of a URL's user) or a
-    token shape, in the text or in such a piece. Each of these is in the text with all of
-    its quotes taken out, the literals and a token's prefix (none holds a quote), and a
-    bare AWS key's run, which may grow there (:data:`_AWS_RUN`, judged without what
-    stands around it). A line without quotes is those pieces; of one with quotes, a token
-    prefix or such a run anywhere takes the full scan (quotes may join a token that a
-    shell word reads, ``a"'"nvapi-x"y"``, where the text has a letter before it). A line
-    holding none of these, and no known value, is inert.
+    token shape, in the text or in such a piece; of a secret word, one that ends a part
+    of the name a rule reads (:func:`_goes_on`: not ``tokens`` or ``keypoints``). Each of
+    these is in the text with all of its quotes taken out, the literals and a token's
+    prefix (none holds a quote), and a bare AWS key's run, which may grow there
+    (:data:`_AWS_RUN`, judged without what stands around it). A line without quotes is
+    those pieces; of one with quotes, a token prefix or such a run anywhere takes the full
+    scan (quotes may join a token that a shell word reads, ``a"'"nvapi-x"y"``, where the
+    text has a letter before it). A line holding none of these, and no known value, is
+    inert.
 
     The alphabets are ASCII but for box-drawing and block characters, because ``(?i)``
     reads some other letters as ASCII ones (the long s as ``s``, the Kelvin sign as
@@ -1745,6 +1747,67 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     return not secrets or not any(value in text for value in secrets)
 
 
+_NAME_WORDS = frozenset(word.lower() for word in _SECRET_NAME_WORDS)
+_GOES_ON = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _gate_spans(unquoted: str, removed: Sequence[int], ends: Sequence[int]) -> Iterator[range]:
+    """Where :data:`_LOGGED_GATE` finds a literal in ``unquoted`` (pieces ending at ``ends``,
+    joined, with quotes taken out at ``removed``), but a secret word that goes on into a
+    longer word (:func:`_goes_on`): ``tokens``, ``keypoints`` and ``passed`` are read as
+    nothing. A search goes on from the next character after such a word, for a literal
+    it overlaps (``secreToken``)."""
+    lowered = unquoted.lower()
+    gate = _LOGGED_GATE()
+    found = gate.search(lowered)
+    while found is not None:
+        start, end = found.span()
+        if found.group() in _NAME_WORDS and _goes_on(unquoted, start, end, removed, ends):
+            found = gate.search(lowered, start + 1)
+        else:
+            yield range(start, end)
+            found = gate.search(lowered, end)
+
+
+def _goes_on(
+    unquoted: str, start: int, end: int, removed: Sequence[int], ends: Sequence[int]
+) -> bool:
+    """Whether the secret word at ``start:end`` of ``unquoted`` goes on into a longer part
+    of every name a rule may read that holds it, a part that is no secret word.
+
+    :func:`is_secret_name` and :func:`_is_secret_flag` accept a name for a part that is a
+    keyword, and every keyword ends with its secret word (``APIKEY``, ``TOKEN``) but
+    ``PASSWORD`` and ``PASSWD``, where ``w`` follows ``PASS``. Parts break at ``_ . -``
+    and where ``_CAMEL`` splits, before an upper-case letter that follows a lower-case
+    one or a digit. So a part goes on past the word's last letter into a lower-case
+    letter or a digit, and from an upper-case letter into an upper-case one. Every name
+    a rule reads ends where no letter or digit follows it: at ``=``, ``:``, a blank, a
+    quote, a comma, a brace, or the end of its word or line. A word followed by such a
+    character within its piece, with no quote taken out between them (so the text has
+    them side by side, as has every shell word made of it), is then in a part longer than
+    itself. That part is a keyword only if it begins within the word (``secreToken``),
+    and then its own secret word begins after this one does, where the search goes on.
+    """
+    if end >= ends[bisect.bisect_right(ends, start)]:
+        return False  # the last of its piece: the piece alone is read to its end
+    if removed and bisect.bisect_left(removed, start + 1) != bisect.bisect_right(removed, end):
+        return False  # a quote stood within it or after it
+    after = unquoted[end]
+    if after in "wW" and unquoted[start:end].lower() == "pass":
+        return False
+    return after in _GOES_ON or (after in _UPPER and unquoted[end - 1] in _UPPER)
+
+
+def _quotes_at(text: str) -> list[int]:
+    """Where each quote of ``text`` stood once its quotes are taken out: an index into the
+    text without them, before which it stood."""
+    return [quote.start() - n for n, quote in enumerate(_LOGGED_QUOTE().finditer(text))]
+
+
+_LOGGED_QUOTE = _lazy("[\"']")
+
+
 def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
     """Which of ``pieces`` (lines, or parts of lines) are inert, found in one pass of each
     search over the pieces read together, however many of them fail.
@@ -1753,26 +1816,29 @@ def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
     :func:`_is_inert` then needs absent from a piece is a literal or a run that is in the
     piece with its quotes taken out whenever a rule may find something in it: the
     literals of :data:`_LOGGED_GATE` (which hold the secret words of ``_may_name_secret``
-    and ``bearer``/``basic`` of :data:`_PROSE_GATE`), every token prefix (which holds
-    ``AKIA`` and ``eyJ``) rather than a token shape, whose look-arounds a neighbouring
-    piece could change, a run of a bare AWS key's characters as long as one (which holds
-    ``[A-Za-z0-9]{40}``), and a known value. Each search runs over the pieces joined,
-    quotes taken out (for which lowering keeps every length), and every piece a match
-    overlaps fails: a match within a piece alone overlaps one in the joined text, since a
-    search that reaches the piece's match unconsumed finds it there.
+    and ``bearer``/``basic`` of :data:`_PROSE_GATE`) but a secret word that goes on
+    (:func:`_goes_on`), every token prefix (which holds ``AKIA`` and ``eyJ``) rather than
+    a token shape, whose look-arounds a neighbouring piece could change, a run of a bare
+    AWS key's characters as long as one (which holds ``[A-Za-z0-9]{40}``), and a known
+    value. Each search runs over the pieces joined, quotes taken out (for which lowering
+    keeps every length), and every piece a match overlaps fails: a match within a piece
+    alone overlaps one in the joined text, since a search that reaches the piece's match
+    unconsumed finds it there. Whether a secret word goes on is judged within its piece,
+    as the piece alone judges it.
     """
     inert = [_LOGGED().fullmatch(piece) is not None for piece in pieces]
     kept = [index for index, ok in enumerate(inert) if ok]
+    text = "".join(pieces[i] for i in kept)
     unquoted = [pieces[i].replace('"', "").replace("'", "") for i in kept]
     joined = "".join(unquoted)
     ends = list(itertools.accumulate(map(len, unquoted)))
+    removed = _quotes_at(text) if len(joined) != len(text) else []
     spans = [
-        *((m.start(), m.end()) for m in _LOGGED_GATE().finditer(joined.lower())),
+        *((s.start, s.stop) for s in _gate_spans(joined, removed, ends)),
         *((m.start(), m.end()) for m in _WORD_TOKEN_PREFIX().finditer(joined)),
         *((m.start(), m.end()) for m in _AWS_RUN().finditer(joined)),
     ]
     if secrets:
-        text = "".join(pieces[i] for i in kept)
         text_ends = list(itertools.accumulate(len(pieces[i]) for i in kept))
         for value in secrets:
             at = text.find(value)
@@ -1793,7 +1859,8 @@ def _logged_read(text: str) -> bool:
     """Whether a rule may find something in ``text``, a line of :data:`_LOGGED` (see
     :func:`_is_inert`)."""
     unquoted = text.replace('"', "").replace("'", "")
-    if _LOGGED_GATE().search(unquoted.lower()) is not None:
+    removed = _quotes_at(text) if len(unquoted) != len(text) else []
+    if any(_gate_spans(unquoted, removed, (len(unquoted),))):
         return True
     if len(unquoted) == len(text):
         return _token_shaped(text)

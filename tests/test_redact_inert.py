@@ -96,6 +96,14 @@ PIECES = [
     ":",
     "\t",
     "login",
+    "tokens",
+    "TOKENS",
+    "tokenS",
+    "secreToken",
+    "keypoints",
+    "passed",
+    "passwd",
+    '"FOO_TOKEN"x',
     "bash",
     "sh",
     "-c",
@@ -344,7 +352,10 @@ def test_the_rules_that_can_match_a_logged_line_are_those_its_gate_knows() -> No
     # Each pattern Hypothesis can match within the alphabet of a logged line, and why a
     # hit needs what the gate looks for. A new rule that can match such a line must be
     # added here, and its literal to the gate when it keys on one.
-    secret_word = "a hit needs a secret word in the name, flag, key or header it reads"
+    secret_word = (
+        "a hit needs a secret word that ends a part of the name, flag, key or header it reads,"
+        " a name that no letter or digit follows"
+    )
     reasons = {
         "_CAMEL": "splits names",
         "_NAME_BREAKS": "splits names",
@@ -453,8 +464,34 @@ LOGGED_READ = [
     'sh -c x"\'"wJalrXUtnFEMI/K7MDEN"G/bPxRfiCYzzzmplQ123"!',
     'sh -c z"\'"AKIAIOSFODNN7EXAM"PLE"!',
     'sh -c "x\'"eyJhbGci"OiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjg"!',
+    # a secret word that ends a part of a name, though a letter follows it in the line
+    "secreToken=abc123",  # SECRET goes on (o), TOKEN within it is a part of its own
+    "tokenS=abc123",  # camelCase: the S starts a new part
+    "apiKey=abc123",
+    "passwd=hunter22",  # PASS goes on only into PASSWORD and PASSWD
+    "PASSWORD=hunter22",
+    "user_password: hunter22",
+    '{name: "FOO_TOKEN"x, value: "hunter22"}',  # the name ends at its quote
 ]
 """Lines of training output's alphabet that a rule reads a value in."""
+
+CONTINUED = [
+    "step 120 | 4521.7 tokens/s | loss 1.93",
+    "{'loss': 1.2, 'tokens/s': 4500.0, 'num_tokens': 81920}",
+    "Detected 17 keypoints in 12 images; TOKENS=5",
+    "all 12 checks passed, passes=3, Passthrough=on",
+    "apikeys=1 monkeys=2 secretary=none credentials=none tokenizer: bpe",
+]
+"""Lines where each secret word goes on, in the same part of every name a rule reads, into
+a word that is no secret word (``tokens``, ``keypoints``, ``passed``)."""
+
+
+@pytest.mark.parametrize("text", CONTINUED)
+def test_a_secret_word_a_letter_or_digit_goes_on_from_leaves_a_line_inert(text: str) -> None:
+    assert lint._is_inert(text, [])
+    assert lint._redact_fully(text, []) == text
+    lines = [f"{line}\n" for line in (LOG_LINES[1], text, LOG_LINES[0])]
+    assert lint._inert_each(lines, []) == [True, True, True]
 
 
 @pytest.mark.parametrize("text", LOGGED_READ)
@@ -647,6 +684,7 @@ def test_pieces_found_inert_among_others_are_each_inert(
         (["ab", "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12\n"], [False, False]),
         (["Epoch 1 pa", "ss\n", "x\n", "cost $5\n", "y\n"], [False, False, True, False, True]),
         (["a\n", "'to'\n", "to'k'en\n", "", "b\n"], [True, True, False, True, True]),
+        (["tokens\n", "step --token", "s 5\n", "TOKEN", "S\n"], [True, False, True, False, True]),
     ],
 )
 def test_the_pieces_a_match_overlaps_are_read_alone(pieces: list[str], inert: list[bool]) -> None:
