@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import sys
 import time
 
 import pytest
@@ -59,3 +60,18 @@ def test_a_closed_pipe_the_writer_found_stops_the_reader(monkeypatch) -> None:
         gathered.take("epoch 2\n")
     with pytest.raises(BrokenPipeError):
         gathered.close()
+
+
+def test_what_goes_to_stderr_goes_after_what_was_read_before_it(monkeypatch) -> None:
+    # taospec logs ID > file 2>&1: brev's words on a read that failed, or a command's trace,
+    # come after the job's lines read before them, as a line at a time wrote them.
+    both = io.StringIO()
+    monkeypatch.setattr("sys.stdout", both)
+    monkeypatch.setattr("sys.stderr", both)
+    monkeypatch.setattr(jobs, "LINGER", 60.0)
+    with Gathered() as gathered:
+        gathered.take("epoch 1\n")
+        print("brev: connection lost", file=sys.stderr)
+        gathered.take("epoch 2\n")
+    assert both.getvalue() == "epoch 1\nbrev: connection lost\nepoch 2\n"
+    assert sys.stderr is both  # as it was

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
 import time
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from taospec import plantext, platforms, proc, progress, retrying
 from taospec.commands.session import ledger_for, say, shown_data
@@ -36,7 +37,12 @@ class Gathered:
     and written a block at a time, redacted together (:func:`redacted_block`). What was
     read waits at most :data:`LINGER` for more, so a look whose output comes slowly (a
     reader waiting on ssh, on brev or on a pipe) shows each line as a follow would. A
-    follow, and a look on a terminal, print each line as it comes instead."""
+    follow, and a look on a terminal, print each line as it comes instead.
+
+    Used as a context manager, it closes at the end, and what goes to stderr meanwhile
+    (what brev says of a read that failed, a command's trace) goes out after what was
+    read before it, as it would a line at a time: into one file (``2>&1``) in that order.
+    """
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
@@ -47,6 +53,22 @@ class Gathered:
         self.failed: BaseException | None = None  # what stopped the writer (a closed pipe)
         self.writer = threading.Thread(target=self._linger, name="gathered", daemon=True)
         self.writer.start()
+
+    def __enter__(self) -> Gathered:
+        self.stderr = sys.stderr
+        sys.stderr = _AfterGathered(self, self.stderr)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.stderr = self.stderr
+        self.close()
+
+    def flush(self) -> None:
+        """Write what is gathered now."""
+        with self.turn:
+            if self.failed is not None:
+                raise self.failed
+            self._write()
 
     def take(self, text: str) -> None:
         """Gather ``text``; write the block once it holds :data:`GATHERED_AT_MOST`."""
@@ -91,6 +113,22 @@ class Gathered:
             print(redacted_block(pieces), end="", flush=True)
 
 
+class _AfterGathered:
+    """Standard error while a look's output is gathered: each write first writes out what
+    was gathered."""
+
+    def __init__(self, gathered: Gathered, stream: TextIO) -> None:
+        self.gathered = gathered
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.gathered.flush()
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
 def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
     when it completed and 1 when it ended otherwise (ERROR, CANCELED). A follow whose output
@@ -107,7 +145,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     said: list[str] = []  # what read the output said of why it stopped, and who exited
     gathered = None if follow or sys.stdout.isatty() else Gathered()
     show = _print_redacted if gathered is None else gathered.take
-    try:
+    with gathered or contextlib.nullcontext():
         code = module.logs(
             record,
             sidecar,
@@ -117,9 +155,6 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
             on_said=lambda line: said.append(line.strip()),
             on_part=show,  # of a line redrawn in place, a progress bar
         )
-    finally:
-        if gathered is not None:
-            gathered.close()
     how = "; ".join(said) or f"{record.platform} {proc.how_it_ended(code)}"
     ended = _ended(ledger, job_id) if follow else None
     if ended is not None and not ended.terminal:
