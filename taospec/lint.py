@@ -1411,6 +1411,9 @@ def find_secret_literals(
     ``--token=/results``, and ``--token {matrix.t}`` is judged by the values the
     matrix gives it, where the loader expands it.
 
+    Text :func:`redact` would leave alone, known to be without the full scan (a line of
+    plain words, :func:`_is_inert`), holds nothing any of these rules finds.
+
     A bearer value is judged by its length, which the plan changes in a value it
     extends, ``open_end`` (``results_root`` becomes ``<results_root>/<id>/...``): a
     bearer value that runs to its end counts however short it is.
@@ -1419,7 +1422,9 @@ def find_secret_literals(
     if "{" in value:
         texts = [braces.fill(value, f) for f in (_as_reference, fill or _filled)]
     for text in texts:
-        if _may_hold_secret(text) and (found := _findings(_located(text, free_text=True))):
+        if not _may_hold_secret(text) or _is_inert(text, ()):
+            continue
+        if found := _findings(_located(text, free_text=True)):
             return found
     if open_end and _may_hold(texts[0], "bearer"):
         ending = [m for m in _BEARER().finditer(texts[0]) if m.end() == len(texts[0])]

@@ -737,3 +737,17 @@ def test_a_piece_holding_two_lines_is_read_alone() -> None:
     pieces = ["a\n", "b\nc\n", "d"]
     assert lint._inert_each(pieces, []) == [True, False, True]
     assert lint.inert_pieces(pieces) == [True, False, True]
+
+
+@settings(max_examples=1000)
+@given(text=ANY_TEXT)
+def test_a_job_value_is_judged_as_the_full_scan_judges_it(text: str) -> None:
+    # find_secret_literals skips the scan of what redact leaves alone: the same findings.
+    texts = [text]
+    if "{" in text:
+        texts = [lint.braces.fill(text, f) for f in (lint._as_reference, lint._filled)]
+    scanned = next(
+        (found for t in texts if (found := lint._findings(lint._located(t, free_text=True)))),
+        [],
+    )
+    assert lint.find_secret_literals(text) == scanned
