@@ -1757,7 +1757,9 @@ _GOES_ON = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def _gate_spans(unquoted: str, removed: Sequence[int], ends: Sequence[int]) -> Iterator[range]:
+def _gate_spans(
+    unquoted: str, removed: Sequence[int], ends: Sequence[int]
+) -> Iterator[tuple[int, int]]:
     """Where :data:`_LOGGED_GATE` finds a literal in ``unquoted`` (pieces ending at ``ends``,
     joined, with quotes taken out at ``removed``), but a secret word that goes on into a
     longer word (:func:`_goes_on`): ``tokens``, ``keypoints`` and ``passed`` are read as
@@ -1771,7 +1773,7 @@ def _gate_spans(unquoted: str, removed: Sequence[int], ends: Sequence[int]) -> I
         if found.group() in _NAME_WORDS and _goes_on(unquoted, start, end, removed, ends):
             found = gate.search(lowered, start + 1)
         else:
-            yield range(start, end)
+            yield start, end
             found = gate.search(lowered, end)
 
 
@@ -1839,7 +1841,7 @@ def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
     ends = list(itertools.accumulate(map(len, unquoted)))
     removed = _quotes_at(text) if len(joined) != len(text) else []
     spans = [
-        *((s.start, s.stop) for s in _gate_spans(joined, removed, ends)),
+        *_gate_spans(joined, removed, ends),
         *((m.start(), m.end()) for m in _WORD_TOKEN_PREFIX().finditer(joined)),
         *((m.start(), m.end()) for m in _AWS_RUN().finditer(joined)),
     ]
