@@ -1670,10 +1670,10 @@ _PROSE = _lazy(r"[A-Za-z0-9 .,;!?()']*")
 """Plain prose: ASCII letters, digits, spaces and ``. , ; ! ? ( ) '``, no line break."""
 _PROSE_GATE = _lazy(r"AKIA|eyJ|(?i:bearer|basic)|[A-Za-z0-9]{40}")
 """What a rule can still find in plain prose starts one of these (see :func:`_is_inert`)."""
-_LOGGED = _lazy(r"[\t\r\x1b -#%-\[\]-_a-~\u2500-\u259f]*\n?")
-"""A line of a job's output without an escape or an expansion: printable ASCII but ``$``,
-backslash and backtick, tabs, ``\\r`` (a bar redrawn in place), the escape that begins a
-colour, box-drawing and block characters (the bar itself), and a line break at its end."""
+_LOGGED = _lazy(r"[\t\r\x1b -#%-_a-~\u2500-\u259f]*\n?")
+"""A line of a job's output without an expansion: printable ASCII but ``$`` and backtick,
+tabs, ``\\r`` (a bar redrawn in place), the escape that begins a colour, box-drawing and
+block characters (the bar itself), and a line break at its end."""
 _AWS_RUN = _lazy(r"[A-Za-z0-9/+]{40}")
 """A run of a bare AWS key's characters, as long as one, whatever stands around it."""
 _LOGGED_LITERALS = (
@@ -1715,21 +1715,23 @@ def _is_inert(text: str, secrets: Sequence[str]) -> bool:
     each of which holds a literal of :data:`_PROSE_GATE`, and a known value: prose
     holding neither is inert.
 
-    A job's output is lines of training logs (:data:`_LOGGED`): no ``$``, backslash or
-    backtick, so each shell word, and each script an ``sh -c`` word holds, is a piece of
-    the text with some of its quotes taken out. Every rule then finds only what holds a
+    A job's output is lines of training logs (:data:`_LOGGED`): no ``$`` or backtick, so
+    each shell word, and each script an ``sh -c`` word holds, is a piece of the text with
+    some of its quotes and backslashes taken out (the reader writes a backslash it keeps
+    as two, which only parts what stands around it). Every rule then finds only what holds a
     literal of :data:`_LOGGED_GATE` (a secret word of a name, flag, key, header or env
     entry; ``authorization``, ``bearer``, ``basic``; ``login`` and the tools whose
     password options are read; ``x-amz-``; a PEM marker; the ``@`` of a URL's user) or a
     token shape, in the text or in such a piece; of a secret word, one that ends a part
     of the name a rule reads (:func:`_goes_on`: not ``tokens`` or ``keypoints``). Each of
-    these is in the text with all of its quotes taken out, the literals and a token's
-    prefix (none holds a quote), and a bare AWS key's run, which may grow there
-    (:data:`_AWS_RUN`, judged without what stands around it). A line without quotes is
-    those pieces; of one with quotes, a token prefix or such a run anywhere takes the full
-    scan (quotes may join a token that a shell word reads, ``a"'"nvapi-x"y"``, where the
-    text has a letter before it). A line holding none of these, and no known value, is
-    inert.
+    these is in the text with all of its quotes and backslashes taken out
+    (:func:`_unquoted`), the literals and a token's prefix (none holds a quote or a
+    backslash), and a bare AWS key's run, which may grow there (:data:`_AWS_RUN`, judged
+    without what stands around it). A line without quotes and backslashes is those
+    pieces; of one with either, a token prefix or such a run anywhere takes the full scan
+    (they may join a token that a shell word reads, ``a"'"nvapi-x"y"`` or ``nv\\api-x``,
+    where the text has a letter before it or none). A line holding none of these, and no
+    known value, is inert.
 
     The alphabets are ASCII but for box-drawing and block characters, because ``(?i)``
     reads some other letters as ASCII ones (the long s as ``s``, the Kelvin sign as
@@ -1761,10 +1763,10 @@ def _gate_spans(
     unquoted: str, removed: Sequence[int], ends: Sequence[int]
 ) -> Iterator[tuple[int, int]]:
     """Where :data:`_LOGGED_GATE` finds a literal in ``unquoted`` (pieces ending at ``ends``,
-    joined, with quotes taken out at ``removed``), but a secret word that goes on into a
-    longer word (:func:`_goes_on`): ``tokens``, ``keypoints`` and ``passed`` are read as
-    nothing. A search goes on from the next character after such a word, for a literal
-    it overlaps (``secreToken``)."""
+    joined, with quotes and backslashes taken out at ``removed``), but a secret word that
+    goes on into a longer word (:func:`_goes_on`): ``tokens``, ``keypoints`` and
+    ``passed`` are read as nothing. A search goes on from the next character after such a
+    word, for a literal it overlaps (``secreToken``)."""
     lowered = unquoted.lower()
     gate = _LOGGED_GATE()
     found = gate.search(lowered)
@@ -1791,28 +1793,34 @@ def _goes_on(
     letter or a digit, and from an upper-case letter into an upper-case one. Every name
     a rule reads ends where no letter or digit follows it: at ``=``, ``:``, a blank, a
     quote, a comma, a brace, or the end of its word or line. A word followed by such a
-    character within its piece, with no quote taken out between them (so the text has
-    them side by side, as has every shell word made of it), is then in a part longer than
-    itself. That part is a keyword only if it begins within the word (``secreToken``),
+    character within its piece, with no quote or backslash taken out between them (so the
+    text has them side by side, as has every shell word made of it), is then in a part
+    longer than itself. That part is a keyword only if it begins within the word (``secreToken``),
     and then its own secret word begins after this one does, where the search goes on.
     """
     if end >= ends[bisect.bisect_right(ends, start)]:
         return False  # the last of its piece: the piece alone is read to its end
     if removed and bisect.bisect_left(removed, start + 1) != bisect.bisect_right(removed, end):
-        return False  # a quote stood within it or after it
+        return False  # a quote or a backslash stood within it or after it
     after = unquoted[end]
     if after in "wW" and unquoted[start:end].lower() == "pass":
         return False
     return after in _GOES_ON or (after in _UPPER and unquoted[end - 1] in _UPPER)
 
 
+def _unquoted(text: str) -> str:
+    """``text`` without its quotes and backslashes: what every shell word made of a piece of
+    it holds, and more (see :func:`_is_inert`)."""
+    return text.replace('"', "").replace("'", "").replace("\\", "")
+
+
 def _quotes_at(text: str) -> list[int]:
-    """Where each quote of ``text`` stood once its quotes are taken out: an index into the
-    text without them, before which it stood."""
+    """Where each quote and backslash of ``text`` stood once they are taken out
+    (:func:`_unquoted`): an index into the text without them, before which it stood."""
     return [quote.start() - n for n, quote in enumerate(_LOGGED_QUOTE().finditer(text))]
 
 
-_LOGGED_QUOTE = _lazy("[\"']")
+_LOGGED_QUOTE = _lazy(r"[\"'\\]")
 
 
 def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
@@ -1821,25 +1829,25 @@ def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
 
     A piece outside :data:`_LOGGED` (a line break at its end alone) fails alone. What
     :func:`_is_inert` then needs absent from a piece is a literal or a run that is in the
-    piece with its quotes taken out whenever a rule may find something in it: the
-    literals of :data:`_LOGGED_GATE` (which hold the secret words of ``_may_name_secret``
+    piece with its quotes and backslashes taken out whenever a rule may find something in
+    it: the literals of :data:`_LOGGED_GATE` (which hold the secret words of ``_may_name_secret``
     and ``bearer``/``basic`` of :data:`_PROSE_GATE`) but a secret word that goes on
     (:func:`_goes_on`), every token prefix (which holds ``AKIA`` and ``eyJ``) rather than
     a token shape, whose look-arounds a neighbouring piece could change, a run of a bare
     AWS key's characters as long as one (which holds ``[A-Za-z0-9]{40}``), and a known
-    value. Each search runs over the pieces joined, quotes taken out (for which lowering
-    keeps every length), and every piece a match overlaps fails: a match within a piece
-    alone overlaps one in the joined text, since a search that reaches the piece's match
-    unconsumed finds it there. Whether a secret word goes on is judged within its piece,
-    as the piece alone judges it.
+    value. Each search runs over the pieces joined, quotes and backslashes taken out (for
+    which lowering keeps every length), and every piece a match overlaps fails: a match
+    within a piece alone overlaps one in the joined text, since a search that reaches the
+    piece's match unconsumed finds it there. Whether a secret word goes on is judged
+    within its piece, as the piece alone judges it.
     """
     inert = [_LOGGED().fullmatch(piece) is not None for piece in pieces]
     kept = [index for index, ok in enumerate(inert) if ok]
     text = "".join(pieces[i] for i in kept)
-    unquoted = [pieces[i].replace('"', "").replace("'", "") for i in kept]
-    joined = "".join(unquoted)
-    ends = list(itertools.accumulate(map(len, unquoted)))
+    joined = _unquoted(text)
     removed = _quotes_at(text) if len(joined) != len(text) else []
+    unquoted = [_unquoted(pieces[i]) for i in kept] if removed else [pieces[i] for i in kept]
+    ends = list(itertools.accumulate(map(len, unquoted)))
     spans = [
         *_gate_spans(joined, removed, ends),
         *((m.start(), m.end()) for m in _WORD_TOKEN_PREFIX().finditer(joined)),
@@ -1865,7 +1873,7 @@ def _inert_each(pieces: Sequence[str], secrets: Sequence[str]) -> list[bool]:
 def _logged_read(text: str) -> bool:
     """Whether a rule may find something in ``text``, a line of :data:`_LOGGED` (see
     :func:`_is_inert`)."""
-    unquoted = text.replace('"', "").replace("'", "")
+    unquoted = _unquoted(text)
     removed = _quotes_at(text) if len(unquoted) != len(text) else []
     if any(_gate_spans(unquoted, removed, (len(unquoted),))):
         return True

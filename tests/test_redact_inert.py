@@ -236,9 +236,7 @@ PROSE_MIXED = st.lists(
 
 # A line of a training log: printable ASCII but escapes and expansions, tabs, bars.
 BAR_CHARS = "\u2588\u258f\u2589\u2501\u2578\u2502\u2500\u259f"
-LOGGED_CHARS = (
-    "".join(c for c in string.printable if c not in "$\\`\n\x0b\x0c") + BAR_CHARS + "\x1b"
-)
+LOGGED_CHARS = "".join(c for c in string.printable if c not in "$`\n\x0b\x0c") + BAR_CHARS + "\x1b"
 LOG_LINES = [
     "Epoch 3/100: 100%|\u2588\u2588\u2588\u2588| 512/512 [01:02<00:00, 8.2it/s, loss=0.123]",
     "[2026-12-05 10:11:00,123 - nvidia_tao_pytorch - INFO] Saving checkpoint to /results/a.pth",
@@ -249,8 +247,8 @@ LOG_LINES = [
     "Validation metrics: {'val_loss': 0.25, 'val_acc': 0.91, \"mode\": \"eval\"}",
     '{"images": [{"file": "/data/img_0000001.jpg", "label": 1}]}',
 ]
-# Quotes that join pieces of a word, as a shell reads it (a"'"b reads a'b).
-JOINS = ["sh -c ", 'a"\'"', "x'\"'", '""', "''", '"', "'"]
+# Quotes and backslashes that join pieces of a word, as a shell reads it (a"'"b reads a'b).
+JOINS = ["sh -c ", 'a"\'"', "x'\"'", '""', "''", '"', "'", "\\", "x\\", '\\"']
 LOGGED_MATCHES = _matches_in(LOGGED_CHARS)
 LOGGED = st.text(alphabet=LOGGED_CHARS, max_size=80)
 LOGGED_MIXED = st.tuples(
@@ -362,8 +360,8 @@ def test_the_rules_that_can_match_a_logged_line_are_those_its_gate_knows() -> No
         "_LONG_OPTION": "a flag is secret by its secret word",
         "_PARAMETER": "read only after '$'",
         "_DEFAULT": "read only inside '${...}'",
-        "_UNESCAPE": "needs a backslash",
-        "_BACKTICK_ESCAPE": "needs a backslash",
+        "_UNESCAPE": "undoes an escape: a word is the line less some quotes and backslashes",
+        "_BACKTICK_ESCAPE": "read only inside backticks",
         "_QUOTING": "finds nothing: picks how shell text is split into words",
         "_PIECE": "finds nothing: splits shell text without quotes into words",
         "_DOUBLE_QUOTED_RUN": "finds nothing: skips ordinary text inside double quotes",
@@ -423,8 +421,8 @@ def test_training_log_lines_are_inert(text: str) -> None:
     assert lint._redact_fully(text, []) == text
 
 
-@pytest.mark.parametrize("text", ["cost $5\n", "a\\b\n", "a`b`\n", "a\nb"])
-def test_a_line_with_an_escape_an_expansion_or_two_lines_takes_the_full_scan(text: str) -> None:
+@pytest.mark.parametrize("text", ["cost $5\n", "a`b`\n", "a\nb"])
+def test_a_line_with_an_expansion_or_two_lines_takes_the_full_scan(text: str) -> None:
     assert not lint._is_inert(text, [])
     assert redact(text) == lint._redact_fully(text, [])
 
@@ -472,6 +470,14 @@ LOGGED_READ = [
     "PASSWORD=hunter22",
     "user_password: hunter22",
     '{name: "FOO_TOKEN"x, value: "hunter22"}',  # the name ends at its quote
+    # a backslash a shell word reads past: NGC_KEY, --password, a token's prefix
+    "NGC_K\\EY=abc123",
+    "run --pass\\word hunter22",
+    "token\\S=abc123",
+    "sh -c nv\\api-AbCdEf0123456789AbCdEf0123",
+    "sh -c 'export NGC_KEY=ab\\c123'",
+    "sh -c 'secre\\Token=abc123'",
+    '{name: "FOO_TOKEN"\\x, value: "hunter22"}',
 ]
 """Lines of training output's alphabet that a rule reads a value in."""
 
@@ -481,6 +487,10 @@ CONTINUED = [
     "Detected 17 keypoints in 12 images; TOKENS=5",
     "all 12 checks passed, passes=3, Passthrough=on",
     "apikeys=1 monkeys=2 secretary=none credentials=none tokenizer: bpe",
+    # backslashes a shell would read past, as sample text and JSON print them
+    "{'text': 'Describe the image.\\nAnswer: a cat', 'tokens': 81}",
+    '{"msg": "Starting \\"train\\"", "path": "C:\\\\data\\\\train"}',
+    "loss\\t0.5\\ttokens/s\\t4500 \\u2588\\u2588",
 ]
 """Lines where each secret word goes on, in the same part of every name a rule reads, into
 a word that is no secret word (``tokens``, ``keypoints``, ``passed``)."""
