@@ -234,7 +234,7 @@ PROSE_MIXED = st.lists(
     st.one_of(st.sampled_from(PROSE_PIECES), PROSE, *PROSE_MATCHES.values()), max_size=6
 ).flatmap(lambda parts: st.sampled_from(["", " "]).map(lambda sep: sep.join(parts)))
 
-# A line of a training log: printable ASCII but escapes and expansions, tabs, bars.
+# A line of a training log: printable ASCII but expansions, tabs, bars.
 BAR_CHARS = "\u2588\u258f\u2589\u2501\u2578\u2502\u2500\u259f"
 LOGGED_CHARS = "".join(c for c in string.printable if c not in "$`\n\x0b\x0c") + BAR_CHARS + "\x1b"
 LOG_LINES = [
@@ -493,7 +493,8 @@ CONTINUED = [
     "loss\\t0.5\\ttokens/s\\t4500 \\u2588\\u2588",
 ]
 """Lines where each secret word goes on, in the same part of every name a rule reads, into
-a word that is no secret word (``tokens``, ``keypoints``, ``passed``)."""
+a word that is no secret word (``tokens``, ``keypoints``, ``passed``), some with backslashes
+a shell would read past."""
 
 
 @pytest.mark.parametrize("text", CONTINUED)
