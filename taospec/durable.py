@@ -157,23 +157,37 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes, *, mode: int = 0
     The data is written whole to the temp file, which is then linked to ``path``.
     On a file system without hard links the name is reserved with
     ``O_CREAT|O_EXCL`` instead and the temp file renamed over the reservation.
-    A failed create leaves no file behind.
+    A failed create leaves no file behind: one that fails, or is interrupted, once the
+    name is its file's (the folder's sync, removing the temp) removes the name again.
     """
     target = os.path.abspath(path)
     with _turn(target):
         temp = temp_path(target)
+        written: os.stat_result | None = None
         try:
             try:
                 _write_file(temp, data, mode)
+                written = os.stat(temp)
                 if not _link_or_reserve(temp, target, mode):
                     return False
             finally:
                 with suppress(FileNotFoundError):
                     os.unlink(temp)  # linked, renamed or abandoned: never left behind
             fsync_folder(os.path.dirname(target))
-        except OSError as exc:
-            raise WriteFailed(target, exc) from None
+        except BaseException as exc:
+            if written is not None:
+                _remove_if_same(target, written)
+            if isinstance(exc, OSError):
+                raise WriteFailed(target, exc) from None
+            raise
     return True
+
+
+def _remove_if_same(path: str, written: os.stat_result) -> None:
+    """Remove ``path`` if it names the file ``written`` describes (the create's own)."""
+    with suppress(FileNotFoundError):
+        if os.path.samestat(os.stat(path), written):
+            os.unlink(path)
 
 
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK})

@@ -405,3 +405,32 @@ def test_a_record_whose_index_note_cannot_be_written_ends_error_with_nothing_lau
     assert (record["terminal_state"], record["err_class"]) == ("ERROR", "ERR_INFRA")
     assert "nothing was launched" in record["transitions"][-1]["message"]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("cut", ["interrupt", "sync failed"])
+def test_an_open_cut_short_once_its_record_is_linked_leaves_no_record(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    # A SIGHUP to a run's process group landed right after the record's name was linked:
+    # the open removed the sidecar and left the record, PENDING with no submitter note,
+    # which nothing could close. A failed sync of the folder did the same.
+    link = os.link
+    linked: list[str] = []
+
+    def linking(source: str, target: str) -> None:
+        link(source, target)
+        linked.append(target)
+        if cut == "interrupt":
+            raise KeyboardInterrupt
+
+    def sync(folder: str) -> None:
+        if linked:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(durable.os, "link", linking)
+    if cut == "sync failed":
+        monkeypatch.setattr(durable, "fsync_folder", sync)
+    with pytest.raises(KeyboardInterrupt if cut == "interrupt" else WriteFailed):
+        open_job(ledger, job_id="cut-2", sidecar={"note": "x"})
+    assert linked == [os.path.join(ledger.jobs_dir, "cut-2.json")]
+    assert [n for n in os.listdir(ledger.jobs_dir) if not n.startswith(".")] == []
