@@ -332,8 +332,9 @@ def submit(
     the record exists, before any step (a build notes the job there, and ends the critical
     section that decided to open it).
 
-    An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) at any point after
-    the open cancels the job; from ``on_running(record)`` on, the caller owns it.
+    An interrupt (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) that arrives once the open
+    has begun cancels the job (one during the open waits for it to end, so that no record
+    is left that nothing will close); from ``on_running(record)`` on, the caller owns it.
     A submit in a worker thread never sees the interrupt, which Python raises in
     the main thread: ``stopping()`` says the run is being cancelled, and then no
     further step starts and a step that fails (its process got the signal too)
@@ -350,28 +351,31 @@ def submit(
         "group_start": proc.start_time(os.getpgrp()),
     }
     fields = plan.record
-    with recorded_first(ledger, NOT_LAUNCHED):
-        record = ledger.open(
-            platform=fields.platform,
-            image=fields.image,
-            network_arch=fields.network_arch,
-            action=fields.action,
-            storage_tier=fields.storage_tier,
-            results_root=results_root,
-            upload_excludes=fields.upload_excludes,
-            retry_of=retry_of,
-            sidecar={
-                **(sidecar or {}),
-                **engine,
-                **dict(plan.backend),
-                "plan_digest": plan.digest(),
-                SUBMITTER: submitter,
-            },
-            sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
-            message=f"opened by taospec for {plan.file} (target {plan.target})",
-        )
-    real = plan.with_job_id(record.id)
+    record: Record | None = None
     try:
+        # An interrupt that arrives while the record is opened is raised once the open
+        # is over: the record is then known, and cancelled below, or was never written.
+        with interrupts.deferred(), recorded_first(ledger, NOT_LAUNCHED):
+            record = ledger.open(
+                platform=fields.platform,
+                image=fields.image,
+                network_arch=fields.network_arch,
+                action=fields.action,
+                storage_tier=fields.storage_tier,
+                results_root=results_root,
+                upload_excludes=fields.upload_excludes,
+                retry_of=retry_of,
+                sidecar={
+                    **(sidecar or {}),
+                    **engine,
+                    **dict(plan.backend),
+                    "plan_digest": plan.digest(),
+                    SUBMITTER: submitter,
+                },
+                sidecar_for=lambda job_id: {"plan": plan.with_job_id(job_id).to_json()},
+                message=f"opened by taospec for {plan.file} (target {plan.target})",
+            )
+        real = plan.with_job_id(record.id)
         try:
             with recorded_first(ledger, NOT_LAUNCHED):
                 opened(record)
@@ -401,7 +405,8 @@ def submit(
         progress(f"{record.id}: RUNNING ({ref})")
         on_running(marked)
     except KeyboardInterrupt:
-        _interrupted(ledger, record)
+        if record is not None:
+            _interrupted(ledger, record)
         raise
     return Submission(marked, real)
 

@@ -361,6 +361,46 @@ def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
 
 
+@pytest.mark.parametrize("where", ["as the open returns", "inside the open"])
+def test_an_interrupt_that_lands_while_the_record_is_opened_cancels_it(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # A SIGHUP to the process group can land in the moment between the record's creation
+    # and the submit's cancel-on-interrupt: the record was then left PENDING, with nothing
+    # launched and no run that knew of it.
+    from taospec.errors import JobFailed
+    from taospec.executor import submit
+    from taospec.ledger import Ledger, store
+    from taospec.platforms import render
+    from tests.conftest import load_job
+
+    marker = tmp_path / "the-job-ran"
+    plan = render(load_job(job_file(tmp_path, f"touch {marker}")))
+    ledger = Ledger(state_dir)
+    if where == "as the open returns":
+        real_open = Ledger.open
+
+        def opening(self: Ledger, **fields: object) -> object:
+            opened = real_open(self, **fields)
+            os.kill(os.getpid(), signal.SIGINT)
+            return opened
+
+        monkeypatch.setattr(Ledger, "open", opening)
+    else:
+        real_append = store.journal.append
+
+        def appending(path: str, event: dict[str, str]) -> None:
+            real_append(path, event)
+            os.kill(os.getpid(), signal.SIGINT)  # the record and its journal line exist
+
+        monkeypatch.setattr(store.journal, "append", appending)
+    with pytest.raises((KeyboardInterrupt, JobFailed)):
+        submit(plan, ledger)
+    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert not marker.exists()
+
+
 def test_a_passed_value_is_kept_out_of_every_form_of_output(
     taospec: Runner, tmp_path, state_dir
 ) -> None:
