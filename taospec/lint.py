@@ -1355,6 +1355,7 @@ def lint_argv(argv: Sequence[str]) -> list[Finding]:
     """Find inline secrets in an argument list, each element read as one shell word.
 
     ``-p X`` counts only after ``login``; every finding reports line 1.
+
     """
     words = [_Word(text, index, index) for index, text in enumerate(argv)]
     elements = "\n".join(argv)  # the pattern rules read every element in one scan
@@ -1421,8 +1422,10 @@ def find_secret_literals(
     texts = [value]
     if "{" in value:
         texts = [braces.fill(value, f) for f in (_as_reference, fill or _filled)]
-    for text in texts:
+    for index, text in enumerate(texts):
         if not _may_hold_secret(text) or _is_inert(text, ()):
+            continue
+        if index == 0 and len(texts) == 2 and _references_inert(value):
             continue
         if found := _findings(_located(text, free_text=True)):
             return found
@@ -1443,6 +1446,29 @@ _STAND_IN = "${TAOSPEC_PLACEHOLDER}"
 
 def _as_reference(name: str) -> str:
     return _STAND_IN
+
+
+def _references_inert(value: str) -> bool:
+    """Whether ``value``, its placeholders read as references, is inert: known from the
+    value with a blank for each placeholder, without the full scan.
+
+    A blanked line of :data:`_LOGGED` holds no ``$`` or backtick, so the value holds none
+    but its stand-ins (:data:`_STAND_IN`). The reader keeps each stand-in in its word as
+    it stands (it holds no quote, blank or operator, and no default to read again), so
+    every piece a rule reads is a piece of the blanked text's reading with the blank
+    made the stand-in. The stand-in holds no literal of the gate, no token prefix and no
+    run an AWS key's could be part of, and it ends a name part, a token and a run where
+    it stands, as the blank does (a letter would go on with a name part, and no blank
+    would join what stands on either side). So what :func:`_logged_read` passes blanked
+    is passed with its references (see :func:`_is_inert`): the command
+    ``tao train -e {config_path} results_dir={results_dir}`` skips the full scan.
+    """
+    blanked = braces.fill(value, _as_blank)
+    return _LOGGED().fullmatch(blanked) is not None and not _logged_read(blanked)
+
+
+def _as_blank(name: str) -> str:
+    return " "
 
 
 def secret_keyed_values(
