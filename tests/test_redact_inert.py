@@ -761,6 +761,49 @@ def test_a_piece_holding_two_lines_is_read_alone() -> None:
     assert lint.inert_pieces(pieces) == [True, False, True]
 
 
+ARGUMENT_LISTS = st.lists(
+    st.one_of(
+        LOGGED,
+        LOGGED_MIXED,
+        st.sampled_from([*PIECES, *JOINS, *LOG_LINES, "-u", "-p", "login", "sh", "-c"]),
+        *LOGGED_MATCHES.values(),
+    ),
+    max_size=7,
+)
+
+
+def full_argv_scan(argv: list[str]) -> list[lint.Finding]:
+    """What every rule of :func:`lint.lint_argv` finds in ``argv``, with no gate."""
+    words = [lint._Word(text, index, index) for index, text in enumerate(argv)]
+    hits = [
+        *lint._command_hits(words, 0, free_text=False),
+        *lint._run(lint._RAW_RULES, "\n".join(argv)),
+    ]
+    return lint._findings((1, hit) for hit in hits)
+
+
+@settings(max_examples=1000)
+@given(argv=ARGUMENT_LISTS)
+def test_an_argument_list_is_judged_as_the_full_scan_judges_it(argv: list[str]) -> None:
+    assert lint.lint_argv(argv) == full_argv_scan(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["docker", "login", "-u", "x", "-p", "hunter22"],  # a tool's option in two items
+        ["curl", "-H", "Authorization: Bearer abcdefgh12345678"],
+        ["git", "clone", "https://me:hunter22@github.com/x"],
+        ["run", "--token", "abc123456"],
+        ["echo", "-----BEGIN PRIVATE KEY-----", "MIIB", "-----END PRIVATE KEY-----"],
+        ["sh", "-c", "NGC_KEY=abc123 run"],
+    ],
+)
+def test_an_argument_list_a_rule_reads_is_scanned(argv: list[str]) -> None:
+    assert not all(lint._inert_each([f"{item}\n" for item in argv], ()))
+    assert lint.lint_argv(argv) == full_argv_scan(argv) != []
+
+
 @pytest.mark.parametrize(
     ("value", "passed"),
     [
