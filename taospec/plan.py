@@ -13,7 +13,8 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, fields, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
+from types import MappingProxyType
 from typing import Any
 
 from taospec import lint, placeholders, templates
@@ -283,21 +284,28 @@ class Context:
     job_results: str
     upstream: tuple[tuple[str, str], ...] = ()
     user_from_host: bool = False
+    values: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    """The placeholder values for this job."""
+    spec_yaml: str | None = field(init=False, repr=False, compare=False)
+    """The spec file's content, or None when the job has none."""
 
-    @property
-    def config_path(self) -> str:
-        """The spec file as the job sees it."""
-        return f"{self.job_results}/{SPEC_FILE}"
-
-    @property
-    def values(self) -> dict[str, str]:
-        """The placeholder values for this job."""
-        return {
+    def __post_init__(self) -> None:
+        # Made once: every step, the plan's lint and the spec file's writer read them.
+        values = {
             "config_path": self.config_path,
             "results_dir": self.job_results,
             "job_id": self.job_id,
             **{f"needs.{name}.results_dir": path for name, path in self.upstream},
         }
+        object.__setattr__(self, "values", MappingProxyType(values))
+        spec = self.job.spec
+        text = None if spec is None else placeholders.spec_file_text(spec, self.expand)
+        object.__setattr__(self, "spec_yaml", text)
+
+    @property
+    def config_path(self) -> str:
+        """The spec file as the job sees it."""
+        return f"{self.job_results}/{SPEC_FILE}"
 
     def expand(self, text: str) -> str:
         return placeholders.expand(text, self.values)
@@ -325,13 +333,6 @@ class Context:
     @property
     def env_set(self) -> tuple[tuple[str, str], ...]:
         return tuple((name, self.expand(value)) for name, value in self.job.env_set)
-
-    @property
-    def spec_yaml(self) -> str | None:
-        """The spec file's content, or None when the job has none."""
-        if self.job.spec is None:
-            return None
-        return placeholders.spec_file_text(self.job.spec, self.expand)
 
     def runtime_env(self) -> tuple[tuple[str, str], ...]:
         """HOME, USER, LOGNAME and the cache redirects, under the job's results."""
