@@ -1347,7 +1347,17 @@ def lint_text(text: str) -> list[Finding]:
     Lines continued with a trailing backslash, or inside a quoted string, are
     joined first; a shell-word finding on a joined line reports its first
     physical line, every other finding the line where the value starts.
+
+    Text whose lines are each inert, read together (:func:`_inert_each`), is known
+    without the full scan, unless a backslash ends a line: a shell joins such a line
+    to the next (``NGC_KE\\`` then ``Y=...``), which the gate reads apart. Otherwise a
+    quote open across lines keeps the line break in its word, and every pattern rule
+    that reads across lines needs a literal of the gate on one of them.
     """
+    if "\\\n" not in text and "\\\r\n" not in text:
+        lines = [f"{line}\n" for line in text.split("\n")]
+        if all(_inert_each(lines, ())):
+            return []
     return _findings(_located(text))
 
 

@@ -804,6 +804,51 @@ def test_an_argument_list_a_rule_reads_is_scanned(argv: list[str]) -> None:
     assert lint.lint_argv(argv) == full_argv_scan(argv) != []
 
 
+# A line a rule reads, cut anywhere by a backslash-newline, which a shell joins again.
+CONTINUED_LINE = st.tuples(
+    st.sampled_from(
+        [
+            "NGC_KEY=abc123456",
+            "run --password hunter22",
+            "curl -H 'Authorization: Bearer abcdefgh12345678'",
+            "sh -c 'HF_TOKEN=abc123456 run'",
+        ]
+    ),
+    st.integers(min_value=1, max_value=20),
+).map(lambda cut: cut[0][: cut[1]] + "\\\n" + cut[0][cut[1] :])
+MULTILINE_TEXT = st.lists(
+    st.one_of(
+        LOGGED,
+        CONTINUED_LINE,
+        LOGGED_MIXED.map(lambda line: line.rstrip("\n")),
+        st.sampled_from([*PIECES, *JOINS, *LOG_LINES, "- --token", "- name: NGC_KEY"]),
+        st.one_of(*LOGGED_MATCHES.values()),
+    ),
+    min_size=2,
+    max_size=6,
+).map("\n".join)
+
+
+@settings(max_examples=1000)
+@given(text=st.one_of(MULTILINE_TEXT, st.lists(st.one_of(LOGGED, CONTINUED_LINE)).map("\n".join)))
+def test_a_text_of_many_lines_is_judged_as_the_full_scan_judges_it(text: str) -> None:
+    # The plan's spec file and a step's input: lines the gate reads together.
+    assert lint.lint_text(text) == lint._findings(lint._located(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NGC_KE\\\nY=abc123456\n",  # a shell joins the lines: NGC_KEY=abc123456
+        "run --pass\\\r\nword hunter22\n",
+        "- --token\n- abc123456\n",  # a YAML list of flags, a flag and its value
+        "x: 1\nAuthorization: Basic dXNlcjpodW50ZXIy\n",
+    ],
+)
+def test_a_text_whose_lines_a_rule_reads_together_is_scanned(text: str) -> None:
+    assert lint.lint_text(text) == lint._findings(lint._located(text)) != []
+
+
 @pytest.mark.parametrize(
     ("value", "passed"),
     [
