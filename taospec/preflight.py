@@ -52,10 +52,11 @@ def here(
     who = launcher or identity.launcher()
     problems: list[Problem] = []
     warnings: list[str] = []
+    roots: RootVerdicts = {}
     for name, target in jobfile.targets.items():
         source = sources[name]
         job = target.job
-        found = on_this_machine(job, source, user) + inputs(target, source)
+        found = on_this_machine(job, source, user, roots) + inputs(target, source)
         found += passed_variables(job, source, os.environ)
         found += passed_values_written(job, source, os.environ)
         found += tools(job, source)
@@ -68,13 +69,21 @@ def here(
     return Verdict(tuple(unique(problems)), tuple(dict.fromkeys(warnings)))
 
 
-def on_this_machine(job: Job, source: Source, user: str | None = None) -> list[Problem]:
+RootVerdicts = dict[tuple[str, str | None, str], str | None]
+"""What :func:`results_root_unusable` said of each (platform, docker host, results_root) a
+run has asked about: its targets mostly share one, asked of the kernel once."""
+
+
+def on_this_machine(
+    job: Job, source: Source, user: str | None = None, roots: RootVerdicts | None = None
+) -> list[Problem]:
     """What ``run`` stops at that is a fact of this machine, not of the job file: a mount
     source, an env file or a seccomp profile missing here, a results_root that is not a
     folder or that a local job's user (``user``: ``--user``) cannot reach (``run -n`` and
     ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
-    on)."""
-    found = mount_sources(job, source) + cli_files(job, source) + results_root(job, source)
+    on). ``roots`` holds the results_root verdicts of the targets asked before."""
+    found = mount_sources(job, source) + cli_files(job, source)
+    found += results_root(job, source, {} if roots is None else roots)
     return found or results_root_reached(job, source, user)
 
 
@@ -208,12 +217,16 @@ def slurm_partitions(targets: Iterable[tuple[Job, Source]]) -> list[Problem]:
     return problems
 
 
-def results_root(job: Job, source: Source) -> list[Problem]:
+def results_root(job: Job, source: Source, roots: RootVerdicts) -> list[Problem]:
     """A ``results_root`` that is, or lies under, what is not a folder here, where the job's
-    results folder would be made in it (the record would open, then the job fail)."""
+    results folder would be made in it (the record would open, then the job fail); each
+    verdict is noted in ``roots``, and one found there is not asked again."""
     if _elsewhere(job):
         return []
-    why = results_root_unusable(job.platform, job.docker.host, job.results_root)
+    key = (job.platform, job.docker.host, job.results_root)
+    if key not in roots:
+        roots[key] = results_root_unusable(*key)
+    why = roots[key]
     if why is None:
         return []
     return [source.problem(("results_root",), f"{why}: give a folder, or move what is there")]

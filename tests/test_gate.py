@@ -316,6 +316,32 @@ def test_a_results_root_that_is_a_file_is_refused_before_any_record(
     assert list(state_dir.iterdir()) == []  # no record was opened
 
 
+def test_a_results_root_targets_share_is_asked_of_the_machine_once_and_refused_at_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "results").write_text("not a folder\n")
+    (tmp_path / "elsewhere").mkdir()
+    path = tmp_path / "pipeline.yaml"
+    lines = ["version: 1", "defaults:", "  platform: local", "  network_arch: n"]
+    lines += ["  image: busybox", "  command: 'true'", "jobs:"]
+    for name, root in (("a", "results"), ("b", "results"), ("c", "results"), ("d", "elsewhere")):
+        lines += [f"  {name}:", "    action: x", f"    results_root: {tmp_path / root}"]
+    path.write_text("\n".join(lines) + "\n")
+    asked: list[str] = []
+    unusable = preflight.results_root_unusable
+
+    def asking(platform: str, host: str | None, root: str) -> str | None:
+        asked.append(root)
+        return unusable(platform, host, root)
+
+    monkeypatch.setattr(preflight, "results_root_unusable", asking)
+    jobfile, sources = load_located(str(path))
+    found = [str(p) for p in preflight.here(jobfile, sources).problems]
+    assert sorted(asked) == [str(tmp_path / "elsewhere"), str(tmp_path / "results")]
+    assert [p.split(": $.")[0] for p in found] == [f"{path}:{n}:19" for n in (10, 13, 16)]
+    assert all(f"{tmp_path / 'results'} is not a folder on this machine" in p for p in found)
+
+
 @pytest.mark.parametrize("platform", ["local", "docker"])
 def test_a_results_root_its_user_may_not_write_in_is_unusable(
     open_tmp: Path, platform: str

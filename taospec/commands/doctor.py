@@ -43,11 +43,14 @@ def verb(file: str | None, targets: Sequence[str] = ()) -> int:
         return run([doctor.docker_client(), *doctor.engine_checks(())])
     jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
+    roots: preflight.RootVerdicts = {}
     here = sorted(
         unique(
             problem
             for name in names
-            for problem in preflight.on_this_machine(jobfile.targets[name].job, sources[name])
+            for problem in preflight.on_this_machine(
+                jobfile.targets[name].job, sources[name], roots=roots
+            )
         )
     )
     for problem in here:  # each part of the line redacted as what it is

@@ -151,9 +151,11 @@ def _refusals(
     of a job meant for another machine still shows its plans."""
     found: list[Problem] = []
     warned: list[Problem] = []
+    roots: preflight.RootVerdicts = {}
     for name in names:
         job, source = jobfile.targets[name].job, sources[name]
-        (warned if dry_run else found).extend(preflight.on_this_machine(job, source, user))
+        here = preflight.on_this_machine(job, source, user, roots)
+        (warned if dry_run else found).extend(here)
         if not review:
             found += preflight.passed_variables(job, source, os.environ)
         found += preflight.inputs(jobfile.targets[name], source)
