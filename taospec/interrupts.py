@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -41,6 +41,8 @@ def deferred() -> Iterator[None]:
     the handlers in place before are put back, and the first interrupt that arrived is
     raised again as if it arrived then (so a held or ignored one stays ignored). A
     handler not set from Python cannot be put back; the signal's default stands for it.
+    An interrupt that lands while the handlers are being changed is raised there, and
+    every handler is put back all the same.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -50,14 +52,28 @@ def deferred() -> Iterator[None]:
     def note(signum: int, _frame: FrameType | None) -> None:
         arrived.append(signum)
 
-    before = {signum: signal.signal(signum, note) for signum in INTERRUPTS}
+    before = [(signum, signal.getsignal(signum)) for signum in INTERRUPTS]
     try:
+        for signum in INTERRUPTS:
+            signal.signal(signum, note)
         yield
     finally:
-        for signum, handler in before.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        _put_back(before)
         if arrived:
             signal.raise_signal(arrived[0])
+
+
+def _put_back(
+    handlers: Sequence[tuple[int, Callable[[int, FrameType | None], Any] | int | None]],
+) -> None:
+    """Set each signal's handler again, every one even if an interrupt is raised meanwhile."""
+    if not handlers:
+        return
+    (signum, handler), rest = handlers[0], handlers[1:]
+    try:
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+    finally:
+        _put_back(rest)
 
 
 def _handle_all(handler: Callable[[int, FrameType | None], Any] | signal.Handlers) -> None:

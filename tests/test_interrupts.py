@@ -71,3 +71,34 @@ def test_a_worker_thread_defers_nothing_it_could_not_see() -> None:
     thread.start()
     thread.join(timeout=10)
     assert seen == [signal.default_int_handler]
+
+
+@pytest.mark.parametrize("at", ["setting", "putting back"])
+def test_an_interrupt_while_the_handlers_change_leaves_every_one_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, at: str
+) -> None:
+    # A signal not yet held off (or put back already) raises between two of the changes;
+    # a handler left as the block's would swallow every later Ctrl-C.
+    interrupts.catch()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    was = {signum: signal.getsignal(signum) for signum in interrupts.INTERRUPTS}
+    real = signal.signal
+    calls: list[int] = []
+
+    def changing(signum: int, handler: object) -> object:
+        old = real(signum, handler)
+        calls.append(signum)
+        if len(calls) == (2 if at == "setting" else 4):
+            raise KeyboardInterrupt  # landed just after this change
+        return old
+
+    monkeypatch.setattr(interrupts.signal, "signal", changing)
+
+    def block() -> None:
+        with interrupts.deferred():
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        block()
+    monkeypatch.undo()
+    assert {signum: signal.getsignal(signum) for signum in interrupts.INTERRUPTS} == was
