@@ -1,13 +1,16 @@
 """The package's imports point down its layers only, and never in a circle.
 
 Every import counts, at module level or inside a function: the graph a
-reader sees is the graph that runs. A new module must be given its layer here.
+reader sees is the graph that runs. The layers are the README's table ("How the
+code is laid out"), so a new module is given its layer, and its line saying what
+it owns, there.
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 from taospec import states
@@ -15,28 +18,27 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "taospec"
 
-LAYERS: list[tuple[str, set[str]]] = [
-    ("cli", {"taospec.__main__", "taospec.cli", "taospec.cli.app"}),
-    ("commands", {"taospec.commands"}),
-    ("loading and pipelines", {"taospec.loader", "taospec.pipeline", "taospec.fingerprint",
-                               "taospec.polling", "taospec.preflight", "taospec.gitrev",
-                               "taospec.plandiff", "taospec.retrying"}),
-    ("executor and preflight", {"taospec.executor", "taospec.doctor"}),
-    ("platforms", {"taospec.platforms", "taospec.remote", "taospec.gpupick", "taospec.notify",
-                   "taospec.progress", "taospec.ticker"}),
-    ("plans and templates", {"taospec.plan", "taospec.plantext", "taospec.templates",
-                             "taospec.identity"}),
-    ("spec and schema", {"taospec.job", "taospec.rules", "taospec.dockerargs",
-                         "taospec.versions", "taospec.schema",
-                         "taospec.schemacheck", "taospec.yamlsrc", "taospec.diagnostics",
-                         "taospec.placeholders", "taospec.skills", "taospec.taoschema",
-                         "taospec.skilljob"}),
-    ("ledger and processes", {"taospec.ledger", "taospec.proc", "taospec.lint", "taospec.settings",
-                              "taospec.states", "taospec.errors", "taospec.diagnose",
-                              "taospec.durable", "taospec.interrupts", "taospec.braces",
-                              "taospec.jobids",
-                              "taospec"}),
-]  # fmt: skip
+LAID_OUT = "## How the code is laid out"
+
+
+def readme_layers(readme: str) -> list[tuple[str, set[str]]]:
+    """The README's layer table, top to bottom: each row's layer and its modules, named as
+    imports name them (``cli/`` the package ``taospec.cli``, ``__init__.py`` ``taospec``)."""
+    section = readme.split(LAID_OUT, 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ")]
+    assert rows, f"no layer table under {LAID_OUT!r}"
+    assert rows[0][0].strip() == "layer", f"no layer table under {LAID_OUT!r}"
+    layers = []
+    for layer, modules in rows[1:]:
+        names = set()
+        for file in re.findall(r"`([^`]+)`", modules):
+            dotted = file.removesuffix("/").removesuffix(".py").replace("/", ".")
+            names.add("taospec" if dotted == "__init__" else f"taospec.{dotted}")
+        layers.append((layer.strip(), names))
+    return layers
+
+
+LAYERS = readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))
 
 
 def module_names() -> dict[str, Path]:
@@ -66,14 +68,15 @@ def imports(path: Path, known: dict[str, Path]) -> set[str]:
 
 
 def layer_of(module: str) -> int:
-    """The index of ``module``'s layer: its own entry, or its package's."""
+    """The index of ``module``'s layer: its own entry, or its package's (``cli/``; the row
+    of ``__init__.py`` holds that module alone, not the whole of ``taospec``)."""
     candidates = [
         (len(prefix), index)
         for index, (_, members) in enumerate(LAYERS)
         for prefix in members
-        if module == prefix or module.startswith(prefix + ".")
+        if module == prefix or (prefix != "taospec" and module.startswith(prefix + "."))
     ]
-    assert candidates, f"{module} has no layer: add it to LAYERS in tests/test_layers.py"
+    assert candidates, f"{module} has no layer: give it a row in README.md, {LAID_OUT!r}"
     return max(candidates)[1]
 
 
@@ -101,6 +104,35 @@ def test_every_import_points_down_or_across() -> None:
 
 def test_no_module_imports_itself_back() -> None:
     graphlib.TopologicalSorter(graph()).prepare()  # raises CycleError naming the circle
+
+
+def test_every_module_the_readme_names_exists() -> None:
+    known = module_names()
+    named = [name for _, members in LAYERS for name in members]
+    assert [name for name in named if name not in known] == []
+    assert len(named) == len(set(named)), "a module is named in two rows"
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in module_names():
+        layer_of(module)
+
+
+def test_the_table_is_read_as_written() -> None:
+    table = f"""{LAID_OUT}
+
+| layer | modules | owns |
+|---|---|---|
+| top | `cli/`, `__main__.py` | the `commands/` it calls |
+| bottom | `ledger/`, `proc.py`, `__init__.py` | records |
+
+## Next
+| not | `read.py` | |
+"""
+    assert readme_layers(table) == [
+        ("top", {"taospec.cli", "taospec.__main__"}),
+        ("bottom", {"taospec.ledger", "taospec.proc", "taospec"}),
+    ]
 
 
 def test_the_test_sees_a_deferred_import(tmp_path: Path) -> None:
