@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import pytest
 
 from taospec import durable
 from taospec.ledger import Ledger, LedgerCorrupt, WriteFailed
-from tests.conftest import Runner, write
+from tests.conftest import Runner, taospec_command, write
 from tests.ledgers import open_job
 
 DEAD_PID = 4_194_305  # above the largest pid_max Linux allows
@@ -347,6 +348,94 @@ def test_an_open_killed_before_its_record_is_whole_leaves_no_record(
     record = open_job(ledger, job_id="cut-1", sidecar={"note": "the second open's"})
     assert ledger.get("cut-1") == record
     assert ledger.sidecar("cut-1") == {"note": "the second open's"}
+
+
+def opening_cut(ledger: Ledger, job_id: str) -> str:
+    """A program that opens ``job_id`` on ``ledger`` with a sidecar note."""
+    return (
+        "from taospec.ledger import Ledger; from tests.ledgers import open_job\n"
+        f"open_job(Ledger({str(ledger.root)!r}), job_id={job_id!r}, sidecar={{'note': 'x'}})"
+    )
+
+
+def test_prune_removes_the_sidecar_an_open_killed_before_its_record_left(
+    ledger: Ledger, taospec: Runner
+) -> None:
+    # nothing removed it: the next open of that id replaces it, and ids are random
+    Path(ledger.jobs_dir).mkdir(parents=True)
+    killed_while_writing(".cut-1.json.", opening_cut(ledger, "cut-1"))
+    left = Path(ledger.jobs_dir) / "cut-1.taospec"
+    assert json.loads(left.read_bytes()) == {"note": "x"}
+    recorded = open_job(ledger, sidecar={"note": "a recorded job's"})
+    assert taospec("prune", "--older-than", "1h").stdout == ""
+    dry = taospec("prune", "-n")
+    assert dry.stdout == "cut-1: would remove its sidecar, which no record goes with\n"
+    assert left.exists()
+    pruned = taospec("prune")
+    assert (pruned.returncode, pruned.stdout, pruned.stderr) == (
+        0,
+        "cut-1: sidecar removed: no record goes with it\n",
+        "",
+    )
+    assert not left.exists()
+    assert ledger.sidecar(recorded.id) == {"note": "a recorded job's"}
+    assert taospec("prune").stdout == ""
+
+
+PAUSE_AT_FSYNC = (
+    "import os, sys; from taospec import durable; real = os.fsync\n"
+    "def pausing(fd):\n"
+    "    if os.path.basename(os.readlink(f'/proc/self/fd/{fd}')).startswith(sys.argv[1]):\n"
+    "        print('paused', flush=True)\n"
+    "        sys.stdin.readline()\n"
+    "    real(fd)\n"
+    "durable.os.fsync = pausing\n"
+)
+"""A program's start that makes it wait for a line on stdin when it fsyncs a file whose name
+starts with argv[1], having said ``paused``."""
+
+
+def waiting_for_a_flock(pid: int) -> bool:
+    return any(
+        line.split()[1:3] == ["->", "FLOCK"] and line.split()[5] == str(pid)
+        for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
+def test_prune_keeps_the_sidecar_of_an_open_in_progress(ledger: Ledger, taospec: Runner) -> None:
+    # prune lists the sidecar before the open writes its record: it waits for the open's
+    # lock, then finds the record, and leaves both as they are
+    Path(ledger.jobs_dir).mkdir(parents=True)
+    command = [sys.executable, "-c", PAUSE_AT_FSYNC + opening_cut(ledger, "cut-2"), ".cut-2.json."]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as opener:
+        assert opener.stdin is not None
+        assert opener.stdout is not None
+        try:
+            assert select.select([opener.stdout], [], [], 30)[0], "the open never paused"
+            assert opener.stdout.readline() == "paused\n"
+            with subprocess.Popen(
+                [*taospec_command(), "prune"],
+                env=taospec.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ) as prune:
+                deadline = time.monotonic() + 30
+                while not waiting_for_a_flock(prune.pid):
+                    assert prune.poll() is None, prune.communicate()
+                    assert time.monotonic() < deadline, "prune never waited for the open's lock"
+                    time.sleep(0.01)
+                opener.stdin.write("\n")
+                opener.stdin.flush()
+                assert opener.wait(timeout=30) == 0
+                out, err = prune.communicate(timeout=60)
+        finally:
+            opener.kill()
+    assert (prune.returncode, out, err) == (0, "", "")
+    assert ledger.sidecar("cut-2") == {"note": "x"}
+    assert ledger.get("cut-2").state == "PENDING"
 
 
 def test_a_temp_file_left_linked_to_the_record_is_never_written_through(ledger: Ledger) -> None:

@@ -482,11 +482,15 @@ def ls_command(state: str | None, limit: int, as_json: bool) -> None:
 @click.option(
     "--older-than",
     metavar="DURATION",
-    help="Only jobs that ended at least this long ago (e.g. 30m, 12h, 7d).",
+    help="Only jobs that ended, and sidecars written, at least this long ago (e.g. 30m, 7d).",
 )
 @click.option("-n", "--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 def prune(older_than: str | None, dry_run: bool) -> None:
-    """Remove finished jobs' containers (which hold env.pass values), keeping their logs."""
+    """Remove finished jobs' containers (which hold env.pass values), keeping their logs.
+
+    Also removes each sidecar no record goes with, which a taospec killed while it opened
+    a record leaves.
+    """
     from taospec.commands import prune as prune_verb
 
     sys.exit(prune_verb.run(older_than=older_than, dry_run=dry_run))

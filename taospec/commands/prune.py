@@ -5,6 +5,8 @@ configuration for as long as it exists. Prune removes the containers of jobs
 that are terminal in the ledger and exited per docker, after copying their
 output to ``<results_dir>/taospec.log`` (so ``taospec logs`` still works). A job
 whose sidecar cannot be read (edited by hand) is named and kept, and the prune goes on.
+It also removes the sidecars no record goes with: a taospec killed in the instant between
+writing a job's sidecar and its record leaves one, which nothing else would remove.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def seconds(text: str) -> float:
 
 
 def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
-    """Prune every finished docker job that ended at least ``older_than`` ago."""
+    """Prune every finished docker job that ended at least ``older_than`` ago, and every
+    sidecar without a record written at least that long ago."""
     limit = seconds(older_than) if older_than else 0.0
     ledger = open_ledger()
     now = time.time()
@@ -48,4 +51,11 @@ def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
         done = docker.prune(record, sidecar, dry_run=dry_run)
         if done is not None:
             (say if done.startswith("kept") else print)(f"{record.id}: {done}")
+    for job_id, written in ledger.unrecorded_sidecars():
+        if now - written < limit:
+            continue
+        if dry_run:
+            print(f"{job_id}: would remove its sidecar, which no record goes with")
+        elif ledger.remove_unrecorded_sidecar(job_id):
+            print(f"{job_id}: sidecar removed: no record goes with it")
     return EXIT_OK

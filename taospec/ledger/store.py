@@ -46,7 +46,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from typing import NamedTuple
 
 from taospec import durable, lint
@@ -74,6 +74,8 @@ from taospec.ledger.record import (
 from taospec.states import STATES
 
 JOURNAL_SIDECAR_KEYS = ("target", "fingerprint")
+SIDECAR_SUFFIX = ".taospec"
+"""A sidecar is ``<id>.taospec`` beside the record ``<id>.json``."""
 _MINT_ATTEMPTS = 32
 _RECORD_MODE = 0o644  # as the recorder leaves its records
 
@@ -401,6 +403,35 @@ class Ledger:
             merged = {**self.sidecar(job_id), **cleaned}
             durable.write_atomic(self._sidecar_path(job_id), durable.encode_json(merged))
 
+    def unrecorded_sidecars(self) -> list[tuple[str, float]]:
+        """Each sidecar that no record goes with, as its id and mtime, oldest first.
+
+        An open killed between its two writes leaves one (see :meth:`_create`), and so
+        does a record removed by hand. An open in progress has one too, until it lets go
+        of the lock :meth:`remove_unrecorded_sidecar` takes.
+        """
+        try:
+            names = set(os.listdir(self.jobs_dir))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            job_id = name.removesuffix(SIDECAR_SUFFIX)
+            if job_id == name or f"{job_id}.json" in names:
+                continue
+            with suppress(InvalidInput, FileNotFoundError):
+                found.append((os.stat(self._sidecar_path(check_job_id(job_id))).st_mtime, job_id))
+        return [(job_id, mtime) for mtime, job_id in sorted(found)]
+
+    def remove_unrecorded_sidecar(self, job_id: str) -> bool:
+        """Remove ``job_id``'s sidecar if it still has no record, once no open holds the
+        record's lock (an open holds it from the sidecar's write to the record's)."""
+        with self._locked(check_job_id(job_id)):
+            if os.path.lexists(self._record_path(job_id)):
+                return False
+            durable.remove(self._sidecar_path(job_id))
+        return True
+
     def journal(self, job_id: str | None = None) -> Iterator[dict[str, object]]:
         """Journal events oldest first, optionally for one job; torn lines are skipped."""
         if job_id is not None:
@@ -556,7 +587,7 @@ class Ledger:
         return f"{self.jobs_dir}/{job_id}.json"
 
     def _sidecar_path(self, job_id: str) -> str:
-        return f"{self.jobs_dir}/{job_id}.taospec"
+        return f"{self.jobs_dir}/{job_id}{SIDECAR_SUFFIX}"
 
     def _ensure_jobs_dir(self) -> None:
         """Make the jobs folder (and the state root) if needed, as the recorder does."""
