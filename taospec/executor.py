@@ -168,8 +168,13 @@ def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
 def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:
     """GPU ids (``0,1`` or ``all``) each job of this ledger holds on ``host``, by who holds
     them: a RUNNING job, and a PENDING one whose launch may still come (the taospec that
-    opened it, or a launch it started, runs; or it was opened on another machine)."""
+    opened it, or a launch it started, runs; or it was opened on another machine).
+
+    A ledger may be shared by machines (a state folder on NFS): a job another machine
+    opened for its own engine or processes (``host`` ``''``) holds that machine's GPUs.
+    """
     held = {}
+    here = os.uname().nodename
     for record in ledger.list():
         if record.state not in (RUNNING, PENDING):
             continue
@@ -177,11 +182,19 @@ def ledger_gpus(ledger: Ledger, host: str) -> dict[str, str]:
         gpus = str(side.get("gpus") or "")
         if not gpus or _gpu_host(side) != host:
             continue
+        if not host and _opened_on(side) not in (here, None):
+            continue  # the GPUs of the machine that opened it
         if record.state == RUNNING:
             held[f"running job {record.id}"] = gpus
         elif launch_alive(side.get(SUBMITTER), record.id) is not False:
             held[f"job {record.id}, launching"] = gpus
     return held
+
+
+def _opened_on(sidecar: Mapping[str, object]) -> object:
+    """The machine whose taospec opened the job (:data:`SUBMITTER`), None if not known."""
+    note = sidecar.get(SUBMITTER)
+    return note.get("host") if isinstance(note, dict) else None
 
 
 OWNER_LABEL = "tao-owner"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from taospec import proc
 from taospec.cli import run_guarded
 from taospec.errors import EXIT_INTERNAL
 from taospec.ledger import Ledger
@@ -175,6 +177,37 @@ def test_record_verbs_work_like_the_tao_recorder(
         "A",
     )
     assert both.returncode == 1
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING"])
+def test_gpus_a_job_holds_on_another_machine_s_own_engine_are_not_claimed_here(
+    taospec: Runner, tmp_path: Path, state_dir: Path, state: str
+) -> None:
+    # a ledger two machines share (a state folder on NFS): a job that machine opened for
+    # itself holds that machine's GPUs; it refused the same ids here
+    ledger = Ledger(state_dir)
+    this_process = {"pid": os.getpid(), "start": proc.start_time(os.getpid())}
+
+    def holding(host: str) -> str:
+        note = {**this_process, "host": host}
+        job_id = open_job(ledger, platform="local", sidecar={"gpus": "0,1", "submitter": note}).id
+        if state == "RUNNING":
+            ledger.mark(job_id, "RUNNING")
+        return job_id
+
+    holding("gpu-box-2")
+    spec = write(
+        tmp_path / "job.yaml",
+        HELLO.format(root=tmp_path / "results", command="'true'") + "gpus: [1]\n",
+    )
+    ran = taospec("run", spec)
+    assert ran.returncode == 0, ran.stderr
+    held_here = holding(os.uname().nodename)
+    refused = taospec("run", "-B", spec)
+    assert refused.returncode == 2, refused.stderr
+    assert f"overlap GPUs 0,1 of {'running job' if state == 'RUNNING' else 'job'} {held_here}" in (
+        refused.stderr
+    )
 
 
 def test_overlapping_gpu_ids_are_refused_unless_allowed(
