@@ -89,7 +89,8 @@ def is_piped(path: str) -> bool:
     new pipe each time. Such a file is known as ``<stdin>`` and its one job as ``stdin``, so
     that its plan and what ``run`` remembers of it do not change with the pipe (a named
     FIFO keeps its own path)."""
-    return path == STDIN or not Path(os.path.realpath(path)).exists()
+    # os.path.exists answers False where Path.exists raises (a name longer than 255 bytes)
+    return path == STDIN or not os.path.exists(os.path.realpath(path))  # noqa: PTH110
 
 
 def load_jobfile_text(

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -103,17 +104,32 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
         return []
     missing = []
     for index, mount in enumerate(job.mounts):
-        if "{" in mount.source or Path(mount.source).exists():
+        found = None if "{" in mount.source else status(mount.source)
+        if "{" in mount.source or isinstance(found, os.stat_result):
             continue
         missing.append(
             source.problem(
                 job.mount_source_at(index),
-                f"{mount.source} does not exist on this machine; the Docker engine would "
+                f"{mount.source} cannot be looked up on this machine ({found}); fix the path"
+                if isinstance(found, str)
+                else f"{mount.source} does not exist on this machine; the Docker engine would "
                 "create it as an empty root-owned directory and the job would see no data. "
                 "Create it, or fix the path",
             )
         )
     return missing
+
+
+def status(path: str | Path, *, follow: bool = True) -> os.stat_result | str | None:
+    """What is at ``path`` (``follow``-ing a link there), None when nothing is, or why the
+    kernel would not say: a name longer than the file system takes, a folder on the way
+    that this user may not enter."""
+    try:
+        return Path(path).stat(follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as unanswered:
+        return unanswered.strerror or str(unanswered)
 
 
 def cli_files(job: Job, source: Source) -> list[Problem]:
@@ -135,7 +151,10 @@ def cli_files(job: Job, source: Source) -> list[Problem]:
 
 
 def _env_file(source: Source, where: tuple[str | int, ...], value: str) -> list[Problem]:
-    if not Path(value).is_file():
+    found = status(value)
+    if isinstance(found, str):
+        return [source.problem(where, f"--env-file {value} cannot be looked up here: {found}")]
+    if found is None or not stat.S_ISREG(found.st_mode):
         return [
             source.problem(
                 where,
@@ -160,7 +179,10 @@ def _seccomp_profile(
     source: Source, where: tuple[str | int, ...], value: str, profile: Path
 ) -> list[Problem]:
     said = f"--security-opt {value}: the seccomp profile"
-    if not profile.is_file():
+    found = status(profile)
+    if isinstance(found, str):
+        return [source.problem(where, f"{said} cannot be looked up here: {found}")]
+    if found is None or not stat.S_ISREG(found.st_mode):
         return [
             source.problem(
                 where,
@@ -241,7 +263,7 @@ def results_root_reached(job: Job, source: Source, user: str | None = None) -> l
         return []
     who = identity.resolve(job.user, user, identity.launcher())
     path = Path(job.results_root)
-    there = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    there = next((p for p in (path, *path.parents) if _is_folder(p)), None)
     if who.uid == 0 or there is None:
         return []
     groups = f"--groups={','.join(map(str, who.groups))}" if who.groups else "--clear-groups"
@@ -270,8 +292,13 @@ def results_root_unusable(platform: str, docker_host: str | None, root: str) -> 
     if platform not in ("docker", "local") or docker_host:
         return None
     path = Path(root)
-    there = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), path)
-    if not there.is_dir():
+    there, found = path, None
+    for there in (path, *path.parents):
+        if (found := status(there, follow=False)) is not None:
+            break
+    if isinstance(found, str):
+        why = f"{root} cannot be looked up on this machine ({found})"
+    elif not _is_folder(there):
         what = "is" if there == path else f"lies under {there}, which is"
         why = f"{root} {what} not a folder on this machine"
     elif (refused := _refuses_folders(there)) is None:
@@ -281,6 +308,11 @@ def results_root_unusable(platform: str, docker_host: str | None, root: str) -> 
     else:
         why = f"{root} cannot be made on this machine: {there} takes no new folder ({refused})"
     return f"{why}; each job's results go in a folder made under results_root"
+
+
+def _is_folder(path: Path) -> bool:
+    found = status(path)
+    return isinstance(found, os.stat_result) and stat.S_ISDIR(found.st_mode)
 
 
 def _refuses_folders(folder: Path) -> str | None:

@@ -106,6 +106,7 @@ def _rules(
     yield from _env_rules(source, known)
     yield from _mount_rules(source, known)
     yield from _results_root_rules(source)
+    yield from _path_name_rules(source)
     yield from _platform_rules(source)
     yield from _image_rules(source, images)
 
@@ -453,6 +454,44 @@ def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem
     elif isinstance(value, list):
         for index, child in enumerate(value):
             yield from _dotted_keys(source, child, (*path, index))
+
+
+NAME_MAX = 255
+"""The most bytes a file or folder name may hold on Linux's file systems (ext4, xfs, btrfs,
+tmpfs, overlayfs); a path holding a longer one names nothing, here or in a container."""
+PATH_MAX = 4095
+"""The most bytes of a path the kernel takes in one call (4096 with its NUL)."""
+
+
+def _path_name_rules(source: Source) -> Iterator[Problem]:
+    """Paths no file system can hold: results_root and each mount's source and target."""
+    paths: list[tuple[JsonPath, object]] = [(("results_root",), source.data.get("results_root"))]
+    mounts = source.data.get("mounts")
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+        if isinstance(mount, dict):
+            paths += [(("mounts", index, key), mount.get(key)) for key in ("source", "target")]
+    for where, path in paths:
+        if isinstance(path, str) and (why := unnameable(path)):
+            yield source.problem(where, why)
+
+
+def unnameable(path: str) -> str | None:
+    """Why Linux can name nothing at ``path`` (a name, or the whole, too long), else None.
+    A placeholder's part is left to its filled value."""
+    size = len(path.encode(errors="surrogateescape"))
+    if size > PATH_MAX and "{" not in path:
+        return (
+            f"this path is {size} bytes, and Linux takes no path longer than {PATH_MAX}; "
+            "choose a shorter one"
+        )
+    for part in path.split("/"):
+        size = len(part.encode(errors="surrogateescape"))
+        if size > NAME_MAX and "{" not in part:
+            return (
+                f"{part[:16]}... is a name of {size} bytes, and Linux's file systems take no "
+                f"file or folder name longer than {NAME_MAX}; choose a shorter one"
+            )
+    return None
 
 
 OWN_VARIABLES = {

@@ -1555,10 +1555,11 @@ def test_the_versions_file_search_ends_at_the_repository_top(
 def test_mounts_that_join_past_one_argument_for_pyxis_are_refused(
     taospec: Runner, tmp_path: Path
 ) -> None:
-    # pyxis gets the results directory and every mount as ONE --container-mounts value: two
-    # sources of 70,000 bytes each pass alone, and joined they make an argument sbatch's
+    # pyxis gets the results directory and every mount as ONE --container-mounts value: 40
+    # sources of 3,514 bytes each pass alone, and joined they make an argument sbatch's
     # srun cannot start with (E2BIG)
-    mounts = ", ".join(f"{{source: /{c * 70_000}, target: /{c}}}" for c in "ab")
+    source = "/" + "/".join(["s" * 250] * 14)
+    mounts = ", ".join(f"{{source: {source}, target: /m{n}}}" for n in range(40))
     text = greet("slurm", tmp_path / "results", f"mounts: [{mounts}]\n")
     path = write(tmp_path / "job.yaml", text)
     refused(taospec("validate", path), f"{path}:8:9: $.mounts: pyxis's --container-mounts value")

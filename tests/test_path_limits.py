@@ -1,0 +1,107 @@
+"""Paths no Linux file system can hold: refused with their place, exit 2, never a traceback.
+
+A name longer than 255 bytes made ``Path.exists()`` raise (ENAMETOOLONG) in the checks of
+this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an internal error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from taospec.ledger import Ledger
+from tests.conftest import TEST_IMAGE, Runner, write
+from tests.test_gate import refused
+
+LONG = "a" * 256  # one byte past the longest name ext4, xfs, btrfs and tmpfs take
+LONGEST = "a" * 255
+
+
+def docker_job(tmp_path: Path, results_root: Path, rest: str = "") -> Path:
+    return write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: docker\n"
+        f'image: {TEST_IMAGE}\nuser: "1000:1000"\nresults_root: {results_root}\n'
+        f"command: echo hi\n{rest}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "rest", "where"),
+    [
+        ("results_root", "", ":7:15: $.results_root: aaaa"),
+        ("source", "mounts: [{{source: {tmp}/{name}, target: /data}}]\n", ":9:19: $.mounts[0]"),
+        ("target", "mounts: [{{source: {tmp}, target: /data/{name}}}]\n", ":9:"),
+    ],
+)
+@pytest.mark.parametrize("verb", [["validate"], ["validate", "--here"], ["run", "-n"], ["run"]])
+def test_a_name_longer_than_linux_takes_is_refused_at_its_place(
+    taospec: Runner, tmp_path: Path, state_dir: Path, field: str, rest: str, where: str,
+    verb: list[str],
+) -> None:  # fmt: skip
+    root = tmp_path / (LONG if field == "results_root" else "results")
+    spec = docker_job(tmp_path, root, rest.format(tmp=tmp_path, name=LONG))
+    (line,) = refused(taospec(*verb, spec), where, "is a name of 256 bytes", "longer than 255")
+    assert line.startswith(str(spec)), line
+    assert ("mounts[0].target" in line) == (field == "target")
+    assert Ledger(state_dir).list() == []
+
+
+def test_a_name_of_255_bytes_is_a_name(taospec: Runner, tmp_path: Path) -> None:
+    (tmp_path / LONGEST).mkdir()
+    spec = docker_job(tmp_path, tmp_path / LONGEST / "results")
+    checked = taospec("validate", "--here", spec)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_path_longer_than_linux_takes_is_refused(taospec: Runner, tmp_path: Path) -> None:
+    root = "/" + "/".join(["b" * 200] * 21)  # every name fits; the whole is 4,221 bytes
+    spec = docker_job(tmp_path, Path(root))
+    refused(taospec("validate", spec), ":7:15: $.results_root: this path is 4221 bytes")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ("[--env-file, {path}]", "$.docker.extra_args[0]: --env-file {path} cannot be looked up"),
+        (
+            '[--security-opt, "seccomp={path}"]',
+            "$.docker.extra_args[0]: --security-opt seccomp={path}: the seccomp profile "
+            "cannot be looked up",
+        ),
+    ],
+)
+@pytest.mark.parametrize("verb", [["validate", "--here"], ["run"]])
+def test_a_file_docker_run_reads_named_past_the_limit_is_refused(
+    taospec: Runner, tmp_path: Path, state_dir: Path, args: str, said: str, verb: list[str]
+) -> None:
+    path = tmp_path / LONG
+    spec = docker_job(
+        tmp_path, tmp_path / "results", f"docker: {{extra_args: {args.format(path=path)}}}\n"
+    )
+    refused(taospec(*verb, spec), said.format(path=path), "File name too long")
+    assert Ledger(state_dir).list() == []
+
+
+@pytest.mark.parametrize("verb", [["validate"], ["render"], ["run"], ["run", "-n"]])
+def test_a_job_file_named_past_the_limit_cannot_be_read(
+    taospec: Runner, tmp_path: Path, verb: list[str]
+) -> None:
+    named = tmp_path / f"{LONG}.yaml"
+    refused(taospec(*verb, named), f"{named}:1:1: $: cannot be read: File name too long")
+
+
+@pytest.mark.parametrize("verb", [["validate", "--here"], ["run"]])
+def test_a_results_root_the_kernel_cannot_look_up_is_refused_with_its_reason(
+    taospec: Runner, tmp_path: Path, state_dir: Path, verb: list[str]
+) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    spec = docker_job(tmp_path, loop / "results")
+    refused(
+        taospec(*verb, spec),
+        f":7:15: $.results_root: {loop}/results cannot be looked up on this machine (Too many "
+        "levels of symbolic links)",
+    )
+    assert Ledger(state_dir).list() == []
