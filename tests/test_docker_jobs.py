@@ -152,6 +152,36 @@ def test_exit_3_is_an_error_with_the_code_and_the_log_tail(
     assert (status["state"], status["exit_code"]) == ("ERROR", 3)
 
 
+@pytest.mark.parametrize(
+    ("command", "mounts", "said"),
+    [
+        ("/no/such/program", "[]", "no such file"),  # the command of the image, mistyped
+        ("true", "[{source: /etc/hostname, target: /data}]", "a mount puts a file where"),
+    ],
+)
+def test_a_container_the_engine_created_but_could_not_start_is_removed(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    command: str,
+    mounts: str,
+    said: str,
+) -> None:
+    # docker run -d created the container and failed to start it: it stayed "created" with
+    # the job's passed values in its configuration until a prune
+    value = "launch-" + secrets.token_hex(6)
+    spec = job_file(open_tmp, engine, command, mounts=mounts, env="{pass: [LAUNCH_TOKEN]}")
+    done = taospec("run", spec, env={"LAUNCH_TOKEN": value})
+    assert done.returncode == 1, done.stderr
+    assert said in done.stderr.lower()
+    job_id = _only_job(state_dir)
+    assert record(state_dir, job_id)["terminal_state"] == "ERROR"
+    assert docker("ps", "-aq", "--filter", f"label=tao-job={job_id}").stdout == ""
+    assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
+
+
 def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

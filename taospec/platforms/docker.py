@@ -339,8 +339,24 @@ def opened_facts(plan: Plan, environ: Mapping[str, str] = os.environ) -> dict[st
 
 
 def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
-    """Run the launch step; the handle is :func:`backend_ref` of its answer."""
-    return Launched(backend_ref(runner.run(step), plan.job_id))
+    """Run the launch step; the handle is :func:`backend_ref` of its answer.
+
+    A ``docker run -d`` that exits :data:`NOT_STARTED` may have created the container and
+    failed to start it (a command not in the image, a mount runc refuses). The container
+    named after the job is then removed, rather than left ``created`` with the job's passed
+    values in its configuration: ``docker rm`` without ``--force`` removes nothing that runs.
+    """
+    try:
+        return Launched(backend_ref(runner.run(step), plan.job_id))
+    except CommandFailed as failure:
+        if failure.returncode in NOT_STARTED:
+            proc.run(["docker", "rm", plan.job_id], extra_env=step.env, check=False)
+        raise
+
+
+NOT_STARTED = (125, 126, 127)
+"""docker run's own exit codes: the engine's error, a command it cannot invoke, one it does
+not find."""
 
 
 def backend_ref(result: proc.Result, job_id: str) -> str:
