@@ -83,7 +83,7 @@ def on_this_machine(
     folder or that a local job's user (``user``: ``--user``) cannot reach (``run -n`` and
     ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
     on). ``roots`` holds the results_root verdicts of the targets asked before."""
-    found = mount_sources(job, source) + cli_files(job, source)
+    found = mount_sources(job, source) + extra_mount_sources(job, source) + cli_files(job, source)
     found += results_root(job, source, {} if roots is None else roots)
     return found or results_root_reached(job, source, user)
 
@@ -107,17 +107,40 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
         found = None if "{" in mount.source else status(mount.source)
         if "{" in mount.source or isinstance(found, os.stat_result):
             continue
-        missing.append(
-            source.problem(
-                job.mount_source_at(index),
-                f"{mount.source} cannot be looked up on this machine ({found}); fix the path"
-                if isinstance(found, str)
-                else f"{mount.source} does not exist on this machine; the Docker engine would "
-                "create it as an empty root-owned directory and the job would see no data. "
-                "Create it, or fix the path",
-            )
-        )
+        missing.append(source.problem(job.mount_source_at(index), _no_source(mount.source, found)))
     return missing
+
+
+def _no_source(path: str, found: str | None, why: str = "") -> str:
+    """What a mount whose source ``path`` is not here is told: ``found`` is the kernel's
+    reason, when it gave one; ``why`` how docker run fails, when it refuses the mount."""
+    if found is not None:
+        return f"{path} cannot be looked up on this machine ({found}); fix the path"
+    if why:
+        return f"{path} does not exist on this machine, and {why}; create it, or fix the path"
+    return (
+        f"{path} does not exist on this machine; the Docker engine would create it as an "
+        "empty root-owned directory and the job would see no data. Create it, or fix the path"
+    )
+
+
+def extra_mount_sources(job: Job, source: Source) -> list[Problem]:
+    """The bind mounts of ``docker.extra_args`` (:func:`rules.bind_source`) whose source does
+    not exist here, where the engine runs: dockerd makes a missing ``-v`` source an empty
+    root-owned folder, as it would a missing ``mounts:`` source, and docker run refuses a
+    ``--mount type=bind`` one once the record is open."""
+    if job.platform != "docker" or _elsewhere(job):
+        return []
+    problems = []
+    for index, flag, value in rules.docker_options(job.docker.extra_args):
+        path = rules.bind_source(flag, value)
+        found = None if path is None or "{" in path else status(path)
+        if path is None or "{" in path or isinstance(found, os.stat_result):
+            continue
+        refusal = "docker run refuses a bind mount whose source is missing"
+        said = _no_source(path, found, refusal if flag == "--mount" else "")
+        problems.append(source.problem(("docker", "extra_args", index), f"{flag} {value}: {said}"))
+    return problems
 
 
 def status(path: str | Path, *, follow: bool = True) -> os.stat_result | str | None:

@@ -1292,6 +1292,20 @@ def _relative_host_path(flag: str, value: str) -> str | None:
     return path if path and not path.startswith(("/", "{")) else None
 
 
+def bind_source(flag: str, value: str) -> str | None:
+    """The absolute path of the machine the engine runs on that a ``-v``/``--volume`` or a
+    ``--mount type=bind`` value mounts; None for a named volume, a tmpfs, or a relative path
+    (another rule says what docker makes of that)."""
+    if flag in ("-v", "--volume"):
+        path = value.partition(":")[0]
+    elif flag == "--mount":
+        fields = dict(item.partition("=")[::2] for item in value.split(","))
+        path = fields.get("source", fields.get("src", "")) if fields.get("type") == "bind" else ""
+    else:
+        return None
+    return path if path.startswith("/") else None
+
+
 _READ_BY_CLI = ("--env-file", "--security-opt")
 """The options whose file the docker CLI reads itself, and sends the engine what it holds."""
 

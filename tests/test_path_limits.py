@@ -105,3 +105,45 @@ def test_a_results_root_the_kernel_cannot_look_up_is_refused_with_its_reason(
         "levels of symbolic links)",
     )
     assert Ledger(state_dir).list() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # dockerd made the missing folder, root-owned and empty, and the job saw no data
+        ("[-v, '{path}:/data:ro']", "the Docker engine would create it"),
+        ("[--volume={path}:/data]", "the Docker engine would create it"),
+        # docker run refused it once the record was open
+        ("[--mount, 'type=bind,src={path},dst=/data']", "docker run refuses a bind mount"),
+    ],
+)
+def test_a_bind_mount_of_extra_args_whose_source_is_missing_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path, args: str, said: str
+) -> None:
+    missing = tmp_path / "no-such-dataset"
+    spec = docker_job(
+        tmp_path, tmp_path / "results", f"docker: {{extra_args: {args.format(path=missing)}}}\n"
+    )
+    assert taospec("validate", spec).returncode == 0
+    for verb in (["validate", "--here"], ["run"]):
+        refused(
+            taospec(*verb, spec),
+            f"{spec}:9:",
+            "$.docker.extra_args[0]: ",
+            f"{missing} does not exist on this machine",
+            said,
+        )
+    assert not missing.exists()
+    assert Ledger(state_dir).list() == []
+    missing.mkdir()
+    here = taospec("validate", "--here", spec)
+    assert here.returncode == 0, here.stderr
+
+
+def test_named_volumes_and_tmpfs_of_extra_args_are_no_paths_here(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    args = "[-v, 'cache:/cache', --mount, 'type=volume,src=data,dst=/data', --tmpfs, /scratch]"
+    spec = docker_job(tmp_path, tmp_path / "results", f"docker: {{extra_args: {args}}}\n")
+    here = taospec("validate", "--here", spec)
+    assert here.returncode == 0, here.stderr
