@@ -1107,6 +1107,7 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 f"{value} mounts at or under /results, where the job's results directory is "
                 "mounted; mount elsewhere, e.g. /data",
             )
+    yield from _shared_targets(source, words, skipped)
 
 
 ATTACHED = (
@@ -1321,16 +1322,52 @@ def seccomp_profile(value: str) -> str | None:
 
 def _mount_target(flag: str, value: str) -> str | None:
     """The target of a ``-v`` or ``--mount`` value when it is at or under /results."""
+    target = mount_target_of(flag, value)
+    inside = target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/")
+    return target if inside else None
+
+
+def mount_target_of(flag: str, value: str) -> str:
+    """Where in the container a ``-v``, ``--mount`` or ``--tmpfs`` value mounts, as the engine
+    reads the path (``/data/`` and ``//data`` are ``/data``); '' where it names none."""
     if flag == "--mount":
         fields = dict(item.partition("=")[::2] for item in value.split(","))
         target = next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
     else:
         parts = value.split(":")
         target = parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
-    # normpath keeps a leading "//", which the engine reads as "/"
-    target = "/" + posixpath.normpath(target).lstrip("/") if target.startswith("/") else ""
-    inside = target == RESULTS_TARGET or target.startswith(RESULTS_TARGET + "/")
-    return target if inside else None
+    return _mount_target_path(target) if target.startswith("/") else ""
+
+
+def _shared_targets(source: Source, words: Sequence[str], skipped: int) -> Iterator[Problem]:
+    """A mount of ``docker.extra_args`` at a target already taken, by ``mounts:`` or an
+    earlier option: the engine refuses the container ("Duplicate mount point"). The docker
+    CLI reads a ``-v`` value once however often it is given (``mounts:`` are ``-v`` values
+    too), so a repeat of the very same one takes nothing."""
+    taken: dict[str, str] = {}
+    volumes: set[str] = set()
+    mounts = source.data.get("mounts")
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+        if isinstance(mount, dict) and isinstance(mount.get("target"), str):
+            taken.setdefault(_mount_target_path(mount["target"]), f"mounts[{index}]")
+            ro = ":ro" if mount.get("readonly") else ""
+            volumes.add(f"{mount.get('source')}:{mount['target']}{ro}")
+    for index, flag, value in docker_options(words):
+        if index == skipped or flag not in _MOUNT_OPTIONS or _mount_target(flag, value):
+            continue  # a mount at /results is refused for that
+        if flag in ("-v", "--volume"):
+            if value in volumes:
+                continue
+            volumes.add(value)
+        target = mount_target_of(flag, value)
+        if target in taken:
+            yield source.problem(
+                ("docker", "extra_args", index),
+                f"{flag} {value}: {target} is already the target of {taken[target]}, and "
+                "docker run mounts nothing twice at one place; mount it elsewhere",
+            )
+        elif target:
+            taken[target] = f"docker.extra_args[{index}]"
 
 
 FREE_GPU_PLATFORMS = ("docker", "local", "brev")

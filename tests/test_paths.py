@@ -1,4 +1,5 @@
-"""Paths no Linux file system can hold: refused with their place, exit 2, never a traceback.
+"""The paths a job file names: refused with their place, exit 2, never a traceback, where no
+file system holds them, where this machine lacks them, and where docker cannot mount them.
 
 A name longer than 255 bytes made ``Path.exists()`` raise (ENAMETOOLONG) in the checks of
 this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an internal error.
@@ -12,18 +13,21 @@ import pytest
 
 from taospec.ledger import Ledger
 from tests.conftest import TEST_IMAGE, Runner, write
+from tests.test_docker_jobs import cleanup  # noqa: F401 - a fixture
 from tests.test_gate import refused
 
 LONG = "a" * 256  # one byte past the longest name ext4, xfs, btrfs and tmpfs take
 LONGEST = "a" * 255
 
 
-def docker_job(tmp_path: Path, results_root: Path, rest: str = "") -> Path:
+def docker_job(
+    tmp_path: Path, results_root: Path, rest: str = "", command: str = "echo hi"
+) -> Path:
     return write(
         tmp_path / "job.yaml",
         "version: 1\nnetwork_arch: hello\naction: greet\nplatform: docker\n"
         f'image: {TEST_IMAGE}\nuser: "1000:1000"\nresults_root: {results_root}\n'
-        f"command: echo hi\n{rest}",
+        f"command: {command}\n{rest}",
     )
 
 
@@ -147,3 +151,45 @@ def test_named_volumes_and_tmpfs_of_extra_args_are_no_paths_here(
     spec = docker_job(tmp_path, tmp_path / "results", f"docker: {{extra_args: {args}}}\n")
     here = taospec("validate", "--here", spec)
     assert here.returncode == 0, here.stderr
+
+
+@pytest.mark.parametrize(
+    ("mounts", "args", "said"),
+    [
+        ("[{source: {src}, target: /data}]", "[-v, '{src}/sub:/data']", "of mounts[0]"),
+        ("[{source: {src}, target: /data}]", "[--tmpfs, /data/]", "of mounts[0]"),
+        ("[]", "[-v, '{src}:/data', --mount, 'type=bind,src={src}/sub,dst=//data']", "[0]"),
+        ("[]", "['--volume={src}:/data:ro', -v, '{src}/sub:/data/x/..']", "[0]"),
+    ],
+)
+def test_a_second_mount_at_one_target_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, mounts: str, args: str, said: str
+) -> None:
+    # docker run: "Error response from daemon: Duplicate mount point: /data", once the
+    # record was open
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    rest = f"mounts: {mounts}\ndocker: {{extra_args: {args}}}\n".replace(
+        "{src}", str(tmp_path / "src")
+    )
+    spec = docker_job(tmp_path, tmp_path / "results", rest)
+    (line,) = refused(taospec("validate", spec), "$.docker.extra_args[", "/data is already the")
+    assert line.split(": ", 2)[1] != "$.docker.extra_args[0]" or said != "[0]", line
+    assert said in line, line
+
+
+@pytest.mark.engine
+@pytest.mark.usefixtures("cleanup")
+def test_the_same_volume_given_twice_is_mounted_once_and_runs(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path
+) -> None:
+    source = open_tmp / "src"
+    source.mkdir(mode=0o755)
+    (source / "seen").write_text("here\n")
+    rest = (
+        f"mounts: [{{source: {source}, target: /data}}]\n"
+        f"docker: {{extra_args: [-v, '{source}:/data', -v, '{source}:/data']}}\n"
+    )
+    spec = docker_job(open_tmp, open_tmp / "results", rest, command="cat /data/seen")
+    ran = taospec("run", spec)
+    assert ran.returncode == 0, ran.stderr
+    assert taospec("logs", ran.stdout.split()[0]).stdout == "here\n"
