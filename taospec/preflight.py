@@ -83,7 +83,7 @@ def on_this_machine(
     folder or that a local job's user (``user``: ``--user``) cannot reach (``run -n`` and
     ``doctor`` report them, as the machine a job is reviewed on need not be the one it runs
     on). ``roots`` holds the results_root verdicts of the targets asked before."""
-    found = mount_sources(job, source) + extra_mount_sources(job, source) + cli_files(job, source)
+    found = mount_sources(job, source) + extra_host_paths(job, source) + cli_files(job, source)
     found += results_root(job, source, {} if roots is None else roots)
     return found or results_root_reached(job, source, user)
 
@@ -124,21 +124,28 @@ def _no_source(path: str, found: str | None, why: str = "") -> str:
     )
 
 
-def extra_mount_sources(job: Job, source: Source) -> list[Problem]:
-    """The bind mounts of ``docker.extra_args`` (:func:`rules.bind_source`) whose source does
-    not exist here, where the engine runs: dockerd makes a missing ``-v`` source an empty
-    root-owned folder, as it would a missing ``mounts:`` source, and docker run refuses a
-    ``--mount type=bind`` one once the record is open."""
+def extra_host_paths(job: Job, source: Source) -> list[Problem]:
+    """The bind mounts and devices of ``docker.extra_args`` (:func:`rules.bind_source`,
+    :func:`rules.device_path`) whose path does not exist here, where the engine runs:
+    dockerd makes a missing ``-v`` source an empty root-owned folder, as it would a missing
+    ``mounts:`` source, and docker run refuses a missing ``--mount type=bind`` source or
+    device once the record is open."""
     if job.platform != "docker" or _elsewhere(job):
         return []
     problems = []
     for index, flag, value in rules.docker_options(job.docker.extra_args):
-        path = rules.bind_source(flag, value)
+        path = rules.bind_source(flag, value) or rules.device_path(flag, value)
         found = None if path is None or "{" in path else status(path)
         if path is None or "{" in path or isinstance(found, os.stat_result):
             continue
-        refusal = "docker run refuses a bind mount whose source is missing"
-        said = _no_source(path, found, refusal if flag == "--mount" else "")
+        refusal = (
+            "docker run refuses a bind mount whose source is missing"
+            if flag == "--mount"
+            else "docker run refuses a device that is missing"
+            if flag.startswith("--device")
+            else ""
+        )
+        said = _no_source(path, found, refusal)
         problems.append(source.problem(("docker", "extra_args", index), f"{flag} {value}: {said}"))
     return problems
 

@@ -1307,6 +1307,24 @@ def bind_source(flag: str, value: str) -> str | None:
     return path if path.startswith("/") else None
 
 
+def device_path(flag: str, value: str) -> str | None:
+    """The device of the machine the engine runs on that a ``--device`` value (``HOST[:CONTAINER
+    [:PERMISSIONS]]``) or a ``--device-read-bps``-like one (``HOST:RATE``) names; None for a
+    CDI name (``nvidia.com/gpu=all``)."""
+    if flag not in _DEVICE_OPTIONS:
+        return None
+    path = value.partition(":")[0]
+    return path if path.startswith("/") else None
+
+
+_DEVICE_OPTIONS = (
+    "--device",
+    "--device-read-bps",
+    "--device-write-bps",
+    "--device-read-iops",
+    "--device-write-iops",
+)
+
 _READ_BY_CLI = ("--env-file", "--security-opt")
 """The options whose file the docker CLI reads itself, and sends the engine what it holds."""
 

@@ -119,9 +119,12 @@ def test_a_results_root_the_kernel_cannot_look_up_is_refused_with_its_reason(
         ("[--volume={path}:/data]", "the Docker engine would create it"),
         # docker run refused it once the record was open
         ("[--mount, 'type=bind,src={path},dst=/data']", "docker run refuses a bind mount"),
+        # "error gathering device information", read as a command that cannot start
+        ("[--device, '{path}:/dev/xvdc:rwm']", "docker run refuses a device"),
+        ("[--device-read-bps, '{path}:1mb']", "docker run refuses a device"),
     ],
 )
-def test_a_bind_mount_of_extra_args_whose_source_is_missing_is_refused_before_any_record(
+def test_a_bind_mount_or_device_of_extra_args_missing_here_is_refused_before_any_record(
     taospec: Runner, tmp_path: Path, state_dir: Path, args: str, said: str
 ) -> None:
     missing = tmp_path / "no-such-dataset"
@@ -144,10 +147,13 @@ def test_a_bind_mount_of_extra_args_whose_source_is_missing_is_refused_before_an
     assert here.returncode == 0, here.stderr
 
 
-def test_named_volumes_and_tmpfs_of_extra_args_are_no_paths_here(
+def test_named_volumes_tmpfs_and_cdi_devices_of_extra_args_are_no_paths_here(
     taospec: Runner, tmp_path: Path
 ) -> None:
-    args = "[-v, 'cache:/cache', --mount, 'type=volume,src=data,dst=/data', --tmpfs, /scratch]"
+    args = (
+        "[-v, 'cache:/cache', --mount, 'type=volume,src=data,dst=/data', --tmpfs, /scratch, "
+        "--device, nvidia.com/gpu=all, --device, /dev/null]"
+    )
     spec = docker_job(tmp_path, tmp_path / "results", f"docker: {{extra_args: {args}}}\n")
     here = taospec("validate", "--here", spec)
     assert here.returncode == 0, here.stderr
