@@ -291,12 +291,29 @@ def _publish(value: str) -> str | None:
     spec, _, protocol = value.partition("/")
     if protocol and protocol.lower() not in ("tcp", "udp", "sctp"):
         return f"{protocol!r} is no protocol it knows (tcp, udp, sctp)"
-    ports = _PORT_RANGE.fullmatch(spec.rpartition(":")[2])
-    if ports is None or not all(int(p) < 65536 for p in filter(None, ports.groups())):
-        return "the container port is a number up to 65535 (or a range, 8000-8010)"
-    if ports[2] is not None and int(ports[2]) < int(ports[1]):
-        return "a port range runs from the lower port to the higher"
+    rest, _, container = spec.rpartition(":")
+    if why := _ports(container):
+        return f"the container port is {why}"
+    host = "" if rest.endswith("]") else rest.rpartition(":")[2]  # [::1]:80: an address alone
+    if host and (why := _ports(host)):
+        return f"the host port is {why}"
     return None
+
+
+def _ports(text: str) -> str | None:
+    """Why ``text`` is no port or range of ports (``80``, ``8000-8010``), as docker reads one."""
+    ports = _PORT_RANGE.fullmatch(text)
+    if ports is None or not all(int(p) < 65536 for p in filter(None, ports.groups())):
+        return "a number up to 65535 (or a range, 8000-8010)"
+    if ports[2] is not None and int(ports[2]) < int(ports[1]):
+        return "a range from the lower port to the higher"
+    return None
+
+
+def _expose(value: str) -> str | None:
+    """``--expose``: a port or a range of the container's, with a protocol docker does not read."""
+    why = _ports(value.partition("/")[0])
+    return f"it takes {why}" if why else None
 
 
 _MOUNT_KEYS = frozenset({"type", "source", "src", "target", "dst", "destination", "readonly",
@@ -418,6 +435,92 @@ def _capability(value: str) -> str | None:
     )
 
 
+def _modes(*modes: str, joins: bool = False, fold: bool = False) -> Reader:
+    """A namespace or policy option: one of ``modes`` (or nothing, the engine's default), or
+    where it ``joins`` another container's, ``container:NAME``; ``fold``: in any case."""
+    named = ", ".join(modes) + (", container:NAME" if joins else "")
+
+    def read(value: str) -> str | None:
+        if not value or (value.lower() if fold else value) in modes:
+            return None
+        if joins and value.startswith("container:") and value != "container:":
+            return None  # whether that container exists is the engine's to say
+        return f"it takes {named} (or nothing, for the engine's default)"
+
+    return read
+
+
+def _ip(value: str) -> str | None:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return f"{value!r} is no IP address"
+    return None
+
+
+_DOMAIN_LABEL = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_DOMAIN = re.compile(rf"{_DOMAIN_LABEL}(?:\.{_DOMAIN_LABEL})*\.?")
+
+
+def _dns_search(value: str) -> str | None:
+    if value == "." or (_DOMAIN.fullmatch(value) and len(value) <= 255):
+        return None
+    return f"{value!r} is no domain name (letters, digits and '-', parts joined by '.')"
+
+
+def _cfs_period(value: str) -> str | None:
+    period = go_int(value)
+    if period is None or not (period == 0 or 1000 <= period <= 1_000_000):
+        return "the engine takes 1000 to 1000000 microseconds (1ms to 1s), or 0 for its default"
+    return None
+
+
+def _cfs_quota(value: str) -> str | None:
+    quota = go_int(value)
+    if quota is None or 0 < quota < 1000:
+        return "the engine takes 1000 microseconds (1ms) or more, or 0 or -1 for no limit"
+    return None
+
+
+_CPU_LIST = re.compile(r"(?:[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)?")
+
+
+def _cpu_list(value: str) -> str | None:
+    """``--cpuset-cpus`` and ``--cpuset-mems``: ``0-3,5``, each range from low to high; which
+    CPUs and memory nodes a host has is the host's to say."""
+    ranges = [part.partition("-") for part in value.split(",")] if value else []
+    if _CPU_LIST.fullmatch(value) and all(not dash or int(a) <= int(b) for a, dash, b in ranges):
+        return None
+    return "it takes a list such as 0-3,5 (each range from the lower number to the higher)"
+
+
+_SIGNALS = frozenset(
+    {"ABRT", "ALRM", "BUS", "CHLD", "CLD", "CONT", "FPE", "HUP", "ILL", "INT", "IO", "IOT",
+     "KILL", "PIPE", "POLL", "PROF", "PWR", "QUIT", "SEGV", "STKFLT", "STOP", "SYS", "TERM",
+     "TRAP", "TSTP", "TTIN", "TTOU", "URG", "USR1", "USR2", "VTALRM", "WINCH", "XCPU", "XFSZ",
+     "RTMIN", "RTMAX", *(f"RTMIN+{n}" for n in range(1, 16)), *(f"RTMAX-{n}" for n in range(1, 15))}
+)  # fmt: skip
+"""The Linux signal names the engine reads (with or without SIG, in any case)."""
+
+
+def _stop_signal(value: str) -> str | None:
+    if re.fullmatch(r"[+-]?[0-9]+", value):
+        return "signal 0 is no signal" if int(value) == 0 else None
+    if not value or value.upper().removeprefix("SIG") in _SIGNALS:
+        return None
+    return f"{value!r} is no signal the engine knows (TERM, SIGINT, USR1, RTMIN+3, or a number)"
+
+
+HOST_NAME_MAX = 64
+"""The longest host name Linux sets (sethostname refuses a longer one when the container starts)."""
+
+
+def _hostname(value: str) -> str | None:
+    if len(value.encode()) > HOST_NAME_MAX:
+        return f"Linux takes a host name of at most {HOST_NAME_MAX} bytes"
+    return None
+
+
 def _workdir(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "the working folder inside the container is an absolute path, e.g. /workspace"
@@ -425,8 +528,7 @@ def _workdir(value: str) -> str | None:
 
 
 READERS: dict[str, Reader] = {
-    **dict.fromkeys(("--cpu-count", "--cpu-percent", "--cpu-period", "--cpu-quota",
-                     "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "-c",
+    **dict.fromkeys(("--cpu-count", "--cpu-percent", "--cpu-rt-period", "--cpu-rt-runtime",
                      "--pids-limit", "--stop-timeout"), _whole()),
     "--health-retries": _whole(0),
     "--oom-score-adj": _whole(-1000, 1000),
@@ -456,6 +558,21 @@ READERS: dict[str, Reader] = {
     "--mount": _mount,
     "--security-opt": _security_opt,
     **dict.fromkeys(("--cap-add", "--cap-drop"), _capability),
+    "--expose": _expose,
+    "--pull": _modes("always", "missing", "never"),
+    **dict.fromkeys(("--userns", "--uts"), _modes("host")),
+    "--cgroupns": _modes("host", "private"),
+    "--pid": _modes("host", joins=True),
+    "--ipc": _modes("none", "private", "shareable", "host", joins=True),
+    "--isolation": _modes("default", fold=True),
+    **dict.fromkeys(("--dns", "--link-local-ip"), _ip),
+    "--dns-search": _dns_search,
+    "--cpu-period": _cfs_period,
+    "--cpu-quota": _cfs_quota,
+    **dict.fromkeys(("--cpu-shares", "-c"), _whole(0)),
+    **dict.fromkeys(("--cpuset-cpus", "--cpuset-mems"), _cpu_list),
+    "--stop-signal": _stop_signal,
+    **dict.fromkeys(("--hostname", "-h"), _hostname),
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 
