@@ -211,7 +211,8 @@ def _cpus(value: str) -> str | None:
 
 def _volume(value: str) -> str | None:
     """``-v``: ``[SOURCE:]TARGET[:OPTIONS]``, no part empty, the target absolute (a value of
-    one part is the target of a new volume, which docker reads as it likes)."""
+    one part is the target of a new volume, which docker reads as it likes), each option one
+    the engine knows and of a kind given once (:data:`_VOLUME_MODES`)."""
     parts = value.split(":")
     if not value or (len(value) > 2 and "" in parts):
         return "it takes [SOURCE:]TARGET[:OPTIONS], no part of it empty"
@@ -219,7 +220,78 @@ def _volume(value: str) -> str | None:
         return "it takes SOURCE:TARGET:OPTIONS, three parts at most (options are split by ',')"
     if len(parts) > 1 and not parts[1].startswith("/"):
         return f"the target {parts[1]!r} inside the container is not an absolute path"
+    modes = parts[2].split(",") if len(parts) == 3 else []
+    kinds = [_VOLUME_MODES.get(mode) for mode in modes]
+    if None in kinds or len(set(kinds)) < len(kinds):
+        return (
+            f"the options {parts[2]!r} are not each one the engine knows, each of its kind once: "
+            "ro or rw, z or Z, a propagation (shared, slave, private, each r-), nocopy"
+        )
+    if "nocopy" in modes and parts[0].startswith("/"):
+        return "nocopy is for a named volume; a folder of the host is mounted as it is"
     return None
+
+
+_VOLUME_MODES = {
+    **dict.fromkeys(("rw", "ro"), "access"),
+    **dict.fromkeys(("z", "Z"), "label"),
+    **dict.fromkeys(("shared", "rshared", "slave", "rslave", "private", "rprivate"), "propagation"),
+    "nocopy": "copy",
+    **dict.fromkeys(("consistent", "cached", "delegated"), "consistency"),
+}
+"""The options of a ``-v`` value the engine knows, by kind (case counts: ``RO`` is none).
+Whether the host's mount takes a propagation is the host's to say."""
+
+
+def _device_mode(mode: str) -> bool:
+    return bool(mode) and len(set(mode)) == len(mode) and set(mode) <= set("rwm")
+
+
+def _device(value: str) -> str | None:
+    """``--device``: ``HOST[:CONTAINER][:MODE]``, both paths absolute, the mode of r, w and m
+    each once; a CDI name (``nvidia.com/gpu=all``) is the engine's to resolve."""
+    if "=" in value.partition(":")[0]:
+        return None
+    parts = value.split(":")
+    if len(parts) > 3:
+        return "it takes HOST[:CONTAINER][:MODE]"
+    container, mode = (parts[1], parts[2]) if len(parts) == 3 else (parts[0], "rwm")
+    if len(parts) == 2:
+        container, mode = (parts[0], parts[1]) if _device_mode(parts[1]) else (parts[1], mode)
+    for path in (parts[0], container):
+        if not path.startswith("/"):
+            return f"{path!r} is not an absolute path"
+    return None if _device_mode(mode) else f"the mode {mode!r} takes r, w and m, each once"
+
+
+def _throttle(rate: Reader) -> Reader:
+    """``--device-read-bps`` and the like: ``/dev/...:RATE``."""
+
+    def read(value: str) -> str | None:
+        path, colon, given = value.partition(":")
+        if not colon or not path.startswith("/dev/"):
+            return "it takes /dev/DEVICE:RATE, e.g. /dev/sda:10mb"
+        return rate(given)
+
+    return read
+
+
+def _bytes_rate(rate: str) -> str | None:
+    return None if size_bytes(rate) is not None else "the rate is a size such as 10mb or 1g"
+
+
+def _io_rate(rate: str) -> str | None:
+    whole = re.fullmatch("[0-9]+", rate) is not None and int(rate) < 2**64
+    return None if whole else "the rate is a whole number"
+
+
+_CGROUP_RULE = re.compile(r"[acb] ([0-9]+|\*):([0-9]+|\*) [rwm]{1,3}")
+
+
+def _cgroup_rule(value: str) -> str | None:
+    if _CGROUP_RULE.fullmatch(value):
+        return None
+    return "it takes TYPE MAJOR:MINOR ACCESS, e.g. 'c 1:3 mr' (a, b or c; * for any number)"
 
 
 def _tmpfs(value: str) -> str | None:
@@ -573,6 +645,10 @@ READERS: dict[str, Reader] = {
     **dict.fromkeys(("--cpuset-cpus", "--cpuset-mems"), _cpu_list),
     "--stop-signal": _stop_signal,
     **dict.fromkeys(("--hostname", "-h"), _hostname),
+    "--device": _device,
+    **dict.fromkeys(("--device-read-bps", "--device-write-bps"), _throttle(_bytes_rate)),
+    **dict.fromkeys(("--device-read-iops", "--device-write-iops"), _throttle(_io_rate)),
+    "--device-cgroup-rule": _cgroup_rule,
 }  # fmt: skip
 """What each typed ``docker run`` option takes, read as the docker CLI and engine read it."""
 

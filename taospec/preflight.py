@@ -198,6 +198,8 @@ def _env_file(source: Source, where: tuple[str | int, ...], value: str) -> list[
         return [
             source.problem(where, f"--env-file {value} cannot be read here: {refused.strerror}")
         ]
+    except ValueError as malformed:
+        return [source.problem(where, f"--env-file {value}: docker run refuses it: {malformed}")]
     return [
         source.problem(where, f"--env-file {value} sets {name}: {rules.OWN_VARIABLES[name]}")
         for name in dict.fromkeys(names)
@@ -232,12 +234,27 @@ def _seccomp_profile(
 
 
 def env_file_names(path: Path) -> list[str]:
-    """The variable names a docker env file sets, in order: each line not blank and not a
-    ``#`` comment is ``NAME=value`` or ``NAME`` alone (passed from the environment). Only
-    names are read out: a value may be a secret, and none leaves this function."""
-    text = path.read_bytes().decode(errors="replace").removeprefix("\ufeff")
-    lines = (line.lstrip() for line in text.splitlines())
-    return [line.partition("=")[0] for line in lines if line and not line.startswith("#")]
+    """The variable names a docker env file sets, in order, read as docker run reads it: each
+    line (cut at ``\n``, a ``\r`` before it dropped) not blank and not a ``#`` comment is
+    ``NAME=value`` or ``NAME`` alone (passed from the environment). A file docker refuses
+    raises ValueError saying which line and why. Only names are read out: a value may be a
+    secret, and none leaves this function, nor any message of it."""
+    names = []
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line = raw.removesuffix(b"\r").decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"line {number} is not UTF-8") from None
+        line = line.removeprefix("\ufeff" if number == 1 else "").lstrip()
+        if not line or line.startswith("#"):
+            continue
+        name = line.partition("=")[0]
+        if not name:
+            raise ValueError(f"line {number} has no variable name")
+        if " " in name or "\t" in name:
+            raise ValueError(f"the name on line {number} holds a blank")
+        names.append(name)
+    return names
 
 
 def slurm_partitions(targets: Iterable[tuple[Job, Source]]) -> list[Problem]:

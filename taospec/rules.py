@@ -1014,6 +1014,15 @@ DOCKER_OWN_OPTIONS = {
 }
 """``docker run`` options taospec sets itself, with what to do instead."""
 
+_REFUSED_OPTIONS = {
+    "--label-file": "write each label as --label, where a reviewer sees it (taospec labels the "
+    "container with the job's id and owner)",
+    "--cidfile": "docker run writes the container's id there and refuses a file that exists, so "
+    "the job's second run would fail; the container is named after the job's id (docker "
+    "inspect ID)",
+}
+"""``docker run`` options a job file cannot use, with why."""
+
 _OWN_LABELS = ("tao-job", "tao-owner")
 _MOUNT_OPTIONS = ("-v", "--volume", "--mount", "--tmpfs")
 
@@ -1085,12 +1094,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
             )
         elif flag in ("-e", "--env") and (name := value.partition("=")[0]) in OWN_VARIABLES:
             yield source.problem(where, f"{flag} {name}: {OWN_VARIABLES[name]}")
-        elif flag == "--label-file":
-            yield source.problem(
-                where,
-                "--label-file: write each label as --label, where a reviewer sees it (taospec "
-                "labels the container with the job's id and owner)",
-            )
+        elif flag in _REFUSED_OPTIONS:
+            yield source.problem(where, f"{flag}: {_REFUSED_OPTIONS[flag]}")
         elif flag == "--ulimit" and (why := ulimit_misread(value)):
             yield source.problem(where, f"--ulimit {value}: docker run refuses it: {why}")
         elif relative := _relative_host_path(flag, value):

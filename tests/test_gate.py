@@ -2275,7 +2275,11 @@ DOCKER_VALUES = [
     ("--cpuset-cpus", ""), ("--stop-signal", "TERM"), ("--stop-signal", "sigterm"),
     ("--stop-signal", "9"), ("--stop-signal", "256"), ("--stop-signal", "SIGRTMIN+3"),
     ("--stop-signal", "RTMAX-14"), ("--stop-signal", "CLD"), ("--stop-signal", ""),
-    ("--hostname", "h" * 64),
+    ("--hostname", "h" * 64), ("-v", "/tmp:/data:ro"), ("-v", "/tmp:/data:z"),
+    ("-v", "/tmp:/data:ro,Z"), ("-v", "/tmp:/data:delegated"), ("-v", "/tmp:/data:rw,z,private"),
+    ("--device", "/dev/null:/dev/x:mr"), ("--device", "/dev/null:rw"), ("--device", "/dev/null"),
+    ("--device", "/dev/null:/dev/x"), ("--device-cgroup-rule", "c *:* rwm"),
+    ("--device-cgroup-rule", "b 8:0 r"), ("--device-cgroup-rule", "c 1:3 rr"),
     # the docker CLI's parser refuses these
     ("--cpus", "abc"), ("--cpus", "0.0000000001"), ("--cpus", "1/0"), ("--cpus", "1/-2"),
     ("--memory", "1x"), ("--memory", "-1"), ("--memory", "1gi"), ("--memory", "1.5.2g"),
@@ -2300,6 +2304,15 @@ DOCKER_VALUES = [
     ("-p", "127.0.0.1:99999:80"), ("-p", "99999:80"), ("-p", "127.0.0.1:8001-8000:80"),
     ("--pull", "sometimes"), ("--pull", "Never"), ("--userns", "bogus"), ("--userns", "HOST"),
     ("--uts", "bogus"), ("--pid", "bogus"), ("--pid", "container:"), ("--cgroupns", "bogus"),
+    ("--device", "rel"), ("--device", "/dev/null:rel"), ("--device", "/dev/null:/dev/x:rwx"),
+    ("--device", "/dev/null:/dev/x:rr"), ("--device", "/dev/null:/dev/x:"),
+    ("--device", "/dev/null::rw"), ("--device", "/dev/null:/dev/x:RW"),
+    ("--device-read-bps", "/tmp/x:1mb"), ("--device-read-bps", "/dev/null"),
+    ("--device-read-bps", "/dev/null:abc"), ("--device-write-bps", "/dev/null:1x"),
+    ("--device-read-iops", "/dev/null:1.5"), ("--device-write-iops", "/dev/null:abc"),
+    ("--device-cgroup-rule", "bad rule"), ("--device-cgroup-rule", "a 1:3 rwmr"),
+    ("--device-cgroup-rule", "x 1:3 r"), ("--device-cgroup-rule", "c 1:3"),
+    ("--device-cgroup-rule", "c  1:3 r"),
     # and the engine refuses these on any machine
     ("--workdir", "rel"), ("--workdir", "./x"), ("-w", "~"), ("--memory", "4m"),
     ("--memory-reservation", "1k"), ("--oom-score-adj", "2000"), ("--cpus", "-1"),
@@ -2315,6 +2328,9 @@ DOCKER_VALUES = [
     ("--cpuset-cpus", "0-"), ("--cpuset-cpus", ",0"), ("--cpuset-mems", "x"),
     ("--stop-signal", "SIGFOO"), ("--stop-signal", "RTMIN+16"), ("--stop-signal", "RTMAX-15"),
     ("--stop-signal", "0"), ("--stop-signal", "UNUSED"), ("--hostname", "h" * 65),
+    ("-v", "/tmp:/data:bogus"), ("-v", "/tmp:/data:rw,ro"), ("-v", "/tmp:/data:ro,rw"),
+    ("-v", "/tmp:/data:shared,slave"), ("-v", "/tmp:/data:RO"), ("-v", "/tmp:/data:z,Z"),
+    ("-v", "/tmp:/data:nocopy"),
 ]  # fmt: skip
 
 

@@ -199,3 +199,42 @@ def test_the_same_volume_given_twice_is_mounted_once_and_runs(
     ran = taospec("run", spec)
     assert ran.returncode == 0, ran.stderr
     assert taospec("logs", ran.stdout.split()[0]).stdout == "here\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (b"A=1\n=hidden-value\n", "line 2 has no variable name"),
+        (b"A B=hidden-value\n", "the name on line 1 holds a blank"),
+        (b"\xff=hidden-value\n", "line 1 is not UTF-8"),
+        (b"A=1\nB=hidden\xe2\x80\xa8C =value\n", None),  # U+2028 ends no line for docker
+        (b"\xef\xbb\xbf# c\n\n  A=1\r\nB\n", None),
+    ],
+)
+def test_an_env_file_docker_run_refuses_is_refused_without_its_values(
+    taospec: Runner, tmp_path: Path, state_dir: Path, text: bytes, said: str | None
+) -> None:
+    # docker run refused it once the record was open, quoting the line, value and all
+    env_file = tmp_path / "job.env"
+    env_file.write_bytes(text)
+    spec = docker_job(
+        tmp_path, tmp_path / "results", f"docker: {{extra_args: [--env-file, {env_file}]}}\n"
+    )
+    here = taospec("validate", "--here", spec)
+    if said is None:
+        assert here.returncode == 0, here.stderr
+        return
+    refused(here, f"$.docker.extra_args[0]: --env-file {env_file}: docker run refuses it: {said}")
+    assert "hidden" not in here.stderr
+    ran = taospec("run", spec)
+    refused(ran, said)
+    assert "hidden" not in ran.stderr
+    assert Ledger(state_dir).list() == []
+
+
+def test_a_cid_file_is_refused_at_its_item(taospec: Runner, tmp_path: Path) -> None:
+    # it ran once, then every later run of the job failed: "container ID file found"
+    spec = docker_job(
+        tmp_path, tmp_path / "results", f"docker: {{extra_args: [--cidfile, {tmp_path}/cid]}}\n"
+    )
+    refused(taospec("validate", spec), ":9:", "$.docker.extra_args[0]: --cidfile: docker run")
