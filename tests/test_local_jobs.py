@@ -181,6 +181,40 @@ def test_a_path_the_job_sets_is_the_path_it_runs_with(taospec: Runner, tmp_path)
     assert 'PATH="$PATH"' not in taospec("render", spec).stdout
 
 
+def test_a_path_without_the_shells_tools_still_starts_the_job_and_records_its_end(
+    taospec: Runner, tmp_path
+):
+    # the wrapper was `sh`, found through the job's own PATH: PATH=/nonexist failed every
+    # launch with "sh: command not found"; its mv, found the same way, kept no exit code
+    spec = job_file(tmp_path, "/bin/echo ok", env="{set: {PATH: /nonexist}}")
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    assert (tmp_path / "results" / job_id / "taospec.log").read_text() == "ok\n"
+    plan = taospec("render", spec).stdout  # what a reviewer reads names the same programs
+    assert "    /bin/sh \\\n" in plan
+    assert "command -p mv -f" in plan
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="switching to another user needs root; CI runs as root"
+)
+def test_as_root_a_path_without_setpriv_still_switches_to_the_jobs_user(
+    taospec: Runner, open_tmp: Path
+):
+    spec = job_file(open_tmp, "/usr/bin/id -u", user='"1000:1000"', env="{set: {PATH: /nonexist}}")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    assert (open_tmp / "results" / job_id / "taospec.log").read_text() == "1000\n"
+    plan = json.loads(taospec("render", "--format", "json", spec).stdout)
+    (launch,) = [step["argv"] for step in plan["steps"] if step["name"] == "launch"]
+    assert launch[:2] == ["/bin/sh", "-c"]
+    assert launch[5:9] == ["command", "-p", "setpriv", "--reuid=1000"]
+
+
 def test_a_passed_name_missing_from_the_environment_is_refused_before_anything(
     taospec: Runner, tmp_path, state_dir
 ):
@@ -1025,16 +1059,18 @@ def _recorded_error(done: subprocess.CompletedProcess[str], state_dir: Path) -> 
     return rec
 
 
-def test_a_launch_that_cannot_start_its_process_is_recorded_error(
+def test_a_command_its_own_path_does_not_find_is_recorded_error(
     taospec: Runner, tmp_path, state_dir
 ):
-    # env.set PATH is the job's own: a PATH without sh leaves the launch nothing to start
+    # env.set PATH is the job's own: the wrapper starts, and its command is not found there
     spec = job_file(tmp_path, "sh -c 'echo hi'", env="{set: {PATH: /nonexistent}}")
     done = taospec("run", spec)
     rec = _recorded_error(done, state_dir)
     assert rec["err_class"] == "ERR_PROGRAM"
-    assert "sh: command not found" in rec["transitions"][-1]["message"]
+    assert rec["transitions"][-1]["message"].startswith("process exited with code 127; ")
     assert "the job's command cannot be started" in done.stderr
+    log = tmp_path / "results" / rec["id"] / "taospec.log"
+    assert "not found" in log.read_text()  # dash and bash word the rest apart
 
 
 def test_a_launch_whose_argument_the_kernel_refuses_is_recorded_error(

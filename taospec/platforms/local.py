@@ -47,10 +47,15 @@ NAME = "local"
 EXIT_FILE = "taospec.exit"
 JOB_ID_VARIABLE = "TAO_JOB_ID"
 WRAPPER = (
-    'exit_file=$1; shift; "$@"; code=$?; '
-    'echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"'
+    'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && '
+    'command -p mv -f "$exit_file.tmp" "$exit_file"; exit "$code"'
 )
-"""Runs the command, then records its exit code where ``status`` reads it."""
+"""Runs the command, then records its exit code where ``status`` reads it.
+
+The wrapper runs with the job's environment, whose PATH (``env.set`` may give its own)
+need not name the system's folders: it is started as ``/bin/sh``, and finds its own
+``mv`` (and ``setpriv``, in the template) with ``command -p``, which searches the
+system's standard PATH and leaves the job's as it is."""
 
 
 def plan(context: Context) -> Plan:

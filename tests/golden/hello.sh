@@ -48,8 +48,8 @@ TAOSPEC_EOF
     TRITON_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/triton \
     TORCHINDUCTOR_CACHE_DIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/torchinductor \
     MPLCONFIGDIR=/tmp/taospec-results/"$JOB_ID"/.tao-runtime/home/.cache/matplotlib \
-    sh \
-    -c 'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$code"' \
+    /bin/sh \
+    -c 'exit_file=$1; shift; "$@"; code=$?; echo "$code" > "$exit_file.tmp" && command -p mv -f "$exit_file.tmp" "$exit_file"; exit "$code"' \
     taospec-job /tmp/taospec-results/"$JOB_ID"/taospec.exit sh \
     -c 'echo "hello from '"$JOB_ID"'" | tee /tmp/taospec-results/'"$JOB_ID"'/hello.txt && cat /tmp/taospec-results/'"$JOB_ID"/stage/spec.yaml) >/tmp/taospec-results/"$JOB_ID"/taospec.log 2>&1 </dev/null &
 backend_ref="pid:$!"
