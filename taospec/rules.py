@@ -882,6 +882,9 @@ def _value_at(data: Any, path: JsonPath) -> Any:
 USER_IDS = re.compile(r"([0-9]+):([0-9]+)")
 MAX_ID = 2**32 - 2
 """The largest UID or GID Linux gives an account (2**32 - 1 means "no id")."""
+DOCKER_MAX_ID = 2**31 - 1
+"""The largest UID or GID ``docker run --user`` takes: the engine refuses a larger one at
+the launch ("uids and gids must be in range 0-2147483647"), once the record is open."""
 
 
 def _results_root_rules(source: Source) -> Iterator[Problem]:
@@ -902,7 +905,8 @@ def _user_rules(source: Source) -> Iterator[Problem]:
     if not isinstance(user, str):
         return
     ids = USER_IDS.fullmatch(user)
-    if ids and max(int(ids[1]), int(ids[2])) > MAX_ID:
+    largest = max(int(ids[1]), int(ids[2])) if ids else 0
+    if largest > MAX_ID:
         yield source.problem(
             ("user",),
             f"user: {user!r} holds an id past {MAX_ID:,}, the largest UID or GID an account "
@@ -910,6 +914,13 @@ def _user_rules(source: Source) -> Iterator[Problem]:
         )
     if platform not in ("docker", "brev"):
         return
+    if DOCKER_MAX_ID < largest <= MAX_ID:
+        yield source.problem(
+            ("user",),
+            f"user: {user!r} holds an id past {DOCKER_MAX_ID:,}, the largest UID or GID "
+            f"docker run takes (the engine refuses it: uids and gids must be in range "
+            f"0-{DOCKER_MAX_ID}); write an account whose UID and GID are in that range",
+        )
     if ids and int(ids[1]) == 0:
         yield source.problem(
             ("user",),

@@ -1428,6 +1428,31 @@ def test_root_and_host_users_are_refused_with_what_to_write(
     refused(taospec("validate", brev), f"{brev}:7:7: $.user: user: host would mean this machine")
 
 
+@pytest.mark.parametrize(
+    ("platform", "user", "said"),
+    [
+        ("brev", "2147483648:1000", ":7:7: $.user: user: '2147483648:1000' holds an id past 2,14"),
+        ("local", "4294967294:4294967294", ""),
+        ("docker", "2147483647:2147483647", ""),
+    ],
+)
+def test_ids_past_what_docker_takes_are_refused_where_docker_runs_the_job(
+    taospec: Runner, tmp_path: Path, platform: str, user: str, said: str
+) -> None:
+    # the engine refuses them at the launch, "uids and gids must be in range 0-2147483647"; a
+    # local process may run as any id an account can have
+    path = write(
+        tmp_path / "job.yaml",
+        BASE.format(root="/home/u/r").replace("docker", platform).replace("1000:1000", user)
+        + ("brev: {instance: box}\n" if platform == "brev" else ""),
+    )
+    checked = taospec("validate", path)
+    if said:
+        refused(checked, f"{path}{said}")
+    else:
+        assert checked.returncode == 0, checked.stderr
+
+
 PASSED_BUT_FAILED_AT_RUN = [
     ('user: "1000:1000"', 'user: "00:0"', "$.user: user: '00:0' runs the container as root"),
     (
@@ -1435,6 +1460,12 @@ PASSED_BUT_FAILED_AT_RUN = [
         'user: "99999999999999999999:1"',
         "$.user: user: '99999999999999999999:1' holds an id past 4,294,967,294",
     ),
+    (
+        'user: "1000:1000"',
+        'user: "4294967294:4294967294"',
+        "$.user: user: '4294967294:4294967294' holds an id past 2,147,483,647, the largest UID",
+    ),
+    ('user: "1000:1000"', 'user: "2147483648:1000"', "uids and gids must be in range 0-2147483647"),
     ("command: sh -c 'echo hi'", 'command: [""]', "$.command[0]: the program to run is an empty"),
     ("command: sh -c 'echo hi'", "command: \"'' hi\"", "$.command: the program to run is an"),
     ("results_root: RESULTS", "results_root: /", "$.results_root: results_root: / would put"),
