@@ -674,17 +674,26 @@ def mount_refusals(source: object, target: str) -> list[tuple[str, str]]:
             f"{target} is at or under /results, where the job's results directory "
             "(and its spec file) is mounted; mount it elsewhere, e.g. /data"
         )
-    elif normal in ("/", "/proc") or normal.startswith("/proc/"):
+    elif normal in _CONTAINERS_OWN or normal.startswith(("/proc/", "/sys/")):
         same = "" if normal == target else f" (that is {normal})"
         why = (
-            f"{target}{same} cannot be a mount target: the container's root and "
-            "its /proc belong to the container; mount it elsewhere, e.g. /data"
+            f"{target}{same} cannot be a mount target: the container's root, its /dev and "
+            "its /proc, and what is under its /sys (the kernel's, read-only), belong to the "
+            "container; mount it elsewhere, e.g. /data"
         )
     elif ":" in normal:
         why = "docker run -v cannot take a target holding ':'; choose a path without it"
     else:
         return refusals
     return [*refusals, ("target", why)]
+
+
+_CONTAINERS_OWN = ("/", "/proc", "/dev")
+"""Mount targets the container engine keeps for itself, with what is under ``/proc`` and
+``/sys``: over ``/dev`` the container does not start (runc needs its own ``/dev/null``),
+and under ``/sys`` the engine cannot make the target in the kernel's read-only file system.
+Under ``/dev`` a mount is made in the container's own tmpfs (``/dev/shm`` is common), and
+one over ``/sys`` itself starts."""
 
 
 def _mount_target_path(target: str) -> str:

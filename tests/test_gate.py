@@ -121,6 +121,18 @@ def test_mounts_docker_rejects_are_refused(
     refused(taospec("render", path), expected)
 
 
+def test_mounts_under_dev_and_at_sys_itself_are_left_to_run(
+    engine: str, taospec: Runner, open_tmp: Path
+) -> None:
+    # the container's /dev is its own tmpfs, where a target is made; /sys itself is covered
+    mounts = f"[{{source: {open_tmp}, target: /dev/data}}, {{source: {open_tmp}, target: /sys}}]"
+    path = job(open_tmp, f"mounts: {mounts}\n")
+    path.write_text(path.read_text().replace("busybox:1", engine))
+    done = taospec("run", "-f", path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("hi\n")
+
+
 def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recording(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
@@ -1472,6 +1484,9 @@ PASSED_BUT_FAILED_AT_RUN = [
     ("", "mounts: [{source: SOURCE, target: /}]", "$.mounts[0].target: / cannot be a mount"),
     ("", "mounts: [{source: SOURCE, target: /results/..}]", "/results/.. (that is /) cannot"),
     ("", "mounts: [{source: SOURCE, target: /proc/x}]", "$.mounts[0].target: /proc/x cannot be"),
+    ("", "mounts: [{source: SOURCE, target: /dev}]", "$.mounts[0].target: /dev cannot be a mount"),
+    ("", "mounts: [{source: SOURCE, target: /sys/x}]", "$.mounts[0].target: /sys/x cannot be"),
+    ("", "mounts: [{source: SOURCE, target: /x/../sys/x}]", "(that is /sys/x) cannot be a"),
     ("image: busybox:1", "image: busybox@sha256:" + "A" * 64, "$.image: 'busybox@sha256:AAA"),
 ]
 
