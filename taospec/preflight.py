@@ -98,17 +98,38 @@ def _elsewhere(job: Job) -> bool:
     return bool(host) and not host.startswith("unix://")
 
 
+DOCKER_FILES = frozenset({"/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/.dockerenv"})
+"""Files docker writes into every container: a folder mounted over one fails the launch
+("not a directory"); a file takes its place."""
+
+
 def mount_sources(job: Job, source: Source) -> list[Problem]:
-    """Mount sources that do not exist here, where the container engine would mount them."""
+    """Mount sources that do not exist here, where the container engine would mount them,
+    and folders mounted where docker writes a file (:data:`DOCKER_FILES`)."""
     if _elsewhere(job):
         return []
-    missing = []
+    problems = []
     for index, mount in enumerate(job.mounts):
-        found = None if "{" in mount.source else status(mount.source)
-        if "{" in mount.source or isinstance(found, os.stat_result):
+        if "{" in mount.source:
             continue
-        missing.append(source.problem(job.mount_source_at(index), _no_source(mount.source, found)))
-    return missing
+        found = status(mount.source)
+        if not isinstance(found, os.stat_result):
+            problems.append(
+                source.problem(job.mount_source_at(index), _no_source(mount.source, found))
+            )
+        elif (
+            stat.S_ISDIR(found.st_mode)
+            and (target := rules.mount_target_path(mount.target)) in DOCKER_FILES
+        ):
+            problems.append(
+                source.problem(
+                    mount.written_at or ("mounts", index, "target"),
+                    f"{mount.source} is a folder on this machine, and docker writes "
+                    f"{target} into every container as a file, which a folder cannot "
+                    "be mounted over; mount a file there, or the folder elsewhere, e.g. /data",
+                )
+            )
+    return problems
 
 
 def _no_source(path: str, found: str | None, why: str = "") -> str:

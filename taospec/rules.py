@@ -643,7 +643,7 @@ def _mount_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         refusals = mount_refusals(mount.get("source"), mount["target"])
         for key, message in refusals:
             yield source.problem(("mounts", index, key), message)
-        target = _mount_target_path(mount["target"])
+        target = mount_target_path(mount["target"])
         if any(key == "target" for key, _ in refusals):
             continue
         if target in seen:
@@ -668,7 +668,7 @@ def mount_refusals(source: object, target: str) -> list[tuple[str, str]]:
                 "holding ':' cannot be mounted; link or move it to a path without ':'",
             )
         )
-    normal = _mount_target_path(target)
+    normal = mount_target_path(target)
     if normal == RESULTS_TARGET or normal.startswith(RESULTS_TARGET + "/"):
         why = (
             f"{target} is at or under /results, where the job's results directory "
@@ -696,7 +696,7 @@ Under ``/dev`` a mount is made in the container's own tmpfs (``/dev/shm`` is com
 one over ``/sys`` itself starts."""
 
 
-def _mount_target_path(target: str) -> str:
+def mount_target_path(target: str) -> str:
     """A mount target as the container sees it (``/data/../proc/`` is ``/proc``)."""
     normal = posixpath.normpath(target) if target else ""
     return "/" + normal.lstrip("/") if normal.startswith("/") else normal
@@ -1379,7 +1379,7 @@ def mount_target_of(flag: str, value: str) -> str:
     else:
         parts = value.split(":")
         target = parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
-    return _mount_target_path(target) if target.startswith("/") else ""
+    return mount_target_path(target) if target.startswith("/") else ""
 
 
 def _shared_targets(source: Source, words: Sequence[str], skipped: int) -> Iterator[Problem]:
@@ -1392,7 +1392,7 @@ def _shared_targets(source: Source, words: Sequence[str], skipped: int) -> Itera
     mounts = source.data.get("mounts")
     for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
         if isinstance(mount, dict) and isinstance(mount.get("target"), str):
-            taken.setdefault(_mount_target_path(mount["target"]), f"mounts[{index}]")
+            taken.setdefault(mount_target_path(mount["target"]), f"mounts[{index}]")
             ro = ":ro" if mount.get("readonly") else ""
             volumes.add(f"{mount.get('source')}:{mount['target']}{ro}")
     for index, flag, value in docker_options(words):

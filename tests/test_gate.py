@@ -133,6 +133,32 @@ def test_mounts_under_dev_and_at_sys_itself_are_left_to_run(
     assert done.stdout.startswith("hi\n")
 
 
+@pytest.mark.parametrize(
+    "target", ["/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.dockerenv"]
+)
+def test_a_folder_mounted_over_a_file_docker_writes_is_refused_here(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, target: str
+) -> None:
+    # docker writes these files into every container; a folder over one failed the launch
+    # with "not a directory", once the record was open
+    folder = open_tmp / "folder"
+    folder.mkdir()
+    path = job(open_tmp, f"mounts: [{{source: {folder}, target: {target}}}]\n")
+    path.write_text(path.read_text().replace("busybox:1", engine))
+    assert taospec("validate", path).returncode == 0  # the file alone says nothing of here
+    said = (
+        f"{path}:9:{29 + len(str(folder))}: $.mounts[0].target: {folder} is a folder on this "
+        f"machine, and docker writes {target} into every container as a file"
+    )
+    refused(taospec("validate", "--here", path), said)
+    refused(taospec("run", path), said)
+    assert not (state_dir / "jobs").exists()  # no record was opened
+    folder.rmdir()
+    folder.write_text("127.0.0.1 localhost\n")  # a file over the file is docker's own way
+    done = taospec("run", "-f", path)
+    assert done.returncode == 0, done.stderr
+
+
 def test_validate_here_checks_this_machine_and_run_checks_mounts_before_recording(
     taospec: Runner, tmp_path: Path, state_dir: Path
 ) -> None:
