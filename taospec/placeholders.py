@@ -68,9 +68,14 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
             continue
         guess = closest(name, allowed)
         hint = f" (did you mean {{{guess}}}?)" if guess else ""
-        choices = ", ".join("{" + a + "}" for a in allowed)
+        # a mount source of a job that needs no target takes none
+        choices = (
+            "known: " + ", ".join("{" + a + "}" for a in allowed)
+            if allowed
+            else "no placeholder is filled in here"
+        )
         found.append(
-            f"unknown placeholder {{{name}}}{hint}; known: {choices}; write {{{{ and }}}} "
+            f"unknown placeholder {{{name}}}{hint}; {choices}; write {{{{ and }}}} "
             "for literal braces"
         )
     return found

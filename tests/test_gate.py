@@ -1372,6 +1372,17 @@ def test_an_env_value_naming_the_spec_file_of_a_job_without_spec_is_refused(
     assert done.returncode == 0, done.stderr
 
 
+def test_a_placeholder_where_none_is_filled_in_says_so(taospec: Runner, tmp_path: Path) -> None:
+    # a mount source of a job that needs no target takes no placeholder, and the message
+    # listed the ones it takes as "known: ;"
+    path = job(tmp_path, 'mounts: [{source: "/tmp/x/{job_id}", target: /data}]\n')
+    (line,) = refused(taospec("validate", path))
+    assert line == (
+        f"{path}:9:19: $.mounts[0].source: unknown placeholder {{job_id}}; no placeholder is "
+        "filled in here; write {{ and }} for literal braces"
+    )
+
+
 def test_a_matrix_job_s_text_command_is_refused_at_its_own_line(
     taospec: Runner, tmp_path: Path
 ) -> None:
