@@ -1133,6 +1133,7 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 "mounted; mount elsewhere, e.g. /data",
             )
     yield from _shared_targets(source, words, skipped)
+    yield from _memory_limits(source, words, skipped)
 
 
 ATTACHED = (
@@ -1380,6 +1381,46 @@ def mount_target_of(flag: str, value: str) -> str:
         parts = value.split(":")
         target = parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
     return mount_target_path(target) if target.startswith("/") else ""
+
+
+_MEMORY_FLAGS = {
+    "-m": "memory",
+    "--memory": "memory",
+    "--memory-swap": "swap",
+    "--memory-reservation": "reservation",
+}
+
+
+def _memory_limits(source: Source, words: Sequence[str], skipped: int) -> Iterator[Problem]:
+    """``--memory``, ``--memory-swap`` and ``--memory-reservation`` as the engine weighs them
+    together, the last of each counting: swap (memory and swap together) needs a memory
+    limit and is no less than it; a reservation is no more than the limit."""
+    last: dict[str, tuple[int, str, int]] = {}
+    for index, flag, value in docker_options(words):
+        kind = _MEMORY_FLAGS.get(flag)
+        if index == skipped or kind is None:
+            continue
+        size = -1 if kind == "swap" and value == "-1" else dockerargs.size_bytes(value)
+        if size is None:
+            return  # refused as it is written
+        last[kind] = (index, dockerargs.shown(flag, value), size)
+    memory = last["memory"][2] if "memory" in last else 0
+    if "swap" in last and last["swap"][2] > 0 and (not memory or last["swap"][2] < memory):
+        index, shown, _ = last["swap"]
+        why = (
+            "it is memory and swap together, so no less than --memory (-1: swap without limit)"
+            if memory
+            else "the engine limits swap only with memory: set --memory too"
+        )
+        yield source.problem(
+            ("docker", "extra_args", index), f"{shown}: docker run refuses it: {why}"
+        )
+    if "reservation" in last and 0 < memory < last["reservation"][2]:
+        index, shown, _ = last["reservation"]
+        yield source.problem(
+            ("docker", "extra_args", index),
+            f"{shown}: docker run refuses it: a reservation is no more than the --memory limit",
+        )
 
 
 def _shared_targets(source: Source, words: Sequence[str], skipped: int) -> Iterator[Problem]:

@@ -2440,6 +2440,34 @@ def test_validate_refuses_exactly_the_option_values_docker_run_refuses(
             assert refused(done, said)[0].startswith(f"{path}:9:")
 
 
+DOCKER_ARG_SETS = [
+    ["--memory=64m", "--memory-swap=32m"], ["--memory-swap=1g"], ["-m=64m", "--memory-swap=32m"],
+    ["--memory=64m", "--memory-reservation=128m"], ["--memory=0", "--memory-swap=1g"],
+    ["--memory=64m", "--memory=128m", "--memory-swap=100m"], ["--memory=64m", "--memory-swap=64m"],
+    ["--memory=64m", "--memory-swap=-1"], ["--memory-reservation=128m"], ["--memory-swap=-1"],
+    ["--memory=64m", "--memory-swap=0"], ["--memory=64m", "--memory-reservation=64m"],
+    ["--memory=128m", "--memory=64m", "--memory-reservation=100m"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", DOCKER_ARG_SETS, ids=" ".join)
+def test_validate_refuses_exactly_the_memory_limits_docker_run_refuses_together(
+    engine: str, taospec: Runner, tmp_path: Path, args: list[str]
+) -> None:
+    # each alone is a size docker reads; together the engine refused them, the record open
+    checked = subprocess.run(
+        ["docker", "run", "--rm", *args, engine, "true"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert checked.returncode in (0, 125), checked.stderr
+    path = job(tmp_path, f"docker: {{extra_args: {json.dumps(args)}}}\n")
+    done = taospec("validate", path)
+    assert (done.returncode == 2) == (checked.returncode == 125), (checked.stderr, done.stderr)
+    if checked.returncode == 125:
+        (line,) = refused(done, ": docker run refuses it: ")
+        assert line.startswith(f"{path}:9:"), line
+
+
 @pytest.mark.parametrize(
     ("flags", "value", "taken"),
     [
