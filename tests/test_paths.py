@@ -121,7 +121,6 @@ def test_a_results_root_the_kernel_cannot_look_up_is_refused_with_its_reason(
         ("[--mount, 'type=bind,src={path},dst=/data']", "docker run refuses a bind mount"),
         # "error gathering device information", read as a command that cannot start
         ("[--device, '{path}:/dev/xvdc:rwm']", "docker run refuses a device"),
-        ("[--device-read-bps, '{path}:1mb']", "docker run refuses a device"),
     ],
 )
 def test_a_bind_mount_or_device_of_extra_args_missing_here_is_refused_before_any_record(
@@ -238,3 +237,17 @@ def test_a_cid_file_is_refused_at_its_item(taospec: Runner, tmp_path: Path) -> N
         tmp_path, tmp_path / "results", f"docker: {{extra_args: [--cidfile, {tmp_path}/cid]}}\n"
     )
     refused(taospec("validate", spec), ":9:", "$.docker.extra_args[0]: --cidfile: docker run")
+
+
+def test_a_throttled_device_missing_here_is_refused_before_any_record(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    missing = "/dev/taospec-no-such-device"
+    assert not Path(missing).exists()
+    args = f"[--device-read-bps, '{missing}:1mb']"
+    spec = docker_job(tmp_path, tmp_path / "results", f"docker: {{extra_args: {args}}}\n")
+    assert taospec("validate", spec).returncode == 0
+    said = f"{missing} does not exist on this machine, and docker run refuses a device"
+    for verb in (["validate", "--here"], ["run"]):
+        refused(taospec(*verb, spec), f"{spec}:9:", "$.docker.extra_args[0]: ", said)
+    assert Ledger(state_dir).list() == []
