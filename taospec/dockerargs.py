@@ -325,13 +325,15 @@ def _extra_host(value: str) -> str | None:
     return None if "%" not in address else f"{address!r}: an address with a zone is refused"
 
 
-def _address(version: int) -> Reader:
+def _address(version: int | None = None) -> Reader:
+    """An IP address, of ``version`` 4 or 6 where it is given."""
+
     def read(value: str) -> str | None:
         try:
-            ipaddress.ip_address(value)
+            address = ipaddress.ip_address(value)
         except ValueError:
             return f"{value!r} is no IP address"
-        if ipaddress.ip_address(value).version != version:
+        if version is not None and address.version != version:
             return f"it takes an IPv{version} address"
         return None
 
@@ -522,14 +524,6 @@ def _modes(*modes: str, joins: bool = False, fold: bool = False) -> Reader:
     return read
 
 
-def _ip(value: str) -> str | None:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return f"{value!r} is no IP address"
-    return None
-
-
 _DOMAIN_LABEL = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
 _DOMAIN = re.compile(rf"{_DOMAIN_LABEL}(?:\.{_DOMAIN_LABEL})*\.?")
 
@@ -637,7 +631,7 @@ READERS: dict[str, Reader] = {
     "--pid": _modes("host", joins=True),
     "--ipc": _modes("none", "private", "shareable", "host", joins=True),
     "--isolation": _modes("default", fold=True),
-    **dict.fromkeys(("--dns", "--link-local-ip"), _ip),
+    **dict.fromkeys(("--dns", "--link-local-ip"), _address()),
     "--dns-search": _dns_search,
     "--cpu-period": _cfs_period,
     "--cpu-quota": _cfs_quota,

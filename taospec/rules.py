@@ -1307,11 +1307,8 @@ def _relative_host_path(flag: str, value: str) -> str | None:
         path = value
     elif flag == "--security-opt":
         path = seccomp_profile(value) or ""
-    elif flag in ("-v", "--volume"):
-        path = value.partition(":")[0]
-    elif flag == "--mount":
-        fields = dict(item.partition("=")[::2] for item in value.split(","))
-        path = fields.get("source", fields.get("src", ""))
+    elif flag in ("-v", "--volume", "--mount"):
+        path = _mount_source(flag, value)
     else:
         return None
     if flag not in _READ_BY_CLI and path not in (".", "..") and not path.startswith(("./", "../")):
@@ -1323,14 +1320,23 @@ def bind_source(flag: str, value: str) -> str | None:
     """The absolute path of the machine the engine runs on that a ``-v``/``--volume`` or a
     ``--mount type=bind`` value mounts; None for a named volume, a tmpfs, or a relative path
     (another rule says what docker makes of that)."""
-    if flag in ("-v", "--volume"):
-        path = value.partition(":")[0]
-    elif flag == "--mount":
-        fields = dict(item.partition("=")[::2] for item in value.split(","))
-        path = fields.get("source", fields.get("src", "")) if fields.get("type") == "bind" else ""
-    else:
+    if flag == "--mount" and _mount_fields(value).get("type") != "bind":
         return None
+    path = _mount_source(flag, value) if flag in ("-v", "--volume", "--mount") else ""
     return path if path.startswith("/") else None
+
+
+def _mount_fields(value: str) -> dict[str, str]:
+    """A ``--mount`` value's ``KEY=VALUE`` fields."""
+    return dict(item.partition("=")[::2] for item in value.split(","))
+
+
+def _mount_source(flag: str, value: str) -> str:
+    """The source a ``-v``/``--volume`` or ``--mount`` value names, as written ('' if none)."""
+    if flag == "--mount":
+        fields = _mount_fields(value)
+        return fields.get("source", fields.get("src", ""))
+    return value.partition(":")[0]
 
 
 def device_path(flag: str, value: str) -> str | None:
@@ -1375,7 +1381,7 @@ def mount_target_of(flag: str, value: str) -> str:
     """Where in the container a ``-v``, ``--mount`` or ``--tmpfs`` value mounts, as the engine
     reads the path (``/data/`` and ``//data`` are ``/data``); '' where it names none."""
     if flag == "--mount":
-        fields = dict(item.partition("=")[::2] for item in value.split(","))
+        fields = _mount_fields(value)
         target = next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
     else:
         parts = value.split(":")
