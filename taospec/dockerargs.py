@@ -294,10 +294,48 @@ def _cgroup_rule(value: str) -> str | None:
     return "it takes TYPE MAJOR:MINOR ACCESS, e.g. 'c 1:3 mr' (a, b or c; * for any number)"
 
 
+_KERNEL_NUMBER = r"(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
+"""A number as the kernel reads one in base 0: ``0x`` hexadecimal, a leading 0 octal."""
+_MEMPARSE = rf"{_KERNEL_NUMBER}?[kKmMgGtTpPeE]?"
+_TMPFS_DATA: dict[str, tuple[re.Pattern[str], str]] = {
+    "size": (re.compile(rf"{_MEMPARSE}%?"), "a size such as 512m, 1g or 50% (of memory)"),
+    "nr_blocks": (re.compile(_MEMPARSE), "a count such as 1000 or 10k"),
+    "nr_inodes": (re.compile(_MEMPARSE), "a count such as 1000 or 10k"),
+    "mode": (re.compile(r"\+?[0-7]+"), "an octal mode such as 1777"),
+    "uid": (re.compile(rf"\+?{_KERNEL_NUMBER}"), "a numeric UID such as 1000"),
+    "gid": (re.compile(rf"\+?{_KERNEL_NUMBER}"), "a numeric GID such as 1000"),
+}
+"""The options of a tmpfs whose value the kernel reads, and what it takes: a value it cannot
+read fails the container's start (\"invalid argument\" from runc), whatever the machine. An
+option docker itself does not pass on is left to the launch, as each docker knows its own."""
+_U32_END = 2**32 - 1
+"""The kernel reads a mode, UID and GID as 32 bits, and (uid_t)-1 is no ID."""
+
+
 def _tmpfs(value: str) -> str | None:
-    if not value.startswith("/"):
+    target, _, options = value.partition(":")
+    if not target.startswith("/"):
         return "the target inside the container is an absolute path, e.g. /scratch:size=1g"
+    for option in options.split(",") if options else ():
+        key, equals, given = option.partition("=")
+        if not equals or key not in _TMPFS_DATA:
+            continue
+        pattern, takes = _TMPFS_DATA[key]
+        if not given or not pattern.fullmatch(given) or _u32(key, given) is None:
+            return f"the kernel reads no {key} {given!r}: it takes {takes}"
     return None
+
+
+def _u32(key: str, text: str) -> int | None:
+    """The mode, UID or GID the kernel reads (-1 for another option), or None past 32 bits."""
+    if key not in ("mode", "uid", "gid"):
+        return -1
+    digits = text.lstrip("+")
+    if digits[:2] in ("0x", "0X"):
+        number = int(digits[2:], 16)
+    else:
+        number = int(digits, 8 if key == "mode" or digits.startswith("0") else 10)
+    return number if number < _U32_END else None
 
 
 def _env(value: str) -> str | None:

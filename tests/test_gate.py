@@ -2414,6 +2414,16 @@ DOCKER_VALUES = [
     ("-v", "/tmp:/data:bogus"), ("-v", "/tmp:/data:rw,ro"), ("-v", "/tmp:/data:ro,rw"),
     ("-v", "/tmp:/data:shared,slave"), ("-v", "/tmp:/data:RO"), ("-v", "/tmp:/data:z,Z"),
     ("-v", "/tmp:/data:nocopy"),
+    # the kernel reads a tmpfs's size, counts, mode and IDs as the container starts
+    ("--tmpfs", "/x:size=10g"), ("--tmpfs", "/x:size=50%"), ("--tmpfs", "/x:size=0x10m"),
+    ("--tmpfs", "/x:size=010k"), ("--tmpfs", "/x:size=1m%"), ("--tmpfs", "/x:nr_inodes=10m"),
+    ("--tmpfs", "/x:mode=777"), ("--tmpfs", "/x:mode=+1777"), ("--tmpfs", "/x:uid=4294967294"),
+    ("--tmpfs", "/x:uid=0x10"), ("--tmpfs", "/x:uid=+5,gid=010,ro,noexec"),
+    ("--tmpfs", "/x:size=10GB"), ("--tmpfs", "/x:size=1.5g"), ("--tmpfs", "/x:size=-1"),
+    ("--tmpfs", "/x:size=+1m"), ("--tmpfs", "/x:size=0x"), ("--tmpfs", "/x:size="),
+    ("--tmpfs", "/x:nr_inodes=1%"), ("--tmpfs", "/x:nr_blocks=5%"), ("--tmpfs", "/x:mode=8"),
+    ("--tmpfs", "/x:mode=0x1ff"), ("--tmpfs", "/x:uid=-1"), ("--tmpfs", "/x:uid=4294967295"),
+    ("--tmpfs", "/x:uid=08"), ("--tmpfs", "/x:gid=abc"),
 ]  # fmt: skip
 
 
