@@ -278,6 +278,29 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "docker reads it on the machine that runs taospec, whatever engine the job runs on",
         ),
     ),
+    (
+        r'error mounting "[^"\n]*" to rootfs at "[^"\n]*": [^\n]*: invalid argument',
+        _program(
+            "the kernel refused the options of one of the job's mounts",
+            "check what docker.extra_args gives --tmpfs, -v and --mount (a tmpfs size such "
+            "as 512m, 1g or 50%, a mode in octal, numeric IDs), and mounts[]",
+        ),
+    ),  # runc's EINVAL for the job's own mount options, inside an "OCI runtime create failed"
+    (
+        r"open /proc/sys/[^:\n]+: no such file or directory",
+        _program(
+            "a --sysctl of docker.extra_args names a setting this kernel does not have",
+            "check its name with sysctl -a on the Docker host, or drop it",
+        ),
+    ),
+    (
+        r"error setting rlimits?\b[^\n]*: operation not permitted",
+        _program(
+            "a --ulimit of docker.extra_args asks more than the Docker host allows",
+            "lower it to at most the engine's own hard limit (for nofile, also the host's "
+            "fs.nr_open), or drop it to keep the engine's defaults",
+        ),
+    ),
     (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
     (_NO_COMMAND_AT_PATH, _NO_COMMAND),
     (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),

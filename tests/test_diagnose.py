@@ -210,6 +210,30 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             PROGRAM,
         ),
         (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            'during container init: error mounting "tmpfs" to rootfs at "/x": mount tmpfs:/x '
+            "(via /proc/self/fd/6), flags: 0xe, data: size=10GB: invalid argument: unknown",
+            "the kernel refused the options of one of the job's mounts",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: open /proc/sys/net/ipv4/foo: no such file or directory: "
+            "unknown",
+            "a --sysctl of docker.extra_args names a setting this kernel does not have",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: error setting rlimits for ready process: error setting "
+            "rlimit type 7: operation not permitted: unknown",
+            "a --ulimit of docker.extra_args asks more than the Docker host allows",
+            PROGRAM,
+        ),
+        (
             "docker: open /nonexistent: no such file or directory\n\nRun 'docker run --help' "
             "for more information",
             "a file docker run reads itself (an --env-file) is missing",

@@ -196,6 +196,46 @@ def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
 
 
+NR_OPEN = int(Path("/proc/sys/fs/nr_open").read_text())
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "sentence"),
+    [
+        (
+            ["--sysctl", "net.ipv4.taospec_has_no_such_setting=1"],
+            "a --sysctl of docker.extra_args names a setting this kernel does not have",
+        ),
+        (
+            ["--ulimit", f"nofile={NR_OPEN + 1}"],  # no process may hold more than nr_open
+            "a --ulimit of docker.extra_args asks more than the Docker host allows",
+        ),
+    ],
+)
+def test_an_option_this_machine_refuses_at_the_start_is_the_job_files_mistake(
+    engine: str,
+    taospec: Runner,
+    open_tmp: Path,
+    state_dir: Path,
+    cleanup,
+    extra_args: list[str],
+    sentence: str,
+) -> None:
+    # validate leaves them to the launch (another kernel or engine may take them); runc's
+    # refusal comes inside an "OCI runtime create failed", read before as an unhealthy
+    # runtime (ERR_INFRA), which retry: then ran again and again
+    spec = job_file(open_tmp, engine, "true", retry="{max: 2}")
+    docker_key = f"docker: {{shm_size: 64m, extra_args: {json.dumps(extra_args)}}}"
+    spec.write_text(spec.read_text().replace("docker: {shm_size: 64m}", docker_key))
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", spec)
+    assert done.returncode == 1
+    assert sentence in done.stderr
+    assert "journalctl" not in done.stderr
+    assert "retry 1 of 2" not in done.stderr
+    assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
+
+
 def test_a_mount_whose_word_for_docker_passes_the_limit_is_refused(
     taospec: Runner, open_tmp: Path, state_dir: Path
 ) -> None:
