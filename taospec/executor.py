@@ -301,11 +301,13 @@ def _gpu_host(facts: Mapping[str, object]) -> str:
 def gpu_lock(plan: Plan, ledger: Ledger) -> Iterator[Callable[[], None]]:
     """One claim at a time per machine whose GPUs the plan claims: from the GPU pick and the
     overlap check until the record that holds them is open (``<state>/taospec/gpus-<host
-    hash>.lock``, an exclusive flock), which the function it gives ends (else the block)."""
+    hash>.lock``, an exclusive flock), which the function it gives ends (else the block).
+    This machine's own GPUs are named by its host name: machines sharing a state folder
+    each claim theirs without waiting for the others."""
     if not plan.backend_value("gpus"):
         yield lambda: None
         return
-    host = _gpu_host(dict(plan.backend)) or "this machine"
+    host = _gpu_host(dict(plan.backend)) or f"host {os.uname().nodename}"
     digest = hashlib.sha256(host.encode()).hexdigest()[:16]
     with contextlib.ExitStack() as held:
         with recorded_first(ledger, NOT_LAUNCHED):

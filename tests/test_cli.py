@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from taospec import proc
 from taospec.cli import run_guarded
 from taospec.errors import EXIT_INTERNAL
 from taospec.ledger import Ledger
-from tests.conftest import Runner, write
+from tests.conftest import Runner, taospec_command, write
 from tests.ledgers import open_job
 
 HELLO = """\
@@ -208,6 +210,43 @@ def test_gpus_a_job_holds_on_another_machine_s_own_engine_are_not_claimed_here(
     assert f"overlap GPUs 0,1 of {'running job' if state == 'RUNNING' else 'job'} {held_here}" in (
         refused.stderr
     )
+
+
+def test_machines_sharing_a_state_folder_claim_their_own_gpus_without_waiting_for_each_other(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the lock held from the GPU pick to the record's open was one file for "this machine",
+    # whichever machine it was: one machine's claim waited for every other's
+    def job(name: str, command: str) -> Path:
+        text = HELLO.format(root=tmp_path / "results", command=command) + "gpus: [1]\n"
+        return write(tmp_path / name / "job.yaml", text)
+
+    # two jobs: one job's runs take turns anyway, from the decision that it runs to its open
+    spec, theirs = job("here", "'true'"), job("there", "echo there")
+    elsewhere = [
+        "unshare", "--uts", "sh", "-c", 'hostname gpu-box-2 && exec "$@"', "sh",
+        *taospec_command(), "run", "-B", str(theirs),
+    ]  # fmt: skip
+
+    def other_machine() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            elsewhere, env=taospec.env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    first = other_machine()
+    said = first.communicate(timeout=120)[1]
+    assert first.returncode == 0, said
+    (lock,) = (state_dir / "taospec").glob("gpus-*.lock")
+    with open(lock, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # gpu-box-2 is between its GPU check and its open
+        waiting = other_machine()
+        here = taospec("run", "-B", spec, timeout=60)
+        assert here.returncode == 0, here.stderr
+        assert waiting.poll() is None  # the other machine's next claim waits for its own
+        assert len(list((state_dir / "taospec").glob("gpus-*.lock"))) == 2
+    said = waiting.communicate(timeout=120)[1]
+    assert waiting.returncode == 0, said
 
 
 def test_overlapping_gpu_ids_are_refused_unless_allowed(
