@@ -471,11 +471,11 @@ def _path_name_rules(source: Source) -> Iterator[Problem]:
         if isinstance(mount, dict):
             paths += [(("mounts", index, key), mount.get(key)) for key in ("source", "target")]
     for where, path in paths:
-        if isinstance(path, str) and (why := unnameable(path)):
+        if isinstance(path, str) and (why := _unnameable(path)):
             yield source.problem(where, why)
 
 
-def unnameable(path: str) -> str | None:
+def _unnameable(path: str) -> str | None:
     """Why Linux can name nothing at ``path`` (a name, or the whole, too long), else None.
     A placeholder's part is left to its filled value."""
     size = len(path.encode(errors="surrogateescape"))
