@@ -287,12 +287,22 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
         ),
     ),  # runc's EINVAL for the job's own mount options, inside an "OCI runtime create failed"
     (
-        r"open /proc/sys/[^:\n]+: no such file or directory",
+        r"(?:open|write) /proc/sys/[^:\n]+: (?:no such file or directory|invalid argument)",
         _program(
-            "a --sysctl of docker.extra_args names a setting this kernel does not have",
-            "check its name with sysctl -a on the Docker host, or drop it",
+            "a --sysctl of docker.extra_args names a setting this kernel does not have, or "
+            "gives it a value the kernel refuses",
+            "check its name and range with sysctl -a on the Docker host, or drop it",
         ),
     ),
+    (
+        r'failed to write "[^"\n]*": write /sys/fs/cgroup/[^:\n]+: '
+        r"(?:no such device|invalid argument|numerical result out of range)",
+        _program(
+            "the Docker host's kernel cannot apply a resource setting of docker.extra_args",
+            "a --device-read-bps (-iops, and the write ones) throttles a block device only, "
+            "and --cpu-rt-* needs a kernel with real-time group scheduling; fix or drop it",
+        ),
+    ),  # runc writes the job's own limits into its cgroup: the job's options, not the runtime
     (
         r"error setting rlimits?\b[^\n]*: operation not permitted",
         _program(

@@ -222,7 +222,34 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             "create failed: runc create failed: unable to start container process: error "
             "during container init: open /proc/sys/net/ipv4/foo: no such file or directory: "
             "unknown",
-            "a --sysctl of docker.extra_args names a setting this kernel does not have",
+            "a --sysctl of docker.extra_args names a setting this kernel does not have, or "
+            "gives it a value the kernel refuses",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: write /proc/sys/net/core/somaxconn: invalid argument: "
+            "unknown",
+            "a --sysctl of docker.extra_args names a setting this kernel does not have, or "
+            "gives it a value the kernel refuses",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: error "
+            "during container init: error setting cgroup config for procHooks process: failed "
+            'to write "1:3 1048576": write /sys/fs/cgroup/blkio/docker/1e6f1e30/blkio.throttle'
+            ".read_bps_device: no such device: unknown",
+            "the Docker host's kernel cannot apply a resource setting of docker.extra_args",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: failed to create shim task: OCI runtime "
+            "create failed: runc create failed: unable to start container process: unable to "
+            'apply cgroup configuration: failed to write "1000": write /sys/fs/cgroup/cpu/'
+            "docker/42ccebb5/cpu.rt_runtime_us: invalid argument: unknown",
+            "the Docker host's kernel cannot apply a resource setting of docker.extra_args",
             PROGRAM,
         ),
         (

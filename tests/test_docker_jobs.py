@@ -207,6 +207,10 @@ NR_OPEN = int(Path("/proc/sys/fs/nr_open").read_text())
             "a --sysctl of docker.extra_args names a setting this kernel does not have",
         ),
         (
+            ["--sysctl", "net.core.somaxconn=abc"],  # the kernel reads a number there
+            "or gives it a value the kernel refuses",
+        ),
+        (
             ["--ulimit", f"nofile={NR_OPEN + 1}"],  # no process may hold more than nr_open
             "a --ulimit of docker.extra_args asks more than the Docker host allows",
         ),
