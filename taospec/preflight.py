@@ -150,25 +150,36 @@ def extra_host_paths(job: Job, source: Source) -> list[Problem]:
     :func:`rules.device_path`) whose path does not exist here, where the engine runs:
     dockerd makes a missing ``-v`` source an empty root-owned folder, as it would a missing
     ``mounts:`` source, and docker run refuses a missing ``--mount type=bind`` source or
-    device once the record is open."""
+    device once the record is open. A throttle (``--device-read-bps`` and the like) of a
+    device that is no block device fails the container's start: the kernel throttles block
+    devices only."""
     if job.platform != "docker" or _elsewhere(job):
         return []
     problems = []
     for index, flag, value in rules.docker_options(job.docker.extra_args):
         path = rules.bind_source(flag, value) or rules.device_path(flag, value)
         found = None if path is None or "{" in path else status(path)
-        if path is None or "{" in path or isinstance(found, os.stat_result):
+        if path is None or "{" in path:
             continue
-        refusal = (
-            "docker run refuses a bind mount whose source is missing"
-            if flag == "--mount"
-            else "docker run refuses a device that is missing"
-            if flag.startswith("--device")
-            else ""
-        )
-        said = _no_source(path, found, refusal)
+        if not isinstance(found, os.stat_result):
+            said = _no_source(path, found, _MISSING_REFUSED.get(flag, ""))
+        elif flag in rules.THROTTLES and not stat.S_ISBLK(found.st_mode):
+            said = (
+                f"{path} is no block device, and only a block device's reads and writes can be "
+                "throttled (the container would not start); name the disk, e.g. /dev/sda"
+            )
+        else:
+            continue
         problems.append(source.problem(("docker", "extra_args", index), f"{flag} {value}: {said}"))
     return problems
+
+
+_MISSING_REFUSED = {
+    "--mount": "docker run refuses a bind mount whose source is missing",
+    **dict.fromkeys(rules.DEVICE_OPTIONS, "docker run refuses a device that is missing"),
+}
+"""How docker run fails on a path of ``docker.extra_args`` that is missing, by its option
+(a missing ``-v`` source is made instead)."""
 
 
 def status(path: str | Path, *, follow: bool = True) -> os.stat_result | str | None:

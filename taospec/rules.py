@@ -1343,19 +1343,16 @@ def device_path(flag: str, value: str) -> str | None:
     """The device of the machine the engine runs on that a ``--device`` value (``HOST[:CONTAINER
     [:PERMISSIONS]]``) or a ``--device-read-bps``-like one (``HOST:RATE``) names; None for a
     CDI name (``nvidia.com/gpu=all``)."""
-    if flag not in _DEVICE_OPTIONS:
+    if flag not in DEVICE_OPTIONS:
         return None
     path = value.partition(":")[0]
     return path if path.startswith("/") else None
 
 
-_DEVICE_OPTIONS = (
-    "--device",
-    "--device-read-bps",
-    "--device-write-bps",
-    "--device-read-iops",
-    "--device-write-iops",
-)
+THROTTLES = ("--device-read-bps", "--device-write-bps", "--device-read-iops", "--device-write-iops")
+"""The options that throttle a device's reads or writes: ``/dev/...:RATE``."""
+DEVICE_OPTIONS = ("--device", *THROTTLES)
+"""The options of ``docker run`` that name a device of the machine the engine runs on."""
 
 _READ_BY_CLI = ("--env-file", "--security-opt")
 """The options whose file the docker CLI reads itself, and sends the engine what it holds."""

@@ -7,6 +7,7 @@ this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an intern
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -250,4 +251,35 @@ def test_a_throttled_device_missing_here_is_refused_before_any_record(
     said = f"{missing} does not exist on this machine, and docker run refuses a device"
     for verb in (["validate", "--here"], ["run"]):
         refused(taospec(*verb, spec), f"{spec}:9:", "$.docker.extra_args[0]: ", said)
+    assert Ledger(state_dir).list() == []
+
+
+def _a_disk() -> str:
+    """A whole disk of this machine, by its node under /dev."""
+    nodes = (Path("/dev", disk.name) for disk in sorted(Path("/sys/block").iterdir()))
+    return next(str(node) for node in nodes if node.is_block_device())
+
+
+@pytest.mark.parametrize(
+    ("flag", "rate"), [("--device-read-bps", "1mb"), ("--device-write-iops", "10")]
+)
+def test_only_a_block_device_is_throttled(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, flag: str, rate: str
+) -> None:
+    # /dev/null passed, opened the record, and the container did not start ("no such device")
+    for device, taken in ((_a_disk(), True), ("/dev/null", False)):
+        value = f"{device}:{rate}"
+        asked = subprocess.run(
+            ["docker", "run", "--rm", f"{flag}={value}", engine, "true"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert (asked.returncode == 0) == taken, asked.stderr
+        spec = docker_job(tmp_path, tmp_path, f"docker: {{extra_args: [{flag}, '{value}']}}\n")
+        here = taospec("validate", "--here", spec)
+        if taken:
+            assert here.returncode == 0, here.stderr
+            continue
+        said = f"$.docker.extra_args[0]: {flag} {value}: /dev/null is no block device"
+        refused(here, f"{spec}:9:", said)
+        refused(taospec("run", spec), said)
     assert Ledger(state_dir).list() == []
