@@ -297,19 +297,45 @@ def _cgroup_rule(value: str) -> str | None:
 _KERNEL_NUMBER = r"(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
 """A number as the kernel reads one in base 0: ``0x`` hexadecimal, a leading 0 octal."""
 _MEMPARSE = rf"{_KERNEL_NUMBER}?[kKmMgGtTpPeE]?"
-_TMPFS_DATA: dict[str, tuple[re.Pattern[str], str]] = {
-    "size": (re.compile(rf"{_MEMPARSE}%?"), "a size such as 512m, 1g or 50% (of memory)"),
-    "nr_blocks": (re.compile(_MEMPARSE), "a count such as 1000 or 10k"),
-    "nr_inodes": (re.compile(_MEMPARSE), "a count such as 1000 or 10k"),
-    "mode": (re.compile(r"\+?[0-7]+"), "an octal mode such as 1777"),
-    "uid": (re.compile(rf"\+?{_KERNEL_NUMBER}"), "a numeric UID such as 1000"),
-    "gid": (re.compile(rf"\+?{_KERNEL_NUMBER}"), "a numeric GID such as 1000"),
-}
-"""The options of a tmpfs whose value the kernel reads, and what it takes: a value it cannot
-read fails the container's start (\"invalid argument\" from runc), whatever the machine. An
-option docker itself does not pass on is left to the launch, as each docker knows its own."""
 _U32_END = 2**32 - 1
-"""The kernel reads a mode, UID and GID as 32 bits, and (uid_t)-1 is no ID."""
+"""The kernel reads a mode, UID and GID in 32 bits, and (uid_t)-1 is no ID."""
+
+
+def _kernel_value(pattern: str, takes: str, base: int | None = None) -> Reader:
+    """A tmpfs option's value the kernel reads when it matches ``pattern``; with a ``base``
+    (0: as its prefix says), also below :data:`_U32_END`. Why not: it ``takes`` another."""
+    shape = re.compile(pattern)
+
+    def read(value: str) -> str | None:
+        if not value or not shape.fullmatch(value):
+            return f"it takes {takes}"
+        if base is not None and _kernel_int(value.lstrip("+"), base) >= _U32_END:
+            return f"it takes {takes} (of 32 bits)"
+        return None
+
+    return read
+
+
+def _kernel_int(digits: str, base: int) -> int:
+    """``digits`` in ``base``; in base 0, ``0x`` says hexadecimal and a leading 0 octal."""
+    if base == 0 and digits[:2] in ("0x", "0X"):
+        return int(digits[2:], 16)
+    if base == 0:
+        base = 8 if digits[:1] == "0" else 10
+    return int(digits, base)
+
+
+_TMPFS_VALUES = {
+    "size": _kernel_value(rf"{_MEMPARSE}%?", "a size such as 512m, 1g or 50% (of memory)"),
+    "nr_blocks": _kernel_value(_MEMPARSE, "a count such as 1000 or 10k"),
+    "nr_inodes": _kernel_value(_MEMPARSE, "a count such as 1000 or 10k"),
+    "mode": _kernel_value(r"\+?[0-7]+", "an octal mode such as 1777", 8),
+    "uid": _kernel_value(rf"\+?{_KERNEL_NUMBER}", "a numeric UID such as 1000", 0),
+    "gid": _kernel_value(rf"\+?{_KERNEL_NUMBER}", "a numeric GID such as 1000", 0),
+}
+"""The options of a tmpfs whose value the kernel reads, the same on every machine: one it
+cannot read fails the container's start (runc's "invalid argument"). An option docker itself
+does not pass on (``huge=``, ``noswap``) is left to the launch: each docker knows its own."""
 
 
 def _tmpfs(value: str) -> str | None:
@@ -318,24 +344,11 @@ def _tmpfs(value: str) -> str | None:
         return "the target inside the container is an absolute path, e.g. /scratch:size=1g"
     for option in options.split(",") if options else ():
         key, equals, given = option.partition("=")
-        if not equals or key not in _TMPFS_DATA:
-            continue
-        pattern, takes = _TMPFS_DATA[key]
-        if not given or not pattern.fullmatch(given) or _u32(key, given) is None:
-            return f"the kernel reads no {key} {given!r}: it takes {takes}"
+        read = _TMPFS_VALUES.get(key) if equals else None
+        why = read(given) if read else None
+        if why:
+            return f"the kernel reads no {key} {given!r}: {why}"
     return None
-
-
-def _u32(key: str, text: str) -> int | None:
-    """The mode, UID or GID the kernel reads (-1 for another option), or None past 32 bits."""
-    if key not in ("mode", "uid", "gid"):
-        return -1
-    digits = text.lstrip("+")
-    if digits[:2] in ("0x", "0X"):
-        number = int(digits[2:], 16)
-    else:
-        number = int(digits, 8 if key == "mode" or digits.startswith("0") else 10)
-    return number if number < _U32_END else None
 
 
 def _env(value: str) -> str | None:

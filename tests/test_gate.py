@@ -2423,7 +2423,7 @@ DOCKER_VALUES = [
     ("--tmpfs", "/x:size=+1m"), ("--tmpfs", "/x:size=0x"), ("--tmpfs", "/x:size="),
     ("--tmpfs", "/x:nr_inodes=1%"), ("--tmpfs", "/x:nr_blocks=5%"), ("--tmpfs", "/x:mode=8"),
     ("--tmpfs", "/x:mode=0x1ff"), ("--tmpfs", "/x:uid=-1"), ("--tmpfs", "/x:uid=4294967295"),
-    ("--tmpfs", "/x:uid=08"), ("--tmpfs", "/x:gid=abc"),
+    ("--tmpfs", "/x:uid=08"), ("--tmpfs", "/x:gid=abc"), ("--tmpfs", "/x:mode=77777777777"),
 ]  # fmt: skip
 
 
