@@ -342,21 +342,27 @@ def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
     """Run the launch step; the handle is :func:`backend_ref` of its answer.
 
     A ``docker run -d`` that exits :data:`NOT_STARTED` may have created the container and
-    failed to start it (a command not in the image, a mount runc refuses). The container
-    named after the job is then removed, rather than left ``created`` with the job's passed
-    values in its configuration: ``docker rm`` without ``--force`` removes nothing that runs.
+    failed to start it (a command not in the image, a mount runc refuses); it is then
+    removed (:func:`unstarted_rm_argv`).
     """
     try:
         return Launched(backend_ref(runner.run(step), plan.job_id))
     except CommandFailed as failure:
         if failure.returncode in NOT_STARTED:
-            proc.run(["docker", "rm", plan.job_id], extra_env=step.env, check=False)
+            proc.run(unstarted_rm_argv(plan.job_id), extra_env=step.env, check=False)
         raise
 
 
 NOT_STARTED = (125, 126, 127)
 """docker run's own exit codes: the engine's error, a command it cannot invoke, one it does
 not find."""
+
+
+def unstarted_rm_argv(job_id: str) -> tuple[str, ...]:
+    """``docker rm`` of the container named after the job, once ``docker run`` exited
+    :data:`NOT_STARTED`, so that no ``created`` container keeps the job's passed values in
+    its configuration until a prune. Without ``--force``: it removes nothing that runs."""
+    return ("docker", "rm", job_id)
 
 
 def backend_ref(result: proc.Result, job_id: str) -> str:
