@@ -63,23 +63,41 @@ def values(output: str, name: str) -> list[str]:
     return [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
 
 
-def guarded(check: str, run: str, name: str, *, present: str, done: str, failure: str) -> str:
+def guarded(
+    check: str, run: str, name: str, *, present: str, done: str, failure: str, undo: str = ""
+) -> str:
     """``run`` unless ``check`` succeeds; either way a ``TAOSPEC_<name>`` marker, else a failure.
 
     Running it twice is harmless (brev re-runs a failed remote command): the
     second run finds what the first one made and says ``present``. A failed
-    ``run`` still exits 0, so brev does not run it again.
+    ``run`` still exits 0, so brev does not run it again; ``undo`` runs first
+    then, where ``$?`` is still ``run``'s exit code (see :func:`exited_with`).
     """
+    otherwise = f"{undo}; {fail(failure)}" if undo else fail(failure)
     return script(
         f"if {check} >/dev/null 2>&1; then {marker(name, present)}",
         f"elif {run}",
         f"then {marker(name, done)}",
-        f"else {fail(failure)}; fi",
+        f"else {otherwise}; fi",
     )
 
 
-def guarded_launch(job_id: str, run_argv: Sequence[str]) -> str:
-    """Start the container unless one named ``job_id`` exists: ``TAOSPEC_LAUNCH=started|exists``."""
+def exited_with(codes: Iterable[int], argv: Sequence[str]) -> str:
+    """Run ``argv``, its output dropped, when the command before exited with one of ``codes``.
+
+    The code is known only on the far side: brev passes back none, so what depends on it
+    is decided there.
+    """
+    return f"case $? in {'|'.join(map(str, codes))}) {command(argv)} >/dev/null 2>&1;; esac"
+
+
+def guarded_launch(
+    job_id: str, run_argv: Sequence[str], *, not_started: Iterable[int], undo_argv: Sequence[str]
+) -> str:
+    """Start the container unless one named ``job_id`` exists: ``TAOSPEC_LAUNCH=started|exists``.
+
+    A ``docker run`` that exits with one of ``not_started`` is followed by ``undo_argv``.
+    """
     return guarded(
         command(["docker", "container", "inspect", job_id]),
         command(run_argv),
@@ -87,6 +105,7 @@ def guarded_launch(job_id: str, run_argv: Sequence[str]) -> str:
         present="exists",
         done="started",
         failure="docker run failed",
+        undo=exited_with(not_started, undo_argv),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
 import select
 import shlex
 import shutil
@@ -496,6 +497,69 @@ def _arm_fail_first_exec(emulator: Brev, name: str) -> None:
     data = emulator.data()
     data["instances"][name]["fail_first_exec"] = True
     emulator.state.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("command", "mounts", "said"),
+    [
+        ("/no/such/program", "[]", "no such file"),  # the command of the image, mistyped
+        ("true", "[{source: /etc/hostname, target: /data}]", "a mount puts a file where"),
+    ],
+)
+def test_a_container_the_instance_created_but_could_not_start_is_removed(
+    engine: str,
+    taospec: Runner,
+    emulator: Brev,
+    open_tmp: Path,
+    state_dir: Path,
+    command: str,
+    mounts: str,
+    said: str,
+) -> None:
+    # docker run -d on the instance created the container and failed to start it: it stayed
+    # "created" there, with the job's passed values in its configuration, until a prune
+    value = "launch-" + secrets.token_hex(6)
+    emulator.add("box", "--env", f"LAUNCH_TOKEN={value}")
+    spec = job_file(open_tmp, engine, command, mounts=mounts, env="{pass: [LAUNCH_TOKEN]}")
+    done = run(taospec, emulator, "run", spec)
+    job_id = _only_job(state_dir)
+    emulator.job_ids.append(job_id)
+    assert done.returncode == 1, done.stderr
+    assert said in done.stderr.lower()
+    rec = record(state_dir, job_id)
+    assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_PROGRAM")
+    assert containers(job_id) == []
+    assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
+
+
+def test_a_container_the_instance_started_is_not_removed_by_a_launch_that_failed(
+    engine: str,
+    taospec: Runner,
+    emulator: Brev,
+    open_tmp: Path,
+    state_dir: Path,
+    tmp_path: Path,
+) -> None:
+    # the removal of a container created but not started follows docker run's own exit
+    # codes; a container that runs when docker run says one of them is left running
+    emulator.add("box")
+    real = shutil.which("docker")
+    stand_in = write(
+        tmp_path / "bin" / "docker",
+        f'#!/bin/sh\n{shlex.quote(str(real))} "$@"; code=$?\n'
+        '[ "$1" = run ] && { echo "docker: the answer was lost" >&2; exit 125; }\n'
+        'exit "$code"\n',
+    )
+    stand_in.chmod(0o755)
+    spec = job_file(open_tmp, engine, "sleep 300")
+    path = f"{FAKES}{os.pathsep}{stand_in.parent}{os.pathsep}{os.environ['PATH']}"
+    done = run(taospec, emulator, "run", spec, PATH=path)
+    job_id = _only_job(state_dir)
+    emulator.job_ids.append(job_id)
+    assert done.returncode == 1, done.stderr
+    assert "launch: docker run failed" in done.stderr
+    running = docker("inspect", "--format", "{{.State.Status}}", job_id)
+    assert running.stdout == "running\n", running.stderr
 
 
 def test_the_naive_exec_form_is_rejected_and_the_one_argument_form_works(

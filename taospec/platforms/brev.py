@@ -215,10 +215,16 @@ def _engine_steps(context: Context, instance: str) -> list[Step]:
             "prepare", instance, docker.remote_prepare(context, embed=True), "PREPARE", why
         )
     )
-    launch = remote.guarded_launch(context.job_id, argv.run)
+    launch = remote.guarded_launch(
+        context.job_id,
+        argv.run,
+        not_started=docker.NOT_STARTED,
+        undo_argv=docker.unstarted_rm_argv(context.job_id),
+    )
     why = (
         "start the container detached, named and labelled after the job id, unless a "
-        "container with that name exists (brev may run this twice)"
+        "container with that name exists (brev may run this twice); one docker created but "
+        "could not start is removed"
     )
     steps.append(_remote_step("launch", instance, launch, "LAUNCH", why, attempts=LAUNCH_ATTEMPTS))
     return steps

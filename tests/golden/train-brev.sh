@@ -68,7 +68,7 @@ train:
 then echo TAOSPEC_PREPARE=done
 else printf %s\\n '"'"'TAOSPEC_FAILED=could not create the results tree or the spec file'"'"'; fi' </dev/null | grep -q ^TAOSPEC_PREPARE=
 
-# launch: start the container detached, named and labelled after the job id, unless a container with that name exists (brev may run this twice)
+# launch: start the container detached, named and labelled after the job id, unless a container with that name exists (brev may run this twice); one docker created but could not start is removed
 attempt=1; until brev exec tao-a100 \
     'if docker container inspect '"$JOB_ID"' >/dev/null 2>&1; then echo TAOSPEC_LAUNCH=exists
 elif docker run -d --name '"$JOB_ID"' \
@@ -96,7 +96,7 @@ elif docker run -d --name '"$JOB_ID"' \
     -e /results/stage/spec.yaml \
     results_dir=/results
 then echo TAOSPEC_LAUNCH=started
-else printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
+else case $? in 125|126|127) docker rm '"$JOB_ID"' >/dev/null 2>&1;; esac; printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
 backend_ref=tao-a100/"$JOB_ID"
 
 trap - EXIT
