@@ -311,6 +311,23 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "fs.nr_open), or drop it to keep the engine's defaults",
         ),
     ),
+    (
+        r"Requested CPUs are not available|Range of CPUs is from|"
+        r"Requested memory nodes are not available",
+        _program(
+            "docker.extra_args asks for CPUs or memory nodes the Docker host does not have",
+            "see what it has (nproc, lscpu there) and fix --cpus, --cpuset-cpus or "
+            "--cpuset-mems, or drop them",
+        ),
+    ),
+    (
+        r"Unknown runtime specified|Error response from daemon: network \S+ not found",
+        _program(
+            "docker.extra_args names a runtime or a network the Docker host does not have",
+            "see docker info (Runtimes) and docker network ls there, and fix or drop "
+            "--runtime or --network",
+        ),
+    ),
     (r"error running (?:\w+ )?hook", _RUNTIME),  # the runtime's own hook, not the job's
     (_NO_COMMAND_AT_PATH, _NO_COMMAND),
     (r"executable file not found in \$PATH|: command not found|exec format error", _NO_COMMAND),

@@ -253,6 +253,28 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             PROGRAM,
         ),
         (
+            "docker: Error response from daemon: Requested CPUs are not available - requested "
+            "99, available: 0-1",
+            "docker.extra_args asks for CPUs or memory nodes the Docker host does not have",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: Range of CPUs is from 0.01 to 2.00, as there "
+            "are only 2 CPUs available",
+            "docker.extra_args asks for CPUs or memory nodes the Docker host does not have",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: network nosuchnet not found",
+            "docker.extra_args names a runtime or a network the Docker host does not have",
+            PROGRAM,
+        ),
+        (
+            "docker: Error response from daemon: Unknown runtime specified nosuch",
+            "docker.extra_args names a runtime or a network the Docker host does not have",
+            PROGRAM,
+        ),
+        (
             "docker: Error response from daemon: failed to create shim task: OCI runtime "
             "create failed: runc create failed: unable to start container process: error "
             "during container init: error setting rlimits for ready process: error setting "

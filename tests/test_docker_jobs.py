@@ -211,6 +211,14 @@ NR_OPEN = int(Path("/proc/sys/fs/nr_open").read_text())
             "or gives it a value the kernel refuses",
         ),
         (
+            ["--cpuset-cpus", str(os.cpu_count())],  # CPUs count from 0
+            "docker.extra_args asks for CPUs or memory nodes the Docker host does not have",
+        ),
+        (
+            ["--network", "taospec-has-no-such-network"],
+            "docker.extra_args names a runtime or a network the Docker host does not have",
+        ),
+        (
             ["--ulimit", f"nofile={NR_OPEN + 1}"],  # no process may hold more than nr_open
             "a --ulimit of docker.extra_args asks more than the Docker host allows",
         ),
