@@ -178,6 +178,39 @@ _KNOWN: tuple[tuple[str, Diagnosis], ...] = (
             "to it yourself), then submit again",
         ),
     ),
+    (
+        r"Unable to contact slurm controller",
+        _infra(
+            "the Slurm controller (slurmctld) does not answer",
+            "check that slurmctld runs (scontrol ping) and that slurm.conf (or SLURM_CONF) "
+            "names it, then submit again",
+        ),
+    ),
+    (
+        r"Requested node configuration is not available",
+        _program(
+            "no node of the cluster has what the job asks for (Slurm refused it)",
+            "ask for fewer nodes, CPUs (slurm.cpus_per_task) or GPUs, or less memory "
+            "(extra_sbatch), or for a partition whose nodes have them (sinfo -N -o "
+            "'%N %P %c %m %G' lists them)",
+        ),
+    ),
+    (
+        r"Invalid generic resource \(gres\) specification",
+        _program(
+            "the cluster has no such generic resource (Slurm refused the job)",
+            "gpus: asks each node for GPUs as the gres gpu, which the partition's nodes must "
+            "have (sinfo -o '%P %G'); check also the --gres and --gpus of extra_sbatch",
+        ),
+    ),
+    (
+        r"Invalid (?:feature|qos|account\b[^\n]*|partition name) specifi",
+        _program(
+            "the cluster knows no such partition, account, QOS or feature (Slurm refused the job)",
+            "check slurm.partition, slurm.account and extra_sbatch against sinfo and "
+            "sacctmgr show assoc user=$USER",
+        ),
+    ),
     (_SSH_TIMED_OUT, _SSH_NO_ANSWER),
     (
         r"Timeout, server \S+ not responding",  # ssh's ServerAliveCountMax keepalives unanswered

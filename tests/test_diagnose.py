@@ -301,6 +301,37 @@ LOGS = Path(__file__).parent / "fakes" / "logs"
             PROGRAM,
         ),
         (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller "
+            "(connect failure)",
+            "the Slurm controller (slurmctld) does not answer",
+            INFRA,
+        ),
+        (
+            "sbatch: error: Memory specification can not be satisfied\nsbatch: error: Batch "
+            "job submission failed: Requested node configuration is not available",
+            "no node of the cluster has what the job asks for (Slurm refused it)",
+            PROGRAM,
+        ),
+        (
+            "sbatch: error: Invalid generic resource (gres) specification",
+            "the cluster has no such generic resource (Slurm refused the job)",
+            PROGRAM,
+        ),
+        *(
+            (
+                f"sbatch: error: Batch job submission failed: {said}",
+                "the cluster knows no such partition, account, QOS or feature (Slurm refused "
+                "the job)",
+                PROGRAM,
+            )
+            for said in (
+                "Invalid partition name specified",
+                "Invalid qos specification",
+                "Invalid feature specification",
+                "Invalid account or account/partition combination specified",
+            )
+        ),
+        (
             'ssh connection failed and could not look up instance "bxo": exit status 255',
             "the Brev instance does not exist",
             PROGRAM,

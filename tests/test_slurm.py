@@ -952,6 +952,47 @@ def test_no_job_of_that_name_fails_the_attempt(slurm, taospec: Runner, open_tmp:
     assert not (open_tmp / "results" / job_id / ".tao-runtime" / "secrets.env").exists()
 
 
+def test_a_submit_slurmctld_does_not_answer_is_the_cluster_s_fault(
+    slurm, taospec: Runner, open_tmp: Path, dead_controller: dict[str, str]
+) -> None:
+    # it was recorded ERR_PROGRAM, "without an error taospec recognises", which retry: skips
+    done = taospec("run", job_file(open_tmp, ["true"]), env=dead_controller)
+    assert done.returncode == 1, done.stderr
+    record = shown(taospec, opened_id(done))
+    assert (record["terminal_state"], record["backend_ref"]) == (ERROR, None)
+    assert record["err_class"] == "ERR_INFRA"
+    said = record["transitions"][-1]["message"]
+    assert "Batch job submission failed: Unable to contact slurm controller" in said, said
+    assert "the Slurm controller (slurmctld) does not answer" in said, said
+
+
+@pytest.mark.parametrize(
+    ("extra", "said", "why"),
+    [
+        ({"slurm": {"extra_sbatch": ["--mem=1T"]}}, "Requested node configuration is not "
+         "available", "no node of the cluster has what the job asks for"),
+        ({"gpus": [0]}, "Invalid generic resource (gres) specification",
+         "the cluster has no such generic resource"),
+    ],
+)  # fmt: skip
+def test_a_job_the_cluster_cannot_take_is_refused_not_adopted(
+    slurm, taospec: Runner, open_tmp: Path, extra: dict[str, Any], said: str, why: str
+) -> None:
+    # a node that lacks the memory asked for: slurmctld refused the job but kept it, FAILED
+    # (BadConstraints); taospec adopted it as "submitted before the answer was lost" and
+    # recorded "the job crashed (SIGHUP)" from its exit code 0:1
+    block = {"container": "none", **extra.pop("slurm", {})}
+    done = taospec("run", job_file(open_tmp, ["true"], slurm=block, **extra))
+    assert done.returncode == 1, done.stderr
+    assert "adopted" not in done.stderr
+    record = shown(taospec, opened_id(done))
+    assert (record["terminal_state"], record["backend_ref"]) == (ERROR, None)
+    assert record["err_class"] == "ERR_PROGRAM"
+    message = record["transitions"][-1]["message"]
+    assert said in message, message
+    assert why in message, message
+
+
 def _ended(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"

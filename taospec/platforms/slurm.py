@@ -295,7 +295,12 @@ def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
         return Launched(found)
     login = plan.backend_value("login")
     runner.progress(f"{plan.job_id}: sbatch gave no job id; looking for a job named {plan.job_id}")
-    ids = jobs_named(plan.job_id, login)
+    try:
+        named = _named_jobs(plan.job_id, login)
+    except CommandFailed as lookup:  # sbatch's own words say why it gave no id
+        said = f"{result.output()}\n{lookup.output}"
+        raise CommandFailed(lookup.command, lookup.returncode, said) from None
+    ids = [job for job, *how in named if tuple(how) != REFUSED]
     if len(ids) == 1:
         runner.progress(
             f"{plan.job_id}: adopted Slurm job {ids[0]}, submitted before the answer was lost"
@@ -310,17 +315,35 @@ def submit(step: Step, plan: Plan, runner: StepRunner) -> Launched:
             f"nothing more; keep one or cancel them all (scancel {' '.join(ids)})",
         )
     _remove_env_file(plan.record.results_dir, login)
+    why = (
+        f"Slurm refused the job (it lists it as job {named[0][0]}, {' '.join(REFUSED)}, which "
+        "never ran)"
+        if named
+        else f"no Slurm job is named {plan.job_id}"
+    )
     raise CommandFailed(
         proc.shown(step.argv),
         result.returncode,
-        f"{result.output()}\nsbatch gave no job id, and no Slurm job is named {plan.job_id}: "
-        "nothing was submitted",
+        f"{result.output()}\nsbatch gave no job id, and {why}: nothing was submitted",
     )
+
+
+SLURM_FAILED = "FAILED"
+"""Slurm's word for a job that ended with a non-zero exit code (not taospec's FAILED)."""
+REFUSED = (SLURM_FAILED, "BadConstraints")
+"""How squeue lists a job slurmctld refused at submit, when no node could ever give what it
+asks ("Requested node configuration is not available"): sbatch prints no id for it."""
 
 
 def jobs_named(name: str, login: str | None) -> list[str]:
     """Ids of the Slurm jobs named exactly ``name``: queued, running or recently ended."""
-    argv = on(login, ("squeue", "--noheader", "--states=all", f"--name={name}", "--format=%i"))
+    return [job for job, *_ in _named_jobs(name, login)]
+
+
+def _named_jobs(name: str, login: str | None) -> list[list[str]]:
+    """The Slurm jobs named exactly ``name``, each as its id, state and reason."""
+    argv = on(login, ("squeue", "--noheader", "--states=all", f"--name={name}",
+                      "--format=%i %T %r"))  # fmt: skip
     result = proc.run(argv, check=False)
     if not result.ok:
         raise CommandFailed(
@@ -329,7 +352,7 @@ def jobs_named(name: str, login: str | None) -> list[str]:
             f"{result.output()}\n(cannot tell whether a job named {name} exists; look with "
             f"squeue -n {name} before submitting again)",
         )
-    return result.stdout.split()
+    return [line.split(maxsplit=2) for line in result.stdout.splitlines() if line.strip()]
 
 
 def partitions(login: str | None) -> list[str] | None:
@@ -495,7 +518,7 @@ def to_status(native: Native, tail: Callable[[], str] = lambda: "") -> Status:
         return Status(state, message, code)
     if native.state in _INFRA_STATES:
         return Status(ERROR, message, code, INFRA)
-    diagnosis = classify(code, message, tail() if native.state == "FAILED" else "")
+    diagnosis = classify(code, message, tail() if native.state == SLURM_FAILED else "")
     return Status(ERROR, f"{message}; {diagnosis}", code, diagnosis.err_class)
 
 
