@@ -1599,7 +1599,7 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
             )
         if word == "-a" or (len(word) > 3 and "--array".startswith(word)):
             yield source.problem(("slurm", "extra_sbatch", index), f"{word}: {ARRAY_REFUSAL}")
-        why = _sbatch_misreads(line)
+        why = _sbatch_misreads(line) or _sbatch_size_misread(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)
 
@@ -1645,6 +1645,34 @@ def _sbatch_misreads(line: str) -> str | None:
             'would be a word it refuses; quote a value that holds spaces (--comment="a b")'
         )
     return None
+
+
+SBATCH_SIZE_OPTIONS = frozenset({"--mem", "--mem-per-cpu", "--mem-per-gpu", "--tmp"})
+"""sbatch's options whose value is a size (``str_to_mbytes`` in Slurm's proc_args.c)."""
+SBATCH_SIZE = re.compile(r"[ \t\n\v\f\r]*(?:\+?(?P<count>[0-9]+)|-0+)(?:[KkMmGgTt][Bb]?)?")
+"""A size sbatch reads: C's strtoll (blanks, a sign, decimal digits; below 0 refused), then
+megabytes, or K, M, G or T with an optional B."""
+LLONG_MAX = 2**63 - 1
+
+
+def _sbatch_size_misread(line: str) -> str | None:
+    """Why sbatch's parser would refuse the size an ``--mem`` (and the like) line gives,
+    on any cluster; whether a node has that much is the cluster's to say."""
+    words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
+    option, equals, value = words[0].partition("=") if words else ("", "", "")
+    if not equals and len(words) == 2:
+        value = words[1]
+    elif not equals:
+        return None
+    if option not in SBATCH_SIZE_OPTIONS:
+        return None
+    found = SBATCH_SIZE.fullmatch(value)
+    if found and int(found["count"] or 0) <= LLONG_MAX:
+        return None
+    return (
+        f"{option} {value!r}: sbatch refuses it: a size is a whole number of megabytes, or of "
+        "K, M, G or T with an optional B after it (512M, 16GB), at most 2**63-1"
+    )
 
 
 SBATCH_BLANKS = " \t\n\v\f\r"

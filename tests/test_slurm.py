@@ -1338,6 +1338,45 @@ def test_validate_passes_exactly_the_extra_sbatch_lines_sbatch_reads(
     assert misread or checked.returncode == 0, checked.stderr
 
 
+SBATCH_SIZES = [
+    # sbatch takes these
+    "--mem=16G", "--mem=1", "--mem=1k", "--mem=512MB", "--mem=1Gb", "--mem=+1", "--mem=01",
+    "--mem=-0", "--mem=' 1'", "--mem=0", "--mem 64M", "--mem=9223372036854775807",
+    "--mem-per-cpu=4g", "--mem-per-gpu=8G", "--tmp=1", "--mem=1T", "--tmp=100GB",
+    # and its parser refuses these on any cluster
+    "--mem=abc", "--mem=1x", "--mem=-1", "--mem=1.5G", "--mem=1KiB", "--mem=1GBB", "--mem=1p",
+    "--mem=0x10", "--mem=1e3", "--mem=G", "--mem=''", "--mem=99999999999999999999",
+    "--mem-per-cpu=abc", "--mem-per-gpu='1 G'", "--tmp=1Gx", "--mem 2..",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", SBATCH_SIZES)
+def test_validate_refuses_exactly_the_sizes_sbatch_refuses(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # each passed validate and failed at sbatch (exit 255, "Invalid --mem specification")
+    # once the record was open; a size no node has is the cluster's to refuse, not the file's
+    script = write(
+        open_tmp / "size.sbatch",
+        f"#!/bin/bash\n#SBATCH {line}\n#SBATCH --output={open_tmp}/out.txt\ntrue\n",
+    )
+    checked = subprocess.run(
+        ["sbatch", "--test-only", str(script)], capture_output=True, text=True, check=False
+    )
+    refuses = checked.returncode == 255
+    assert refuses == ("sbatch: error: Invalid --" in checked.stderr), checked.stderr
+    doc = {"version": 1, "network_arch": "a", "action": "b", "platform": "slurm",
+           "image": "busybox:1", "command": "true", "results_root": "/data/results",
+           "slurm": {"container": "none", "extra_sbatch": ["--qos=x", line]}}  # fmt: skip
+    path = write(open_tmp / "job.yaml", yaml.safe_dump(doc, width=200, sort_keys=False))
+    done = taospec("validate", path)
+    assert (done.returncode == 2) == refuses, (checked.stderr, done.stderr)
+    if refuses:
+        (said,) = [said for said in done.stderr.splitlines() if ": $." in said]
+        assert re.match(rf"{path}:\d+:\d+: \$\.slurm\.extra_sbatch\[1\]: --", said), said
+        assert ": sbatch refuses it: a size is " in said, said
+
+
 @pytest.mark.parametrize(
     ("line", "field", "value"),
     [("--job-nam=mine", "JobName", "mine"), ("--chd=/tmp", "WorkDir", "/tmp")],
