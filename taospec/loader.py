@@ -37,6 +37,7 @@ from taospec.jobids import id_like
 from taospec.rules import (
     check,
     filled_by_plan,
+    left_as_text,
     lost_braces,
     schema_problems,
     secret_literals,
@@ -146,7 +147,7 @@ def _passed_values(data: Any) -> Iterator[str]:
 def _single(
     source: Source, file: Path, images: Images, job_file: str, skills: SkillFinder | None
 ) -> tuple[JobFile, dict[str, Source]]:
-    problems = check(source, images) + lost_braces(source)
+    problems = check(source, images) + lost_braces(source) + left_as_text(source)
     named = _naming_problem(source, (), "the job file's name", file.stem)
     problems += [named] if named else []
     for key in ("needs", "matrix"):
@@ -266,13 +267,11 @@ def _pipeline(
         for expansion in _expand(base, merge(defaults, own or {}))
     ]
     names = [e.name for e in expansions]
-    problems = [  # each job as written, before its matrix values go in with braces doubled
-        problem
+    written = [  # each job as written, before its matrix values go in with braces doubled
+        MergedSource(source.file, merge(defaults, own or {}), source.root, ("jobs", base))
         for base, own in source.data["jobs"].items()
-        for problem in lost_braces(
-            MergedSource(source.file, merge(defaults, own or {}), source.root, ("jobs", base))
-        )
     ]
+    problems = [problem for job in written for problem in lost_braces(job) + left_as_text(job)]
     needs: dict[str, tuple[str, ...]] = {}
     for expansion in expansions:
         resolved, where = _resolve_needs(source, expansion, names)

@@ -363,6 +363,39 @@ def _placeholder_rules(
             yield source.problem(where, message)
 
 
+def left_as_text(source: Source) -> list[Problem]:
+    """Each ``{needs.`` placeholder in a value no plan fills (:func:`filled_by_plan`):
+    ``inputs``, ``notify``, ``docker.extra_args``, ...; and each ``{matrix.<key>}`` there
+    naming no key of the job's matrix (the matrix fills the others everywhere). Either would
+    stay in the value as text. Give it the job as written: a matrix value's braces are its own.
+    """
+    data = source.data
+    matrix = data.get("matrix")
+    keys = [str(key) for key in matrix] if isinstance(matrix, dict) else []
+    problems = []
+    for key, value in data.items():
+        if key in ("needs", "matrix"):
+            continue
+        for path, text in _strings(value, (key,)):
+            if filled_by_plan(path):
+                continue
+            for name in placeholders.names(text):
+                if name.startswith("needs."):
+                    message = (
+                        f"{{{name}}} is filled in only in command, spec values, env.set values "
+                        "and mount sources; here it would be left as it is"
+                    )
+                elif name.startswith("matrix.") and name[len("matrix.") :] not in keys:
+                    matrix_keys = f"no key of this job's matrix ({', '.join(keys)})"
+                    names = matrix_keys if keys else "a key of a matrix this job does not have"
+                    message = f"{{{name}}} names {names}, and would be left as it is"
+                else:
+                    continue
+                problems.append(source.problem(path, message))
+                break
+    return problems
+
+
 def lost_braces(source: Source) -> list[Problem]:
     """Each field a plan fills placeholders in (the command, spec values, ``env.set`` values,
     mount sources) that would lose a brace it means (:func:`placeholders.lost_brace`), at

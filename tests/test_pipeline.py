@@ -713,6 +713,52 @@ def test_what_starts_like_a_placeholder_but_is_none_is_refused_at_its_line(
     assert list(state_dir.iterdir()) == []
 
 
+def test_an_upstreams_placeholder_where_no_plan_fills_it_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # Outside command, spec, env.set and mount sources the placeholder was kept as text:
+    # validate passed, then run said "{needs.a.results_dir}/o does not exist" of an input,
+    # the notifier echoed the placeholder, and docker -v got it as a volume name.
+    jobs = """\
+  a:
+    action: a
+    command: 'true'
+  b:
+    action: b
+    needs: [a]
+    command: 'true'
+    inputs: ["{needs.a.results_dir}/o"]
+    notify: [echo, "{needs.a.results_dir}"]
+  c:
+    action: c
+    needs: [a]
+    matrix: {v: [x]}
+    platform: docker
+    user: "1000:1000"
+    command: 'true'
+    notify: [echo, "{matrix.v}", "{matrix.w}", "{{needs.a}}"]
+    docker: {extra_args: ["-v", "{needs.a.results_dir}:/up"]}
+"""
+    spec = pipeline(tmp_path, jobs, extra='  notify: "echo {needs.b.results_dir}"\n')
+    only = (
+        "is filled in only in command, spec values, env.set values and mount sources; "
+        "here it would be left as it is"
+    )
+    expected = [
+        f"{spec}:7:11: $.defaults.notify: {{needs.b.results_dir}} {only}",
+        f"{spec}:16:14: $.jobs.b.inputs[0]: {{needs.a.results_dir}} {only}",
+        f"{spec}:17:20: $.jobs.b.notify[1]: {{needs.a.results_dir}} {only}",
+        f"{spec}:25:34: $.jobs.c.notify[2]: {{matrix.w}} names no key of this job's matrix "
+        "(v), and would be left as it is",
+        f"{spec}:26:33: $.jobs.c.docker.extra_args[1]: {{needs.a.results_dir}} {only}",
+    ]
+    for verb in ("validate", "render", "run"):
+        done = taospec(verb, spec)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.splitlines()[:-1] == expected, done.stderr
+    assert list(state_dir.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("jobs", "expected"),
     [
