@@ -567,6 +567,8 @@ class Build:
             outcome = Outcome(
                 name, "NOT RUN", message=busy.reason, refused=True, running=busy.job_id
             )
+        except SubmitFailed as failed:  # its record is opened and says ERROR: report that job
+            outcome = Outcome(name, ERROR, failed.record, message=str(failed))
         except TaospecError as exc:
             if exc.exit_code == EXIT_INTERNAL:  # as the command line's handler reports it
                 outcome = Outcome(name, INTERNAL_ERROR, message=str(exc), internal=True)

@@ -443,6 +443,35 @@ def test_a_failure_in_the_middle_stops_its_dependents(
     assert states == {"prepare": "COMPLETE", "train": "ERROR"}
 
 
+def test_a_job_whose_submit_failed_is_reported_by_its_id_and_recorded_state(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # The record was opened and marked ERROR when docker run refused, yet run printed no
+    # "ID STATE" line for it, and its summary row said FAILED with no job.
+    jobs = """\
+  bad:
+    action: bad
+    docker: {extra_args: [--network, taospec-has-no-such-network]}
+    command: 'true'
+  after:
+    action: after
+    needs: [bad]
+    command: 'true'
+"""
+    spec = pipeline(tmp_path, jobs, platform="docker", extra='  user: "1000:1000"\n')
+    done = taospec("run", spec)
+    assert done.returncode == 1, done.stderr
+    (record,) = records(state_dir)
+    assert record["terminal_state"] == "ERROR"
+    assert done.stdout == f"{record['id']} ERROR\n"
+    rows = [line.split() for line in done.stderr.splitlines()]
+    assert ["bad", "ERROR", record["id"], "0:00"] in rows
+    assert ["after", "NOT", "RUN"] in rows
+    assert f"bad: ERROR ERR_PROGRAM in 0s  results {tmp_path / 'results' / record['id']}" in (
+        done.stderr
+    )
+
+
 WAITS_ON_A_REFUSAL = """\
   a:
     action: a

@@ -364,7 +364,8 @@ def ending(outcome: Outcome) -> str:
 
 def _explain(outcome: Outcome, ledger: Ledger) -> None:
     record = outcome.record
-    if record is None or outcome.state == CANCELED:  # the closing line says all there is
+    # the closing line says all there is, of a job that never launched (its submit failed) too
+    if record is None or outcome.state == CANCELED or record.backend_ref is None:
         return
     tail = platforms.get(record.platform).log_tail(record, ledger.sidecar(record.id), TAIL_LINES)
     if tail.strip():
