@@ -95,14 +95,17 @@ def a_follow_shows_the_bar_as_it_is_redrawn(
     assert shown.read_bytes().decode() == f"first\n{bar} done\n"
 
 
-def a_look_reads_the_log_a_block_at_a_time(taospec: Runner, job_id: str, results: Path) -> None:
-    """``logs`` of the ended job ``job_id``, its log (``taospec.log`` in ``results``) made a
-    pipe: each line goes out before the pipe is done with, so the log is never read whole."""
+def a_look_reads_the_log_a_block_at_a_time(
+    taospec: Runner, job_id: str, results: Path, *options: str
+) -> None:
+    """``logs`` (with ``options``: ``-f``) of the ended job ``job_id``, its log
+    (``taospec.log`` in ``results``) made a pipe: each line goes out before the pipe is done
+    with, so the log is never read whole."""
     log = results / "taospec.log"
     log.unlink()
     os.mkfifo(log)
     reader = subprocess.Popen(
-        [*taospec_command(), "logs", job_id], env=taospec.env, cwd=taospec.cwd,
+        [*taospec_command(), "logs", *options, job_id], env=taospec.env, cwd=taospec.cwd,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert reader.stdout is not None

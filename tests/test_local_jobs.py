@@ -688,6 +688,17 @@ def test_logs_of_a_long_run_are_read_a_block_at_a_time(taospec: Runner, tmp_path
     a_look_reads_the_log_a_block_at_a_time(taospec, job_id, tmp_path / "results" / job_id)
 
 
+def test_a_follow_of_a_long_run_reads_its_log_a_block_at_a_time(taospec: Runner, tmp_path) -> None:
+    # logs -f read all of the log there was at once before it handed on a line: a follow
+    # of a job that had written 144 MB took 575 MB of memory, and one of gigabytes would
+    # not fit
+    started = taospec("run", "--detach", job_file(tmp_path, "true"))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip()
+    assert taospec("status", job_id).stdout.split()[1] == "COMPLETE"
+    a_look_reads_the_log_a_block_at_a_time(taospec, job_id, tmp_path / "results" / job_id, "-f")
+
+
 def _gated_follow(taospec: Runner, tmp_path: Path, head: str, size: int, rest: str) -> str:
     """What ``logs -f`` hands on of a local job that runs the shell text ``head``, then
     waits for a gate before it runs ``rest``, followed once its log holds ``size`` bytes:

@@ -165,14 +165,16 @@ def read_until_ended(
     on_data: Callable[[bytes], None],
     interval: float,
 ) -> None:
-    """Hand what ``read`` gives (the output written since it last read) to ``on_data`` until
-    the job has ``ended``. That is asked before a read, so the read after a "yes" is all the
-    job wrote: asked after, a job that wrote the rest of a line and ended in between had it
-    never read, and the part read before handed on as if it were the whole line."""
+    """Hand what ``read`` gives (the output written since it last read, or a block of it)
+    to ``on_data`` until the job has ``ended``, reading again at once until it gives
+    nothing: a follow that begins far behind the job (its log of gigabytes) holds one block
+    at a time, and then waits ``interval`` for more. That the job ended is asked before a
+    read, so the reads after a "yes" are all the job wrote: asked after, a job that wrote
+    the rest of a line and ended in between had it never read, and the part read before
+    handed on as if it were the whole line."""
     while True:
         done = ended()
-        more = read()
-        if more:
+        while more := read():
             on_data(more)
         if done:
             return

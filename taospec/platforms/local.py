@@ -26,6 +26,7 @@ from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     LOG_TAIL_BYTES,
+    TAIL_BLOCK,
     Unended,
     gpu_facts,
     gpu_ids,
@@ -222,9 +223,13 @@ def logs(
             log.seek(tail_start(log, tail, held=follow or writing))
         if follow:
             unended = Unended(on_line, on_part)
-            unended.take(log.read(), tail)
+            if tail is not None:  # the last lines, from where tail_start found them
+                unended.take(log.read(), tail)
             read_until_ended(
-                lambda: status(record, sidecar).state != RUNNING, log.read, unended.take, 0.2
+                lambda: status(record, sidecar).state != RUNNING,
+                lambda: log.read1(TAIL_BLOCK),  # a block at a time, however far behind
+                unended.take,
+                0.2,
             )
             unended.end()
             return 0
