@@ -1440,6 +1440,22 @@ def test_following_the_tail_shows_each_streams_unended_last_line_once_the_job_ha
     assert out == "299\n300\nfinal-out\nfinal-err"
 
 
+def test_following_the_tail_of_an_ended_job_of_lines_all_the_same_shows_the_tail(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs -f --tail 2 of an ended job that logged 200 lines "same" showed 74 of them: the
+    # follow's window, wider than the look's tail, was found at the look's last line, as
+    # if the job had logged the lines before it since
+    spec = job_file(open_tmp, engine, "sh -c 'for i in $(seq 200); do echo same; done'")
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    for tail in (0, 2, 5):
+        followed = taospec("logs", "-f", "--tail", str(tail), job_id)
+        assert followed.returncode == 0, followed.stderr
+        assert followed.stdout == "same\n" * tail, (tail, len(followed.stdout.splitlines()))
+
+
 LIKE_DOCKERS_OWN = (
     "sh -c 'echo unexpected EOF >&2; sleep 0.5; echo step; "
     "echo error from daemon in stream: Error grabbing logs: unexpected EOF >&2'"

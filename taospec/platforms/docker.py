@@ -682,6 +682,7 @@ class Earlier:
         self.before = {False: 0, True: 0}
         self.lines: dict[bool, list[str]] | None = None
         self.window: int | None = None
+        self.same = False  # the follow's window gives the look's lines, one for one
 
     @classmethod
     def of(cls, tail: int | None, look: Callable[[Write, Write], int]) -> Earlier:
@@ -698,8 +699,10 @@ class Earlier:
         ``docker logs --tail`` (``read``) gives it: the window :func:`read_tail` finds the
         tail in (with room for the unended lines of each stream, at most
         :data:`LOOK_READS` windows), and :data:`SHIFT_ROOM` pieces more for the follow's
-        window, and as many again for the look; of all of the output when those windows
-        held too few lines; none when a read failed."""
+        window, and as many again for the look; of a container that has ended, the look's
+        window itself, which the follow then gives line for line (nothing is logged between
+        the two, and lines all the same are not taken for lines logged since); of all of the
+        output when those windows held too few lines; none when a read failed."""
         if tail is None:
             return cls(None)
         found = read_tail(tail + 2, read, LOOK_READS, writing)
@@ -709,6 +712,10 @@ class Earlier:
             return cls.of(tail, lambda out, err: read(None, out, err))
         if found.window is None:  # all of the output
             return cls(tail)._within(list(found.got), None, writing)
+        if not writing:  # the container has ended: the same window gives the same lines
+            earlier = cls(tail)._within(list(found.got), found.window, writing)
+            earlier.same = True
+            return earlier
         window = found.window + 2 * SHIFT_ROOM
         got, code = _last_pieces(window, read)
         if code != 0:
@@ -764,7 +771,8 @@ class Earlier:
         last line of the stream had ended (it begins a line)."""
         left = self.before[error]
         looked = self.lines[error] if self.lines is not None else None
-        begins_with_it = looked is None or self.window is None  # the follow gives all of it
+        # the follow gives all of the output, or the window the look read
+        begins_with_it = looked is None or self.window is None or self.same
         at: int | None = 0 if begins_with_it else None  # the look's line that comes next
 
         def line(text: str) -> None:
