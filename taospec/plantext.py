@@ -256,10 +256,12 @@ def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
     head += ["# shellcheck disable=SC2016", "set -euo pipefail", ""]
     out = ["# The record comes first: it mints the id the container is named after."]
     out.append(f'JOB_ID="${{JOB_ID:-$({words(open_argv)})}}"')
+    out.append(f"[[ $JOB_ID =~ {JOB_ID_SHAPE} ]] || {_stop('JOB_ID', NOT_AN_ID)}")
     out.append("export JOB_ID")
     out.append("# A step that fails before the launch ends the record ERROR, as run records it.")
     out.append(f"trap {word(STOPPED)} EXIT")
     _steps(plan, out)
+    documents = "".join(step.stdin_text or "" for step in plan.steps)
     for need, value in (upstream or {}).items():
         name = STAND_IN.sub(r"\1", value)
         if plan.with_value(name, "") != plan:  # the plan uses it
@@ -267,11 +269,30 @@ def script(plan: Plan, upstream: Mapping[str, str] | None = None) -> str:
             head += [
                 f"# {comment(why)}",
                 f': "${{{name}:?{UNSET}}}"',
-                f"[[ ${name} == /* ]] || "
-                f'{{ echo "{name}=${name}: not an absolute path: {UNSET}" >&2; exit 2; }}',
-                "",
+                f"[[ ${name} == /* ]] || {_stop(name, f'not an absolute path: {UNSET}')}",
             ]
+            if value in documents:  # sed writes it into a file as it is
+                head.append(f"[[ ${name} != {UNWRITABLE} ]] || {_stop(name, CANNOT_WRITE)}")
+            head.append("")
     return "\n".join([*head, *out]) + "\n"
+
+
+def _stop(name: str, why: str) -> str:
+    """The shell that says why ``$name`` will not do, and stops the script (exit 2)."""
+    return f'{{ echo "{name}=${name}: {why}" >&2; exit 2; }}'
+
+
+JOB_ID_SHAPE = "^[A-Za-z0-9][A-Za-z0-9._-]*$"
+"""A job id as the recorder mints one, which the script writes into its files as it is."""
+NOT_AN_ID = "not a job id (letters, digits, '.', '_' and '-'); unset it to open a record"
+UNWRITABLE = r"*[[:cntrl:]\'\"\\\|\&]*"
+"""A value with a character the script cannot write as it is into the files it makes from a
+here-document: a quote would end the quoted word of an sbatch script or a spec's quoted
+text, a backslash starts an escape there, and ``|`` and ``&`` mean something to sed."""
+CANNOT_WRITE = (
+    "holds a character this script cannot write into the job's files as it is (a quote, "
+    "a backslash, | or &, or a control character); taospec run takes any path"
+)
 
 
 STOPPED = (

@@ -557,3 +557,58 @@ def test_the_script_refuses_an_upstream_results_directory_that_is_no_absolute_pa
     listed = taospec("ls", "--json")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == ""  # no record was opened, so no job ran
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "/r/with space/$HOME #x:y/ok",
+        "/r/a|b", "/r/a&b", "/r/a\\b", "/r/a'b", '/r/a"b', "/r/a\nb", "/r/a\tb",
+    ],
+)  # fmt: skip
+def test_the_script_writes_an_upstream_folder_into_the_spec_as_it_is_or_stops(
+    taospec: Runner, tmp_path: Path, upstream: str
+) -> None:
+    # sed wrote it into the spec file: a | or & changed what it wrote, and a quote or a
+    # backslash in the spec's double-quoted text made other YAML (or none) of it
+    write(tmp_path / "versions.yaml", (ROOT / "jobs" / "versions.yaml").read_text())
+    write(
+        tmp_path / "f.yaml",
+        "version: 1\ndefaults: {network_arch: hello, platform: local, "
+        f"image: {{versions_key: images.test.busybox}}, results_root: {tmp_path}/results}}\n"
+        "jobs:\n  prep: {action: prep, command: echo p}\n"
+        '  train: {action: train, needs: [prep], command: "true", '
+        'spec: {data: "{needs.prep.results_dir}/model.txt"}}\n',
+    )
+    done = taospec("render", "--format", "sh", "f.yaml", "train")
+    assert done.returncode == 0, done.stderr
+    path = write(tmp_path / "train.sh", done.stdout)
+    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
+    real = shlex.join(taospec_command())
+    write(tmp_path / "bin" / "taospec", f'#!/bin/sh\nexec {real} "$@"\n').chmod(0o755)
+    env = {**taospec.env, "PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "UPSTREAM_PREP": upstream}
+    ran = subprocess.run(
+        ["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    if upstream.startswith("/r/with space"):
+        assert ran.returncode == 0, ran.stderr
+        (spec,) = (tmp_path / "results").glob("*/stage/spec.yaml")
+        assert yaml.safe_load(spec.read_text()) == {"data": f"{upstream}/model.txt"}
+        return
+    assert ran.returncode == 2, ran.stderr
+    assert "UPSTREAM_PREP=" in ran.stderr
+    assert "cannot write into the job's files as it is" in ran.stderr
+    assert taospec("ls", "--json").stdout == ""  # it stopped before the record opened
+
+
+def test_the_script_takes_a_job_id_it_is_given_only_if_it_is_one(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # JOB_ID is written as it is into the files the script makes and the paths it names
+    done = taospec("render", "--format", "sh", ROOT / "jobs" / "hello.yaml")
+    path = write(tmp_path / "hello.sh", done.stdout)
+    env = {**taospec.env, "JOB_ID": "hello-greet-1'; touch /tmp/x #"}
+    ran = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, check=False)
+    assert ran.returncode == 2
+    assert "not a job id (letters, digits, '.', '_' and '-')" in ran.stderr
+    assert taospec("ls", "--json").stdout == ""

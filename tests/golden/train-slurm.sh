@@ -11,6 +11,7 @@ set -euo pipefail
 
 # The record comes first: it mints the id the container is named after.
 JOB_ID="${JOB_ID:-$(taospec record open --platform slurm --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --network-arch visual_changenet --action train --storage-tier A --results-root /lustre/tao/results --upload-exclude '*.tmp')}"
+[[ $JOB_ID =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || { echo "JOB_ID=$JOB_ID: not a job id (letters, digits, '.', '_' and '-'); unset it to open a record" >&2; exit 2; }
 export JOB_ID
 # A step that fails before the launch ends the record ERROR, as run records it.
 trap 'taospec record mark "$JOB_ID" --state ERROR --message "the script stopped (exit $?) before the job launched"' EXIT
