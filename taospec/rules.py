@@ -1632,7 +1632,7 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
             )
         if word == "-a" or (len(word) > 3 and "--array".startswith(word)):
             yield source.problem(("slurm", "extra_sbatch", index), f"{word}: {ARRAY_REFUSAL}")
-        why = _sbatch_misreads(line) or _sbatch_size_misread(line)
+        why = _sbatch_misreads(line) or _sbatch_value_misread(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)
 
@@ -1680,32 +1680,179 @@ def _sbatch_misreads(line: str) -> str | None:
     return None
 
 
-SBATCH_SIZE_OPTIONS = frozenset({"--mem", "--mem-per-cpu", "--mem-per-gpu", "--tmp"})
-"""sbatch's options whose value is a size (``str_to_mbytes`` in Slurm's proc_args.c)."""
 SBATCH_SIZE = re.compile(r"[ \t\n\v\f\r]*(?:\+?(?P<count>[0-9]+)|-0+)(?:[KkMmGgTt][Bb]?)?")
 """A size sbatch reads: C's strtoll (blanks, a sign, decimal digits; below 0 refused), then
 megabytes, or K, M, G or T with an optional B."""
 LLONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
 
 
-def _sbatch_size_misread(line: str) -> str | None:
-    """Why sbatch's parser would refuse the size an ``--mem`` (and the like) line gives,
-    on any cluster; whether a node has that much is the cluster's to say."""
-    words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
-    option, equals, value = words[0].partition("=") if words else ("", "", "")
-    if not equals and len(words) == 2:
-        value = words[1]
-    elif not equals:
-        return None
-    if option not in SBATCH_SIZE_OPTIONS:
-        return None
+ValueReader = Callable[[str], str | None]
+"""Why sbatch would refuse an option's value or keep another, or None."""
+
+
+def _sbatch_size(value: str) -> str | None:
+    """``str_to_mbytes`` in Slurm's proc_args.c (--mem and the like)."""
     found = SBATCH_SIZE.fullmatch(value)
     if found and int(found["count"] or 0) <= LLONG_MAX:
         return None
     return (
-        f"{option} {value!r}: sbatch refuses it: a size is a whole number of megabytes, or of "
-        "K, M, G or T with an optional B after it (512M, 16GB), at most 2**63-1"
+        "sbatch refuses it: a size is a whole number of megabytes, or of K, M, G or T with "
+        "an optional B after it (512M, 16GB), at most 2**63-1"
     )
+
+
+SBATCH_TIME = re.compile(rf"{SLURM_TIME.pattern}|[0-9]+-|-[0-9]+|(?i:infinite|unlimited)")
+"""A time sbatch's parser takes (``time_str2secs`` in Slurm's parse_time.c, the same from
+22.05 on): :data:`SLURM_TIME`'s forms, ``D-`` (D days), ``-D`` (-1 for none) and the words."""
+
+
+def _sbatch_time(value: str) -> str | None:
+    takes = "it takes minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S in whole numbers, or UNLIMITED"
+    if not SBATCH_TIME.fullmatch(value):
+        return f"sbatch refuses it: {takes}"
+    if value.startswith("-"):  # sbatch reads -1 as no limit, and other days below 0 wrap
+        wraps = value != "-1" and int(value) != 0
+    else:  # 5- is five days
+        minutes = slurm_minutes(value + "0" if value.endswith("-") else value)
+        wraps = minutes is not None and minutes >= SLURM_MINUTES_END
+    if wraps:
+        return (
+            f"sbatch would keep another limit: Slurm keeps up to {SLURM_MINUTES_END - 1:,} "
+            f"minutes (about 68 years) and no days below 0; {takes}"
+        )
+    return None
+
+
+SBATCH_COUNT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+"""A count as sbatch reads it (``parse_int`` in Slurm's proc_args.c: C's strtol, all of it)."""
+
+
+def _sbatch_count(value: str, least: int = 1) -> str | None:
+    takes = f"it takes a whole number from {least} to {INT_MAX - 1:,}"
+    if not SBATCH_COUNT.fullmatch(value) or not least <= int(value) < LLONG_MAX:
+        return f"sbatch refuses it: {takes}"
+    if int(value) >= INT_MAX:
+        return f"sbatch 22.05 would keep it cut to 32 bits, and 23.02 on refuses it: {takes}"
+    return None
+
+
+SIGNAL_NAMES = frozenset({"HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "CHLD", "USR1",
+                          "USR2", "PIPE", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU",
+                          "XCPU"})  # fmt: skip
+"""The signal names sbatch knows (CHLD and PIPE from Slurm 23.11), with or without SIG."""
+SBATCH_SIGNAL = re.compile(
+    r"(?i:R?B?R?):?(?P<signal>[^@]*)(?:@(?P<time>(?:[ \t\n\v\f\r]*[+-]?[0-9]+)?))?"
+)
+"""``get_signal_opts`` in Slurm's proc_args.c: R and B flags, a ':', a signal, ``@`` seconds."""
+
+
+def _sbatch_signal(value: str) -> str | None:
+    takes = (
+        "it takes [{R|B}:]<signal>[@<seconds>], a signal name such as USR1 or SIGTERM or a "
+        "number from 1 to 65535, and seconds from 0 to 65535"
+    )
+    found = SBATCH_SIGNAL.fullmatch(value)
+    signal = found["signal"] if found else ""
+    name = signal.strip(SBATCH_BLANKS).upper().removeprefix("SIG")
+    named = signal.isascii() and name in SIGNAL_NAMES
+    number = SBATCH_COUNT.fullmatch(signal.rstrip(SBATCH_BLANKS))
+    if not found or not (named or number) or not 0 <= int(found["time"] or 0) <= 0xFFFF:
+        return f"sbatch refuses it: {takes}"
+    if number and not 1 <= int(number[0]) <= 0xFFFF:
+        refused = int(number[0]) % 0x10000 == 0
+        return f"sbatch {'refuses it' if refused else 'would keep another signal'}: {takes}"
+    return None
+
+
+def _sbatch_keyword(*words: str, initial: bool = False, listed: bool = False) -> ValueReader:
+    """A reader of one of ``words`` in any case (with ``initial``, of its first letter,
+    all sbatch reads; with ``listed``, of a comma-separated list sbatch takes when one of
+    its words is one it knows, ignoring the others)."""
+
+    def read(value: str) -> str | None:
+        given = [word for word in value.split(",") if word] if listed else [value]
+        known = {word[:1] if initial else word.lower() for word in words}
+        keys = [word[:1] if initial else word for word in given]
+        if any(key.isascii() and key.lower() in known for key in keys):
+            return None
+        return (
+            f"sbatch refuses it: it takes {'one or more of ' if listed else ''}"
+            f"{', '.join(words[:-1])} or {words[-1]}{' (or a start of it)' if initial else ''}"
+        )
+
+    return read
+
+
+def _or_empty(read: ValueReader) -> ValueReader:
+    """``read``, for an option sbatch also takes an empty value for."""
+    return lambda value: None if value == "" else read(value)
+
+
+SBATCH_COUNT_OPTIONS = ("--cpus-per-task", "--mincpus", "--cpus-per-gpu", "--cores-per-socket",
+                        "--sockets-per-node", "--threads-per-core", "--ntasks-per-core",
+                        "--ntasks-per-socket", "--ntasks-per-gpu", "--ntasks-per-tres",
+                        "--thread-spec")  # fmt: skip
+"""sbatch's options that take a count of 1 or more (``parse_int`` in Slurm's proc_args.c)."""
+MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+              "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50",
+              "ARRAY_TASKS")  # fmt: skip
+"""The words --mail-type knows (``parse_mail_type`` in Slurm's proc_args.c)."""
+SBATCH_VALUE_READERS: dict[str, ValueReader] = {
+    **dict.fromkeys(("--mem", "--mem-per-cpu", "--mem-per-gpu", "--tmp"), _sbatch_size),
+    **dict.fromkeys(("--time", "--time-min"), _sbatch_time),
+    **dict.fromkeys(SBATCH_COUNT_OPTIONS, _sbatch_count),
+    "--core-spec": _or_empty(lambda value: _sbatch_count(value, least=0)),
+    "--signal": _sbatch_signal,
+    "--mail-type": _sbatch_keyword(*MAIL_TYPES, listed=True),
+    "--open-mode": _sbatch_keyword("append", "truncate", initial=True),
+    "--exclusive": _or_empty(  # allocation from Slurm 26.05, topo from 24.05
+        _sbatch_keyword("exclusive", "oversubscribe", "user", "mcs", "topo", "allocation")
+    ),
+    "--kill-on-invalid-dep": _sbatch_keyword("yes", "no"),
+}
+"""How sbatch's own parser reads the value of each of these options, the same on every
+cluster (Slurm's slurm_opt.c and proc_args.c; a word a newer Slurm knows is taken): why
+it would refuse a value or keep another, or None."""
+SBATCH_SHORT = {"-t": "--time", "-c": "--cpus-per-task", "-S": "--core-spec"}
+SBATCH_OPTIONAL_VALUE = frozenset({"--exclusive"})
+SBATCH_NAMES_STARTING_OTHERS = frozenset({"--ntasks", "--threads"})
+"""Slurm's options whose name starts one of :data:`SBATCH_VALUE_READERS`'s, so that
+written out they are not a start of it."""
+
+
+def _sbatch_option(words: Sequence[str]) -> tuple[str, str, str | None]:
+    """The option as written, the one of :data:`SBATCH_VALUE_READERS` sbatch takes it for
+    (empty for none: a long option's start is taken for the one it alone starts), and its
+    value (None for none: '-c2', '-c 2', '--cpus-per-task=2' and '--cpus-per-task 2')."""
+    first = words[0] if words else ""
+    following = words[1] if len(words) == 2 else None
+    if first[:2] in SBATCH_SHORT:
+        return first[:2], SBATCH_SHORT[first[:2]], first[2:] or following
+    option, equals, value = first.partition("=")
+    starts = [name for name in SBATCH_VALUE_READERS if name.startswith(option)]
+    if option in SBATCH_VALUE_READERS:
+        starts = [option]
+    elif len(option) < 3 or option in SBATCH_NAMES_STARTING_OTHERS or len(starts) != 1:
+        starts = [""]
+    return option, starts[0], value if equals else following
+
+
+def _sbatch_value_misread(line: str) -> str | None:
+    """Why sbatch's parser would refuse the value an option of :data:`SBATCH_VALUE_READERS`
+    is given in ``#SBATCH <line>``, or keep another, on any cluster; whether a node has that
+    much is the cluster's to say."""
+    words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
+    option, name, value = _sbatch_option(words)
+    if not name or (value is None and name in SBATCH_OPTIONAL_VALUE):
+        return None
+    if value is None:
+        return (
+            f"{option} takes a value: alone, sbatch would take the first word of the next "
+            "#SBATCH line for it"
+        )
+    why = SBATCH_VALUE_READERS[name](value)
+    return f"{option} {value!r}: {why}" if why else None
 
 
 SBATCH_BLANKS = " \t\n\v\f\r"

@@ -1377,6 +1377,111 @@ def test_validate_refuses_exactly_the_sizes_sbatch_refuses(
         assert ": sbatch refuses it: a size is " in said, said
 
 
+SBATCH_VALUES = [
+    # sbatch takes these: times (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, D- and -D, the words)
+    "--time=5", "--time=1-", "--time=-1", "--time 1:30", "-t1-2:3:4", "-t 10:00", "-t0",
+    "--time=UNLIMITED", "--time=infinite", "--time=1-2:3", "--time=00:90", "--time=-0",
+    "--time-min=30", "--time-min=1-0",
+    # counts (C's strtol: blanks and a sign before the digits; --core-spec may be 0)
+    "-c1", "-c 2", "--cpus-per-task=' 1'", "--cpus-per-task=+1", "--mincpus=1",
+    "--cpus-per-gpu=1", "--core-spec=0", "-S0", "--threads-per-core=1", "--cpus-per-t=2",
+    # signals ([{R|B}:]<sig_num>[@sig_time]) and keywords
+    "--signal=USR1", "--signal=B:USR1@30", "--signal=RB:sigterm@0", "--signal='USR1 '",
+    "--signal=15@", "--signal=BR:HUP", "--signal=RUSR1", "--signal=+10@+5",
+    "--signal=' SIGusr2'", "--signal=USR1@65535", "--signal=USR1@' 5'", "--signal 10",
+    "--mail-type=END,FAIL", "--mail-type=all", "--mail-type=,end,", "--mail-type=NONE",
+    "--open-mode=append", "--open-mode=T", "--exclusive=user", "--exclusive=MCS",
+    "--exclusive=''", "--exclusive", "--kill-on-invalid-dep=YES", "--kill-on-invalid-dep no",
+    "--open-mode=a\u00e9", "--mail-type=END,\u00c9ND",  # sbatch reads a's byte, END
+    # and its parser refuses these on any cluster
+    "--time=5m", "-t1:2:3:4", "--time=2:", "--time=''", "--time=' 5'", "-t1:2-3", "-t=5",
+    "--time=1-2-3", "--time=-", "--time=1-:30", "--time=-1:2", "--time=forever",
+    "--time-min=5m", "--time-min=1-2:3:4:5", "--time", "-t",
+    "-c0", "-c-0", "--mincpus=0", "--cpus-per-gpu=0", "-c1x", "-c 0x10", "--cpus-per-task=''",
+    "--cpus-per-task=' 2 '", "--core-spec=-1", "--thread-spec=0", "--sockets-per-node=0",
+    "--ntasks-per-gpu=0", "-c99999999999999999999", "--cpus-per-t=0", "-c",
+    "--signal=FOO", "--signal=USR1@-1", "--signal=USR1@70000", "--signal=USR1@5s",
+    "--signal=0", "--signal=''", "--signal=X:USR1", "--signal=B:", "--signal=65536",
+    "--signal=BUS", "--signal=::USR1", "--signal=USR1@5@6", "--signal=\u017figusr1",
+    "--mail-type=FOO", "--mail-type=''", "--mail-type=,", "--open-mode=x", "--open-mode=''",
+    "--exclusive=bogus", "--kill-on-invalid-dep=maybe", "--kill-on-invalid-dep=1",
+]  # fmt: skip
+SBATCH_PARSER_REFUSAL = re.compile(
+    r"^sbatch: error: (Invalid --[a-z-]+ specification|Invalid numeric value|Numeric argument)",
+    re.MULTILINE,
+)
+
+
+def sbatch_test_only(open_tmp: Path, line: str) -> subprocess.CompletedProcess[str]:
+    script = write(
+        open_tmp / "value.sbatch",
+        f"#!/bin/bash\n#SBATCH {line}\n#SBATCH --output={open_tmp}/out.txt\ntrue\n",
+    )
+    return subprocess.run(
+        ["sbatch", "--test-only", str(script)], capture_output=True, text=True, check=False
+    )
+
+
+def validate_extra_sbatch(
+    taospec: Runner, open_tmp: Path, line: str
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    doc = {"version": 1, "network_arch": "a", "action": "b", "platform": "slurm",
+           "image": "busybox:1", "command": "true", "results_root": "/data/results",
+           "slurm": {"container": "none", "extra_sbatch": ["--qos=x", line]}}  # fmt: skip
+    path = write(open_tmp / "job.yaml", yaml.safe_dump(doc, width=200, sort_keys=False))
+    return path, taospec("validate", path)
+
+
+@pytest.mark.parametrize("line", SBATCH_VALUES)
+def test_validate_refuses_exactly_the_values_sbatch_refuses(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # each passed validate and failed at sbatch ("Invalid --time specification", "Invalid
+    # numeric value") once the record was open; what the cluster refuses (a count of CPUs or
+    # GPUs no node has) is left to the submit
+    checked = sbatch_test_only(open_tmp, line)
+    refuses = SBATCH_PARSER_REFUSAL.search(checked.stderr) is not None
+    assert refuses == (checked.returncode in (1, 255) and refuses), checked.stderr
+    path, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert (done.returncode == 2) == refuses, (checked.stderr, done.stderr)
+    if refuses:
+        (said,) = [said for said in done.stderr.splitlines() if ": $." in said]
+        assert re.match(rf"{path}:\d+:\d+: \$\.slurm\.extra_sbatch\[1\]: -", said), said
+        assert ": sbatch refuses it: " in said or " takes a value" in said, said
+
+
+SBATCH_MISREAD_VALUES = [
+    # sbatch 22.05 takes these but keeps another value than the one written: a negative
+    # count of days, a time past what Slurm keeps, a count past C's int (which Slurm 23.02
+    # and later refuse), a signal number past 16 bits
+    "--time=-5", "--time=35791394", "--time=99999-", "-c4294967297", "--mincpus=2147483648",
+    "--signal=65537", "--signal=-1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", SBATCH_MISREAD_VALUES)
+def test_validate_refuses_a_value_sbatch_would_keep_as_another(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    checked = sbatch_test_only(open_tmp, line)
+    assert SBATCH_PARSER_REFUSAL.search(checked.stderr) is None, checked.stderr
+    path, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 2, done.stderr
+    assert re.search(rf"{path}:\d+:\d+: \$\.slurm\.extra_sbatch\[1\]: -.* would ", done.stderr)
+
+
+@pytest.mark.parametrize(
+    "line", ["--exclusive=topo", "--exclusive=allocation", "--signal=CHLD", "--signal=B:PIPE@9"]
+)
+def test_validate_passes_a_value_a_newer_sbatch_takes(
+    taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # a newer Slurm takes these (CHLD and PIPE from 23.11, topo from 24.05, allocation from
+    # 26.05) and sbatch 22.05 refuses them: which Slurm the cluster runs is its own to say
+    _, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     ("line", "field", "value"),
     [("--job-nam=mine", "JobName", "mine"), ("--chd=/tmp", "WorkDir", "/tmp")],
