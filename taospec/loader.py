@@ -184,6 +184,13 @@ _MARK_MESSAGE = (
 )
 
 
+_CONTROL_MESSAGE = (
+    "{key}={value!r} cannot be a matrix value: the value names its target (name[{key}=...]), "
+    "which taospec prints on one line and you name on the command line; write it without a "
+    "control character (a newline, a tab)"
+)
+
+
 _NAMING_MESSAGE = (
     "{what} holds what looks like a credential ({found}), and it names a target, which every "
     "plan, listing and state file shows: name it otherwise"
@@ -228,6 +235,9 @@ def _matrix_problems(source: Source, defaults: Mapping[str, Any]) -> list[Proble
                     problems.append(named)
                 elif any(mark in value for mark in NAME_MARKS):
                     problems.append(_at(source, where, _MARK_MESSAGE.format(key=key, value=value)))
+                elif any(char < " " or char == "\x7f" for char in value):
+                    said = _CONTROL_MESSAGE.format(key=key, value=value)
+                    problems.append(_at(source, where, said))
                 elif value not in first:
                     first.add(value)
                 else:

@@ -512,6 +512,19 @@ def test_a_matrix_value_that_would_blur_target_names_is_refused(
     assert len(lines) == 2
 
 
+def test_a_matrix_value_with_a_control_character_is_refused(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a newline in it made a target name of two lines, in run's line per target and its summary
+    path = pipeline(tmp_path, '    matrix: {x: ["p\\nq", "a\\tb", ok]}\n')
+    path.write_text(path.read_text().replace("echo hi'", "echo hi' {matrix.x}"))
+    for verb in (("validate",), ("run", "--check"), ("render",)):
+        lines = refused(taospec(*verb, path),
+                        "$.jobs.greet.matrix.x[0]: x='p\\nq' cannot be a matrix value",
+                        "$.jobs.greet.matrix.x[1]: x='a\\tb' cannot be a matrix value")  # fmt: skip
+        assert len(lines) == 2, lines
+
+
 def test_a_problem_every_matrix_target_shares_is_reported_once(
     taospec: Runner, tmp_path: Path
 ) -> None:
