@@ -489,6 +489,11 @@ class Build:
         board: Board,
     ) -> None:
         if self._failed() and not self.keep_going:
+            for decision in waiting:  # as make stops: said, so that no target goes unexplained
+                name = decision.target.name
+                failed = any(self._failed_target(need) for need in decision.target.needs)
+                why = "an upstream target failed" if failed else STOPPED_AFTER_FAILURE
+                self.results[name] = Outcome(name, "NOT RUN", message=why)
             waiting.clear()
             return
         for decision in list(waiting):
@@ -521,6 +526,10 @@ class Build:
 
     def _failed(self) -> bool:
         return any(o.state not in (COMPLETE,) for o in self.results.values())
+
+    def _failed_target(self, name: str) -> bool:
+        outcome = self.results.get(name)
+        return outcome is not None and outcome.state not in (COMPLETE, "NOT RUN")
 
     def _blocked(self, name: str) -> bool:
         outcome = self.results.get(name)
@@ -1095,6 +1104,10 @@ def _instant(text: str) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+STOPPED_AFTER_FAILURE = "not started, as a target failed; run -k builds what does not need it"
+"""Why a target did not run when another failed and the run did not keep going."""
 
 
 def _elapsed(seconds: float) -> str:
