@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,8 +183,11 @@ def input_files(path: Path) -> Iterator[tuple[str, Path]]:
         yield "", path
         return
     seen = {os.path.realpath(path)}
-    for root, dirs, files in os.walk(path, followlinks=True):
+    for root, dirs, files in os.walk(path, followlinks=True, onerror=_unlisted):
         dirs[:] = [d for d in sorted(dirs) if _first_visit(Path(root, d), seen)]
+        for name in dirs:  # a folder the walk could not list it would pass over
+            if why := unreadable(Path(root, name)):
+                raise InvalidInput(why)
         for name in sorted(files):
             member = Path(root, name)
             if not member.is_file():
@@ -199,15 +203,54 @@ def _first_visit(folder: Path, seen: set[str]) -> bool:
     return True
 
 
+def _unlisted(refused: OSError) -> None:
+    raise InvalidInput(f"{refused.filename} cannot be listed ({refused.strerror})")
+
+
 def unreadable(path: Path) -> str | None:
-    """Why ``path`` cannot be an input (None when it is a file or a folder)."""
-    if path.is_file() or path.is_dir():
-        return None
+    """Why ``path`` cannot be an input (None when it is a file or a folder this user may
+    read)."""
+    found = status(path)
+    if isinstance(found, str):
+        return f"{path} cannot be looked up on this machine ({found})"
+    if found is not None and stat.S_ISREG(found.st_mode):
+        return None if os.access(path, os.R_OK) else f"{path} is a file this user may not read"
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        readable = os.access(path, os.R_OK | os.X_OK)
+        return None if readable else f"{path} is a folder this user may not read"
     if path.is_symlink():
         return f"{path} is a broken symbolic link"
     if os.path.lexists(path):
         return f"{path} is neither a file nor a folder; inputs are files or folders"
     return f"{path} does not exist; inputs are files or folders on this machine"
+
+
+def status(path: str | Path, *, follow: bool = True) -> os.stat_result | str | None:
+    """What is at ``path`` (``follow``-ing a link there), None when nothing is, or why the
+    kernel would not say: a name longer than the file system takes, a symlink loop, a folder
+    on the way that this user may not enter (:func:`closed_folder`, named)."""
+    try:
+        return Path(path).stat(follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError as refused:
+        closed = closed_folder(Path(path))
+        return f"this user may not enter {closed}" if closed else refused.strerror or str(refused)
+    except OSError as unanswered:
+        return unanswered.strerror or str(unanswered)
+
+
+def closed_folder(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` that this user may not enter (EACCES), None
+    when there is none: each name on the way is looked up in turn, until one is refused."""
+    for inner in (*reversed(path.parents), path)[1:]:
+        try:
+            inner.lstat()
+        except PermissionError:
+            return inner.parent
+        except OSError:
+            return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from taospec import identity, lint, platforms, proc, rules
 from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
-from taospec.job import Job, JobFile, Target, input_files, unreadable
+from taospec.job import Job, JobFile, Target, closed_folder, input_files, status, unreadable
 from taospec.jobids import mint_source, minted_form
 from taospec.plan import upstream_stand_ins
 from taospec.yamlsrc import MergedSource, Source
@@ -136,7 +136,10 @@ def _no_source(path: str, found: str | None, why: str = "") -> str:
     """What a mount whose source ``path`` is not here is told: ``found`` is the kernel's
     reason, when it gave one; ``why`` how docker run fails, when it refuses the mount."""
     if found is not None:
-        return f"{path} cannot be looked up on this machine ({found}); fix the path"
+        fix = "fix the path"
+        if closed_folder(Path(path)) is not None:
+            fix = f"let this user enter that folder, or {fix}"
+        return f"{path} cannot be looked up on this machine ({found}); {fix}"
     if why:
         return f"{path} does not exist on this machine, and {why}; create it, or fix the path"
     return (
@@ -180,18 +183,6 @@ _MISSING_REFUSED = {
 }
 """How docker run fails on a path of ``docker.extra_args`` that is missing, by its option
 (a missing ``-v`` source is made instead)."""
-
-
-def status(path: str | Path, *, follow: bool = True) -> os.stat_result | str | None:
-    """What is at ``path`` (``follow``-ing a link there), None when nothing is, or why the
-    kernel would not say: a name longer than the file system takes, a folder on the way
-    that this user may not enter."""
-    try:
-        return Path(path).stat(follow_symlinks=follow)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as unanswered:
-        return unanswered.strerror or str(unanswered)
 
 
 def cli_files(job: Job, source: Source) -> list[Problem]:
@@ -330,7 +321,10 @@ def results_root(job: Job, source: Source, roots: RootVerdicts) -> list[Problem]
     why = roots[key]
     if why is None:
         return []
-    return [source.problem(("results_root",), f"{why}: give a folder, or move what is there")]
+    fix = "give a folder, or move what is there"
+    if closed_folder(Path(job.results_root)) is not None:  # why it could not be looked up
+        fix = "let this user enter that folder, or choose a results_root it can reach"
+    return [source.problem(("results_root",), f"{why}: {fix}")]
 
 
 def results_root_reached(job: Job, source: Source, user: str | None = None) -> list[Problem]:

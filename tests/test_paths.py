@@ -1,5 +1,6 @@
 """The paths a job file names: refused with their place, exit 2, never a traceback, where no
-file system holds them, where this machine lacks them, and where docker cannot mount them.
+file system holds them, where this machine lacks them, where docker cannot mount them, and
+where this user may not reach or read them.
 
 A name longer than 255 bytes made ``Path.exists()`` raise (ENAMETOOLONG) in the checks of
 this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an internal error.
@@ -7,13 +8,15 @@ this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an intern
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from taospec.ledger import Ledger
-from tests.conftest import TEST_IMAGE, Runner, write
+from tests.conftest import TEST_IMAGE, Runner, taospec_command, write
 from tests.test_docker_jobs import cleanup  # noqa: F401 - a fixture
 from tests.test_gate import refused
 
@@ -282,4 +285,96 @@ def test_only_a_block_device_is_throttled(
         said = f"$.docker.extra_args[0]: {flag} {value}: /dev/null is no block device"
         refused(here, f"{spec}:9:", said)
         refused(taospec("run", spec), said)
+
+
+HELD_TO_PERMISSIONS = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+                       "--inh-caps", "-dac_override,-dac_read_search", "--")  # fmt: skip
+"""Runs a command as root without the capabilities that let root past a folder's mode: it
+meets EACCES where any other user would (the tests run as root, and this machine's Python is
+private to root, so they cannot run taospec as another user)."""
+
+
+def held(taospec: Runner, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``taospec *args`` run as root held to permissions (:data:`HELD_TO_PERMISSIONS`)."""
+    return subprocess.run(
+        [*HELD_TO_PERMISSIONS, *taospec_command(), *map(str, args)], capture_output=True,
+        text=True, env=taospec.env, cwd=taospec.cwd, timeout=120, stdin=subprocess.DEVNULL,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def closed(tmp_path: Path) -> Path:
+    """A folder of user 1000's, mode 700, with a folder ``data`` in it: root held to
+    permissions may not enter it, as ``ls`` finds."""
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip(reason="needs root and setpriv, to be held to a folder's mode")
+    folder = tmp_path / "closed"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "seen").write_text("here\n")
+    os.chown(folder, 1000, 1000)
+    folder.chmod(0o700)
+    looked = subprocess.run([*HELD_TO_PERMISSIONS, "ls", folder], capture_output=True,
+                            text=True, check=False)  # fmt: skip
+    assert looked.returncode != 0, looked
+    assert "Permission denied" in looked.stderr, looked
+    return folder
+
+
+@pytest.mark.parametrize("verb", [["validate", "--here"], ["run"]])
+def test_a_results_root_in_a_folder_this_user_may_not_enter_is_refused_naming_it(
+    taospec: Runner, tmp_path: Path, state_dir: Path, closed: Path, verb: list[str]
+) -> None:
+    spec = docker_job(tmp_path, closed / "results")
+    (line,) = refused(held(taospec, *verb, spec))
+    assert line == (
+        f"{spec}:7:15: $.results_root: {closed}/results cannot be looked up on this machine "
+        f"(this user may not enter {closed}); each job's results go in a folder made under "
+        "results_root: let this user enter that folder, or choose a results_root it can reach"
+    )
+    assert Ledger(state_dir).list() == []
+
+
+@pytest.mark.parametrize("verb", [["validate", "--here"], ["run"]])
+def test_a_mount_source_in_a_folder_this_user_may_not_enter_is_refused_naming_it(
+    taospec: Runner, tmp_path: Path, state_dir: Path, closed: Path, verb: list[str]
+) -> None:
+    # the source is there, and dockerd could mount it; taospec cannot tell that it is
+    rest = f"mounts: [{{source: {closed}/data, target: /data}}]\n"
+    spec = docker_job(tmp_path, tmp_path / "results", rest)
+    (line,) = refused(held(taospec, *verb, spec))
+    assert line == (
+        f"{spec}:9:19: $.mounts[0].source: {closed}/data cannot be looked up on this machine "
+        f"(this user may not enter {closed}); let this user enter that folder, or fix the path"
+    )
+    assert Ledger(state_dir).list() == []
+
+
+@pytest.mark.parametrize("verb", [["validate", "--here"], ["run", "-n"], ["run"]])
+@pytest.mark.parametrize(
+    ("named", "said"),
+    [
+        # Path.is_file() raised PermissionError: an internal error
+        ("{closed}/data/seen", "{closed}/data/seen cannot be looked up on this machine (this "
+         "user may not enter {closed})"),
+        # the walk passed over the folder it could not list, and the fingerprint left it out
+        ("{tmp}/input", "{tmp}/input/closed is a folder this user may not read"),
+        # the fingerprint's open() raised PermissionError: an internal error
+        ("{tmp}/unread", "{tmp}/unread is a file this user may not read"),
+    ],
+    ids=["in-a-closed-folder", "holding-a-closed-folder", "unreadable"],
+)  # fmt: skip
+def test_an_input_this_user_may_not_reach_or_read_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path, closed: Path, verb: list[str],
+    named: str, said: str,
+) -> None:  # fmt: skip
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "closed").symlink_to(closed)
+    (tmp_path / "unread").write_text("secret\n")
+    os.chown(tmp_path / "unread", 1000, 1000)
+    (tmp_path / "unread").chmod(0o600)
+    path = named.format(closed=closed, tmp=tmp_path)
+    spec = docker_job(tmp_path, tmp_path / "results", f"inputs: [{path}]\n")
+    said = said.format(closed=closed, tmp=tmp_path)
+    refused(held(taospec, *verb, spec), f"{spec}:9:10: $.inputs[0]: ", said)
     assert Ledger(state_dir).list() == []
