@@ -491,6 +491,17 @@ def classify(
     return found or _traceback(log_tail) or _by_exit(exit_code, native_message, both)
 
 
+def cannot_start(program: str, why: str) -> Diagnosis:
+    """A program a step of the job's plan runs on this machine (``install``, ``docker``, the
+    local launch's ``/bin/sh``) that taospec could not start, ``why`` as the shell says it:
+    the machine's fault, which a retry repeats until it is mended."""
+    return _program(
+        f"taospec cannot start {program} on this machine ({why}), which a step of the job's "
+        "plan runs",
+        "it is not the job's command; install it, or give taospec a PATH that holds one it may run",
+    )
+
+
 def _first(table: tuple[tuple[str, Diagnosis], ...], text: str) -> Diagnosis | None:
     for pattern, diagnosis in table:
         if re.search(pattern, text):

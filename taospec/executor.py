@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
-from taospec.diagnose import INFRA, classify
+from taospec.diagnose import INFRA, cannot_start, classify
 from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
@@ -582,21 +582,25 @@ def _run_steps(
     *,
     stopping: Callable[[], bool],
 ) -> str:
-    """Run the plan's steps; the last one launches the job through its platform."""
+    """Run the plan's steps; the last one launches the job through its platform. A program
+    of theirs not found here fails the job (:class:`CommandFailed`): its record is open."""
     *preparation, launch = plan.steps
-    for step in preparation:
-        if _not_needed(step):
-            progress(f"{record.id}: {step.name}: not needed")
-            continue
-        if stopping():  # a check the signal ended may have said "needed"
+    try:
+        for step in preparation:
+            if _not_needed(step):
+                progress(f"{record.id}: {step.name}: not needed")
+                continue
+            if stopping():  # a check the signal ended may have said "needed"
+                raise _Stopped
+            progress(f"{record.id}: {step.name}")
+            run_step(step, env, progress)
+        if stopping():
             raise _Stopped
-        progress(f"{record.id}: {step.name}")
-        run_step(step, env, progress)
-    if stopping():
-        raise _Stopped
-    _closed_meanwhile(ledger, record.id)
-    progress(f"{record.id}: {launch.name}")
-    launched = platforms.get(plan.platform).submit(launch, plan, _Runner(env, progress))
+        _closed_meanwhile(ledger, record.id)
+        progress(f"{record.id}: {launch.name}")
+        launched = platforms.get(plan.platform).submit(launch, plan, _Runner(env, progress))
+    except proc.NotFound as missing:
+        raise missing.failed from None
     if launched.facts:
         ledger.update_sidecar(record.id, **launched.facts)
     return launched.ref
@@ -719,7 +723,10 @@ class SubmitFailed(JobFailed):
 
 
 def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Record:
-    diagnosis = classify(failure.returncode, "", failure.output, command=failure.command)
+    if isinstance(failure, proc.NotStarted):  # taospec's own step here, not the job's command
+        diagnosis = cannot_start(failure.program, failure.why)
+    else:
+        diagnosis = classify(failure.returncode, "", failure.output, command=failure.command)
     message = f"{failure}\n{diagnosis}"
     marked = ledger.mark(record.id, ERROR, message=message, err_class=diagnosis.err_class)
     failure.args = (f"{failure}\n  => {diagnosis}",)

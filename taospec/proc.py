@@ -17,6 +17,7 @@ ssh ControlMaster, work a script puts in the background) may hold its pipes open
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import shlex
@@ -267,9 +268,18 @@ def _popen(
             env=child_env,
         )
     except FileNotFoundError:
-        raise InvalidInput(f"{argv[0]}: command not found (needed for: {shown(argv)})") from None
+        raise NotFound(argv) from None
     except OSError as exc:
         raise not_started(argv, exc) from None
+
+
+class NotFound(InvalidInput):
+    """A program not on PATH, refused as input (exit 2) where nothing is recorded yet; once
+    a job's record is open it is the job's failure, :attr:`failed`."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        super().__init__(f"{argv[0]}: command not found (needed for: {shown(argv)})")
+        self.failed = not_started(argv, FileNotFoundError())
 
 
 def _finished(
@@ -417,10 +427,23 @@ def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log
 
 def not_started(argv: Sequence[str], exc: OSError) -> CommandFailed:
     """A command the kernel would not start, failed as the shell fails it: 127 for a program
-    not found, 126 for one it cannot run (an argument list too long for it, say)."""
+    not found, 126 for one it cannot run (:class:`NotStarted`, both), or for an argument list
+    too long for it."""
     if isinstance(exc, FileNotFoundError):
-        return CommandFailed(argv[0], 127, f"{argv[0]}: command not found")
-    return CommandFailed(argv[0], 126, f"{argv[0]}: {exc.strerror}")
+        return NotStarted(argv[0], 127, "command not found")
+    if exc.errno == errno.E2BIG:  # the program is there; the job's arguments are too long
+        return CommandFailed(argv[0], 126, f"{argv[0]}: {exc.strerror}")
+    return NotStarted(argv[0], 126, exc.strerror or str(exc))
+
+
+class NotStarted(CommandFailed):
+    """A program the kernel would not start: not found, or not one this user may run;
+    ``why`` as the shell says it."""
+
+    def __init__(self, program: str, returncode: int, why: str) -> None:
+        super().__init__(program, returncode, f"{program}: {why}")
+        self.program = program
+        self.why = why
 
 
 def signal_group(pid: int, signum: signal.Signals) -> bool:

@@ -182,6 +182,27 @@ def test_a_container_the_engine_created_but_could_not_start_is_removed(
     assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
 
 
+def test_a_plan_step_whose_program_is_not_on_taospecs_path_is_recorded_error_naming_it(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # a PATH that holds docker and nothing else: the engine answers the preflight, and the
+    # prepare step's install is not found once the record is open; the record stayed
+    # PENDING, and run exited 2 as if nothing had been recorded
+    bare = open_tmp / "bin"
+    bare.mkdir()
+    (bare / "docker").symlink_to(shutil.which("docker") or "docker")
+    spec = job_file(open_tmp, engine, "true")
+    done = taospec("run", spec, env={"PATH": str(bare)})
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    job_id = _only_job(state_dir)
+    rec = record(state_dir, job_id)
+    assert rec["terminal_state"] == "ERROR", rec["transitions"]
+    assert "install: command not found" in rec["transitions"][-1]["message"]
+    assert "=> taospec cannot start install on this machine (command not found)" in done.stderr
+    assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
+
+
 def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

@@ -198,6 +198,41 @@ def test_a_path_without_the_shells_tools_still_starts_the_job_and_records_its_en
     assert "command -p mv -f" in plan
 
 
+@pytest.mark.parametrize(
+    ("installed", "why", "code"),
+    [(None, "command not found", 127), ("not executable\n", "Permission denied", 126)],
+    ids=["missing", "not-executable"],
+)
+def test_a_step_whose_program_taospec_cannot_start_is_recorded_error_naming_it(
+    taospec: Runner, tmp_path: Path, state_dir: Path, installed: str | None, why: str, code: int
+) -> None:
+    # the prepare step's install, looked up on the PATH taospec runs with: the record it
+    # opened stayed PENDING, run exited 2 as if nothing had been recorded, and the next run
+    # of the target found its job not ended
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    if installed is not None:
+        (bare / "install").write_text(installed)  # mode 644: found, and not to be run
+    spec = job_file(tmp_path, "/bin/echo ok")
+    done = taospec("run", spec, env={"PATH": str(bare)})
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (rec,) = (json.loads(p.read_text()) for p in (state_dir / "jobs").glob("*.json"))
+    assert rec["terminal_state"] == "ERROR", rec["transitions"]
+    assert rec["err_class"] == "ERR_PROGRAM"
+    assert f"command failed (exit {code}): install\n    install: {why}" in done.stderr
+    said = (
+        f"taospec cannot start install on this machine ({why}), which a step of the job's "
+        "plan runs: it is not the job's command; install it, or give taospec a PATH that "
+        "holds one it may run"
+    )
+    assert f"=> {said}" in done.stderr
+    assert said in rec["transitions"][-1]["message"]
+    again = taospec("run", spec)  # the record ended: nothing holds the target back
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split()[1] == "COMPLETE"
+
+
 @pytest.mark.skipif(
     os.getuid() != 0, reason="switching to another user needs root; CI runs as root"
 )
