@@ -111,10 +111,19 @@ def _rules(
     yield from _image_rules(source, images)
 
 
+NUL_IN_ARGUMENT = "contains a NUL character, which no process argument can hold"
+NUL_IN_SPEC = (
+    "contains a NUL character, which taospec reserves to mark, in the spec it renders, the "
+    "values it fills in at submit (the job id, an upstream's results folder)"
+)
+"""A spec's keys and values go into a file, where a NUL could be written; taospec's own
+stand-ins (:func:`taospec.placeholders.stand_in`) are, so none of the job's may be."""
+
+
 def _nul_bytes(source: Source) -> Iterator[Problem]:
-    message = "contains a NUL character, which no process argument can hold"
     for where, text, is_key in texts(source.data):
         if "\x00" in text:
+            message = NUL_IN_SPEC if where[:1] == ("spec",) else NUL_IN_ARGUMENT
             yield source.problem(where, message, key=is_key)
 
 

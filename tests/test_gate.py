@@ -98,6 +98,15 @@ def test_a_nul_character_is_refused_where_it_is_written(taospec: Runner, tmp_pat
     paths = [LOCATED.match(line)["path"] for line in lines]
     assert paths == ["$.env.set.A", "$.spec.train.tags[1]", "$.spec['\\x00JOB_ID\\x00']"]
     assert lines[-1].startswith(f"{path}:10:35: ")  # at the key
+    # an env value is a process's environment entry; the spec goes into a file, where a NUL
+    # is refused because taospec's own stand-ins are written with it
+    assert lines[0].endswith(": contains a NUL character, which no process argument can hold")
+    for line in lines[1:]:
+        assert line.endswith(
+            ": contains a NUL character, which taospec reserves to mark, in the spec it "
+            "renders, the values it fills in at submit (the job id, an upstream's results "
+            "folder)"
+        ), line
 
 
 @pytest.mark.parametrize(
