@@ -199,7 +199,7 @@ def test_a_plan_step_whose_program_is_not_on_taospecs_path_is_recorded_error_nam
     rec = record(state_dir, job_id)
     assert rec["terminal_state"] == "ERROR", rec["transitions"]
     assert "install: command not found" in rec["transitions"][-1]["message"]
-    assert "=> taospec cannot start install on this machine (command not found)" in done.stderr
+    assert "; taospec cannot start install on this machine (command not found)" in done.stderr
     assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
 
 

@@ -763,7 +763,7 @@ def test_status_logs_and_cancel_give_up_on_a_login_node_that_never_answers(
         assert submitted.returncode == 1, submitted.stderr
         assert f"Connection to 127.0.0.1 port {silent_port} timed out" in submitted.stderr
         # the reason given was "exit code 255 without an error taospec recognises"
-        assert "=> the job's host did not answer over ssh within 2 s: check that it is up" in (
+        assert "; the job's host did not answer over ssh within 2 s: check that it is up" in (
             submitted.stderr
         )
     finally:

@@ -358,7 +358,8 @@ def ending(outcome: Outcome) -> str:
         return line
     if outcome.lost:
         return f"{line}  {outcome.message}"
-    why = record.transitions[-1].message.replace("\n", " ").strip()
+    said = record.transitions[-1].message.splitlines()  # a failed step's command, output, why
+    why = "; ".join(part.strip() for part in said if part.strip())
     return f"{line}  {why}; taospec logs {record.id}"
 
 
