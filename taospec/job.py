@@ -190,8 +190,8 @@ def input_files(path: Path) -> Iterator[tuple[str, Path]]:
                 raise InvalidInput(why)
         for name in sorted(files):
             member = Path(root, name)
-            if not member.is_file():
-                raise InvalidInput(unreadable(member) or f"{member} cannot be read")
+            if why := unreadable(member):
+                raise InvalidInput(why)
             yield member.relative_to(path).as_posix(), member
 
 

@@ -361,8 +361,9 @@ def test_a_mount_source_in_a_folder_this_user_may_not_enter_is_refused_naming_it
         ("{tmp}/input", "{tmp}/input/closed is a folder this user may not read"),
         # the fingerprint's open() raised PermissionError: an internal error
         ("{tmp}/unread", "{tmp}/unread is a file this user may not read"),
+        ("{tmp}/held", "{tmp}/held/unread is a file this user may not read"),
     ],
-    ids=["in-a-closed-folder", "holding-a-closed-folder", "unreadable"],
+    ids=["in-a-closed-folder", "holding-a-closed-folder", "unreadable", "holding-one"],
 )  # fmt: skip
 def test_an_input_this_user_may_not_reach_or_read_is_refused_at_its_line(
     taospec: Runner, tmp_path: Path, state_dir: Path, closed: Path, verb: list[str],
@@ -370,9 +371,11 @@ def test_an_input_this_user_may_not_reach_or_read_is_refused_at_its_line(
 ) -> None:  # fmt: skip
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "closed").symlink_to(closed)
-    (tmp_path / "unread").write_text("secret\n")
-    os.chown(tmp_path / "unread", 1000, 1000)
-    (tmp_path / "unread").chmod(0o600)
+    (tmp_path / "held").mkdir()
+    for unread in (tmp_path / "unread", tmp_path / "held" / "unread"):
+        unread.write_text("secret\n")
+        os.chown(unread, 1000, 1000)
+        unread.chmod(0o600)
     path = named.format(closed=closed, tmp=tmp_path)
     spec = docker_job(tmp_path, tmp_path / "results", f"inputs: [{path}]\n")
     said = said.format(closed=closed, tmp=tmp_path)
