@@ -37,6 +37,31 @@ def format_path(path: JsonPath) -> str:
     return out
 
 
+def shown_file(name: str) -> str:
+    """How a message line names the file ``name``: as it is, unless it holds a character
+    that does not show as itself (a newline would split the line in two, an escape sequence
+    would drive the terminal); then as a shell's ``$'...'`` quotes it (``$'a\\nb.yaml'``),
+    which a shell reads back as the very name. A byte that is not UTF-8 (held by Python as a
+    lone surrogate) is written as that byte, ``\\xff``."""
+    if name.isprintable():
+        return name
+    return "$'" + "".join(_shell_escape(c) for c in name) + "'"
+
+
+_SHELL_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _shell_escape(char: str) -> str:
+    if char in _SHELL_ESCAPES:
+        return _SHELL_ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x80 or 0xDC80 <= code <= 0xDCFF:  # a control, or a byte os.fsdecode kept
+        return f"\\x{code & 0xFF:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Problem:
     """One thing wrong with a file, at one place; problems sort by place, then path."""
@@ -59,7 +84,7 @@ class Problem:
         ``$.spec.Authorization: holds ...`` for a header and cut the message."""
         from taospec.lint import redacted, redacted_location  # only a mistake pays for it
 
-        where = f"{redacted_location(self.file)}:{self.line}:{self.column}"
+        where = f"{shown_file(redacted_location(self.file))}:{self.line}:{self.column}"
         # each key is redacted before repr() escapes it: "w\nnvapi-..." shown as 'w\\nnvapi-...'
         # puts the escape's letter against the token, where no rule sees a token start
         path = "$"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
 from taospec.diagnose import INFRA, cannot_start, classify
+from taospec.diagnostics import shown_file
 from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
 from taospec.job import Job
@@ -52,7 +53,7 @@ def check_environment(job: Job, environ: Mapping[str, str]) -> None:
     if missing:
         names = ", ".join(missing)
         raise InvalidInput(
-            f"{job.file}: env.pass names {names}, but this environment does not set "
+            f"{shown_file(job.file)}: env.pass names {names}, but this environment does not set "
             f"{'it' if len(missing) == 1 else 'them'}; export {names} before submitting "
             "(the value is passed by name and never written down)"
         )
@@ -69,7 +70,7 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
     for holder, held in ledger_gpus(ledger, host).items():
         if _overlap(wanted, held):
             raise InvalidInput(
-                f"{plan.file}: GPUs {wanted} overlap GPUs {held} of {holder} on "
+                f"{shown_file(plan.file)}: GPUs {wanted} overlap GPUs {held} of {holder} on "
                 f"{where}; pick free ids, wait for it, or pass --allow-shared-gpus"
             )
     if plan.platform != "docker":
@@ -77,7 +78,7 @@ def check_gpus(plan: Plan, ledger: Ledger) -> None:
     for container in engine_gpus(dict(plan.backend)):
         if _overlap(wanted, container.gpus):
             raise InvalidInput(
-                f"{plan.file}: GPUs {wanted} overlap GPUs {container.gpus} of running "
+                f"{shown_file(plan.file)}: GPUs {wanted} overlap GPUs {container.gpus} of running "
                 f"container {container.name} ({container.whose()}) on {where}; pick free "
                 "ids, wait for it, or pass --allow-shared-gpus"
             )
@@ -128,7 +129,9 @@ def choose_gpus(
     try:
         chosen = ",".join(gpupick.pick(gpus, int(count), held))
     except gpupick.NoFreeGpus as short:
-        raise gpupick.NoFreeGpus(f"{plan.file}: gpus: {{free: {count}}}: {short}") from None
+        raise gpupick.NoFreeGpus(
+            f"{shown_file(plan.file)}: gpus: {{free: {count}}}: {short}"
+        ) from None
     return plan.with_value(GPU_IDS, chosen), {"gpus_chosen": chosen}
 
 
@@ -143,8 +146,8 @@ def host_gpus(plan: Plan, progress: Progress = lambda _: None) -> tuple[gpupick.
         answered = run_step(brev.gpu_query(instance), os.environ, progress)
     except CommandFailed as failure:
         raise InvalidInput(
-            f"{plan.file}: gpus: {{free: N}}: cannot read GPU occupancy on brev instance "
-            f"{instance}: {failure}"
+            f"{shown_file(plan.file)}: gpus: {{free: N}}: cannot read GPU occupancy on brev "
+            f"instance {instance}: {failure}"
         ) from None
     return gpupick.answer(answered.stdout)
 
@@ -159,9 +162,9 @@ def _nvidia_smi_prefix(plan: Plan) -> tuple[str, ...]:
         return remote.ssh_argv(host)
     through = host or f"docker context {plan.backend_value('docker_context')}"
     raise InvalidInput(
-        f"{plan.file}: gpus: {{free: N}} reads GPU occupancy with nvidia-smi on the host, "
-        f"which taospec cannot reach through {through}; use an ssh:// docker.host or name "
-        "the ids"
+        f"{shown_file(plan.file)}: gpus: {{free: N}} reads GPU occupancy with nvidia-smi on the "
+        f"host, which taospec cannot reach through {through}; use an ssh:// docker.host or "
+        "name the ids"
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from taospec import proc
-from taospec.diagnostics import SpecError
+from taospec.diagnostics import SpecError, shown_file
 from taospec.errors import InvalidInput
 from taospec.job import JobFile
 from taospec.loader import load_jobfile_text
@@ -61,7 +61,7 @@ def locate(file: str) -> GitFile:
     try:
         inside = real.relative_to(os.path.realpath(top))
     except ValueError:
-        raise InvalidInput(f"{file}: is outside the git repository at {top}") from None
+        raise InvalidInput(f"{shown_file(file)}: is outside the git repository at {top}") from None
     return GitFile(file, top, PurePosixPath(*inside.parts).as_posix())
 
 

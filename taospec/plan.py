@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from taospec import lint, placeholders, templates
+from taospec.diagnostics import shown_file
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import SPEC_FILE, Job, Mount
@@ -322,7 +323,9 @@ class Context:
         shown = {name: STAND_IN.sub(r"$\1", value) for name, value in values.items()}
         misread = placeholders.in_scripts(self.job.command, filled, shown)
         if misread:
-            raise InvalidInput(f"{self.job.file}: command: {'; '.join(misread)}", key=("command",))
+            raise InvalidInput(
+                f"{shown_file(self.job.file)}: command: {'; '.join(misread)}", key=("command",)
+            )
         return tuple(self.expand(word) for word in self.job.command)
 
     @property
@@ -418,8 +421,8 @@ def lint_plan(plan: Plan, spec: str | None = None) -> None:
         listed = "\n".join(f"  {f}" for f in findings)
         in_image = not spec_only and lint.lint_argv([plan.record.image])
         raise InvalidInput(
-            f"{plan.file}: the plan would carry inline secrets; pass them by name under "
-            f"env.pass instead:\n{listed}",
+            f"{shown_file(plan.file)}: the plan would carry inline secrets; pass them by name "
+            f"under env.pass instead:\n{listed}",
             key=("spec",) if spec_only else ("image",) if in_image else (),
         )
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from taospec import identity, lint, platforms, proc, rules
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
+from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, shown_file, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, closed_folder, input_files, status, unreadable
@@ -617,9 +617,10 @@ def _user_warnings(job: Job, source: Source, who: Identity, user: str | None) ->
         return
     line, column = source.locate(("user",))
     yield (
-        f"{source.file}:{line}:{column}: $.user: warning: the job runs as {given}, but you are "
-        f"{who.spec}; its results directory will belong to {given} and you may not be able to "
-        f'clean it up. Write user: host (or user: "{who.spec}") unless {given} is meant'
+        f"{shown_file(source.file)}:{line}:{column}: $.user: warning: the job runs as {given}, "
+        f"but you are {who.spec}; its results directory will belong to {given} and you may not "
+        f'be able to clean it up. Write user: host (or user: "{who.spec}") unless {given} is '
+        "meant"
     )
 
 

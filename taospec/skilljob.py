@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from taospec import lint, placeholders
-from taospec.diagnostics import JsonPath, Problem
+from taospec.diagnostics import JsonPath, Problem, shown_file
 from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
 from taospec.skills import (
@@ -223,7 +223,7 @@ def _spec(
         if finding.severity == "error":
             problems.append(_problem(source, finding, action))
         else:
-            warnings.append(f"{source.file}: warning: {finding}")
+            warnings.append(f"{shown_file(source.file)}: warning: {finding}")
     literal = _literal_template(merged, (), users)
     if ("results_dir",) not in users and _writes_results_dir(action, literal):
         literal["results_dir"] = "{results_dir}"

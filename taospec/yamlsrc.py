@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from taospec.diagnostics import JsonPath, Problem, SpecError
+from taospec.diagnostics import JsonPath, Problem, SpecError, shown_file
 from taospec.errors import InvalidInput
 
 if TYPE_CHECKING:  # the library itself is imported where it is first used
@@ -90,7 +90,9 @@ class Source:
 
     def refusal(self, refused: InvalidInput) -> SpecError:
         """``refused`` as a problem at the key it is about (the file's top for none)."""
-        return SpecError([self.problem(refused.key, str(refused).removeprefix(f"{self.file}: "))])
+        return SpecError(
+            [self.problem(refused.key, str(refused).removeprefix(f"{shown_file(self.file)}: "))]
+        )
 
 
 class MergedSource(Source):

@@ -381,3 +381,42 @@ def test_an_input_this_user_may_not_reach_or_read_is_refused_at_its_line(
     said = said.format(closed=closed, tmp=tmp_path)
     refused(held(taospec, *verb, spec), f"{spec}:9:10: $.inputs[0]: ", said)
     assert Ledger(state_dir).list() == []
+
+
+JOB = "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\nimage: busybox:1\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("a\nb.yaml", "$'a\\nb.yaml'"), ("it's\t\x1b[31m.yaml", "$'it\\'s\\t\\x1b[31m.yaml'")],
+)
+def test_a_job_file_named_with_a_control_character_is_named_on_one_line(
+    taospec: Runner, tmp_path: Path, state_dir: Path, name: str, shown: str
+) -> None:
+    # validate printed "a", then "b.yaml: ok", on a line of its own
+    ok = write(tmp_path / name, f"{JOB}results_root: {tmp_path}/results\ncommand: 'true'\n")
+    checked = taospec("validate", ok.name)
+    assert (checked.returncode, checked.stdout) == (0, f"{shown}: ok\n"), checked.stderr
+    said = subprocess.run(["bash", "-c", f"printf %s {shown}"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert said.stdout == name  # a shell reads the name back from what was shown
+    ok.write_text(ok.read_text() + "bogus: 1\n")
+    for verb in (["validate"], ["render"], ["run", "-n"], ["run"]):
+        (line,) = refused(taospec(*verb, ok.name), f"{shown}:8:1: $.bogus: unknown key 'bogus'")
+        assert line.startswith(f"{shown}:8:1: "), line
+    assert Ledger(state_dir).list() == []
+
+
+def test_a_message_of_a_whole_job_file_named_with_a_newline_is_one_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    defaults = "network_arch: hello, platform: local, image: busybox:1, command: 'true'"
+    pipeline = write(
+        tmp_path / "p\nq.yaml",
+        f"version: 1\ndefaults: {{{defaults}, results_root: {tmp_path}/results}}\n"
+        "jobs:\n  a: {action: x}\n  b: {action: y}\n",
+    )
+    done = taospec("render", "--format", "sh", pipeline.name)
+    assert done.returncode == 2, done.stderr
+    said = "taospec: $'p\\nq.yaml': --format sh writes one job's script"
+    assert done.stderr.startswith(said), done.stderr

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from taospec import gitrev, plandiff, preflight
 from taospec.commands.session import shown_data
-from taospec.diagnostics import SpecError
+from taospec.diagnostics import SpecError, shown_file
 from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput, TaospecError
 from taospec.identity import Identity
 from taospec.job import JobFile
@@ -163,8 +163,9 @@ def _side(
         raise SideInvalid(where.display, label, str(exc)) from None
     except TaospecError as exc:
         detail = str(exc)
-        if not detail.startswith(f"{where.display}: "):
-            detail = f"{where.display}: {detail}"
+        named = f"{shown_file(where.display)}: "
+        if not detail.startswith(named):
+            detail = named + detail
         raise SideInvalid(where.display, label, detail) from None
 
 
@@ -173,7 +174,7 @@ class SideInvalid(InvalidInput):
 
     def __init__(self, file: str, side: str, detail: str) -> None:
         self.detail = detail
-        super().__init__(f"{file} is invalid {side}")
+        super().__init__(f"{shown_file(file)} is invalid {side}")
 
 
 def compare(old: dict[str, str], new: dict[str, str], names: tuple[str, str]) -> list[TargetDiff]:
@@ -231,7 +232,9 @@ def run(args: Sequence[str], *, fmt: str = "text") -> int:
                 meant = "--" not in args and len(revs) < 2 and len(named) > 1 and file == named[0]
                 nor = f", nor a revision git knows{gitrev.shallow(where.top)}" if meant else ""
                 new_side = f"at {new_rev}" if new_rev else f"in the {WORK_TREE}"
-                raise InvalidInput(f"{file}: no such file at {old_rev} or {new_side}{nor}")
+                raise InvalidInput(
+                    f"{shown_file(file)}: no such file at {old_rev} or {new_side}{nor}"
+                )
             results.append((file, source, notes, compare(old, new, names)))
     except SideInvalid as exc:
         print(exc.detail, file=sys.stderr)
@@ -264,9 +267,9 @@ def _show(results: list[tuple[str, str | None, list[str], list[TargetDiff]]], ol
     target's status and diff."""
     for file, source, notes, diffs in results:
         if source:
-            print(redacted(f"{file}: renamed from {source} at {old}"))
+            print(redacted(f"{shown_file(file)}: renamed from {source} at {old}"))
         for note in notes:
-            print(redacted(f"{file}: {note}"))
+            print(redacted(f"{shown_file(file)}: {note}"))
         for target in diffs:
-            print(redacted(f"{file}: {target.target}: {target.status}"))
+            print(redacted(f"{shown_file(file)}: {target.target}: {target.status}"))
             sys.stdout.write(redacted(target.diff))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from taospec import doctor, preflight
-from taospec.diagnostics import unique
+from taospec.diagnostics import shown_file, unique
 from taospec.doctor import Check
 from taospec.errors import EXIT_JOB_FAILED, EXIT_OK
 from taospec.lint import redacted
@@ -58,7 +58,9 @@ def verb(file: str | None, targets: Sequence[str] = ()) -> int:
     code = EXIT_JOB_FAILED if here else EXIT_OK
     jobs = doctor.docker_jobs([jobfile.targets[name].job for name in names])
     if not jobs:
-        print(f"{file}: no docker job to check (taospec doctor checks docker hosts only)")
+        print(
+            f"{shown_file(file)}: no docker job to check (taospec doctor checks docker hosts only)"
+        )
         return code
     with doctor.Engines(jobs) as engines:  # each engine asked once, all at once
         for job in jobs:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from taospec import notify, plantext, preflight
+from taospec.diagnostics import shown_file
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.loader import load_located
 from taospec.plan import upstream_stand_ins
@@ -36,7 +37,8 @@ def run(
         chosen = jobfile.select(tuple(targets)) if targets else names
         if len(chosen) != 1:
             raise InvalidInput(
-                f"{file}: --format sh writes one job's script; name one target ({', '.join(names)})"
+                f"{shown_file(file)}: --format sh writes one job's script; name one target "
+                f"({', '.join(names)})"
             )
         names = chosen
     # A passed variable's value written in the job would be shown here: refused, as run does.

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from taospec import doctor, notify, plandiff, plantext, platforms, preflight, retrying, ticker
 from taospec.commands.session import open_ledger, say
-from taospec.diagnostics import Problem, raise_if_any, unique
+from taospec.diagnostics import Problem, raise_if_any, shown_file, unique
 from taospec.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -225,7 +225,7 @@ def _preflight(jobs: list[Job], engines: doctor.Engines) -> int:
             else:
                 refusals.append(check)
         for check in refusals:
-            say(f"{job.file}: {job.name}: preflight: {check.name}: {check.detail}")
+            say(f"{shown_file(job.file)}: {job.name}: preflight: {check.name}: {check.detail}")
             if check.advice:
                 say(f"  {check.advice}")
         if refusals:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from taospec.commands import ciformat
-from taospec.diagnostics import Problem, SpecError, raise_if_any
+from taospec.diagnostics import Problem, SpecError, raise_if_any, shown_file
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
 from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
@@ -67,7 +67,7 @@ def run(
         elif problems:
             print(SpecError(problems), file=sys.stderr)  # redacted line by line, part by part
         elif not quiet:
-            print(f"{redacted_location(shown_name(file))}: ok")
+            print(f"{shown_file(redacted_location(shown_name(file)))}: ok")
     if failed:
         verb = "is" if failed == 1 else "are"
         print(f"{failed} of {len(files)} job files {verb} invalid", file=sys.stderr)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from taospec import identity, lint, proc
-from taospec.diagnostics import SpecError
+from taospec.diagnostics import SpecError, shown_file
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job
@@ -139,7 +139,7 @@ def _lint_notify(job: Job) -> None:
     if findings:
         listed = "\n".join(f"  notify: {finding}" for finding in findings)
         raise InvalidInput(
-            f"{job.file}: the notify command would carry inline secrets; read them from the "
-            f"environment in the command instead:\n{listed}",
+            f"{shown_file(job.file)}: the notify command would carry inline secrets; read them "
+            f"from the environment in the command instead:\n{listed}",
             key=("notify",),
         )

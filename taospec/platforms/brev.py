@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from taospec import gpupick, identity, proc, remote, templates
 from taospec.diagnose import NO_ENGINE, diagnose
+from taospec.diagnostics import shown_file
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import BrevOptions
 from taospec.lint import redacted
@@ -89,20 +90,21 @@ def options(context: Context) -> BrevOptions:
     job = context.job
     if job.brev is None:
         raise InvalidInput(
-            f"{job.file}: platform brev needs a brev: block naming the instance", key=("platform",)
+            f"{shown_file(job.file)}: platform brev needs a brev: block naming the instance",
+            key=("platform",),
         )
     if job.docker.host:
         raise InvalidInput(
-            f"{job.file}: docker.host does not apply to platform brev: the container runs on "
-            f"instance {job.brev.instance}'s own Docker engine",
+            f"{shown_file(job.file)}: docker.host does not apply to platform brev: the container "
+            f"runs on instance {job.brev.instance}'s own Docker engine",
             key=("docker", "host"),
         )
     if context.user_from_host:
         raise InvalidInput(
-            f"{job.file}: user: host would mean this machine's {context.launcher.spec}, which "
-            f"says nothing about the accounts on instance {job.brev.instance}. Set user: "
-            '"UID:GID" to the instance account the job runs as (brev exec '
-            f"{job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID",
+            f"{shown_file(job.file)}: user: host would mean this machine's "
+            f"{context.launcher.spec}, which says nothing about the accounts on instance "
+            f'{job.brev.instance}. Set user: "UID:GID" to the instance account the job runs as '
+            f"(brev exec {job.brev.instance} 'id -u; id -g' shows it), or pass --user UID:GID",
             key=("user",),
         )
     identity.refuse_root(context.identity, job.file, from_host=context.user_from_host)

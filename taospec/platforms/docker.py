@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import identity, lint, proc, remote, templates
 from taospec.diagnose import KILLED, KILLED_FROM_OUTSIDE, NO_ENGINE, classify, diagnose
+from taospec.diagnostics import shown_file
 from taospec.durable import write_atomic
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import Job
@@ -234,7 +235,7 @@ def ambient(environ: Mapping[str, str], file: str) -> Engine:
     if host:
         if lint.lint_argv([host]):
             raise InvalidInput(
-                f"{file}: $DOCKER_HOST ({lint.redacted(host)}) holds a credential, and "
+                f"{shown_file(file)}: $DOCKER_HOST ({lint.redacted(host)}) holds a credential, and "
                 "taospec writes the engine a job runs on into its plan and record; name an "
                 "engine without one (ssh keys, TLS certificates), or set docker.host"
             )
@@ -331,8 +332,8 @@ def opened_facts(plan: Plan, environ: Mapping[str, str] = os.environ) -> dict[st
     now = ambient(environ, plan.file)
     if now != LOCAL:
         raise InvalidInput(
-            f"{plan.file}: the plan of target {plan.target} runs on the local engine, but the "
-            f"environment names {now} now; unset it, or render the job again (taospec run "
+            f"{shown_file(plan.file)}: the plan of target {plan.target} runs on the local engine, "
+            f"but the environment names {now} now; unset it, or render the job again (taospec run "
             "renders it where it runs)"
         )
     return {ENGINE: "the local engine"}

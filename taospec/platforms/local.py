@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from taospec import proc, templates
 from taospec.diagnose import classify
+from taospec.diagnostics import shown_file
 from taospec.errors import InvalidInput
 from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
@@ -66,7 +67,7 @@ def plan(context: Context) -> Plan:
     switch = owner(context) is not None
     if switch and context.launcher.uid != 0:
         raise InvalidInput(
-            f"{job.file}: user {context.identity.spec} differs from the launching user "
+            f"{shown_file(job.file)}: user {context.identity.spec} differs from the launching user "
             f"{context.launcher.spec}; only root can start a process as another user",
             key=("user",),
         )

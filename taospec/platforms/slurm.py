@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
+from taospec.diagnostics import shown_file
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import CONTAINER_RESULTS
 from taospec.placeholders import JOB_ID
@@ -251,8 +252,8 @@ def _plain(name: str, value: str, file: str) -> templates.Shell:
     text = value.replace(JOB_ID, "id")
     if text and not PLAIN_WORD.fullmatch(text):
         raise InvalidInput(
-            f"{file}: the sbatch script cannot carry {name} {text!r}: #SBATCH lines are read by "
-            "sbatch, not by a shell, so they take only letters, digits and _@+=:,./-",
+            f"{shown_file(file)}: the sbatch script cannot carry {name} {text!r}: #SBATCH lines "
+            "are read by sbatch, not by a shell, so they take only letters, digits and _@+=:,./-",
             key=_DIRECTIVE_KEYS.get(name, ()),
         )
     return templates.Shell(value)
