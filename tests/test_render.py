@@ -524,6 +524,23 @@ def test_the_script_of_one_target_with_needs_requires_its_upstream_results(
     assert "name one target (prep, train)" in whole.stderr
 
 
+def _train_script_run(
+    taospec: Runner, tmp_path: Path, upstream: str
+) -> subprocess.CompletedProcess[str]:
+    """The script of target ``train`` of ``f.yaml`` (shellcheck-clean) run by bash with
+    ``UPSTREAM_PREP`` set to ``upstream``, the real taospec on its PATH."""
+    done = taospec("render", "--format", "sh", "f.yaml", "train")
+    assert done.returncode == 0, done.stderr
+    path = write(tmp_path / "train.sh", done.stdout)
+    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
+    real = shlex.join(taospec_command())
+    write(tmp_path / "bin" / "taospec", f'#!/bin/sh\nexec {real} "$@"\n').chmod(0o755)
+    env = {**taospec.env, "PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "UPSTREAM_PREP": upstream}
+    return subprocess.run(
+        ["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+
+
 @pytest.mark.parametrize("given", ["hello-prep-0a1b2c", "results/hello-prep-0a1b2c", ""])
 def test_the_script_refuses_an_upstream_results_directory_that_is_no_absolute_path(
     taospec: Runner, tmp_path: Path, given: str
@@ -541,16 +558,7 @@ def test_the_script_refuses_an_upstream_results_directory_that_is_no_absolute_pa
         "    mounts: [{source: '{needs.prep.results_dir}', target: /model, readonly: true}]\n"
         "    command: cat /model/model.txt\n",
     )
-    done = taospec("render", "--format", "sh", "f.yaml", "train")
-    assert done.returncode == 0, done.stderr
-    path = write(tmp_path / "train.sh", done.stdout)
-    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
-    real = shlex.join(taospec_command())
-    write(tmp_path / "bin" / "taospec", f'#!/bin/sh\nexec {real} "$@"\n').chmod(0o755)
-    env = {**taospec.env, "PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "UPSTREAM_PREP": given}
-    ran = subprocess.run(
-        ["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
-    )
+    ran = _train_script_run(taospec, tmp_path, given)
     assert ran.returncode != 0
     assert "UPSTREAM_PREP" in ran.stderr
     assert "set it to the results directory of the upstream job" in ran.stderr
@@ -580,16 +588,7 @@ def test_the_script_writes_an_upstream_folder_into_the_spec_as_it_is_or_stops(
         '  train: {action: train, needs: [prep], command: "true", '
         'spec: {data: "{needs.prep.results_dir}/model.txt"}}\n',
     )
-    done = taospec("render", "--format", "sh", "f.yaml", "train")
-    assert done.returncode == 0, done.stderr
-    path = write(tmp_path / "train.sh", done.stdout)
-    assert subprocess.run(["shellcheck", str(path)], check=False).returncode == 0
-    real = shlex.join(taospec_command())
-    write(tmp_path / "bin" / "taospec", f'#!/bin/sh\nexec {real} "$@"\n').chmod(0o755)
-    env = {**taospec.env, "PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "UPSTREAM_PREP": upstream}
-    ran = subprocess.run(
-        ["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
-    )
+    ran = _train_script_run(taospec, tmp_path, upstream)
     if upstream.startswith("/r/with space"):
         assert ran.returncode == 0, ran.stderr
         (spec,) = (tmp_path / "results").glob("*/stage/spec.yaml")
