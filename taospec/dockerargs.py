@@ -303,11 +303,11 @@ _U32_END = 2**32 - 1
 
 def _kernel_value(pattern: str, takes: str, base: int | None = None) -> Reader:
     """A tmpfs option's value the kernel reads when it matches ``pattern``; with a ``base``
-    (0: as its prefix says), also below :data:`_U32_END`. Why not: it ``takes`` another."""
-    shape = re.compile(pattern)
+    (0: as its prefix says), also below :data:`_U32_END`. Why not: it ``takes`` another.
+    The pattern is compiled when a tmpfs first needs it, not by every command's import."""
 
     def read(value: str) -> str | None:
-        if not value or not shape.fullmatch(value):
+        if not value or not re.fullmatch(pattern, value):
             return f"it takes {takes}"
         if base is not None and _kernel_int(value.lstrip("+"), base) >= _U32_END:
             return f"it takes {takes} (of 32 bits)"

@@ -1689,7 +1689,7 @@ def _sbatch_misreads(line: str) -> str | None:
     return None
 
 
-SBATCH_SIZE = re.compile(r"[ \t\n\v\f\r]*(?:\+?(?P<count>[0-9]+)|-0+)(?:[KkMmGgTt][Bb]?)?")
+SBATCH_SIZE = r"[ \t\n\v\f\r]*(?:\+?(?P<count>[0-9]+)|-0+)(?:[KkMmGgTt][Bb]?)?"
 """A size sbatch reads: C's strtoll (blanks, a sign, decimal digits; below 0 refused), then
 megabytes, or K, M, G or T with an optional B."""
 LLONG_MAX = 2**63 - 1
@@ -1702,7 +1702,7 @@ ValueReader = Callable[[str], str | None]
 
 def _sbatch_size(value: str) -> str | None:
     """``str_to_mbytes`` in Slurm's proc_args.c (--mem and the like)."""
-    found = SBATCH_SIZE.fullmatch(value)
+    found = re.fullmatch(SBATCH_SIZE, value)
     if found and int(found["count"] or 0) <= LLONG_MAX:
         return None
     return (
@@ -1711,14 +1711,14 @@ def _sbatch_size(value: str) -> str | None:
     )
 
 
-SBATCH_TIME = re.compile(rf"{SLURM_TIME.pattern}|[0-9]+-|-[0-9]+|(?i:infinite|unlimited)")
+SBATCH_TIME = rf"{SLURM_TIME.pattern}|[0-9]+-|-[0-9]+|(?i:infinite|unlimited)"
 """A time sbatch's parser takes (``time_str2secs`` in Slurm's parse_time.c, the same from
 22.05 on): :data:`SLURM_TIME`'s forms, ``D-`` (D days), ``-D`` (-1 for none) and the words."""
 
 
 def _sbatch_time(value: str) -> str | None:
     takes = "it takes minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S in whole numbers, or UNLIMITED"
-    if not SBATCH_TIME.fullmatch(value):
+    if not re.fullmatch(SBATCH_TIME, value):
         return f"sbatch refuses it: {takes}"
     if value.startswith("-"):  # sbatch reads -1 as no limit, and other days below 0 wrap
         wraps = value != "-1" and int(value) != 0
@@ -1733,13 +1733,13 @@ def _sbatch_time(value: str) -> str | None:
     return None
 
 
-SBATCH_COUNT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+SBATCH_COUNT = r"[ \t\n\v\f\r]*[+-]?[0-9]+"
 """A count as sbatch reads it (``parse_int`` in Slurm's proc_args.c: C's strtol, all of it)."""
 
 
 def _sbatch_count(value: str, least: int = 1) -> str | None:
     takes = f"it takes a whole number from {least} to {INT_MAX - 1:,}"
-    if not SBATCH_COUNT.fullmatch(value) or not least <= int(value) < LLONG_MAX:
+    if not re.fullmatch(SBATCH_COUNT, value) or not least <= int(value) < LLONG_MAX:
         return f"sbatch refuses it: {takes}"
     if int(value) >= INT_MAX:
         return f"sbatch 22.05 would keep it cut to 32 bits, and 23.02 on refuses it: {takes}"
@@ -1750,9 +1750,7 @@ SIGNAL_NAMES = frozenset({"HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", 
                           "USR2", "PIPE", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU",
                           "XCPU"})  # fmt: skip
 """The signal names sbatch knows (CHLD and PIPE from Slurm 23.11), with or without SIG."""
-SBATCH_SIGNAL = re.compile(
-    r"(?i:R?B?R?):?(?P<signal>[^@]*)(?:@(?P<time>(?:[ \t\n\v\f\r]*[+-]?[0-9]+)?))?"
-)
+SBATCH_SIGNAL = r"(?i:R?B?R?):?(?P<signal>[^@]*)(?:@(?P<time>(?:[ \t\n\v\f\r]*[+-]?[0-9]+)?))?"
 """``get_signal_opts`` in Slurm's proc_args.c: R and B flags, a ':', a signal, ``@`` seconds."""
 
 
@@ -1761,11 +1759,11 @@ def _sbatch_signal(value: str) -> str | None:
         "it takes [{R|B}:]<signal>[@<seconds>], a signal name such as USR1 or SIGTERM or a "
         "number from 1 to 65535, and seconds from 0 to 65535"
     )
-    found = SBATCH_SIGNAL.fullmatch(value)
+    found = re.fullmatch(SBATCH_SIGNAL, value)
     signal = found["signal"] if found else ""
     name = signal.strip(SBATCH_BLANKS).upper().removeprefix("SIG")
     named = signal.isascii() and name in SIGNAL_NAMES
-    number = SBATCH_COUNT.fullmatch(signal.rstrip(SBATCH_BLANKS))
+    number = re.fullmatch(SBATCH_COUNT, signal.rstrip(SBATCH_BLANKS))
     if not found or not (named or number) or not 0 <= int(found["time"] or 0) <= 0xFFFF:
         return f"sbatch refuses it: {takes}"
     if number and not 1 <= int(number[0]) <= 0xFFFF:
