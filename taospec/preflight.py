@@ -321,10 +321,18 @@ def results_root(job: Job, source: Source, roots: RootVerdicts) -> list[Problem]
     why = roots[key]
     if why is None:
         return []
-    fix = "give a folder, or move what is there"
-    if closed_folder(Path(job.results_root)) is not None:  # why it could not be looked up
-        fix = "let this user enter that folder, or choose a results_root it can reach"
-    return [source.problem(("results_root",), f"{why}: {fix}")]
+    return [source.problem(("results_root",), f"{why}: {unusable_root_fix(job.results_root)}")]
+
+
+def unusable_root_fix(root: str, *, retry: bool = False) -> str:
+    """What mends a results_root :func:`results_root_unusable` refuses: the way into a folder
+    on the way that this user may not enter, else what is there; a ``retry`` keeps its
+    job's results_root, so only the first half is said."""
+    if closed_folder(Path(root)) is not None:  # why it could not be looked up
+        return "let this user enter that folder" + (
+            "" if retry else ", or choose a results_root it can reach"
+        )
+    return "move what is there" if retry else "give a folder, or move what is there"
 
 
 def results_root_reached(job: Job, source: Source, user: str | None = None) -> list[Problem]:

@@ -420,3 +420,25 @@ def test_a_message_of_a_whole_job_file_named_with_a_newline_is_one_line(
     assert done.returncode == 2, done.stderr
     said = "taospec: $'p\\nq.yaml': --format sh writes one job's script"
     assert done.stderr.startswith(said), done.stderr
+
+
+def test_a_retry_whose_results_root_this_user_may_not_enter_says_what_mends_it(
+    taospec: Runner, tmp_path: Path, state_dir: Path, closed: Path
+) -> None:
+    # it said "move what is there", which mends nothing
+    spec = write(
+        tmp_path / "job.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nimage: none\n"
+        f"results_root: {closed}/results\ncommand: 'true'\n",
+    )
+    ran = taospec("run", spec)  # root not held to permissions enters it
+    assert ran.returncode == 0, ran.stderr
+    job_id = ran.stdout.split()[0]
+    retried = held(taospec, "retry", job_id)
+    assert retried.returncode == 2, retried.stderr
+    assert retried.stderr == (
+        f"taospec: {job_id}: {closed}/results cannot be looked up on this machine (this user "
+        f"may not enter {closed}); each job's results go in a folder made under results_root, "
+        "and a retry makes its own there: let this user enter that folder, then retry\n"
+    )
+    assert len(Ledger(state_dir).list()) == 1

@@ -226,9 +226,8 @@ def _refuse_results_root(job_id: str, plan: Plan) -> None:
         root,
     )
     if why:
-        raise InvalidInput(
-            f"{job_id}: {why}, and a retry makes its own there: move what is there, then retry"
-        )
+        fix = preflight.unusable_root_fix(root, retry=True)
+        raise InvalidInput(f"{job_id}: {why}, and a retry makes its own there: {fix}, then retry")
 
 
 def _follow(ledger: Ledger, record: Record) -> Record:
