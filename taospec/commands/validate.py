@@ -20,6 +20,7 @@ from pathlib import Path
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any, shown_file
 from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
+from taospec.interrupts import INTERRUPTS
 from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
 from taospec.versions import VERSIONS_FILE, job_files_beside
@@ -137,16 +138,18 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
     from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"), initializer=_leave_ctrl_c
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=_leave_interrupts
     )
     try:
-        # Ctrl-C is held back while the workers are forked, so none can die of it
-        # before it ignores it; this process gets it the moment they exist.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # Interrupts are held back while the workers are forked and the pool's threads
+        # start, so that no worker dies of one before it sets its own handling and the
+        # pool is never left half started; this process gets them the moment it is up.
+        # The pool's threads keep them blocked, so they always reach this thread.
+        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
         try:
             answers = pool.map(check, rest, chunksize=max(1, len(rest) // (workers * 8)))
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         yield from answers
     except BrokenProcessPool:
         raise TaospecError("a validate worker process died; no verdict was given") from None
@@ -154,10 +157,18 @@ def _problems(files: Sequence[str], jobs: int | None) -> Iterator[tuple[Problem,
         pool.shutdown(cancel_futures=True)
 
 
-def _leave_ctrl_c() -> None:
-    """Workers ignore Ctrl-C: this process stops the pool and reports the interruption once."""
+def _leave_interrupts() -> None:
+    """A worker leaves Ctrl-C and a hangup to this process, which stops the pool and reports
+    the interruption once, and dies of SIGTERM wherever it is.
+
+    The pool stops what is left of it with SIGTERM when a worker dies; a worker that took
+    it as Ctrl-C (this process's handler, inherited) sent it back as its files' answer,
+    and could then wait for ever on a queue lock the dead worker held.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
 
 
 def _workers(count: int, jobs: int | None) -> int:
