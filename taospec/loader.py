@@ -21,7 +21,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from taospec import lint, placeholders
-from taospec.diagnostics import JsonPath, Problem, SpecError, closest, raise_if_any, unique
+from taospec.diagnostics import (
+    JsonPath,
+    Problem,
+    SpecError,
+    closest,
+    raise_if_any,
+    shown_file,
+    unique,
+)
 from taospec.job import (
     SPEC_FILE,
     BrevOptions,
@@ -158,10 +166,11 @@ def _single(
     raise_if_any(problems)
     applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS, skills)
     inputs = tuple(source.data.get("inputs", []))
-    job = build_job(source, file.stem, images, applied, job_file)
-    target = Target(file.stem, job, (), inputs, file.stem)
-    raise_if_any(_results_problems(source, {file.stem: target}, pipeline=False))
-    return JobFile(str(file), {file.stem: target}, False), {file.stem: source}
+    name = shown_file(file.stem)  # one line wherever it is shown, whatever the file's name
+    job = build_job(source, name, images, applied, job_file)
+    target = Target(name, job, (), inputs, name)
+    raise_if_any(_results_problems(source, {name: target}, pipeline=False))
+    return JobFile(str(file), {name: target}, False), {name: source}
 
 
 class _Expansion(NamedTuple):

@@ -9,6 +9,7 @@ this machine, and ``validate --here``, ``run -n`` and ``run`` ended in an intern
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -405,6 +406,20 @@ def test_a_job_file_named_with_a_control_character_is_named_on_one_line(
         (line,) = refused(taospec(*verb, ok.name), f"{shown}:8:1: $.bogus: unknown key 'bogus'")
         assert line.startswith(f"{shown}:8:1: "), line
     assert Ledger(state_dir).list() == []
+
+
+def test_a_job_file_named_with_a_newline_runs_as_a_target_named_on_one_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # its target was the file's stem as it is: run printed "a", then "b: starting"
+    write(tmp_path / "a\nb.yaml", f"{JOB}results_root: {tmp_path}/results\ncommand: 'true'\n")
+    done = taospec("run", "a\nb.yaml")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == "$'a\\nb': starting", lines
+    assert re.fullmatch(r"\$'a\\nb': COMPLETE in \d+s  results .+", lines[-1]), lines
+    again = taospec("run", "-n", "a\nb.yaml")
+    assert again.stdout.startswith("skip  $'a\\nb'  up to date (job "), again.stdout
 
 
 def test_a_message_of_a_whole_job_file_named_with_a_newline_is_one_line(
