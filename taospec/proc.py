@@ -118,6 +118,15 @@ def run(
     return _finished(argv, process, data, timeout, check=check)
 
 
+def read_bytes(argv: Sequence[str]) -> tuple[int, bytes, str]:
+    """Run ``argv`` (a read of a file, on another machine) to completion, with no input:
+    its exit code, what it printed as the very bytes (a decode changes a byte that is not
+    UTF-8, and a read cut through a character), and its stderr."""
+    process = _popen(argv, None, (), with_stdin=False)
+    out, err, _ = _communicate(process, None, None)
+    return process.returncode, out, err.decode(errors="replace")
+
+
 def run_bounded(
     argv: Sequence[str], *, extra_env: Iterable[tuple[str, str]] = (), timeout: float
 ) -> Result:

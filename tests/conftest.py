@@ -155,14 +155,22 @@ COUNTED = (
     "    runpy.run_module('taospec', run_name='__main__', alter_sys=True)\n"
     "finally:\n"
     "    sys.stderr.write(open('/proc/self/io').read())\n"
+    "    sys.stderr.write(''.join(l for l in open('/proc/self/status') if l.startswith('VmHWM')))\n"
 )
-"""``python -c COUNTED ARGS`` runs ``taospec ARGS``, then writes its /proc/PID/io on stderr."""
+"""``python -c COUNTED ARGS`` runs ``taospec ARGS``, then writes its /proc/PID/io and its
+peak resident memory (``VmHWM``) on stderr."""
 
 
 def bytes_read(stderr: str) -> int:
     """``rchar`` of what :data:`COUNTED` wrote on ``stderr``."""
     (rchar,) = (line.split()[1] for line in stderr.splitlines() if line.startswith("rchar:"))
     return int(rchar)
+
+
+def peak_memory(stderr: str) -> int:
+    """The peak resident memory, in bytes, that :data:`COUNTED` wrote on ``stderr``."""
+    (kib,) = (line.split()[1] for line in stderr.splitlines() if line.startswith("VmHWM:"))
+    return int(kib) * 1024
 
 
 def run_counting_reads(runner: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:

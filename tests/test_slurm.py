@@ -44,6 +44,7 @@ from tests.conftest import (
     bash_words,
     bytes_read,
     load_job,
+    peak_memory,
     progress_bar,
     run_counting_reads,
     spawn,
@@ -469,6 +470,34 @@ def test_logs_of_a_long_run_are_read_a_block_at_a_time(
     job_id = submit(taospec, job_file(open_tmp, ["true"], **login))
     wait_for(lambda: "COMPLETE" in taospec("status", job_id).stdout, what="the job's end")
     a_look_reads_the_log_a_block_at_a_time(taospec, job_id, open_tmp / "results" / job_id)
+
+
+@pytest.mark.parametrize("through_login", [False, True], ids=["here", "login-node"])
+def test_a_follow_far_behind_the_job_holds_its_output_a_block_at_a_time(
+    slurm, login_node: str, taospec: Runner, open_tmp: Path, through_login: bool
+) -> None:
+    """logs -f read all the output there was at each look (over ssh, in one answer): a
+    follow of a run that had written 24 MiB held them all, several times over (over 160 MB).
+    Its reads end where they may, inside a character too, so a read over ssh brings the
+    bytes as they are (decoded there, a byte that is not UTF-8 counted as three and moved
+    the next read's start)."""
+    login = {"slurm": {"login": login_node}} if through_login else {}
+    job_id = submit(taospec, job_file(open_tmp, ["true"], **login))
+    wait_for(lambda: "COMPLETE" in taospec("status", job_id).stdout, what="the job's end")
+    line = b"\xc3\xa9poch 1 \xe6\xad\xa5 2 \xff loss=0.25 " + b"x" * 69 + b"\n"
+    with (open_tmp / "results" / job_id / "taospec.log").open("ab") as log:
+        for _ in range(24):
+            log.write(line * ((1 << 20) // len(line)))
+    written = (open_tmp / "results" / job_id / "taospec.log").read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTED, "logs", "-f", job_id], env=taospec.env,
+        cwd=taospec.cwd, capture_output=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = written.decode(errors="replace").encode()  # as every look at the output shows it
+    assert hashlib.sha256(done.stdout).digest() == hashlib.sha256(shown).digest()
+    peak = peak_memory(done.stderr.decode())
+    assert peak < 48 << 20, peak
 
 
 def test_logs_hand_on_a_passed_value_whole_to_redaction(

@@ -30,6 +30,7 @@ from taospec.diagnose import INFRA, classify
 from taospec.diagnostics import shown_file
 from taospec.errors import CommandFailed, InvalidInput
 from taospec.job import CONTAINER_RESULTS
+from taospec.lint import redacted
 from taospec.placeholders import JOB_ID
 from taospec.plan import (
     LOG_FILE,
@@ -588,17 +589,26 @@ def _named(record: Record, login: str | None) -> list[str]:
 # -- logs ------------------------------------------------------------------
 
 
-def _read_from(path: str, offset: int, login: str | None) -> bytes | None:
-    """The output file's bytes from ``offset`` on; None while it does not exist. Raises
-    :class:`CommandFailed` when ssh to the login node failed."""
+FOLLOW_BLOCK = 1 << 20
+"""The most of the output file one read of a follow takes (on a login node, one ssh): a
+follow far behind the job reads it a block at a time, never all at once."""
+
+_BLOCK_FROM = 'tail -c +"$2" -- "$1" 2>/dev/null | head -c "$3"'
+"""On the login node: up to ``$3`` bytes of file ``$1`` from byte ``$2`` (1 its first)."""
+
+
+def _block_from(path: str, offset: int, login: str | None) -> bytes:
+    """Up to :data:`FOLLOW_BLOCK` bytes of the output file from ``offset`` on (none while it
+    does not exist). Raises :class:`CommandFailed` when ssh to the login node failed."""
     if login is None:
         try:
             with Path(path).open("rb") as file:
                 file.seek(offset)
-                return file.read()
+                return file.read(FOLLOW_BLOCK)
         except FileNotFoundError:
-            return None
-    return _read_on(login, ("tail", "-c", f"+{offset + 1}", "--", path))
+            return b""
+    argv = ("sh", "-c", _BLOCK_FROM, "sh", path, str(offset + 1), str(FOLLOW_BLOCK))
+    return _read_on(login, argv) or b""
 
 
 def _read_through(path: str, login: str | None, on_line: Write, writing: bool) -> bool:
@@ -683,12 +693,11 @@ class Output(NamedTuple):
 def _read_on(login: str, argv: Sequence[str]) -> bytes | None:
     """What ``argv`` (a read of the output file) prints on ``login``; None when it failed
     (no such file). Raises :class:`CommandFailed` when ssh to the login node failed."""
-    result = proc.run(on(login, argv), check=False)
-    if result.returncode == SSH_FAILED:  # the login node did not answer: not a missing file
-        raise CommandFailed(proc.shown(result.argv), result.returncode, result.output())
-    if not result.ok:
-        return None
-    return result.stdout.encode()
+    argv = on(login, argv)
+    code, data, said = proc.read_bytes(argv)
+    if code == SSH_FAILED:  # the login node did not answer: not a missing file
+        raise CommandFailed(proc.shown(argv), code, redacted(said.strip()))
+    return data if code == 0 else None
 
 
 def log_tail(
@@ -731,12 +740,8 @@ def logs(
         except CommandFailed as failure:
             return failure.returncode
         return 0
-    try:
-        if tail is None:
-            whole = _read_from(path, 0, login)
-            found = None if whole is None else Output(whole)
-        else:
-            found = _read_end(path, tail, follow or writing, login)
+    try:  # all of it, followed: from its start, a block at a time (_follow)
+        found = None if tail is None else _read_end(path, tail, follow or writing, login)
     except CommandFailed as failure:  # the caller asks status which part did not answer
         return failure.returncode
     if found is None and not follow:
@@ -769,7 +774,7 @@ def _follow(
     def read() -> bytes:
         nonlocal offset
         try:
-            more = _read_from(path, offset, login) or b""
+            more = _block_from(path, offset, login)
         except CommandFailed:  # not now: the job's status decides when to stop
             return b""
         offset += len(more)
