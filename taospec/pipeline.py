@@ -835,11 +835,14 @@ class Build:
 
     def _progress_line(self, record: Record, name: str, status: Status) -> str:
         """State, elapsed time, and epoch/KPIs from ``status.json`` when the results
-        directory is readable here, else the job's last output line (redacted)."""
+        directory is readable here, else the job's last output line (redacted), or, while
+        it waits to start, what its platform says of the wait."""
         found = progress.find(record.results_dir, record.action)
         latest = progress.read(found) if found is not None else None
         last = ""
-        if latest is None:
+        if latest is None and status.state == PENDING:  # no output yet: why it waits
+            last = status.message
+        elif latest is None:
             module = platforms.get(record.platform)
             try:
                 sidecar = self.ledger.sidecar(record.id)

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -679,6 +680,57 @@ def none_can_reach(taospec: Runner, job_id: str, why: str, **how: Any) -> None:
         done = taospec(verb, job_id, **how)
         assert (done.returncode, done.stdout) == (2, ""), done.stderr
         assert done.stderr == f"taospec: {cannot} {job_id}: {why}; nothing was changed\n"
+
+
+NO_ROOM = "the partition's nodes cannot hold what it asks"
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"slurm": {"cpus_per_task": 3}}, {"PartitionConfig": NO_ROOM}),
+        (
+            {"nodes": 2},  # Slurm gives either reason, as its scheduler has looked or not
+            {"PartitionConfig": NO_ROOM,
+             "PartitionNodeLimit": "the partition does not allow that many nodes"},
+        ),
+    ],
+    ids=["cpus", "nodes"],
+)  # fmt: skip
+def test_a_job_that_can_never_start_here_says_why_it_waits(
+    slurm, taospec: Runner, open_tmp: Path, extra: dict[str, Any], why: dict[str, str]
+) -> None:
+    """More CPUs per task than a node has, or more nodes than the cluster: sbatch takes the
+    job and Slurm keeps it pending for ever. run followed it with no word of why."""
+    spec = job_file(open_tmp, ["true"], **extra)
+    running = spawn(["run", str(spec)], {**taospec.env, "TAOSPEC_PROGRESS_INTERVAL": "0.5"},
+                    taospec.cwd)  # fmt: skip
+    assert running.stderr is not None
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"  PENDING  .*\(([A-Za-z]+)\): ", seen[-1] if seen else "")):
+            assert time.monotonic() < deadline, "".join(seen)
+            seen.append(running.stderr.readline())
+        reason, line = found.group(1), seen[-1]
+        assert reason in why, line
+        said = f"slurm: PENDING ({reason}): {why[reason]}; it waits until that changes"
+        assert line.rstrip().endswith(said), line
+        job_id = line.split()[1]
+        message = status(taospec, job_id)["message"]  # the reason may have changed since
+        assert any(message.startswith(f"slurm: PENDING ({r}): {w};") for r, w in why.items())
+    finally:
+        running.send_signal(signal.SIGINT)
+        _, rest = running.communicate(timeout=120)
+    assert running.returncode == 130, rest
+    assert shown(taospec, job_id)["terminal_state"] == CANCELED
+
+
+def test_a_wait_that_ends_on_its_own_is_named_alone() -> None:
+    native = platform.parse_scontrol("JobId=7 JobState=PENDING Reason=Resources ExitCode=0:0")
+    assert native is not None
+    shown_status = platform.to_status(native)
+    assert (shown_status.state, shown_status.message) == (PENDING, "slurm: PENDING (Resources)")
 
 
 def test_status_logs_and_cancel_exit_2_when_slurmctld_does_not_answer(

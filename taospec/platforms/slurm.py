@@ -406,6 +406,24 @@ _WHY = {
 }
 
 
+_STUCK = {
+    "PartitionConfig": "the partition's nodes cannot hold what it asks",
+    "PartitionNodeLimit": "the partition does not allow that many nodes",
+    "PartitionTimeLimit": "its time limit (slurm.time) is past the partition's",
+    "PartitionDown": "the partition is down",
+    "PartitionInactive": "the partition is inactive",
+    "BadConstraints": "no node of the partition has what it asks",
+    "DependencyNeverSatisfied": "a job it depends on ended so that it never can start",
+    "ReqNodeNotAvail": "a node it needs is down, drained or reserved",
+    "JobHeldAdmin": "an administrator holds it",
+    "JobHeldUser": "it is held (scontrol release lets it go)",
+    "InvalidAccount": "its account is not valid",
+    "InvalidQOS": "its QOS is not valid",
+}
+"""Why a pending job waits, for the reasons time alone does not end: Slurm keeps it
+pending until the cluster or the job changes."""
+
+
 def parse_scontrol(text: str) -> Native | None:
     """``scontrol -o show job``: JobState, ExitCode (``3:0`` exit 3, ``0:15`` signal 15), Reason."""
     state = re.search(r"(?:^|\s)JobState=(\S+)", text)
@@ -508,7 +526,10 @@ def to_status(native: Native, tail: Callable[[], str] = lambda: "") -> Status:
     state = _STATES.get(native.state, UNKNOWN)
     message = f"slurm: {native.state}"
     if state in (PENDING, RUNNING, UNKNOWN):
-        return Status(state, message + (f" ({native.reason})" if native.reason else ""))
+        message += f" ({native.reason})" if native.reason else ""
+        if state == PENDING and native.reason in _STUCK:
+            message += f": {_STUCK[native.reason]}; it waits until that changes"
+        return Status(state, message)
     code = native.exit_code if not native.signal else None
     if native.signal:
         message += f", killed by signal {native.signal}"
