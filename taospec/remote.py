@@ -57,6 +57,15 @@ def fail(reason: str) -> str:
     return f"printf %s\\\\n {quote(FAILED + reason)}"
 
 
+CODE = "taospec_code"
+"""The shell variable a remote script keeps a failed command's exit code in."""
+
+
+def fail_exited(reason: str) -> str:
+    """The command that prints ``TAOSPEC_FAILED=<reason> (exit N)``, N from :data:`CODE`."""
+    return f"printf '%s (exit %s)\\n' {quote(FAILED + reason)} \"${CODE}\""
+
+
 def values(output: str, name: str) -> list[str]:
     """The values of the ``TAOSPEC_<name>=`` lines in ``output``."""
     prefix = f"{MARK}{name}="
@@ -71,9 +80,10 @@ def guarded(
     Running it twice is harmless (brev re-runs a failed remote command): the
     second run finds what the first one made and says ``present``. A failed
     ``run`` still exits 0, so brev does not run it again; ``undo`` runs first
-    then, where ``$?`` is still ``run``'s exit code (see :func:`exited_with`).
+    then, ``run``'s exit code kept in :data:`CODE` (see :func:`exited_with`), and the
+    failure line says that code, which brev passes back to no one.
     """
-    otherwise = f"{undo}; {fail(failure)}" if undo else fail(failure)
+    otherwise = "; ".join(part for part in (f"{CODE}=$?", undo, fail_exited(failure)) if part)
     return script(
         f"if {check} >/dev/null 2>&1; then {marker(name, present)}",
         f"elif {run}",
@@ -83,12 +93,14 @@ def guarded(
 
 
 def exited_with(codes: Iterable[int], argv: Sequence[str]) -> str:
-    """Run ``argv``, its output dropped, when the command before exited with one of ``codes``.
+    """Run ``argv``, its output dropped, when the command :func:`guarded` ran exited with one
+    of ``codes`` (kept in :data:`CODE`).
 
     The code is known only on the far side: brev passes back none, so what depends on it
     is decided there.
     """
-    return f"case $? in {'|'.join(map(str, codes))}) {command(argv)} >/dev/null 2>&1;; esac"
+    cases = "|".join(map(str, codes))
+    return f'case "${CODE}" in {cases}) {command(argv)} >/dev/null 2>&1;; esac'
 
 
 def guarded_launch(

@@ -500,10 +500,10 @@ def _arm_fail_first_exec(emulator: Brev, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "mounts", "said"),
+    ("command", "mounts", "said", "code"),
     [
-        ("/no/such/program", "[]", "no such file"),  # the command of the image, mistyped
-        ("true", "[{source: /etc/hostname, target: /data}]", "a mount puts a file where"),
+        ("/no/such/program", "[]", "no such file", 127),  # the command of the image, mistyped
+        ("true", "[{source: /etc/hostname, target: /data}]", "a mount puts a file where", 125),
     ],
 )
 def test_a_container_the_instance_created_but_could_not_start_is_removed(
@@ -515,6 +515,7 @@ def test_a_container_the_instance_created_but_could_not_start_is_removed(
     command: str,
     mounts: str,
     said: str,
+    code: int,
 ) -> None:
     # docker run -d on the instance created the container and failed to start it: it stayed
     # "created" there, with the job's passed values in its configuration, until a prune
@@ -528,6 +529,7 @@ def test_a_container_the_instance_created_but_could_not_start_is_removed(
     assert said in done.stderr.lower()
     rec = record(state_dir, job_id)
     assert (rec["terminal_state"], rec["err_class"]) == ("ERROR", "ERR_PROGRAM")
+    assert f"(exit {code})" in rec["transitions"][-1]["message"], rec["transitions"][-1]["message"]
     assert containers(job_id) == []
     assert docker("ps", "-aq", "--filter", f"name=^{job_id}$").stdout == ""
 

@@ -37,14 +37,14 @@ brev exec tao-a100 \
     'if docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1; then echo TAOSPEC_LOGIN=not-needed
 elif printf %s "$NGC_KEY" | docker login nvcr.io -u '"'"'$oauthtoken'"'"' --password-stdin
 then echo TAOSPEC_LOGIN=done
-else printf %s\\n '"'"'TAOSPEC_FAILED=docker login nvcr.io failed on the instance: check the NGC_KEY set there'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LOGIN=
+else taospec_code=$?; printf '"'"'%s (exit %s)\n'"'"' '"'"'TAOSPEC_FAILED=docker login nvcr.io failed on the instance: check the NGC_KEY set there'"'"' "$taospec_code"; fi' </dev/null | grep -q ^TAOSPEC_LOGIN=
 
 # pull: pull the image before the GPU run, unless the instance has it
 brev exec tao-a100 \
     'if docker image inspect nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt >/dev/null 2>&1; then echo TAOSPEC_PULL=present
 elif docker pull nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt
 then echo TAOSPEC_PULL=pulled
-else printf %s\\n '"'"'TAOSPEC_FAILED=docker pull failed on the instance'"'"'; fi' </dev/null | grep -q ^TAOSPEC_PULL=
+else taospec_code=$?; printf '"'"'%s (exit %s)\n'"'"' '"'"'TAOSPEC_FAILED=docker pull failed on the instance'"'"' "$taospec_code"; fi' </dev/null | grep -q ^TAOSPEC_PULL=
 
 # prepare: create the results tree owned by 1000:1000 and write the spec the job reads as /results/stage/spec.yaml
 brev exec tao-a100 \
@@ -97,7 +97,7 @@ elif docker run -d --name '"$JOB_ID"' \
     -e /results/stage/spec.yaml \
     results_dir=/results
 then echo TAOSPEC_LAUNCH=started
-else case $? in 125|126|127) docker rm '"$JOB_ID"' >/dev/null 2>&1;; esac; printf %s\\n '"'"'TAOSPEC_FAILED=docker run failed'"'"'; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
+else taospec_code=$?; case "$taospec_code" in 125|126|127) docker rm '"$JOB_ID"' >/dev/null 2>&1;; esac; printf '"'"'%s (exit %s)\n'"'"' '"'"'TAOSPEC_FAILED=docker run failed'"'"' "$taospec_code"; fi' </dev/null | grep -q ^TAOSPEC_LAUNCH=; do [ "$attempt" -lt 3 ] || { echo "launch: no success after 3 attempts" >&2; exit 1; }; attempt=$((attempt + 1)); sleep 5; done
 backend_ref=tao-a100/"$JOB_ID"
 
 trap - EXIT
