@@ -126,7 +126,7 @@ def _load_text(
 ) -> tuple[JobFile, dict[str, Source]]:
     """The job file ``text``, its problems shown at ``display``; each job's file is
     ``job_file`` (default: ``display``), and a single job is named after ``file``."""
-    source = parse(text, display)
+    source = parse(text, display, tao_reads=_read_by_tao)
     lint.register(_passed_values(source.data))  # before any problem quotes a value
     images = images or Images(file)
     job_file = job_file or display
@@ -134,6 +134,13 @@ def _load_text(
         return _single(source, file, images, job_file, skills)
     raise_if_any(schema_problems(source))
     return _pipeline(source, file, images, job_file, skills)
+
+
+def _read_by_tao(path: JsonPath) -> bool:
+    """Whether TAO reads the value at ``path`` of a job file: the spec, in a job or in
+    defaults, and a matrix's values, which a spec takes with their type."""
+    start = {"jobs": 2, "defaults": 1}.get(str(path[0]), 0) if path else 0
+    return path[start : start + 1] in (("spec",), ("matrix",))
 
 
 def _passed_values(data: Any) -> Iterator[str]:

@@ -27,6 +27,7 @@ from typing import Any
 
 from taospec.diagnostics import closest
 from taospec.errors import InvalidInput
+from taospec.yamlsrc import tao_loader
 
 INFO = Path("references") / "skill_info.yaml"
 MODELS = Path("skills") / "models"
@@ -339,7 +340,7 @@ def read_template(action: Action) -> dict[str, Any]:
         return {}
     file = action.template_path
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=tao_loader())  # noqa: S506
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillError(f"{file}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:

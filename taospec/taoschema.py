@@ -282,8 +282,8 @@ def _type_problem(name: Any, value: Any) -> tuple[str, bool] | None:
         return None
     if description in {"an integer", "a number"} and _numeric_text(value):
         return (
-            f"{value!r} is a string, not {description}: YAML reads 1e-4 as text; "
-            "write 1.0e-4 (TAO may convert it, but say what you mean)",
+            f"{value!r} is a string, not {description}, as it is quoted: write it without "
+            "quotes (TAO may convert it, but say what you mean)",
             True,
         )
     return f"{value!r} is not {description}", False

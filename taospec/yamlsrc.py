@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,29 @@ MAX_TEXT = MAX_BYTES
 document may expand to: what a job file without aliases may hold at most."""
 MAX_DEPTH = 64
 """How many levels a job file may nest mappings and lists (its spec is the deepest part)."""
+TAO_FLOAT = re.compile(
+    r"""^(?:
+     [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*[eE][-+]?[0-9]+
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+"""The plain scalars TAO reads as floats. TAO reads its experiment spec with OmegaConf,
+which adds this pattern to YAML's floats: ``1e-4``, ``1e3`` and ``1_0e3`` are numbers to
+it (text to PyYAML, whose floats need a dot and a signed exponent); and it reads no dates,
+so ``2024-01-01`` is text. See :data:`TaoReads`."""
+FLOAT_STARTS = "-+0123456789."
+"""The characters a :data:`TAO_FLOAT` starts with."""
+STR_TAG = "tag:yaml.org,2002:str"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+TaoReads = Callable[[JsonPath], bool]
+"""Which values of a document TAO reads (given a value's path): those get the type TAO's
+reader gives them (:data:`TAO_FLOAT`), where PyYAML's reading of the others stays."""
 MAX_INT_DIGITS = 640
 """The most decimal digits an integer may have. Every value is written out as text (the spec
 file, the plan, messages), and Python refuses to write a longer integer when its limit is
@@ -208,9 +233,12 @@ def _read_bounded(path: Path) -> bytes:
         return raw + handle.read(MAX_BYTES + 1 - want)  # a pipe has no length; or it grew
 
 
-def parse(text: str, display: str, kind: str = "a job file") -> Source:
+def parse(
+    text: str, display: str, kind: str = "a job file", tao_reads: TaoReads | None = None
+) -> Source:
     """Parse one YAML document into a :class:`Source`; a document that is no mapping is
-    refused as not ``kind`` (what the file is read as)."""
+    refused as not ``kind`` (what the file is read as). The values ``tao_reads`` names are
+    read as TAO reads them (:data:`TAO_FLOAT`)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
@@ -218,7 +246,7 @@ def parse(text: str, display: str, kind: str = "a job file") -> Source:
         root = loader.get_single_node()
         if root is None:
             raise SpecError.single(display, f"is empty; {kind} is a mapping of keys")
-        _check_tree(root, display, text)
+        _check_tree(root, display, text, tao_reads)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, display, text) from None
@@ -265,9 +293,11 @@ def _syntax_hint(reason: str) -> str:
     return ""
 
 
-def _check_tree(root: yaml.Node, display: str, text: str) -> None:
+def _check_tree(
+    root: yaml.Node, display: str, text: str, tao_reads: TaoReads | None = None
+) -> None:
     """Refuse alias bombs, deep nesting, long integers, duplicate keys and keys that are
-    not text.
+    not text; give the values ``tao_reads`` names the type TAO reads them as.
 
     One walk over the node tree, before anything is constructed: each node is
     visited once however many aliases name it, and what it expands to (values
@@ -277,7 +307,7 @@ def _check_tree(root: yaml.Node, display: str, text: str) -> None:
     passes a limit. The walk never goes deeper than :data:`MAX_DEPTH` (every
     later step, the schema check included, descends the data recursively).
     """
-    walk = _Walk(display, text)
+    walk = _Walk(display, text, tao_reads)
     try:
         walk.node(root, (), 0)
     except _Refused as exc:
@@ -316,14 +346,16 @@ class _Walk:
         "non_text",
         "resolver",
         "sizes",
+        "tao_reads",
         "text",
     )
 
-    def __init__(self, display: str, text: str) -> None:
+    def __init__(self, display: str, text: str, tao_reads: TaoReads | None) -> None:
         import yaml
 
         self.display = display
         self.text = text
+        self.tao_reads = tao_reads
         self.sizes: dict[int, tuple[int, int, int]] = {}
         self.aliases = 0
         self.resolver = yaml.resolver.Resolver()
@@ -360,6 +392,8 @@ class _Walk:
                 height = max(height, self._height(item))
         else:
             chars = len(node.value)
+            if self.tao_reads and (tag := self._tao_tag(node)) and self.tao_reads(path):
+                node.tag = tag
             if node.tag in _CONVERTED:
                 self._check_converted(node, path)
         self.active.discard(key)
@@ -392,6 +426,23 @@ class _Walk:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         events = (e for e in yaml.parse(self.text, Loader=loader) if isinstance(e, yaml.AliasEvent))
         return next(itertools.islice(events, self.aliases - 1, None)).start_mark
+
+    def _tao_tag(self, node: yaml.Node) -> str | None:
+        """The tag TAO's reader gives the scalar ``node`` where it differs from PyYAML's
+        and the file does not tag it: a plain :data:`TAO_FLOAT` is a float, a date text."""
+        if node.tag == STR_TAG:
+            plain = not node.style and node.value[:1] in FLOAT_STARTS  # type: ignore[attr-defined]
+            if not plain or TAO_FLOAT.match(node.value) is None:
+                return None
+            tag = FLOAT_TAG
+        elif node.tag == TIMESTAMP_TAG:
+            tag = STR_TAG
+        else:
+            return None
+        written = self.text[node.start_mark.index : node.end_mark.index]
+        if written.startswith("&"):  # an anchor's name, then the value or its tag
+            written = written.split(maxsplit=1)[-1]
+        return None if written.startswith("!") else tag
 
     def _check_converted(self, node: yaml.Node, path: JsonPath) -> None:
         """Refuse a value tagged ``!!int``, ``!!float``, ``!!bool`` or ``!!timestamp`` whose
@@ -499,6 +550,22 @@ def _int_too_long(text: str) -> bool:
     return len(digits) > MAX_INT_DIGITS
 
 
+@lru_cache(maxsize=1)
+def tao_loader() -> type:
+    """PyYAML's safe loader reading every value as TAO's reader does (:data:`TAO_FLOAT`, no
+    dates): for a file TAO reads whole, such as a skill's spec template."""
+    import yaml
+
+    loader: Any = type("TaoLoader", (yaml.SafeLoader,), {})
+    loader.add_implicit_resolver(FLOAT_TAG, TAO_FLOAT, list(FLOAT_STARTS))
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != TIMESTAMP_TAG]
+        for first, resolvers in loader.yaml_implicit_resolvers.items()
+    }
+    made: type = loader
+    return made
+
+
 def dump_yaml(data: Any) -> str:
     """YAML that reads back exactly as ``data``: readable unicode when PyYAML can round-trip
     it, escapes when not (PyYAML writes some line breaks, such as NEL, raw).
@@ -536,6 +603,8 @@ def _dumper() -> type:
 
     dumper: type = type("Dumper", (base,), {})
     dumper.add_representer(str, text_scalar)  # type: ignore[attr-defined]
+    # text TAO would read as a number is quoted, as text PyYAML would is
+    dumper.add_implicit_resolver(FLOAT_TAG, TAO_FLOAT, list(FLOAT_STARTS))  # type: ignore[attr-defined]
     return dumper
 
 

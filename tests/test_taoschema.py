@@ -123,7 +123,7 @@ def test_interpolations_are_never_type_errors() -> None:
 def test_a_number_written_as_text_is_a_warning_with_the_fix() -> None:
     finding = by_path(check({"train": {"optim": {"lr": "1e-4"}}}))[("train", "optim", "lr")]
     assert (finding.severity, finding.kind) == ("warning", "type")
-    assert "write 1.0e-4" in finding.message
+    assert "as it is quoted: write it without quotes" in finding.message
 
 
 def test_bounds_and_enums_the_user_breaks_are_warnings_naming_the_skill() -> None:

@@ -1,0 +1,173 @@
+"""An experiment spec means to taospec what it means to TAO.
+
+TAO reads its spec file with OmegaConf, whose YAML reading differs from PyYAML's in two
+ways: a float needs neither a dot nor a signed exponent (``1e-4``, ``1e3``, ``1_0e3`` are
+numbers), and a date is text. Each test here asks OmegaConf itself: the spec a job file
+writes reads, with OmegaConf, as the values its ``spec:`` holds read with OmegaConf, and
+taospec's own reading (what it checks, names targets by and shows) is that reading too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from taospec.platforms import render
+from tests.conftest import Runner, load_job, write
+from tests.test_skill_jobs import BANK
+
+FLOATS_TO_OMEGACONF = re.compile(
+    r"""^(?:
+     [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+"""The pattern OmegaConf adds to YAML's floats (written out here from its documented
+grammar, so that the strategy below covers every shape it names)."""
+
+TEXTS = (
+    "1e-4 1e3 -2E+5 1_0e3 .5 1.0e3 2.0e-05 10:30.5 2024-01-01 2001-12-14t21:59:43.10-05:00 "
+    "1_000 0x1F 010 yes Off ~ null 1e e3 1.2.3 lr 1e-4x"
+)
+SCALARS = st.one_of(
+    st.from_regex(FLOATS_TO_OMEGACONF, fullmatch=True).filter(lambda t: "nan" not in t.lower()),
+    st.sampled_from(TEXTS.split()),
+)
+"""Texts YAML and OmegaConf may read as numbers, dates, booleans or nothing (NaN is left out:
+it equals nothing, not even itself)."""
+
+WRITTEN = st.sampled_from(["{0}", "'{0}'", '"{0}"', "!!str {0}", "&a{1} {0}"])
+"""How a job file writes a scalar: plain, quoted either way, tagged as text, anchored."""
+
+HEAD = "version: 1\nnetwork_arch: n\naction: train\nimage: busybox\ncommand: 'true'\n"
+
+
+def tao_reads(text: str) -> Any:
+    """What TAO's reader makes of the YAML ``text``: OmegaConf, without resolving anything."""
+    return OmegaConf.to_container(OmegaConf.create(text))
+
+
+def spec_file(job: Path) -> str:
+    step = next(s for s in render(load_job(job)).steps if s.name == "spec-file")
+    return step.stdin_text or ""
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(st.tuples(SCALARS, WRITTEN), min_size=1, max_size=6))
+def test_the_spec_file_means_to_tao_what_the_job_file_s_spec_means(
+    tmp_path: Path, values: list[tuple[str, str]]
+) -> None:
+    block = "".join(f"  k{i}: {how.format(text, i)}\n" for i, (text, how) in enumerate(values))
+    meant = tao_reads(block.replace("  ", "", 1).replace("\n  ", "\n"))
+    job = write(tmp_path / "job.yaml", f"{HEAD}results_root: {tmp_path}/r\nspec:\n{block}")
+    assert load_job(job).spec == meant  # taospec checks and shows what TAO will read
+    assert tao_reads(spec_file(job)) == meant
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ('"1e3"', "1e3"),  # quoted: text, which TAO would have read as 1000.0
+        ("'1_0e3'", "1_0e3"),
+        ("!!str 1e-4", "1e-4"),
+        ("1e-4", 0.0001),  # plain: a number, as TAO reads it
+        ("1e3", 1000.0),
+        ("2024-01-01", "2024-01-01"),  # a date is text to TAO
+        ('"2024-01-01"', "2024-01-01"),
+    ],
+)
+def test_a_spec_value_is_the_type_tao_reads(tmp_path: Path, written: str, meant: object) -> None:
+    job = write(tmp_path / "job.yaml", f"{HEAD}results_root: {tmp_path}/r\nspec: {{v: {written}}}")
+    assert load_job(job).spec == {"v": meant}
+    assert tao_reads(spec_file(job)) == {"v": meant}
+    assert type(tao_reads(spec_file(job))["v"]) is type(meant)
+
+
+def test_a_matrix_value_is_the_number_tao_reads_and_names_its_target_so(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    file = write(
+        tmp_path / "jobs.yaml",
+        f"""\
+version: 1
+defaults: {{network_arch: n, image: busybox, command: 'true', results_root: {tmp_path}/r}}
+jobs:
+  t:
+    action: train
+    matrix: {{lr: [1e-4, "3e-4"]}}
+    spec: {{lr: "{{matrix.lr}}"}}
+""",
+    )
+    rendered = taospec("render", file, "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    specs = {
+        plan["target"]: tao_reads(
+            next(s["stdin_text"] for s in plan["steps"] if s["name"] == "spec-file")
+        )
+        for plan in json.loads(rendered.stdout)
+    }
+    assert specs == {"t[lr=0.0001]": {"lr": 0.0001}, "t[lr=3e-4]": {"lr": "3e-4"}}
+
+
+def test_a_value_outside_the_spec_keeps_yaml_s_reading(tmp_path: Path) -> None:
+    # an environment variable's value is text wherever it came from: 1e3 stays as written
+    job = write(
+        tmp_path / "job.yaml",
+        f"{HEAD}results_root: {tmp_path}/r\nenv: {{set: {{SCALE: 1e3}}}}\nspec: {{v: 1e3}}\n",
+    )
+    loaded = load_job(job)
+    assert dict(loaded.env_set) == {"SCALE": "1e3"}
+    assert loaded.spec == {"v": 1000.0}
+
+
+def test_a_skill_s_template_is_read_as_tao_reads_it(
+    taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a template writes lr: 1e-5, a number to TAO; read as text, it was quoted into the spec
+    bank = tmp_path / "bank"
+    shutil.copytree(BANK, bank)
+    template = bank / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
+    template.write_text(
+        template.read_text().replace("lr: 0.001", "lr: 1e-5\n    since: 2024-01-01")
+    )
+    taospec.env["TAO_SKILL_BANK"] = str(bank)
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "train.json", "{}\n")
+    file = write(
+        tmp_path / "job.yaml",
+        f"""\
+version: 1
+skill: tao-train-tiny
+action: train
+image: busybox
+results_root: {tmp_path}/r
+spec:
+  dataset:
+    train_data_sources: [{{image_dir: data, json_file: data/train.json}}]
+    classes: [a]
+""",
+    )
+    rendered = taospec("render", file, "--format", "json")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "optim.lr" not in rendered.stderr  # no "is a string, not a number"
+    steps = json.loads(rendered.stdout)["steps"]
+    spec = tao_reads(next(s["stdin_text"] for s in steps if s["name"] == "spec-file"))
+    assert spec["train"]["optim"] == {
+        "lr": 1e-5,
+        "since": "2024-01-01",
+        "warmup_lr": "${train.optim.lr}",
+    }
