@@ -17,7 +17,8 @@ Measured over the skill bank, the schemas' bounds and enums describe rather than
 - a value outside ``minimum``/``maximum`` or ``enum``, and any problem in a value the
   skill's own template supplies, is a ``warning`` that names the skill;
 - an OmegaConf interpolation (``${...}``) is never a type error, and ``null`` is accepted
-  anywhere (TAO's optional fields).
+  anywhere (TAO's optional fields); but one that names a key neither the merged spec nor
+  the schema holds is a finding, since OmegaConf fails when TAO reads the value.
 
 Lists are values, not trees: the merge replaces them whole, and their items are not
 checked against the schema (the bank's schemas rarely describe them).
@@ -26,6 +27,7 @@ checked against the schema (the bank's schemas rarely describe them).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,7 +38,9 @@ from taospec.skills import Action, KeyPath, Skill, parse_key
 
 Severity = Literal["error", "warning"]
 Origin = Literal["user", "template"]
-Kind = Literal["unknown-key", "type", "unset", "input", "minimum", "maximum", "enum"]
+Kind = Literal[
+    "unknown-key", "type", "unset", "input", "minimum", "maximum", "enum", "interpolation"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +147,75 @@ def check_spec(
     context = _Context(frozenset(user_paths), skill, template or {})
     found = list(_unset(spec, (), context))
     found.extend(_node(schema, spec, (), context))
+    found.extend(_dangling(schema, spec, spec, (), context))
     return found
+
+
+NODE_INTERPOLATION = re.compile(r"(?<!\\)\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
+"""An OmegaConf interpolation of a key by its path from the spec's root (``${train.optim.lr}``,
+``${dataset.classes.0}``), not escaped (``\\${...}`` is text). A resolver's (``${oc.env:X}``)
+and a relative one (``${.x}``) name no key this can look up."""
+
+
+def _dangling(
+    schema: Mapping[str, Any], spec: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
+) -> Iterator[Finding]:
+    """A finding for every interpolation in ``value`` (at ``at`` in ``spec``) that names a
+    key neither the spec nor the skill's schema holds: OmegaConf fails when TAO reads it."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _dangling(schema, spec, item, (*at, key), context)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _dangling(schema, spec, item, (*at, index), context)
+    elif isinstance(value, str) and "${" in value:
+        if _origin(at, context.users) == "user":  # as the spec file will hold it
+            value = value.replace("{{", "{").replace("}}", "}")
+        for name in NODE_INTERPOLATION.findall(value):
+            parts = name.split(".")
+            missing = _missing(schema, spec, parts)
+            if missing is None:
+                continue
+            held, names = missing
+            guess = closest(parts[held], names)
+            hint = f"; did you mean ${{{'.'.join([*parts[:held], guess])}}}?" if guess else ""
+            message = (
+                f"${{{name}}} names spec.{'.'.join(parts[: held + 1])}, which the spec does not "
+                f"hold{hint} (TAO fails when it reads this value)"
+            )
+            yield context.finding(at, "interpolation", message)
+
+
+def _missing(
+    schema: Mapping[str, Any], spec: Mapping[str, Any], parts: list[str]
+) -> tuple[int, list[str]] | None:
+    """Where the key path ``parts`` leaves what TAO reads, the spec file merged into the
+    skill's schema (the index of the first part it lacks, and the names it holds there);
+    None where the path reaches a value, or goes where neither can say (below an
+    interpolation, or a value of the schema without properties the spec does not set)."""
+    value: Any = spec
+    node: Any = schema
+    for index, part in enumerate(parts):
+        properties = node.get("properties") if isinstance(node, Mapping) else None
+        known = [str(key) for key in properties] if isinstance(properties, Mapping) else []
+        node = properties.get(part) if isinstance(properties, Mapping) else None
+        if _interpolated(value):
+            return None  # what it stands for is OmegaConf's to find
+        if isinstance(value, list):  # the spec's own list: the schema's default is gone
+            if not (part.isdigit() and int(part) < len(value)):
+                return index, []
+            value = value[int(part)]
+        elif isinstance(value, Mapping) or value is _ABSENT:
+            held = [str(key) for key in value] if isinstance(value, Mapping) else []
+            spec_holds = isinstance(value, Mapping)
+            value = value.get(part, _ABSENT) if spec_holds else _ABSENT
+            if value is _ABSENT and node is None and (spec_holds or known):
+                return index, list(dict.fromkeys(held + known))
+            if value is _ABSENT and node is None:
+                return None  # a value of the schema with no properties, which the spec lacks
+        else:
+            return index, []  # a number or text holds no keys
+    return None
 
 
 def _unset(value: Any, at: KeyPath, context: _Context) -> Iterator[Finding]:

@@ -171,3 +171,102 @@ spec:
         "since": "2024-01-01",
         "warmup_lr": "${train.optim.lr}",
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "${train.optim.lr}",
+        "${train.num_epochs}",
+        "${dataset.classes.1}",
+        "${dataset.train_data_sources.0.image_dir}",
+        "lr ${train.optim.lr} at depth ${model.depth}",
+        "\\${train.optim.lrr}",  # escaped: text
+        "${oc.env:HOME}",  # a resolver's, not a key
+        "${train.optim.lrr}",
+        "${trian.num_epochs}",
+        "${dataset.classes.5}",
+        "lr ${train.optim.lr} at depth ${model.deep}",
+    ],
+)
+def test_an_interpolation_names_a_key_the_spec_holds_as_omegaconf_finds_it(
+    taospec: Runner, tmp_path: Path, value: str
+) -> None:
+    # a key misspelled in ${...} passed validate; TAO then failed reading it, once started
+    taospec.env["TAO_SKILL_BANK"] = str(BANK)
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "train.json", "{}\n")
+    user = {
+        "dataset": {
+            "train_data_sources": [{"image_dir": "data", "json_file": "data/train.json"}],
+            "classes": ["a", "b"],
+        },
+        "train": {"pretrained_model_path": value.replace("{", "{{").replace("}", "}}")},
+    }
+    file = write(
+        tmp_path / "job.yaml",
+        "version: 1\nskill: tao-train-tiny\naction: train\nimage: busybox\n"
+        f"results_root: {tmp_path}/r\nspec: {json.dumps(user)}\n",
+    )
+    template = OmegaConf.load(
+        BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
+    )
+    merged = OmegaConf.merge(template, {**user, "train": {"pretrained_model_path": value}})
+    try:
+        OmegaConf.to_container(merged, resolve=True)
+    except Exception as exc:  # what TAO meets when it reads the value
+        found = type(exc).__name__
+    else:
+        found = ""
+    done = taospec("validate", file)
+    assert (done.returncode, bool(found)) in {(0, False), (2, True)}, done.stderr
+    if found:
+        line = next(n for n, text in enumerate(file.read_text().splitlines(), 1) if "spec:" in text)
+        assert f"{file}:{line}:" in done.stderr
+        assert "spec.train.pretrained_model_path:" in done.stderr
+        assert "which the spec does not hold" in done.stderr
+
+
+def test_an_interpolation_may_name_a_key_the_skill_s_schema_gives_a_default(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # train.optim.amp is in the schema TAO merges the spec file into, not in the template
+    taospec.env["TAO_SKILL_BANK"] = str(BANK)
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "train.json", "{}\n")
+    file = write(
+        tmp_path / "job.yaml",
+        f"""\
+version: 1
+skill: tao-train-tiny
+action: train
+image: busybox
+results_root: {tmp_path}/r
+spec:
+  dataset:
+    train_data_sources: [{{image_dir: data, json_file: data/train.json}}]
+    classes: [a]
+  train: {{pretrained_model_path: "${{{{train.optim.amp}}}}"}}
+""",
+    )
+    done = taospec("validate", file)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_interpolation_written_with_single_braces_is_refused_with_how_to_write_it(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    file = write(
+        tmp_path / "job.yaml",
+        f"{HEAD}results_root: {tmp_path}/r\nspec: {{warmup: '${{lr}}', lr: 0.1}}\n",
+    )
+    done = taospec("validate", file)
+    assert done.returncode == 2
+    assert "write ${{lr}}: each brace doubled reaches the spec file as one" in done.stderr
+    file.write_text(file.read_text().replace("${lr}", "${{lr}}"))
+    assert taospec("validate", file).returncode == 0
+    text = spec_file(file)
+    assert OmegaConf.to_container(OmegaConf.create(text), resolve=True) == {
+        "warmup": 0.1,
+        "lr": 0.1,
+    }
