@@ -16,10 +16,12 @@ from collections.abc import Callable
 def token() -> re.Pattern[str]:
     """An escaped brace, or a placeholder: a name, or an upstream's results directory. A
     matrix target's name may hold any character its values may (all but ``,=[]``), a brace
-    doubled; a ``{matrix.<key>}`` in it is filled when the matrix expands. Compiled when
-    first read: the verbs that never read job text (``status``, ``ls``) never pay for it."""
+    doubled; a ``{matrix.<key>}`` in it is filled when the matrix expands. A brace after a
+    ``$`` opens no placeholder: ``${...}`` is OmegaConf's interpolation in a spec (TAO's
+    ``${results_dir}``) and a shell's parameter in a script, and stays as written. Compiled
+    when first read: the verbs that never read job text (``status``, ``ls``) never pay for it."""
     return re.compile(
-        r"\{\{|\}\}|\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
+        r"\{\{|\}\}|(?<!\$)\{(needs\.[A-Za-z0-9][A-Za-z0-9_.-]*"
         r"\[(?:[^\[\]{}]|\{\{|\}\}|\{matrix\.[A-Za-z_][A-Za-z0-9_]*\})*\]\.results_dir"
         r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]=,.-]+)*)\}"
     )

@@ -74,13 +74,6 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
             if allowed
             else "no placeholder is filled in here"
         )
-        if f"${{{name}}}" in text:  # an OmegaConf interpolation, which TAO resolves
-            found.append(
-                f"${{{name}}} reads as the unknown placeholder {{{name}}} after a $; for "
-                f"OmegaConf's interpolation, which TAO resolves, write ${{{{{name}}}}}: each "
-                "brace doubled reaches the spec file as one"
-            )
-            continue
         found.append(
             f"unknown placeholder {{{name}}}{hint}; {choices}; write {{{{ and }}}} "
             "for literal braces"
