@@ -478,6 +478,11 @@ def _spec_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         return
     yield from _dotted_keys(source, spec, ("spec",))
     yield from _placeholder_rules(source, spec, ("spec",), known)
+    for where, text in _strings(spec, ("spec",)):
+        if "${" in text:  # judged as the spec file holds it: each escape one brace
+            unclosed = placeholders.unclosed_interpolation(braces.fill(text, str))
+            if unclosed is not None:
+                yield source.problem(where, unclosed)
 
 
 def _dotted_keys(source: Source, value: Any, path: JsonPath) -> Iterator[Problem]:

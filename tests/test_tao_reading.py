@@ -19,7 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
+from omegaconf.errors import GrammarParseError
 
+from taospec import placeholders
 from taospec.platforms import render
 from tests.conftest import Runner, load_job, write
 from tests.test_skill_jobs import BANK
@@ -286,3 +288,36 @@ def test_an_interpolation_is_omegaconf_s_and_reaches_tao_as_written(
     resolved = OmegaConf.create(spec_file(file))
     assert resolved.evaluate.checkpoint == "/results/train/model.pth"
     assert resolved.warmup == 0.1
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["${results_dir/train", "${a.b", "x ${a} ${b", "${a:{x: 1}", "${eval:'1'", "${a:\\}"],
+)
+def test_an_interpolation_that_never_closes_is_refused_at_its_line(
+    taospec: Runner, tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(GrammarParseError):  # TAO cannot read such a spec file at all
+        OmegaConf.create({"v": value})
+    file = write(
+        tmp_path / "job.yaml", f"{HEAD}results_root: {tmp_path}/r\nspec:\n  v: {value!r}\n"
+    )
+    done = taospec("validate", file)
+    if "'" in value or "\\" in value:  # quoted or escaped inside: left to OmegaConf
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2
+    assert f"{file}:8:6: $.spec.v: " in done.stderr
+    assert "opens an OmegaConf interpolation (${) that never closes" in done.stderr
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["${", "}", "{", "a", ".", ":", "\\", "'", '"', " ", "$", ","]), max_size=10
+    ).map("".join)
+)
+def test_only_an_interpolation_omegaconf_cannot_read_is_refused(text: str) -> None:
+    if placeholders.unclosed_interpolation(text) is not None:
+        with pytest.raises(GrammarParseError):
+            OmegaConf.create({"v": text})
