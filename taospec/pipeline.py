@@ -820,7 +820,8 @@ class Build:
         due = ticker.Ticker(board.interval)
         while not self._stop.is_set():
             record, status = poll(record, self.ledger)
-            board.update(name, status.state, record.id)
+            waits = status.message if status.state == PENDING else ""  # what it waits for
+            board.update(name, status.state, record.id, waits)
             if record.terminal_state is not None:
                 return record, record.state, record.transitions[-1].message
             unknown = unknown + 1 if status.state == UNKNOWN else 0
@@ -950,6 +951,7 @@ class Board:
     interval: float = ticker.DEFAULT_INTERVAL
     _rows: dict[str, tuple[str, str, float]] = field(default_factory=dict, init=False)
     _bars: dict[str, str] = field(default_factory=dict, init=False)
+    _waits: dict[str, str] = field(default_factory=dict, init=False)
     _drawn: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -974,8 +976,8 @@ class Board:
         lines = []
         for name, (state, job_id, since) in self._rows.items():
             lines.append(f"  {state:<9} {name}  {_elapsed(now - since)}  {job_id}")
-            if bar := self._bars.get(name):
-                lines.append(f"    {_cells(bar, _columns() - 5)}")  # one line: erased as one
+            if below := self._bars.get(name) or self._waits.get(name):
+                lines.append(f"    {_cells(below, _columns() - 5)}")  # one line: erased as one
         if lines:
             self.write("\n".join(lines) + "\n")
         self._drawn = len(lines)
@@ -992,12 +994,17 @@ class Board:
         self._rows[name] = ("STARTING", "", time.time())
         self._emit(f"{name}: starting")
 
-    def update(self, name: str, state: str, job_id: str) -> None:
-        """A running target's state."""
+    def update(self, name: str, state: str, job_id: str, waits: str = "") -> None:
+        """A running target's state, and what its platform says it waits for (shown under
+        its live line while it does)."""
         previous = self._rows.get(name)
         if previous is None:
             return
         self._rows[name] = (state, job_id, previous[2])
+        if waits:
+            self._waits[name] = _plain(waits)
+        else:
+            self._waits.pop(name, None)
         quiet = state in (RUNNING, COMPLETE, ERROR, CANCELED)  # said by submit, or by finish
         if previous[0] != state and not self.live and not quiet:
             self._emit(f"{name}: {state} ({job_id})")
@@ -1007,6 +1014,7 @@ class Board:
         with self._lock:  # while another job's thread may draw them
             self._rows.pop(outcome.name, None)
             self._bars.pop(outcome.name, None)
+            self._waits.pop(outcome.name, None)
         if not announce:
             return
         took = _elapsed(outcome.ended - outcome.started)

@@ -10,15 +10,21 @@ scripts cannot run on one machine: they are golden files.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -724,6 +730,44 @@ def test_a_job_that_can_never_start_here_says_why_it_waits(
         _, rest = running.communicate(timeout=120)
     assert running.returncode == 130, rest
     assert shown(taospec, job_id)["terminal_state"] == CANCELED
+
+
+def test_a_live_board_shows_why_a_job_waits_under_its_line(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    """On a terminal, run draws live lines instead of progress lines: the reason a job
+    can never start reached the plain lines only, and the live line said PENDING alone."""
+    spec = job_file(open_tmp, ["true"], slurm={"cpus_per_task": 3})
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # wide
+    drawn = bytearray()
+    child = subprocess.Popen(
+        [*taospec_argv(), "run", str(spec)],
+        env={**taospec.env, "TERM": "xterm"},
+        cwd=taospec.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+    )
+    os.close(secondary)
+    try:
+        said = f"    slurm: PENDING (PartitionConfig): {NO_ROOM}; it waits until that changes"
+        deadline = time.monotonic() + 60
+        while said not in drawn.decode(errors="replace"):
+            assert child.poll() is None, drawn.decode()
+            assert time.monotonic() < deadline, drawn.decode()
+            if select.select([primary], [], [], 0.2)[0]:
+                drawn.extend(os.read(primary, 1 << 16))
+        assert re.search(r"  PENDING +\S+  \S+  ", drawn.decode(errors="replace"))
+    finally:
+        child.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # the terminal closed
+                if select.select([primary], [], [], 0.2)[0]:
+                    drawn.extend(os.read(primary, 1 << 16))
+        os.close(primary)
+    assert child.wait(timeout=10) == 130, drawn.decode(errors="replace")
 
 
 def test_a_wait_that_ends_on_its_own_is_named_alone() -> None:
