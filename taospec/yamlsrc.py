@@ -53,6 +53,7 @@ FLOAT_STARTS = "-+0123456789."
 STR_TAG = "tag:yaml.org,2002:str"
 FLOAT_TAG = "tag:yaml.org,2002:float"
 TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+SET_TAG = "tag:yaml.org,2002:set"
 
 TaoReads = Callable[[JsonPath], bool]
 """Which values of a document TAO reads (given a value's path): those get the type TAO's
@@ -313,7 +314,7 @@ def _check_tree(
     except _Refused as exc:
         message, mark, path = exc.args
         raise SpecError([Problem(mark.line + 1, mark.column + 1, path, message, display)]) from None
-    problems = walk.duplicates + sorted(walk.non_text)
+    problems = walk.duplicates + sorted(walk.non_text + walk.unread)
     if problems:
         raise SpecError(problems)
 
@@ -348,6 +349,7 @@ class _Walk:
         "sizes",
         "tao_reads",
         "text",
+        "unread",
     )
 
     def __init__(self, display: str, text: str, tao_reads: TaoReads | None) -> None:
@@ -362,6 +364,7 @@ class _Walk:
         self.active: set[int] = set()
         self.duplicates: list[Problem] = []
         self.non_text: list[Problem] = []
+        self.unread: list[Problem] = []  # values TAO's reader refuses
         self.kinds = (yaml.MappingNode, yaml.SequenceNode, yaml.ScalarNode)
 
     def node(self, node: yaml.Node, path: JsonPath, depth: int) -> tuple[int, int]:
@@ -380,6 +383,11 @@ class _Walk:
         self.active.add(key)
         total, height, chars = 1, 0, 0
         if isinstance(node, mapping):
+            if node.tag == SET_TAG and self.tao_reads and self.tao_reads(path):
+                mark = node.start_mark
+                self.unread.append(
+                    Problem(mark.line + 1, mark.column + 1, path, _SET, self.display)
+                )
             first: dict[str, int] = {}
             for key_node, value_node in node.value:
                 name = self._key(key_node, path, first)
@@ -511,6 +519,10 @@ class _Walk:
         return Problem(mark.line + 1, mark.column + 1, (*path, text), message, self.display)
 
 
+_SET = (
+    "a set (!!set) cannot be part of a spec: TAO reads the spec file with OmegaConf, which "
+    "refuses it; write a list"
+)
 _BOMB = (
     f"expands to more than {MAX_NODES} values through aliases (or an alias refers to "
     "itself); refusing to load it"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
-from omegaconf.errors import GrammarParseError
+from omegaconf.errors import GrammarParseError, UnsupportedValueType
 
 from taospec import placeholders
 from taospec.platforms import render
@@ -321,3 +321,21 @@ def test_only_an_interpolation_omegaconf_cannot_read_is_refused(text: str) -> No
     if placeholders.unclosed_interpolation(text) is not None:
         with pytest.raises(GrammarParseError):
             OmegaConf.create({"v": text})
+
+
+def test_a_set_in_the_spec_is_refused_at_its_line(taospec: Runner, tmp_path: Path) -> None:
+    # PyYAML reads !!set, and taospec wrote it; OmegaConf refuses the spec file holding it
+    with pytest.raises(UnsupportedValueType):
+        OmegaConf.create("v: !!set {x}\n")
+    file = write(
+        tmp_path / "job.yaml", f"{HEAD}results_root: {tmp_path}/r\nspec:\n  v: !!set {{x}}\n"
+    )
+    done = taospec("validate", file)
+    assert done.returncode == 2
+    assert f"{file}:8:6: $.spec.v: a set (!!set) cannot be part of a spec" in done.stderr
+    outside = write(
+        tmp_path / "env.yaml", f"{HEAD}results_root: {tmp_path}/r\nenv: {{set: !!set {{x}}}}\n"
+    )
+    done = taospec("validate", outside)  # the schema's own check: env.set is a mapping of text
+    assert done.returncode == 2
+    assert "a set (!!set)" not in done.stderr
