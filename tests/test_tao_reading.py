@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
@@ -65,6 +66,21 @@ def spec_file(job: Path) -> str:
     plan = render(load_job(job)).with_job_id("job-1")
     step = next(s for s in plan.steps if s.name == "spec-file")
     return step.stdin_text or ""
+
+
+def tiny_skill_job(taospec: Runner, tmp_path: Path, *spec: str, bank: Path = BANK) -> Path:
+    """A train job of ``bank``'s tao-train-tiny skill, its data in place, whose spec sets the
+    skill's inputs and then each line of ``spec``."""
+    taospec.env["TAO_SKILL_BANK"] = str(bank)
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "train.json", "{}\n")
+    head = (
+        f"version: 1\nskill: tao-train-tiny\naction: train\nimage: busybox\n"
+        f"results_root: {tmp_path}/r\nspec:\n  dataset:\n"
+        "    train_data_sources: [{image_dir: data, json_file: data/train.json}]\n"
+        "    classes: [a, b]\n"
+    )
+    return write(tmp_path / "job.yaml", head + "".join(f"  {line}\n" for line in spec))
 
 
 @settings(
@@ -137,9 +153,7 @@ def test_a_value_outside_the_spec_keeps_yaml_s_reading(tmp_path: Path) -> None:
     assert loaded.spec == {"v": 1000.0}
 
 
-def test_a_skill_s_template_is_read_as_tao_reads_it(
-    taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_skill_s_template_is_read_as_tao_reads_it(taospec: Runner, tmp_path: Path) -> None:
     # a template writes lr: 1e-5, a number to TAO; read as text, it was quoted into the spec
     bank = tmp_path / "bank"
     shutil.copytree(BANK, bank)
@@ -147,23 +161,7 @@ def test_a_skill_s_template_is_read_as_tao_reads_it(
     template.write_text(
         template.read_text().replace("lr: 0.001", "lr: 1e-5\n    since: 2024-01-01")
     )
-    taospec.env["TAO_SKILL_BANK"] = str(bank)
-    (tmp_path / "data").mkdir()
-    write(tmp_path / "data" / "train.json", "{}\n")
-    file = write(
-        tmp_path / "job.yaml",
-        f"""\
-version: 1
-skill: tao-train-tiny
-action: train
-image: busybox
-results_root: {tmp_path}/r
-spec:
-  dataset:
-    train_data_sources: [{{image_dir: data, json_file: data/train.json}}]
-    classes: [a]
-""",
-    )
+    file = tiny_skill_job(taospec, tmp_path, bank=bank)
     rendered = taospec("render", file, "--format", "json")
     assert rendered.returncode == 0, rendered.stderr
     assert "optim.lr" not in rendered.stderr  # no "is a string, not a number"
@@ -196,25 +194,14 @@ def test_an_interpolation_names_a_key_the_spec_holds_as_omegaconf_finds_it(
     taospec: Runner, tmp_path: Path, value: str
 ) -> None:
     # a key misspelled in ${...} passed validate; TAO then failed reading it, once started
-    taospec.env["TAO_SKILL_BANK"] = str(BANK)
-    (tmp_path / "data").mkdir()
-    write(tmp_path / "data" / "train.json", "{}\n")
-    user = {
-        "dataset": {
-            "train_data_sources": [{"image_dir": "data", "json_file": "data/train.json"}],
-            "classes": ["a", "b"],
-        },
-        "train": {"pretrained_model_path": value},
-    }
-    file = write(
-        tmp_path / "job.yaml",
-        "version: 1\nskill: tao-train-tiny\naction: train\nimage: busybox\n"
-        f"results_root: {tmp_path}/r\nspec: {json.dumps(user)}\n",
+    file = tiny_skill_job(
+        taospec, tmp_path, f"train: {{pretrained_model_path: {json.dumps(value)}}}"
     )
+    user = yaml.safe_load(file.read_text())["spec"]
     template = OmegaConf.load(
         BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
     )
-    merged = OmegaConf.merge(template, {**user, "train": {"pretrained_model_path": value}})
+    merged = OmegaConf.merge(template, user)
     try:
         OmegaConf.to_container(merged, resolve=True)
     except Exception as exc:  # what TAO meets when it reads the value
@@ -224,7 +211,9 @@ def test_an_interpolation_names_a_key_the_spec_holds_as_omegaconf_finds_it(
     done = taospec("validate", file)
     assert (done.returncode, bool(found)) in {(0, False), (2, True)}, done.stderr
     if found:
-        line = next(n for n, text in enumerate(file.read_text().splitlines(), 1) if "spec:" in text)
+        line = next(
+            n for n, text in enumerate(file.read_text().splitlines(), 1) if "train:" in text
+        )
         assert f"{file}:{line}:" in done.stderr
         assert "spec.train.pretrained_model_path:" in done.stderr
         assert "which the spec does not hold" in done.stderr
@@ -234,24 +223,7 @@ def test_an_interpolation_may_name_a_key_the_skill_s_schema_gives_a_default(
     taospec: Runner, tmp_path: Path
 ) -> None:
     # train.optim.amp is in the schema TAO merges the spec file into, not in the template
-    taospec.env["TAO_SKILL_BANK"] = str(BANK)
-    (tmp_path / "data").mkdir()
-    write(tmp_path / "data" / "train.json", "{}\n")
-    file = write(
-        tmp_path / "job.yaml",
-        f"""\
-version: 1
-skill: tao-train-tiny
-action: train
-image: busybox
-results_root: {tmp_path}/r
-spec:
-  dataset:
-    train_data_sources: [{{image_dir: data, json_file: data/train.json}}]
-    classes: [a]
-  train: {{pretrained_model_path: "${{{{train.optim.amp}}}}"}}
-""",
-    )
+    file = tiny_skill_job(taospec, tmp_path, 'train: {pretrained_model_path: "${train.optim.amp}"}')
     done = taospec("validate", file)
     assert done.returncode == 0, done.stderr
 
