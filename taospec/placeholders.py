@@ -2,7 +2,8 @@
 
 ``{config_path}``, ``{results_dir}`` and ``{job_id}`` are filled when a plan is
 rendered. ``{{`` and ``}}`` stand for literal braces; any other brace is taken
-literally, so ``{"a": 1}`` needs no escaping unless it looks like a name. ``{needs.``
+literally, so ``{"a": 1}`` needs no escaping unless it looks like a name, and a brace
+right after ``$`` opens none (OmegaConf's ``${results_dir}``, a shell's ``${HOME}``). ``{needs.``
 and ``{matrix.`` always start a placeholder: one that cannot be read is refused,
 never left as text. So is a field whose braces pair up as written but not once each
 ``{{`` and ``}}`` is read as one brace (:func:`lost_brace`): the end of ``{"a": {"b": 1}}``

@@ -34,6 +34,10 @@ MAX_TEXT = MAX_BYTES
 document may expand to: what a job file without aliases may hold at most."""
 MAX_DEPTH = 64
 """How many levels a job file may nest mappings and lists (its spec is the deepest part)."""
+MAX_INT_DIGITS = 640
+"""The most decimal digits an integer may have. Every value is written out as text (the spec
+file, the plan, messages), and Python refuses to write a longer integer when its limit is
+set as low as it goes (4,300 digits by default). No job needs one near it."""
 TAO_FLOAT = re.compile(
     r"""^(?:
      [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
@@ -58,10 +62,6 @@ SET_TAG = "tag:yaml.org,2002:set"
 TaoReads = Callable[[JsonPath], bool]
 """Which values of a document TAO reads (given a value's path): those get the type TAO's
 reader gives them (:data:`TAO_FLOAT`), where PyYAML's reading of the others stays."""
-MAX_INT_DIGITS = 640
-"""The most decimal digits an integer may have. Every value is written out as text (the spec
-file, the plan, messages), and Python refuses to write a longer integer when its limit is
-set as low as it goes (4,300 digits by default). No job needs one near it."""
 
 
 class Source:
