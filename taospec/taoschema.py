@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from taospec.braces import fill
 from taospec.diagnostics import closest
 from taospec.job import MISSING
 from taospec.skills import Action, KeyPath, Skill, parse_key
@@ -158,38 +157,6 @@ NODE_INTERPOLATION = re.compile(r"(?<!\\)\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
 and a relative one (``${.x}``) name no key this can look up."""
 
 
-def unclosed_interpolation(text: str) -> str | None:
-    """A sentence about the first OmegaConf interpolation ``text`` opens and never closes,
-    or None: TAO cannot read a spec file that holds one.
-
-    ``${`` opens one unless an odd number of backslashes stands before it; inside, each
-    ``{`` opens and each ``}`` closes (a nested ``${``, a resolver's mapping). A quote or a
-    backslash inside leaves the rest to OmegaConf, whose grammar reads them.
-    """
-    at = text.find("${")
-    while at != -1:
-        backslashes = len(text[:at]) - len(text[:at].rstrip("\\"))
-        if backslashes % 2:
-            at = text.find("${", at + 2)
-            continue
-        depth, end = 0, at + 1
-        for end in range(at + 1, len(text)):
-            char = text[end]
-            if char in "'\"\\":
-                return None
-            depth += {"{": 1, "}": -1}.get(char, 0)
-            if depth == 0:
-                break
-        else:
-            shown = text[at:] if len(text) - at <= 40 else text[at : at + 40] + "..."
-            return (
-                f"{shown!r} opens an OmegaConf interpolation (${{) that never closes: TAO "
-                "cannot read the spec file; close it with }, or write \\${ for the text"
-            )
-        at = text.find("${", end + 1)
-    return None
-
-
 def _dangling(
     schema: Mapping[str, Any], spec: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
 ) -> Iterator[Finding]:
@@ -203,7 +170,7 @@ def _dangling(
             yield from _dangling(schema, spec, item, (*at, index), context)
     elif isinstance(value, str) and "${" in value:
         if _origin(at, context.users) == "user":  # as the spec file will hold it
-            value = fill(value, str)
+            value = value.replace("{{", "{").replace("}}", "}")
         for name in NODE_INTERPOLATION.findall(value):
             parts = name.split(".")
             missing = _missing(schema, spec, parts)
