@@ -82,38 +82,6 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
     return found
 
 
-def unclosed_interpolation(text: str) -> str | None:
-    """A sentence about the first OmegaConf interpolation ``text`` opens and never closes,
-    or None: TAO cannot read a spec file that holds one.
-
-    ``${`` opens one unless an odd number of backslashes stands before it; inside, each
-    ``{`` opens and each ``}`` closes (a nested ``${``, a resolver's mapping). A quote or a
-    backslash inside leaves the rest to OmegaConf, whose grammar reads them.
-    """
-    at = text.find("${")
-    while at != -1:
-        backslashes = len(text[:at]) - len(text[:at].rstrip("\\"))
-        if backslashes % 2:
-            at = text.find("${", at + 2)
-            continue
-        depth, end = 0, at + 1
-        for end in range(at + 1, len(text)):
-            char = text[end]
-            if char in "'\"\\":
-                return None
-            depth += {"{": 1, "}": -1}.get(char, 0)
-            if depth == 0:
-                break
-        else:
-            shown = text[at:] if len(text) - at <= 40 else text[at : at + 40] + "..."
-            return (
-                f"{shown!r} opens an OmegaConf interpolation (${{) that never closes: TAO "
-                "cannot read the spec file; close it with }, or write \\${ for the text"
-            )
-        at = text.find("${", end + 1)
-    return None
-
-
 def _lookalikes(text: str) -> list[str]:
     """Sentences about each ``{needs.`` or ``{matrix.`` in ``text`` that starts no placeholder."""
     read = [match.span() for match in token().finditer(text)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from taospec import braces, dockerargs, lint, placeholders, schema, yamlsrc
+from taospec import braces, dockerargs, interpolations, lint, placeholders, schema, yamlsrc
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import MISSING, SPEC_FILE, results_seen_at
 from taospec.jobids import id_like
@@ -480,7 +480,7 @@ def _spec_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     yield from _placeholder_rules(source, spec, ("spec",), known)
     for where, text in _strings(spec, ("spec",)):
         if "${" in text:  # judged as the spec file holds it: each escape one brace
-            unclosed = placeholders.unclosed_interpolation(braces.fill(text, str))
+            unclosed = interpolations.unclosed(braces.fill(text, str))
             if unclosed is not None:
                 yield source.problem(where, unclosed)
 

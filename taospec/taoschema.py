@@ -27,11 +27,11 @@ checked against the schema (the bank's schemas rarely describe them).
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from taospec import braces, interpolations
 from taospec.diagnostics import closest
 from taospec.job import MISSING
 from taospec.skills import Action, KeyPath, Skill, parse_key
@@ -151,12 +151,6 @@ def check_spec(
     return found
 
 
-NODE_INTERPOLATION = re.compile(r"(?<!\\)\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
-"""An OmegaConf interpolation of a key by its path from the spec's root (``${train.optim.lr}``,
-``${dataset.classes.0}``), not escaped (``\\${...}`` is text). A resolver's (``${oc.env:X}``)
-and a relative one (``${.x}``) name no key this can look up."""
-
-
 def _dangling(
     schema: Mapping[str, Any], spec: Mapping[str, Any], value: Any, at: KeyPath, context: _Context
 ) -> Iterator[Finding]:
@@ -170,8 +164,8 @@ def _dangling(
             yield from _dangling(schema, spec, item, (*at, index), context)
     elif isinstance(value, str) and "${" in value:
         if _origin(at, context.users) == "user":  # as the spec file will hold it
-            value = value.replace("{{", "{").replace("}}", "}")
-        for name in NODE_INTERPOLATION.findall(value):
+            value = braces.fill(value, str)
+        for name in interpolations.keys(value):
             parts = name.split(".")
             missing = _missing(schema, spec, parts)
             if missing is None:

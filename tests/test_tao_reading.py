@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import GrammarParseError, UnsupportedValueType
 
-from taospec import placeholders
+from taospec import interpolations
 from taospec.platforms import render
 from tests.conftest import Runner, load_job, write
 from tests.test_skill_jobs import BANK
@@ -290,7 +290,7 @@ def test_an_interpolation_that_never_closes_is_refused_at_its_line(
     ).map("".join)
 )
 def test_only_an_interpolation_omegaconf_cannot_read_is_refused(text: str) -> None:
-    if placeholders.unclosed_interpolation(text) is not None:
+    if interpolations.unclosed(text) is not None:
         with pytest.raises(GrammarParseError):
             OmegaConf.create({"v": text})
 
