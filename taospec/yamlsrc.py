@@ -384,10 +384,7 @@ class _Walk:
         total, height, chars = 1, 0, 0
         if isinstance(node, mapping):
             if node.tag == SET_TAG and self.tao_reads and self.tao_reads(path):
-                mark = node.start_mark
-                self.unread.append(
-                    Problem(mark.line + 1, mark.column + 1, path, _SET, self.display)
-                )
+                self._unread(node, path, _SET)
             first: dict[str, int] = {}
             for key_node, value_node in node.value:
                 name = self._key(key_node, path, first)
@@ -402,6 +399,8 @@ class _Walk:
             chars = len(node.value)
             if self.tao_reads and (tag := self._tao_tag(node)) and self.tao_reads(path):
                 node.tag = tag
+            elif node.tag == TIMESTAMP_TAG and self.tao_reads and self.tao_reads(path):
+                self._unread(node, path, _DATE)  # tagged so: untagged, a date is text to TAO
             if node.tag in _CONVERTED:
                 self._check_converted(node, path)
         self.active.discard(key)
@@ -434,6 +433,10 @@ class _Walk:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         events = (e for e in yaml.parse(self.text, Loader=loader) if isinstance(e, yaml.AliasEvent))
         return next(itertools.islice(events, self.aliases - 1, None)).start_mark
+
+    def _unread(self, node: yaml.Node, path: JsonPath, message: str) -> None:
+        mark = node.start_mark
+        self.unread.append(Problem(mark.line + 1, mark.column + 1, path, message, self.display))
 
     def _tao_tag(self, node: yaml.Node) -> str | None:
         """The tag TAO's reader gives the scalar ``node`` where it differs from PyYAML's
@@ -522,6 +525,10 @@ class _Walk:
 _SET = (
     "a set (!!set) cannot be part of a spec: TAO reads the spec file with OmegaConf, which "
     "refuses it; write a list"
+)
+_DATE = (
+    "a date (!!timestamp) cannot be part of a spec: TAO reads the spec file with OmegaConf, "
+    "which holds no dates; leave the tag out, and TAO reads the date as text"
 )
 _BOMB = (
     f"expands to more than {MAX_NODES} values through aliases (or an alias refers to "
