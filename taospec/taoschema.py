@@ -166,18 +166,30 @@ def _dangling(
         if _origin(at, context.users) == "user":  # as the spec file will hold it
             value = braces.fill(value, str)
         for name in interpolations.keys(value):
-            parts = name.split(".")
-            missing = _missing(schema, spec, parts)
-            if missing is None:
-                continue
-            held, names = missing
-            guess = closest(parts[held], names)
-            hint = f"; did you mean ${{{'.'.join([*parts[:held], guess])}}}?" if guess else ""
-            message = (
-                f"${{{name}}} names spec.{'.'.join(parts[: held + 1])}, which the spec does not "
-                f"hold{hint} (TAO fails when it reads this value)"
-            )
-            yield context.finding(at, "interpolation", message)
+            lacks = absent(schema, spec, name)
+            if lacks is not None:
+                first, guess = lacks
+                hint = f"; did you mean ${{{guess}}}?" if guess else ""
+                message = (
+                    f"${{{name}}} names spec.{first}, which the spec does not hold{hint} (TAO "
+                    "fails when it reads this value)"
+                )
+                yield context.finding(at, "interpolation", message)
+
+
+def absent(
+    schema: Mapping[str, Any], spec: Mapping[str, Any], key: str
+) -> tuple[str, str | None] | None:
+    """Where the dotted ``key`` leaves what TAO reads (the spec file merged into the skill's
+    ``schema``): the path to the first part the spec lacks, and the path meant, when a
+    name there is close; None where the key may be read."""
+    parts = key.split(".")
+    missing = _missing(schema, spec, parts)
+    if missing is None:
+        return None
+    held, names = missing
+    guess = closest(parts[held], names)
+    return ".".join(parts[: held + 1]), ".".join([*parts[:held], guess]) if guess else None
 
 
 def _missing(

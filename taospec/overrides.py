@@ -1,0 +1,117 @@
+"""Hydra's overrides on a TAO entrypoint's command line (``train.num_epochs=10``).
+
+A TAO entrypoint (``deformable_detr train -e spec.yaml``) composes its experiment with
+Hydra, which reads each later ``key=value`` word as an override of the spec, in Hydra's
+own grammar. Two readings fail once the job has started: a key the spec does not hold
+(TAO's configs are structured, so Hydra refuses to add one without ``+``), and a value
+Hydra reads as a sweep (``a,b``; ``choice(...)``), which only a multirun takes.
+:func:`override` reads a word's key and says whether its value is a sweep; which keys
+the spec holds, the skill's schema says (:mod:`taospec.taoschema`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NAME, _INDEX = r"[A-Za-z_$][\w$-]*", r"0|[1-9](?:_?\d)*"
+_WORD = re.compile(
+    rf"(?P<how>~|\+\+?)?(?P<key>(?:{_NAME}|{_INDEX})(?:\.(?:{_NAME}|{_INDEX}))+|{_NAME})"
+    r"(?:=[ \t]*(?P<value>.*))?",
+    re.ASCII | re.DOTALL,
+)
+"""An override's word: ``~`` (delete), ``+`` (add) or ``++`` (add or set), a dotted key,
+and ``=`` and the value (Hydra skips blanks after the ``=``). A key naming a config group
+(``a/b``) or a package (``@pkg``) is none of a TAO spec's, and is not read here."""
+
+_ESCAPED = frozenset("\\()[]{}:=, \t")
+"""What a backslash escapes in a value; before anything else it is a character itself."""
+_OPEN, _CLOSE = "([{", ")]}"
+_CALL = re.compile(r"([A-Za-z_][\w-]*)[ \t]*\((.*?)[ \t]*\)", re.ASCII | re.DOTALL)
+_NAMED = re.compile(r"[A-Za-z_][\w-]*[ \t]*=", re.ASCII)
+_SWEEPS = frozenset({"choice", "range", "interval", "glob"})
+"""Hydra's functions that make a sweep."""
+_OF_VALUES = frozenset({"sort", "shuffle", "str", "int", "float", "bool", "json_str"})
+"""Hydra's functions that make a sweep of several values, or of a sweep."""
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """One override: how it changes the spec (``""`` sets a key it holds), the dotted key,
+    its value (blanks after the ``=`` left out), and whether Hydra reads the value as a
+    sweep, and as values listed with commas (``a,b``)."""
+
+    how: str
+    key: str
+    value: str
+    sweep: bool
+    listed: bool
+
+
+def override(word: str) -> Override | None:
+    """``word`` read as a Hydra override, or None when it is none (an option, a path)."""
+    found = _WORD.fullmatch(word)
+    if found is None or (found["value"] is None and found["how"] != "~"):
+        return None
+    value = found["value"] or ""
+    listed = len(_elements(value)) > 1
+    return Override(found["how"] or "", found["key"], value, listed or _sweep(value), listed)
+
+
+def _sweep(value: str) -> bool:
+    """Whether Hydra reads ``value`` as a sweep: values listed with commas, a sweep
+    function, or a cast, sort or tag of several values or of a sweep."""
+    elements = _elements(value)
+    if len(elements) != 1:
+        return len(elements) > 1
+    call = _CALL.fullmatch(elements[0])
+    if call is None:
+        return False
+    function = call[1]
+    arguments = [a for a in _elements(call[2]) if a and not _NAMED.match(a)]
+    if function in _SWEEPS or (function == "shuffle" and not arguments):  # nothing, shuffled
+        return True
+    if function == "tag":  # tags, then what they tag
+        return bool(arguments) and _sweep(arguments[-1])
+    return function in _OF_VALUES and (len(arguments) > 1 or any(map(_sweep, arguments)))
+
+
+def _elements(value: str) -> list[str]:
+    """``value`` cut at each comma outside any brackets, quotes or ``${...}``, and not
+    escaped (Hydra's ``1,2``); whole when Hydra cannot read its quotes."""
+    elements, depth, start, at = [], 0, 0, 0
+    while at < len(value):
+        char = value[at]
+        if char == "\\":
+            at += 2 if value[at + 1 : at + 2] in _ESCAPED else 1
+            continue
+        if char in "'\"":
+            end = _quote_end(value, at)
+            if end is None:
+                return [value]  # Hydra cannot read the value at all: its own message says so
+            at = end
+        elif value.startswith("${", at):
+            end = value.find("}", at)
+            at = end if end != -1 else at + 1
+        elif char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth -= 1
+        elif char == "," and depth == 0:
+            elements.append(value[start:at].strip(" \t"))
+            start = at + 1
+        at += 1
+    return [*elements, value[start:].strip(" \t")]
+
+
+def _quote_end(value: str, at: int) -> int | None:
+    """Where the quoted text opened at ``at`` ends: the next same quote that an even number
+    of backslashes stands before."""
+    quote = value[at]
+    end = value.find(quote, at + 1)
+    while end != -1:
+        backslashes = len(value[at + 1 : end]) - len(value[at + 1 : end].rstrip("\\"))
+        if backslashes % 2 == 0:
+            return end
+        end = value.find(quote, end + 1)
+    return None

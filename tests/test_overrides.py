@@ -1,0 +1,161 @@
+"""Hydra's overrides after a TAO entrypoint's ``-e {config_path}``, read as Hydra reads them.
+
+A skill job's command may add ``key=value`` words after the skill's own; TAO composes its
+spec with Hydra, which refused a misspelled key or a value it reads as a sweep once the job
+had started. Hydra itself is the ground truth here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from hydra.errors import HydraException
+from hydra.types import RunMode
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from taospec.overrides import override
+from tests.conftest import Runner
+from tests.test_skill_jobs import BANK
+from tests.test_tao_reading import tiny_skill_job
+
+PARSER = OverridesParser.create()
+HOW = {
+    OverrideType.CHANGE: "",
+    OverrideType.ADD: "+",
+    OverrideType.FORCE_ADD: "++",
+    OverrideType.DEL: "~",
+}
+VALUE_PARTS = [
+    "a", "1", ",", "'", '"', "\\", "[", "]", "{", "}", "(", ")", "${", " ", ":", "=", "$",
+    ".", "choice(", "range(", "interval(", "x(", "sort(", "shuffle(", "tag(", "str(", "int(",
+    "reverse=",
+]  # fmt: skip
+KEY_PARTS = ["~", "+", "a", ".", "0", "01", "1_0", "$", "-", "_", "/", "@", "=", "=1", "B9", " "]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(VALUE_PARTS), max_size=9).map("".join))
+@example("sort(1,2)")
+@example("tag(x,choice(1,2))")
+@example("shuffle()")
+@example("a\\,b")
+@example("${a,b}")
+def test_a_value_is_a_sweep_exactly_when_hydra_reads_one(value: str) -> None:
+    word = f"train.lr={value}"
+    try:
+        hydra = PARSER.parse_override(word)
+    except HydraException:
+        return  # Hydra refuses the word whatever taospec makes of it
+    read = override(word)
+    assert read is not None
+    assert read.sweep == hydra.is_sweep_override()
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(KEY_PARTS), max_size=8).map("".join))
+@example("0.a=")
+@example("~a.b")
+def test_an_override_s_key_is_the_key_hydra_reads(word: str) -> None:
+    read = override(word)
+    try:
+        hydra = PARSER.parse_override(word)
+    except HydraException:
+        return
+    if not hydra.key_or_group or hydra.package is not None or "/" in hydra.key_or_group:
+        return  # a config group's or package's: no TAO spec has one
+    assert read is not None
+    assert (read.how, read.key) == (HOW[hydra.type], hydra.key_or_group)
+
+
+def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
+    for word in ("--gpus", "2", "/data/x=1", "-k", "key", "a b=1", "{config_path}"):
+        assert override(word) is None
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["train.num_epochs=5"],
+        ["train.optim.lr=0.01", "model.depth=4"],
+        ["results_dir={results_dir}/run"],
+        ["dataset.classes=[a,b,c]"],
+        ["model.backbone='tiny_a,tiny_b'"],
+        ["+train.extra=1"],  # added: Hydra's + adds a key a structured spec lacks
+        ["++train.optim.lr=0.5"],
+        ["~train.checkpoint_interval"],
+        ["dataset.train_data_sources.0.image_dir=/data/x"],
+        ["train.optim.lrr=0.01"],
+        ["trian.num_epochs=5"],
+        ["~train.optim.lrr"],
+        ["model.backbone=tiny_a,tiny_b"],
+        ["train.num_epochs=choice(1,2)"],
+        ["train.num_epochs=5", "model.deep=3"],
+    ],
+)
+def test_an_override_is_refused_exactly_where_hydra_refuses_it(
+    taospec: Runner, tmp_path: Path, words: list[str]
+) -> None:
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    file = tiny_skill_job(taospec, tmp_path)
+    text = file.read_text().replace(
+        "action: train\n", f"action: train\ncommand: {json.dumps(command)}\n"
+    )
+    file.write_text(text)
+    # what TAO's Hydra does with the words: the spec file (the template under the user's
+    # spec), in struct mode, each override applied, a sweep refused in a run
+    template = OmegaConf.load(
+        BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
+    )
+    spec = OmegaConf.merge(template, yaml.safe_load(text)["spec"])
+    OmegaConf.set_struct(spec, True)
+    try:
+        parsed = PARSER.parse_overrides(
+            [word.replace("{results_dir}", "/results/job-1") for word in words]
+        )
+        ConfigLoaderImpl.validate_sweep_overrides_legal(parsed, RunMode.RUN, from_shell=False)
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, spec)
+    except HydraException as exc:
+        refused = str(exc)
+    else:
+        refused = ""
+    done = taospec("validate", file)
+    assert (done.returncode, bool(refused)) in {(0, False), (2, True)}, (refused, done.stderr)
+    if refused:
+        line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("command:"))
+        assert f"{file}:{line}:" in done.stderr
+        assert "$.command[" in done.stderr
+        assert "Hydra" in done.stderr
+
+
+def test_a_string_command_s_overrides_are_read_and_refused_at_its_line(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    file = tiny_skill_job(taospec, tmp_path)
+    text = file.read_text().replace(
+        "action: train\n",
+        "action: train\ncommand: tiny_net train -e {config_path} train.optim.lrr=0.1\n",
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == 2
+    assert f"{file}:4:10: $.command: 'train.optim.lrr=0.1': the spec holds no " in done.stderr
+    assert "spec.train.optim.lrr (did you mean train.optim.lr?)" in done.stderr
+
+
+def test_words_after_another_command_are_left_alone(taospec: Runner, tmp_path: Path) -> None:
+    # not the skill's entrypoint: its key=value words are its own
+    file = tiny_skill_job(taospec, tmp_path)
+    text = file.read_text().replace(
+        "action: train\n", "action: train\ncommand: [env, 'trian.num_epochs=a,b', tiny_net]\n"
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == 0, done.stderr
