@@ -12,7 +12,7 @@ import pytest
 
 from taospec import proc
 from taospec.cli import run_guarded
-from taospec.errors import EXIT_INTERNAL
+from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 from taospec.ledger import Ledger
 from tests.conftest import Runner, taospec_command, write
 from tests.ledgers import open_job
@@ -54,6 +54,30 @@ def test_a_usage_error_or_a_bug_never_prints_a_secret_it_quotes(
     assert said.startswith("taospec: internal error (a bug; please report it with this output):")
     assert "KeyError: NGC_KEY=<redacted>" in said
     assert token not in said
+
+
+def test_a_failure_an_interrupt_caused_exits_130_and_a_bug_still_exits_3(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Ctrl-C landed inside threading's Condition while validate awaited its workers; the
+    # lock's release then failed in its place, and taospec called it a bug (exit 3)
+    def cleanup_failed_under_an_interrupt() -> int:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("cannot release un-acquired lock")
+
+    assert run_guarded(cleanup_failed_under_an_interrupt) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "taospec: interrupted\n"
+
+    def bug_after_a_handled_error() -> int:
+        try:
+            raise ValueError("handled")
+        except ValueError:
+            raise RuntimeError("a bug") from None
+
+    assert run_guarded(bug_after_a_handled_error) == EXIT_INTERNAL
+    assert "RuntimeError: a bug" in capsys.readouterr().err
 
 
 def test_ls_shows_one_row_per_job_whatever_its_results_path_holds(

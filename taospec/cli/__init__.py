@@ -79,10 +79,25 @@ def run_guarded(call: Callable[[], object]) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:
         return 0
-    except Exception:
+    except Exception as exc:
+        if _while_interrupted(exc):
+            print("taospec: interrupted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         import traceback  # only a bug pays for it (about 5 ms of every start otherwise)
 
         _say("taospec: internal error (a bug; please report it with this output):\n")
         _say(traceback.format_exc() + "\n")
         return EXIT_INTERNAL
     return result if isinstance(result, int) else 0
+
+
+def _while_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while an interrupt unwound the command: Ctrl-C can land
+    inside a library's own clean-up (a ``threading.Condition`` releasing its lock while
+    the workers of ``validate`` are awaited), which then fails in its place."""
+    seen: BaseException | None = exc.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
