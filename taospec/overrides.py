@@ -6,13 +6,16 @@ own grammar. Two readings fail once the job has started: a key the spec does not
 (TAO's configs are structured, so Hydra refuses to add one without ``+``), and a value
 Hydra reads as a sweep (``a,b``; ``choice(...)``), which only a multirun takes.
 :func:`override` reads a word's key and says whether its value is a sweep; which keys
-the spec holds, the skill's schema says (:mod:`taospec.taoschema`).
+the spec holds, a skill's schema says (:mod:`taospec.taoschema`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from taospec import braces
 
 _NAME, _INDEX = r"[A-Za-z_$][\w$-]*", r"0|[1-9](?:_?\d)*"
 _WORD = re.compile(
@@ -46,6 +49,24 @@ class Override:
     value: str
     sweep: bool
     listed: bool
+
+
+def given(words: Sequence[object], action: object) -> Iterator[tuple[int, str, Override]]:
+    """The overrides a job's command gives a TAO entrypoint: each word after the first
+    ``<action> -e {config_path}`` (``dino train -e {config_path}``, also after ``tao model``)
+    that reads as one, with its index and as written. Any other command's words are its own."""
+    start = next(
+        (
+            at + 2
+            for at in range(1, len(words) - 1)
+            if words[at - 1 : at + 2] == [action, "-e", "{config_path}"]
+        ),
+        len(words),
+    )
+    for index in range(start, len(words)):
+        word = words[index]
+        if isinstance(word, str) and (read := override(braces.fill(word, str))) is not None:
+            yield index, word, read
 
 
 def override(word: str) -> Override | None:

@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from taospec import braces, dockerargs, interpolations, lint, placeholders, schema, yamlsrc
+from taospec import (
+    braces,
+    dockerargs,
+    interpolations,
+    lint,
+    overrides,
+    placeholders,
+    schema,
+    yamlsrc,
+)
 from taospec.diagnostics import JsonPath, Problem, unique
 from taospec.job import MISSING, SPEC_FILE, results_seen_at
 from taospec.jobids import id_like
@@ -456,6 +465,32 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     if isinstance(command, str | list):
         yield from _placeholder_rules(source, command, ("command",), known)
         yield from _spec_file_needed(source, ("command",), command)
+    if isinstance(command, list) or (isinstance(command, str) and "=" in command):
+        yield from _sweeps(source, command)
+
+
+def _sweeps(source: Source, command: str | list[Any]) -> Iterator[Problem]:
+    """An override given to a TAO entrypoint whose value Hydra reads as a sweep: TAO's run
+    refuses it once the job has started (see :func:`overrides.given`)."""
+    try:
+        words = list(split_command(command)) if isinstance(command, str) else command
+    except ValueError:
+        return  # said above
+    for index, word, read in overrides.given(words, source.data.get("action")):
+        if not read.sweep:
+            continue
+        how = (
+            f"for a list write {read.key}=[{read.value}], for text quote it in the word "
+            f"itself ({read.key}='{read.value}')"
+            if read.listed
+            else "give the one value to use"
+        )
+        yield source.problem(
+            ("command", index) if isinstance(command, list) else ("command",),
+            f"{word!r}: Hydra, which reads the words after -e {{config_path}} as overrides of "
+            f"the spec, reads this value as a sweep over several values, which only a "
+            f"multirun takes, not TAO's run; {how}",
+        )
 
 
 def _spec_file_needed(source: Source, path: JsonPath, value: Any) -> Iterator[Problem]:

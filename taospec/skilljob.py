@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taospec import braces, lint, overrides, placeholders
+from taospec import lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem, shown_file
 from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
@@ -133,7 +133,7 @@ def apply_skill(
     spec, spec_problems, warnings = _spec(source, skill, action, template, schema)
     problems += spec_problems
     if "command" in data and not spec_problems:
-        problems += _override_problems(source, action, spec, schema)
+        problems += _override_problems(source, spec, schema)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -177,52 +177,31 @@ def _command_problems(source: Source, action: Action, known: tuple[str, ...]) ->
 
 
 def _override_problems(
-    source: Source, action: Action, spec: Mapping[str, Any], schema: Mapping[str, Any]
+    source: Source, spec: Mapping[str, Any], schema: Mapping[str, Any]
 ) -> list[Problem]:
-    """The Hydra overrides that follow the skill's own command in the job's (``deformable_detr
-    train -e {config_path} train.num_epochs=5``), where TAO's run would refuse them: a key
-    the spec does not hold, or a value Hydra reads as a sweep. The skill's command must
-    end with ``-e {config_path}``, TAO's entrypoints' own."""
+    """The Hydra overrides the job's command gives TAO's entrypoint (``tiny_net train -e
+    {config_path} train.num_epochs=5``) that set or delete a key the merged spec and the
+    skill's schema lack: Hydra refuses them once the job has started."""
     command = source.data["command"]
     try:
-        skills_words = split_command(action.command)
-        words = split_command(command) if isinstance(command, str) else command
+        words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
         return []  # the job's own rules say why its command cannot be split
-    if skills_words[-2:] != ("-e", "{config_path}") or tuple(words[: len(skills_words)]) != (
-        skills_words
-    ):
-        return []
     problems = []
-    for index in range(len(skills_words), len(words)):
-        word = words[index]
-        read = overrides.override(braces.fill(word, str)) if isinstance(word, str) else None
-        if read is None:
-            continue
-        at = ("command", index) if isinstance(command, list) else ("command",)
+    for index, word, read in overrides.given(words, source.data["action"]):
         lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
-        if lacks is not None:
-            first, guess = lacks
-            hint = f" (did you mean {guess}?)" if guess else ""
-            change = "delete" if read.how == "~" else "set"
-            message = (
-                f"{word!r}: the spec holds no spec.{first}{hint}, and Hydra, which reads the "
-                f"words after -e {{config_path}} as overrides of the spec, refuses to {change} "
-                "a key it does not hold"
-            )
-            problems.append(source.problem(at, message))
-        if read.sweep:
-            how = (
-                f"for a list write {read.key}=[{read.value}], for text quote it in the word "
-                f"itself ({read.key}='{read.value}')"
-                if read.listed
-                else "give the one value to use"
-            )
-            message = (
-                f"{word!r}: Hydra reads this value as a sweep over several values, which only "
-                f"a multirun takes, not TAO's run; {how}"
-            )
-            problems.append(source.problem(at, message))
+        if lacks is None:
+            continue
+        first, guess = lacks
+        hint = f" (did you mean {guess}?)" if guess else ""
+        change = "delete" if read.how == "~" else "set"
+        message = (
+            f"{word!r}: the spec holds no spec.{first}{hint}, and Hydra, which reads the "
+            f"words after -e {{config_path}} as overrides of the spec, refuses to {change} a "
+            "key it does not hold"
+        )
+        at = ("command", index) if isinstance(command, list) else ("command",)
+        problems.append(source.problem(at, message))
     return problems
 
 

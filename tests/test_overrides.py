@@ -150,7 +150,7 @@ def test_a_string_command_s_overrides_are_read_and_refused_at_its_line(
     assert "spec.train.optim.lrr (did you mean train.optim.lr?)" in done.stderr
 
 
-def test_words_after_another_command_are_left_alone(taospec: Runner, tmp_path: Path) -> None:
+def test_words_after_another_command_are_its_own(taospec: Runner, tmp_path: Path) -> None:
     # not the skill's entrypoint: its key=value words are its own
     file = tiny_skill_job(taospec, tmp_path)
     text = file.read_text().replace(
@@ -159,3 +159,31 @@ def test_words_after_another_command_are_left_alone(taospec: Runner, tmp_path: P
     file.write_text(text)
     done = taospec("validate", file)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        (["dino", "train", "-e", "{config_path}", "model.backbone=a,b"], True),
+        (["tao", "model", "dino", "train", "-e", "{config_path}", "train.lr=choice(1,2)"], True),
+        ("dino train -e {config_path} 'model.backbone=a, b'", True),
+        (["dino", "train", "-e", "{config_path}", "dataset.classes=[a,b]", "x='a,b'"], False),
+        (["dino", "evaluate", "-e", "{config_path}", "model.backbone=a,b"], False),  # not train
+        (["env", "-e", "{config_path}", "model.backbone=a,b"], False),
+    ],
+)
+def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
+    taospec: Runner, tmp_path: Path, command: object, refused: bool
+) -> None:
+    # a job without a skill has no schema for the keys, but Hydra reads its values alike
+    file = tmp_path / "job.yaml"
+    file.write_text(
+        "version: 1\nnetwork_arch: dino\naction: train\nimage: busybox\n"
+        f"results_root: {tmp_path}/r\ncommand: {json.dumps(command)}\nspec: {{}}\n"
+    )
+    done = taospec("validate", file)
+    assert done.returncode == (2 if refused else 0), done.stderr
+    if refused:
+        assert f"{file}:6:" in done.stderr
+        assert ": $.command" in done.stderr
+        assert "reads this value as a sweep over several values" in done.stderr
