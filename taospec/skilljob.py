@@ -48,6 +48,7 @@ from taospec.skills import (
     read_template,
 )
 from taospec.taoschema import (
+    ABSENT,
     Finding,
     absent,
     check_spec,
@@ -189,19 +190,26 @@ def _override_problems(
         return []  # the job's own rules say why its command cannot be split
     problems = []
     for index, word, read in overrides.given(words, source.data["action"]):
-        lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
-        if lacks is None:
-            continue
-        first, guess = lacks
-        hint = f" (did you mean {guess}?)" if guess else ""
-        change = "delete" if read.how == "~" else "set"
-        message = (
-            f"{word!r}: the spec holds no spec.{first}{hint}, and Hydra, which reads the "
-            f"words after -e {{config_path}} as overrides of the spec, refuses to {change} a "
-            "key it does not hold"
-        )
         at = ("command", index) if isinstance(command, list) else ("command",)
-        problems.append(source.problem(at, message))
+        lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
+        if lacks is not None:
+            first, guess = lacks
+            hint = f" (did you mean {guess}?)" if guess else ""
+            change = "delete" if read.how == "~" else "set"
+            message = (
+                f"{word!r}: the spec holds no spec.{first}{hint}, and Hydra, which reads the "
+                f"words after -e {{config_path}} as overrides of the spec, refuses to {change} "
+                "a key it does not hold"
+            )
+            problems.append(source.problem(at, message))
+        path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
+        held = lookup(spec, path) if read.how == "+" else None
+        if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
+            message = (
+                f"{word!r}: the spec holds spec.{read.key} already, and Hydra's + only adds a "
+                f"key; write {word[1:]!r} to set it"
+            )
+            problems.append(source.problem(at, message))
     return problems
 
 

@@ -211,13 +211,13 @@ def _missing(
             if not (part.isdigit() and int(part) < len(value)):
                 return index, []
             value = value[int(part)]
-        elif isinstance(value, Mapping) or value is _ABSENT:
+        elif isinstance(value, Mapping) or value is ABSENT:
             held = [str(key) for key in value] if isinstance(value, Mapping) else []
             spec_holds = isinstance(value, Mapping)
-            value = value.get(part, _ABSENT) if spec_holds else _ABSENT
-            if value is _ABSENT and node is None and (spec_holds or known):
+            value = value.get(part, ABSENT) if spec_holds else ABSENT
+            if value is ABSENT and node is None and (spec_holds or known):
                 return index, list(dict.fromkeys(held + known))
-            if value is _ABSENT and node is None:
+            if value is ABSENT and node is None:
                 return None  # a value of the schema with no properties, which the spec lacks
         else:
             return index, []  # a number or text holds no keys
@@ -257,7 +257,7 @@ def _member(
         return
     names = list(properties)
     if _origin(at, context.users) == "user":
-        if lookup(context.template, at) is not _ABSENT:
+        if lookup(context.template, at) is not ABSENT:
             sets = f"unknown key {key!r} ({context.skill}'s template sets it: kept)"
             yield Finding(at, sets, "warning", "user", "unknown-key")
             return
@@ -401,18 +401,19 @@ def _numeric_text(value: Any) -> bool:
 # Inputs
 
 
-_ABSENT: Any = object()
+ABSENT: Any = object()
+"""What :func:`lookup` gives for a path the spec does not hold."""
 
 
 def lookup(spec: Any, path: KeyPath) -> Any:
-    """The value at ``path`` in ``spec`` (list indexes included), or :data:`_ABSENT`."""
+    """The value at ``path`` in ``spec`` (list indexes included), or :data:`ABSENT`."""
     value = spec
     for part in path:
         if isinstance(part, int):
             if not isinstance(value, list) or part >= len(value):
-                return _ABSENT
+                return ABSENT
         elif not isinstance(value, Mapping) or part not in value:
-            return _ABSENT
+            return ABSENT
         value = value[part]
     return value
 
@@ -446,7 +447,7 @@ def unset_inputs(
         # declared at a list index, the input is needed in every item the list holds
         for path in every_item(spec, declared.path) or [declared.path]:
             value = lookup(spec, path)
-            if value is _ABSENT or _empty(value):
+            if value is ABSENT or _empty(value):
                 key = dotted(path)
                 message = f"set spec.{key}: the {declared.type} that {action.name} reads"
                 origin = _origin(path, frozenset(user_paths))
@@ -473,7 +474,7 @@ def gpu_count_problem(skill: Skill, user_spec: Mapping[str, Any], gpus: int | No
     if key is None or gpus is None:
         return None
     value = lookup(user_spec, parse_key(key))
-    if value is _ABSENT or (_is_int(value) and value == gpus):
+    if value is ABSENT or (_is_int(value) and value == gpus):
         return None
     return (
         f"spec.{key} is {value!r} but gpus: names {gpus} GPU(s); leave spec.{key} out "
@@ -491,7 +492,7 @@ def gpu_count_unknown(
     if key is None:
         return None
     path = parse_key(key)
-    if lookup(user_spec, path) is not _ABSENT or lookup(template, path) is _ABSENT:
+    if lookup(user_spec, path) is not ABSENT or lookup(template, path) is ABSENT:
         return None
     return (
         f"gpus: all leaves the number of GPUs to the host, and skill {skill.name}'s "
@@ -512,7 +513,7 @@ def with_gpu_count(
     if key is None or gpus is None:
         return dict(user_spec)
     path = parse_key(key)
-    if lookup(user_spec, path) is not _ABSENT or lookup(template, path) is _ABSENT:
+    if lookup(user_spec, path) is not ABSENT or lookup(template, path) is ABSENT:
         return dict(user_spec)
     return merge_spec(user_spec, _nested(path, gpus))
 

@@ -89,6 +89,10 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["dataset.classes=[a,b,c]"],
         ["model.backbone='tiny_a,tiny_b'"],
         ["+train.extra=1"],  # added: Hydra's + adds a key a structured spec lacks
+        ["+train.num_epochs=5"],  # held already: + only adds
+        ["+train.optim={lr: 1}"],  # a mapping merges into what is held
+        ["+dataset.classes=[c]"],
+        ["+dataset.train_data_sources.0.image_dir=/x"],
         ["++train.optim.lr=0.5"],
         ["~train.checkpoint_interval"],
         ["dataset.train_data_sources.0.image_dir=/data/x"],
