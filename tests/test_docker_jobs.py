@@ -1477,6 +1477,20 @@ def test_following_the_tail_of_an_ended_job_of_lines_all_the_same_shows_the_tail
         assert followed.stdout == "same\n" * tail, (tail, len(followed.stdout.splitlines()))
 
 
+def test_following_the_tail_of_an_ended_job_counts_its_unended_last_line_as_docker_does(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # logs -f --tail 1 of an ended job whose output ends without a newline printed 2 lines,
+    # holding the last back as if it could still go on; docker logs -f --tail 1 prints 1
+    done = taospec("run", job_file(open_tmp, engine, "sh -c 'printf \"a\\\\nb\\\\nc\"'"))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    for tail in ("0", "1", "2", "3"):
+        dockers = docker("logs", "--follow", "--tail", tail, job_id).stdout
+        assert taospec("logs", "-f", "--tail", tail, job_id).stdout == dockers, tail
+        assert taospec("logs", "--tail", tail, job_id).stdout == dockers, tail
+
+
 LIKE_DOCKERS_OWN = (
     "sh -c 'echo unexpected EOF >&2; sleep 0.5; echo step; "
     "echo error from daemon in stream: Error grabbing logs: unexpected EOF >&2'"

@@ -1720,6 +1720,19 @@ def test_following_the_tail_through_a_login_node_reads_its_end_alone(
     assert bytes_read(err) < 1 << 25, bytes_read(err)  # some MiB: Python and taospec themselves
 
 
+def test_following_the_tail_of_an_ended_job_counts_its_unended_last_line(
+    slurm, taospec: Runner, open_tmp: Path
+) -> None:
+    # logs -f --tail 1 of an ended job whose output ends without a newline printed 2 lines,
+    # holding the last back as if the job could still go on with it
+    done = taospec("run", job_file(open_tmp, ["sh", "-c", 'printf "a\\nb\\nc"']))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    for tail, shown in (("0", ""), ("1", "c"), ("2", "b\nc"), ("3", "a\nb\nc")):
+        assert taospec("logs", "-f", "--tail", tail, job_id).stdout == shown, tail
+        assert taospec("logs", "--tail", tail, job_id).stdout == shown, tail
+
+
 def test_the_tail_of_a_huge_output_file_reads_its_end_alone(
     slurm, taospec: Runner, open_tmp: Path
 ) -> None:

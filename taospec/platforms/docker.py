@@ -728,7 +728,8 @@ class Earlier:
     def _within(self, got: list[tuple[bool, str]], window: int | None, writing: bool) -> Earlier:
         tail = self.tail or 0
         indices = _known_whole_at(got, writing) if window is not None else range(len(got))
-        ended = [index for index in indices if got[index][1].endswith("\n")]
+        # of a container that has ended, a line not ended is one of the last too
+        ended = [index for index in indices if not writing or got[index][1].endswith("\n")]
         start = ended[-tail] if 0 < tail <= len(ended) else len(got) if tail == 0 else 0
         firsts: dict[bool, int] = {}
         for index, (error, _) in enumerate(got):
@@ -737,7 +738,7 @@ class Earlier:
         for index, (error, line) in enumerate(got):
             self.lines[error].append(line)
             unsure = window is not None and index == firsts[error]  # may begin inside a line
-            if unsure or (index < start and line.endswith("\n")):
+            if unsure or (index < start and (line.endswith("\n") or not writing)):
                 self.before[error] += 1
         return self
 

@@ -220,8 +220,9 @@ def logs(
         )
     writing = not follow and still_writing(record, lambda: status(record, sidecar))
     with path.open("rb") as log:
-        if tail is not None:
-            log.seek(tail_start(log, tail, held=follow or writing))
+        if tail is not None:  # a last line not ended is one of them, unless it may go on
+            held = writing or (follow and still_writing(record, lambda: status(record, sidecar)))
+            log.seek(tail_start(log, tail, held=held))
         if follow:
             unended = Unended(on_line, on_part)
             if tail is not None:  # the last lines, from where tail_start found them

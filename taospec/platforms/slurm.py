@@ -762,7 +762,9 @@ def logs(
             return failure.returncode
         return 0
     try:  # all of it, followed: from its start, a block at a time (_follow)
-        found = None if tail is None else _read_end(path, tail, follow or writing, login)
+        # a last line not ended is one of the last, unless the job may still go on with it
+        held = writing or (follow and still_writing(record, lambda: status(record, sidecar)))
+        found = None if tail is None else _read_end(path, tail, held, login)
     except CommandFailed as failure:  # the caller asks status which part did not answer
         return failure.returncode
     if found is None and not follow:
