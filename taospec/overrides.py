@@ -38,6 +38,23 @@ _OF_VALUES = frozenset({"sort", "shuffle", "str", "int", "float", "bool", "json_
 """Hydra's functions that make a sweep of several values, or of a sweep."""
 
 
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
+_POINT = rf"(?:{_UNSIGNED}\.|{_UNSIGNED}?\.{_DIGITS})"
+_PRIMITIVES = (
+    (re.compile(rf"[+-]?{_UNSIGNED}", re.ASCII), int),
+    (
+        re.compile(rf"[+-]?(?:{_POINT}|(?:{_UNSIGNED}|{_POINT})[eE][+-]?{_DIGITS}|(?i:inf|nan))"),
+        float,
+    ),
+    (re.compile(r"(?i:true|false)"), lambda text: text.lower() == "true"),
+    (re.compile(r"(?i:null)"), lambda text: None),
+)
+"""Hydra's typed primitives: an integer, a float, a boolean and null, each a whole value."""
+UNREAD = object()
+"""What :func:`typed` gives a value whose type only Hydra's evaluation tells."""
+
+
 @dataclass(frozen=True, slots=True)
 class Override:
     """One override: how it changes the spec (``""`` sets a key it holds), the dotted key,
@@ -77,6 +94,42 @@ def override(word: str) -> Override | None:
     value = found["value"] or ""
     listed = len(_elements(value)) > 1
     return Override(found["how"] or "", found["key"], value, listed or _sweep(value), listed)
+
+
+def typed(value: str) -> object:
+    """What Hydra makes of an override's ``value`` that is no sweep, where its type is
+    plain: an int, float, bool or None, a text (quoted, or none of those), a list or a
+    mapping (empty, standing for its kind); :data:`UNREAD` for a function's result (``int(5)``)
+    and for an interpolation, which OmegaConf resolves later."""
+    text = value.strip(" \t")
+    if "${" in text or _CALL.fullmatch(text):
+        return UNREAD
+    if text[:1] in ("[", "{"):
+        return [] if text[0] == "[" else {}
+    for pattern, make in _PRIMITIVES:
+        if pattern.fullmatch(text):
+            return make(text)
+    if text[:1] in ("'", '"') and _quote_end(text, 0) == len(text) - 1:
+        return text[1:-1]
+    return _unescaped(value.lstrip(" \t"))
+
+
+def _unescaped(text: str) -> str:
+    """Unquoted text as Hydra reads it: each escape (``\\,``) the character it escapes, the
+    blanks at its end left out unless escaped."""
+    read: list[str] = []
+    kept, at = 0, 0
+    while at < len(text):
+        if text[at] == "\\" and text[at + 1 : at + 2] in _ESCAPED:
+            read.append(text[at + 1])
+            at += 2
+            kept = len(read)
+            continue
+        read.append(text[at])
+        at += 1
+        if read[-1] not in " \t":
+            kept = len(read)
+    return "".join(read[:kept])
 
 
 def _sweep(value: str) -> bool:

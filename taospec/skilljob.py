@@ -27,12 +27,12 @@ import copy
 import itertools
 import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taospec import lint, overrides, placeholders
+from taospec import interpolations, lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem, shown_file
 from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
@@ -52,6 +52,7 @@ from taospec.taoschema import (
     Finding,
     absent,
     check_spec,
+    converted_to,
     dotted,
     every_item,
     gpu_count_problem,
@@ -181,8 +182,8 @@ def _override_problems(
     source: Source, spec: Mapping[str, Any], schema: Mapping[str, Any]
 ) -> list[Problem]:
     """The Hydra overrides the job's command gives TAO's entrypoint (``tiny_net train -e
-    {config_path} train.num_epochs=5``) that set or delete a key the merged spec and the
-    skill's schema lack: Hydra refuses them once the job has started."""
+    {config_path} train.num_epochs=5``) that Hydra refuses once the job has started, as
+    :func:`_refused` finds them."""
     command = source.data["command"]
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
@@ -191,26 +192,49 @@ def _override_problems(
     problems = []
     for index, word, read in overrides.given(words, source.data["action"]):
         at = ("command", index) if isinstance(command, list) else ("command",)
-        lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
-        if lacks is not None:
-            first, guess = lacks
-            hint = f" (did you mean {guess}?)" if guess else ""
-            change = "delete" if read.how == "~" else "set"
-            message = (
-                f"{word!r}: the spec holds no spec.{first}{hint}, and Hydra, which reads the "
-                f"words after -e {{config_path}} as overrides of the spec, refuses to {change} "
-                "a key it does not hold"
-            )
-            problems.append(source.problem(at, message))
-        path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
-        held = lookup(spec, path) if read.how == "+" else None
-        if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
-            message = (
-                f"{word!r}: the spec holds spec.{read.key} already, and Hydra's + only adds a "
-                f"key; write {word[1:]!r} to set it"
-            )
-            problems.append(source.problem(at, message))
+        problems += [source.problem(at, f"{word!r}: {why}") for why in _refused(read, spec, schema)]
     return problems
+
+
+_HYDRA_READS = "Hydra, which reads the words after -e {config_path} as overrides of the spec,"
+
+
+def _refused(
+    read: overrides.Override, spec: Mapping[str, Any], schema: Mapping[str, Any]
+) -> Iterator[str]:
+    """Why Hydra refuses the override ``read`` of the merged ``spec``, whose keys and types
+    the skill's ``schema`` gives: a key neither holds set or deleted, a key held added
+    (``+`` only adds), a value OmegaConf cannot make the key's type, an interpolation
+    naming a key neither holds."""
+    lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
+    if lacks is not None:
+        first, guess = lacks
+        hint = f" (did you mean {guess}?)" if guess else ""
+        change = "delete" if read.how == "~" else "set"
+        yield (
+            f"the spec holds no spec.{first}{hint}, and {_HYDRA_READS} refuses to {change} a "
+            "key it does not hold"
+        )
+    path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
+    held = lookup(spec, path) if read.how == "+" else None
+    if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
+        yield (
+            f"the spec holds spec.{read.key} already, and Hydra's + only adds a key; write "
+            f"{read.key}={read.value} to set it"
+        )
+    value = overrides.typed(read.value)
+    unread = lacks or read.how == "~" or value is overrides.UNREAD
+    kind = None if unread else converted_to(schema, read.key, value)
+    if kind is not None:
+        yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"
+    for name in interpolations.keys(read.value):
+        if (missing := absent(schema, spec, name)) is not None:
+            first, guess = missing
+            hint = f"; did you mean ${{{guess}}}?" if guess else ""
+            yield (
+                f"${{{name}}} names spec.{first}, which the spec does not hold{hint} (TAO fails "
+                "when it reads this value)"
+            )
 
 
 def _image(

@@ -367,6 +367,45 @@ def _type_problem(name: Any, value: Any) -> tuple[str, bool] | None:
     return f"{value!r} is not {description}", False
 
 
+def converted_to(schema: Mapping[str, Any], key: str, value: Any) -> str | None:
+    """What the spec key ``key`` holds by the skill's ``schema`` (``an integer``, ``a
+    list``...) where OmegaConf, converting as it sets a typed value (``"5"`` to 5, ``yes``
+    to true, anything but a list or mapping to text), cannot make ``value`` one; None where
+    it can, or where the schema gives the key no type it checks."""
+    node: Any = schema
+    for part in key.split("."):
+        properties = node.get("properties")
+        node = properties.get(part) if isinstance(properties, Mapping) else None
+        if not isinstance(node, Mapping):
+            return None
+    name = node.get("type")
+    kind = _TYPES[name][1] if name in _TYPES else "a list" if str(name).startswith("list_") else ""
+    if value is None or not kind:
+        return None
+    accepted = {
+        "an integer": type(value) in (str, int) and _converts(int, value),
+        "a number": type(value) in (float, str, int) and _converts(float, value),
+        "true or false": isinstance(value, int)
+        or (isinstance(value, str) and (_converts(int, value) or value.lower() in _BOOL_WORDS)),
+        "a string": not isinstance(value, list | dict),
+        "a list": isinstance(value, list),
+        "a mapping": isinstance(value, dict),
+    }[kind]
+    return None if accepted else kind
+
+
+_BOOL_WORDS = frozenset({"yes", "y", "on", "true", "no", "n", "off", "false"})
+"""The words OmegaConf takes for true or false (in any case)."""
+
+
+def _converts(kind: Callable[[Any], Any], value: Any) -> bool:
+    try:
+        kind(value)
+    except ValueError:
+        return False
+    return True
+
+
 def wants_list(schema: Mapping[str, Any], path: KeyPath) -> bool | None:
     """Whether ``schema`` says the value at ``path`` is a list (a list type, or ``items``)
     or a value of another type it names; None where it says neither."""

@@ -7,8 +7,10 @@ had started. Hydra itself is the ground truth here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +23,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from taospec.overrides import override
+from taospec.overrides import UNREAD, override, typed
+from taospec.taoschema import converted_to
 from tests.conftest import Runner
 from tests.test_skill_jobs import BANK
 from tests.test_tao_reading import tiny_skill_job
@@ -191,3 +194,95 @@ def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
         assert f"{file}:6:" in done.stderr
         assert ": $.command" in done.stderr
         assert "reads this value as a sweep over several values" in done.stderr
+
+
+@dataclasses.dataclass
+class Typed:
+    """A spec of one key of each type a skill's schema names, as TAO's config declares it."""
+
+    integer: int = 0
+    number: float = 0.0
+    flag: bool = False
+    text: str = ""
+    items: list[Any] = dataclasses.field(default_factory=list)
+    mapping: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+TYPED_SCHEMA = {
+    "properties": {
+        "integer": {"type": "int"},
+        "number": {"type": "float"},
+        "flag": {"type": "bool"},
+        "text": {"type": "string"},
+        "items": {"type": "list"},
+        "mapping": {"type": "collection"},
+    }
+}
+TYPED_PARTS = [
+    "1", "0", "_", ".", "e", "-", "inf", "true", "yes", "Off", "null", "a", " ", "'", "[", "]",
+    "{", "}", ":", "x", "int(", ")", "${integer}",
+]  # fmt: skip
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    key=st.sampled_from(sorted(TYPED_SCHEMA["properties"])),
+    value=st.lists(st.sampled_from(TYPED_PARTS), max_size=6).map("".join),
+)
+@example(key="integer", value="'5'")
+@example(key="flag", value="1")
+@example(key="number", value="1_0e3")
+def test_a_value_is_refused_for_a_key_s_type_exactly_where_omegaconf_refuses_it(
+    key: str, value: str
+) -> None:
+    word = f"{key}={value}"
+    try:
+        parsed = PARSER.parse_overrides([word])
+    except HydraException:
+        return  # Hydra refuses the word whatever taospec makes of it
+    read = override(word)
+    assert read is not None
+    if read.sweep or typed(read.value) is UNREAD or typed(read.value) is None:
+        return  # a sweep is refused on its own; the rest is Hydra's to evaluate
+    spec = OmegaConf.structured(Typed)
+    OmegaConf.set_struct(spec, True)
+    try:
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, spec)
+    except HydraException:
+        refused = True
+    else:
+        refused = False
+    assert (converted_to(TYPED_SCHEMA, key, typed(read.value)) is not None) == refused
+
+
+@pytest.mark.parametrize(
+    ("word", "refused"),
+    [
+        ("train.num_epochs=ten", True),
+        ("train.num_epochs='5'", False),  # OmegaConf makes the text 5
+        ("train.num_epochs=5.0", True),
+        ("train.optim.lr=1e-3", False),
+        ("train.optim.lr=fast", True),
+        ("train.optim.amp=yes", False),
+        ("train.optim.amp=maybe", True),
+        ("dataset.classes=a", True),
+        ("dataset.classes=[a,b]", False),
+        ("train.pretrained_model_path=[a]", True),
+        ("train.optim.lr=${train.optim.warmup_lr}", False),
+        ("train.optim.lr=${train.optim.warmup}", True),
+    ],
+)
+def test_a_skill_job_s_override_value_is_read_as_omegaconf_sets_it(
+    taospec: Runner, tmp_path: Path, word: str, refused: bool
+) -> None:
+    file = tiny_skill_job(taospec, tmp_path)
+    command = ["tiny_net", "train", "-e", "{config_path}", word]
+    text = file.read_text().replace(
+        "action: train\n", f"action: train\ncommand: {json.dumps(command)}\n"
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if refused else 0), done.stderr
+    if refused:
+        assert f"{file}:4:" in done.stderr
+        assert "$.command[4]" in done.stderr
