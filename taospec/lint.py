@@ -2096,7 +2096,10 @@ class Redactor:
         return _same_if_equal(text, _redact_fully(text, self._secrets))
 
     def location(self, text: str) -> str:
-        """:func:`redact_location` of ``text``."""
+        """:func:`redact_location` of ``text``: what the full scan cannot change (see
+        :func:`_is_inert`), its format rules and the known values cannot either."""
+        if _is_inert(text, self._secrets):
+            return text
         current = _redact_values(text, self._secrets)
         current = _until_stable(current, lambda value: _apply(value, _run(_FORMAT_RULES, value)))
         return _same_if_equal(text, current)

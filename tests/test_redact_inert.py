@@ -293,6 +293,7 @@ def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str
     assert lint._text_hits(text, free_text=True) == []
     assert lint._redact_values(text, secrets) == text
     assert lint._redact_fully(text, secrets) == text
+    assert location_scan(text, secrets) == text
     assert lint_text(text) == []
     assert lint_argv([text]) == []
 
@@ -301,6 +302,19 @@ def test_no_rule_finds_anything_in_text_called_inert(text: str, values: list[str
 @given(text=ANY_TEXT, values=SECRETS)
 def test_redact_answers_what_the_full_scan_answers(text: str, values: list[str]) -> None:
     assert redact(text, values) == lint._redact_fully(text, secrets_of(values))
+
+
+def location_scan(text: str, secrets: list[str]) -> str:
+    """redact_location by its own scan: the known values, then the format rules, until stable."""
+    current = lint._redact_values(text, secrets)
+    return lint._until_stable(current, lambda v: lint._apply(v, lint._run(lint._FORMAT_RULES, v)))
+
+
+@settings(max_examples=1000)
+@given(text=st.one_of(ANY_TEXT, INERT, MIXED), values=SECRETS)
+def test_redact_location_answers_what_its_own_scan_answers(text: str, values: list[str]) -> None:
+    # a path or image the full scan cannot change is left as it is without the scan
+    assert redact_location(text, values) == location_scan(text, secrets_of(values))
 
 
 BARS = range(0x2500, 0x25A0)
