@@ -136,6 +136,7 @@ def apply_skill(
     problems += spec_problems
     if "command" in data and not spec_problems:
         problems += _override_problems(source, spec, schema)
+        warnings += _unmounted_inputs(source, skill, action)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -194,6 +195,47 @@ def _override_problems(
         at = ("command", index) if isinstance(command, list) else ("command",)
         problems += [source.problem(at, f"{word!r}: {why}") for why in _refused(read, spec, schema)]
     return problems
+
+
+def _unmounted_inputs(source: Source, skill: Skill, action: Action) -> list[str]:
+    """A warning for each override that sets a path the action reads (one of its inputs, or
+    a key holding one) in a job run in a container: taospec mounts an input the spec sets,
+    not one a command sets, so the job sees the path only where a ``mounts:`` entry, or
+    the image, holds it."""
+    data = source.data
+    command = data["command"]
+    if data.get("platform", "local") == "local":
+        return []
+    try:
+        words = list(split_command(command)) if isinstance(command, str) else command
+    except ValueError:
+        return []
+    targets = [str(m.get("target", "")).rstrip("/") + "/" for m in data.get("mounts", [])]
+    inputs = [each for each in action.inputs if each.type in PATH_TYPES]
+    warnings = []
+    for _, word, read in overrides.given(words, data["action"]):
+        path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
+        found = next((each for each in inputs if _holds(path, each.path)), None)
+        value = str(overrides.typed(read.value))
+        if found is None or read.how == "~" or any(value.startswith(t) for t in targets):
+            continue
+        warnings.append(
+            f"{shown_file(source.file)}: warning: {word!r} sets {skill.name}'s input "
+            f"{found.spec_key}, which taospec mounts into the container only when spec: sets "
+            "it; set it in spec: instead, or mount the path with a mounts: entry"
+        )
+    return warnings
+
+
+def _holds(path: KeyPath, input_path: KeyPath) -> bool:
+    """Whether the spec key ``path`` is ``input_path`` or holds it (an index in
+    ``input_path`` stands for each item of its list)."""
+    if len(path) > len(input_path):
+        return False
+    return all(
+        part == declared or (isinstance(part, int) and isinstance(declared, int))
+        for part, declared in zip(path, input_path, strict=False)
+    )
 
 
 _HYDRA_READS = "Hydra, which reads the words after -e {config_path} as overrides of the spec,"

@@ -286,3 +286,33 @@ def test_a_skill_job_s_override_value_is_read_as_omegaconf_sets_it(
     if refused:
         assert f"{file}:4:" in done.stderr
         assert "$.command[4]" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("platform", "word", "warned"),
+    [
+        ("docker", "dataset.train_data_sources.0.image_dir=/data/x", True),
+        ("docker", "dataset.train_data_sources=[{image_dir: /y}]", True),  # a key holding one
+        ("docker", "train.pretrained_model_path=/mnt/m.pth", False),  # a mounts: entry holds it
+        ("docker", "train.pretrained_model_path=/opt/m.pth", True),
+        ("docker", "train.num_epochs=3", False),
+        ("local", "dataset.train_data_sources.0.image_dir=/data/x", False),  # read where it is
+    ],
+)
+def test_an_input_set_by_an_override_is_said_to_be_left_unmounted(
+    taospec: Runner, tmp_path: Path, platform: str, word: str, warned: bool
+) -> None:
+    # taospec mounts an input the spec sets; one a command sets reached a container that
+    # had no such path, once the job had started
+    file = tiny_skill_job(taospec, tmp_path)
+    command = ["tiny_net", "train", "-e", "{config_path}", word]
+    text = file.read_text().replace(
+        "action: train\n",
+        f"action: train\nplatform: {platform}\ncommand: {json.dumps(command)}\n"
+        + (f"mounts: [{{source: {tmp_path}, target: /mnt}}]\n" if platform != "local" else ""),
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == 0, done.stderr
+    said = f"warning: {word!r} sets tao-train-tiny's input "
+    assert (said in done.stderr) == warned, done.stderr
