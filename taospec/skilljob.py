@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taospec import interpolations, lint, overrides, placeholders
+from taospec import lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem, shown_file
 from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
@@ -59,6 +59,7 @@ from taospec.taoschema import (
     gpu_count_unknown,
     lookup,
     merge_spec,
+    unheld_interpolations,
     unset_inputs,
     user_paths,
     with_gpu_count,
@@ -186,12 +187,8 @@ def _override_problems(
     {config_path} train.num_epochs=5``) that Hydra refuses once the job has started, as
     :func:`_refused` finds them."""
     command = source.data["command"]
-    try:
-        words = list(split_command(command)) if isinstance(command, str) else command
-    except ValueError:
-        return []  # the job's own rules say why its command cannot be split
     problems = []
-    for index, word, read in overrides.given(words, source.data["action"]):
+    for index, word, read in _overrides(source):
         at = ("command", index) if isinstance(command, list) else ("command",)
         problems += [source.problem(at, f"{word!r}: {why}") for why in _refused(read, spec, schema)]
     return problems
@@ -203,19 +200,13 @@ def _unmounted_inputs(source: Source, skill: Skill, action: Action) -> list[str]
     not one a command sets, so the job sees the path only where a ``mounts:`` entry, or
     the image, holds it."""
     data = source.data
-    command = data["command"]
     if data.get("platform", "local") == "local":
-        return []
-    try:
-        words = list(split_command(command)) if isinstance(command, str) else command
-    except ValueError:
         return []
     targets = [str(m.get("target", "")).rstrip("/") + "/" for m in data.get("mounts", [])]
     inputs = [each for each in action.inputs if each.type in PATH_TYPES]
     warnings = []
-    for _, word, read in overrides.given(words, data["action"]):
-        path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
-        found = next((each for each in inputs if _holds(path, each.path)), None)
+    for _, word, read in _overrides(source):
+        found = next((each for each in inputs if _holds(_key_path(read.key), each.path)), None)
         value = str(overrides.typed(read.value))
         if found is None or read.how == "~" or any(value.startswith(t) for t in targets):
             continue
@@ -225,6 +216,22 @@ def _unmounted_inputs(source: Source, skill: Skill, action: Action) -> list[str]
             "it; set it in spec: instead, or mount the path with a mounts: entry"
         )
     return warnings
+
+
+def _overrides(source: Source) -> Iterator[tuple[int, str, overrides.Override]]:
+    """The Hydra overrides the job's command gives TAO's entrypoint (:func:`overrides.given`);
+    none when the command cannot be split (the job's own rules say why)."""
+    command = source.data["command"]
+    try:
+        words = list(split_command(command)) if isinstance(command, str) else command
+    except ValueError:
+        return iter(())
+    return overrides.given(words, source.data["action"])
+
+
+def _key_path(key: str) -> KeyPath:
+    """A dotted key of an override as a spec path (a number a list's index)."""
+    return tuple(int(part) if part.isdigit() else part for part in key.split("."))
 
 
 def _holds(path: KeyPath, input_path: KeyPath) -> bool:
@@ -257,26 +264,18 @@ def _refused(
             f"the spec holds no spec.{first}{hint}, and {_HYDRA_READS} refuses to {change} a "
             "key it does not hold"
         )
-    path = tuple(int(part) if part.isdigit() else part for part in read.key.split("."))
-    held = lookup(spec, path) if read.how == "+" else None
+    held = lookup(spec, _key_path(read.key)) if read.how == "+" else None
     if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
         yield (
             f"the spec holds spec.{read.key} already, and Hydra's + only adds a key; write "
             f"{read.key}={read.value} to set it"
         )
     value = overrides.typed(read.value)
-    unread = lacks or read.how == "~" or value is overrides.UNREAD
+    unread = lacks is not None or read.how == "~" or value is overrides.UNREAD
     kind = None if unread else converted_to(schema, read.key, value)
     if kind is not None:
         yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"
-    for name in interpolations.keys(read.value):
-        if (missing := absent(schema, spec, name)) is not None:
-            first, guess = missing
-            hint = f"; did you mean ${{{guess}}}?" if guess else ""
-            yield (
-                f"${{{name}}} names spec.{first}, which the spec does not hold{hint} (TAO fails "
-                "when it reads this value)"
-            )
+    yield from unheld_interpolations(schema, spec, read.value)
 
 
 def _image(

@@ -165,16 +165,25 @@ def _dangling(
     elif isinstance(value, str) and "${" in value:
         if _origin(at, context.users) == "user":  # as the spec file will hold it
             value = braces.fill(value, str)
-        for name in interpolations.keys(value):
-            lacks = absent(schema, spec, name)
-            if lacks is not None:
-                first, guess = lacks
-                hint = f"; did you mean ${{{guess}}}?" if guess else ""
-                message = (
-                    f"${{{name}}} names spec.{first}, which the spec does not hold{hint} (TAO "
-                    "fails when it reads this value)"
-                )
-                yield context.finding(at, "interpolation", message)
+        for message in unheld_interpolations(schema, spec, value):
+            yield context.finding(at, "interpolation", message)
+
+
+def unheld_interpolations(
+    schema: Mapping[str, Any], spec: Mapping[str, Any], text: str
+) -> Iterator[str]:
+    """A sentence about each interpolation in ``text`` (as the spec file holds it) that
+    names a key neither ``spec`` nor the skill's ``schema`` holds: OmegaConf fails when TAO
+    reads the value."""
+    for name in interpolations.keys(text):
+        lacks = absent(schema, spec, name)
+        if lacks is not None:
+            first, guess = lacks
+            hint = f"; did you mean ${{{guess}}}?" if guess else ""
+            yield (
+                f"${{{name}}} names spec.{first}, which the spec does not hold{hint} (TAO fails "
+                "when it reads this value)"
+            )
 
 
 def absent(
