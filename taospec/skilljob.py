@@ -190,7 +190,8 @@ def _override_problems(
     problems = []
     for index, word, read in _overrides(source):
         at = ("command", index) if isinstance(command, list) else ("command",)
-        problems += [source.problem(at, f"{word!r}: {why}") for why in _refused(read, spec, schema)]
+        refused = _refused(read, spec, schema, filled=bool(placeholders.names(word)))
+        problems += [source.problem(at, f"{word!r}: {why}") for why in refused]
     return problems
 
 
@@ -249,12 +250,13 @@ _HYDRA_READS = "Hydra, which reads the words after -e {config_path} as overrides
 
 
 def _refused(
-    read: overrides.Override, spec: Mapping[str, Any], schema: Mapping[str, Any]
+    read: overrides.Override, spec: Mapping[str, Any], schema: Mapping[str, Any], *, filled: bool
 ) -> Iterator[str]:
     """Why Hydra refuses the override ``read`` of the merged ``spec``, whose keys and types
     the skill's ``schema`` gives: a key neither holds set or deleted, a key held added
-    (``+`` only adds), a value OmegaConf cannot make the key's type, an interpolation
-    naming a key neither holds."""
+    (``+`` only adds), a value OmegaConf cannot make the key's type (unless placeholders
+    are ``filled`` into it when the plan is rendered), an interpolation naming a key
+    neither holds."""
     lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
     if lacks is not None:
         first, guess = lacks
@@ -271,7 +273,7 @@ def _refused(
             f"{read.key}={read.value} to set it"
         )
     value = overrides.typed(read.value)
-    unread = lacks is not None or read.how == "~" or value is overrides.UNREAD
+    unread = lacks is not None or read.how == "~" or filled or value is overrides.UNREAD
     kind = None if unread else converted_to(schema, read.key, value)
     if kind is not None:
         yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"

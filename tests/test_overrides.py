@@ -270,6 +270,7 @@ def test_a_value_is_refused_for_a_key_s_type_exactly_where_omegaconf_refuses_it(
         ("train.pretrained_model_path=[a]", True),
         ("train.optim.lr=${train.optim.warmup_lr}", False),
         ("train.optim.lr=${train.optim.warmup}", True),
+        ("train.num_epochs={job_id}", False),  # filled when the plan is rendered: not known here
     ],
 )
 def test_a_skill_job_s_override_value_is_read_as_omegaconf_sets_it(
