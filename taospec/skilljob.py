@@ -189,6 +189,8 @@ def _override_problems(
     command = source.data["command"]
     problems = []
     for index, word, read in _overrides(source):
+        if read.key.startswith("hydra."):
+            continue  # Hydra's own configuration (hydra.run.dir), not the spec's
         at = ("command", index) if isinstance(command, list) else ("command",)
         refused = _refused(read, spec, schema, filled=bool(placeholders.names(word)))
         problems += [source.problem(at, f"{word!r}: {why}") for why in refused]

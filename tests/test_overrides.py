@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
-from hydra.types import RunMode
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
@@ -27,7 +26,7 @@ from taospec.overrides import UNREAD, override, typed
 from taospec.taoschema import converted_to
 from tests.conftest import Runner
 from tests.test_skill_jobs import BANK
-from tests.test_tao_reading import tiny_skill_job
+from tests.test_tao_reading import spec_file, tiny_skill_job
 
 PARSER = OverridesParser.create()
 HOW = {
@@ -105,30 +104,26 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["model.backbone=tiny_a,tiny_b"],
         ["train.num_epochs=choice(1,2)"],
         ["train.num_epochs=5", "model.deep=3"],
+        ["hydra.run.dir=/results/run"],  # Hydra's own configuration
     ],
 )
 def test_an_override_is_refused_exactly_where_hydra_refuses_it(
-    taospec: Runner, tmp_path: Path, words: list[str]
+    taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, words: list[str]
 ) -> None:
-    command = ["tiny_net", "train", "-e", "{config_path}", *words]
     file = tiny_skill_job(taospec, tmp_path)
+    plain = tiny_skill_job_spec_file(file, monkeypatch)
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
     text = file.read_text().replace(
         "action: train\n", f"action: train\ncommand: {json.dumps(command)}\n"
     )
     file.write_text(text)
-    # what TAO's Hydra does with the words: the spec file (the template under the user's
-    # spec), in struct mode, each override applied, a sweep refused in a run
-    template = OmegaConf.load(
-        BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
-    )
-    spec = OmegaConf.merge(template, yaml.safe_load(text)["spec"])
-    OmegaConf.set_struct(spec, True)
+    # what TAO's Hydra does with the words: composes the spec file taospec writes, in a
+    # run, with them as its overrides
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "spec.yaml").write_text(plain)
     try:
-        parsed = PARSER.parse_overrides(
-            [word.replace("{results_dir}", "/results/job-1") for word in words]
-        )
-        ConfigLoaderImpl.validate_sweep_overrides_legal(parsed, RunMode.RUN, from_shell=False)
-        ConfigLoaderImpl._apply_overrides_to_config(parsed, spec)
+        with initialize_config_dir(config_dir=str(tmp_path / "specs"), version_base=None):
+            compose("spec", [word.replace("{results_dir}", "/results/job-1") for word in words])
     except HydraException as exc:
         refused = str(exc)
     else:
@@ -140,6 +135,12 @@ def test_an_override_is_refused_exactly_where_hydra_refuses_it(
         assert f"{file}:{line}:" in done.stderr
         assert "$.command[" in done.stderr
         assert "Hydra" in done.stderr
+
+
+def tiny_skill_job_spec_file(file: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The spec file taospec writes for the skill job ``file``, its job id ``job-1``."""
+    monkeypatch.setenv("TAO_SKILL_BANK", str(BANK))
+    return spec_file(file)
 
 
 def test_a_string_command_s_overrides_are_read_and_refused_at_its_line(
