@@ -1,8 +1,9 @@
 """Hydra's overrides after a TAO entrypoint's ``-e {config_path}``, read as Hydra reads them.
 
-A skill job's command may add ``key=value`` words after the skill's own; TAO composes its
-spec with Hydra, which refused a misspelled key or a value it reads as a sweep once the job
-had started. Hydra itself is the ground truth here.
+A command may give ``key=value`` words to a TAO entrypoint after its ``-e {config_path}``;
+TAO composes its spec with Hydra, which refused a misspelled key, a value it reads as a
+sweep, or one OmegaConf cannot make the key's type, once the job had started. Hydra and
+OmegaConf themselves are the ground truth here.
 """
 
 from __future__ import annotations
