@@ -136,7 +136,7 @@ def apply_skill(
     spec, spec_problems, warnings = _spec(source, skill, action, template, schema)
     problems += spec_problems
     if "command" in data and not spec_problems:
-        problems += _override_problems(source, spec, schema)
+        problems += _override_problems(source, spec, schema, _gpu_key(skill, source))
         warnings += _unmounted_inputs(source, skill, action)
     if problems:
         return None, problems
@@ -181,20 +181,52 @@ def _command_problems(source: Source, action: Action, known: tuple[str, ...]) ->
 
 
 def _override_problems(
-    source: Source, spec: Mapping[str, Any], schema: Mapping[str, Any]
+    source: Source,
+    spec: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    gpus: tuple[str, int] | None,
 ) -> list[Problem]:
     """The Hydra overrides the job's command gives TAO's entrypoint (``tiny_net train -e
     {config_path} train.num_epochs=5``) that Hydra refuses once the job has started, as
-    :func:`_refused` finds them."""
+    :func:`_refused` finds them, and one that gives the skill's GPU count key (of ``gpus``,
+    the key and the count ``gpus:`` names) another count."""
     command = source.data["command"]
     problems = []
     for index, word, read in _overrides(source):
         if read.key.startswith("hydra."):
             continue  # Hydra's own configuration (hydra.run.dir), not the spec's
         at = ("command", index) if isinstance(command, list) else ("command",)
-        refused = _refused(read, spec, schema, filled=bool(placeholders.names(word)))
+        filled = bool(placeholders.names(word))
+        refused = list(_refused(read, spec, schema, filled=filled))
+        count = _count(read.value) if gpus and read.key == gpus[0] and not filled else None
+        if gpus is not None and count is not None and count != gpus[1] and read.how != "~":
+            refused.append(
+                f"spec.{gpus[0]} would be {count}, but gpus: names {gpus[1]} GPU(s), and "
+                f"taospec sets spec.{gpus[0]} from gpus:; leave the word out, or make gpus: "
+                "name as many"
+            )
         problems += [source.problem(at, f"{word!r}: {why}") for why in refused]
     return problems
+
+
+def _count(value: str) -> int | None:
+    """The whole number OmegaConf makes of an override's ``value`` for an integer key."""
+    typed = overrides.typed(value)
+    if isinstance(typed, bool) or not isinstance(typed, int | str):
+        return None
+    try:
+        return int(typed)
+    except ValueError:
+        return None
+
+
+def _gpu_key(skill: Skill, source: Source) -> tuple[str, int] | None:
+    """The skill's GPU count key and the count the job's ``gpus:`` names; None where the
+    skill has no such key or ``gpus: all`` names no count here."""
+    count = gpu_count(source.data.get("gpus", []))
+    if skill.gpu_spec_key is None or count is None:
+        return None
+    return skill.gpu_spec_key, count
 
 
 def _unmounted_inputs(source: Source, skill: Skill, action: Action) -> list[str]:

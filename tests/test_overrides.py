@@ -319,3 +319,35 @@ def test_an_input_set_by_an_override_is_said_to_be_left_unmounted(
     assert done.returncode == 0, done.stderr
     said = f"warning: {word!r} sets tao-train-tiny's input "
     assert (said in done.stderr) == warned, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpus", "word", "refused"),
+    [
+        ("[0, 1]", "train.num_gpus=2", False),
+        ("[0, 1]", "train.num_gpus='2'", False),  # OmegaConf makes the text 2
+        ("[0, 1]", "train.num_gpus=4", True),
+        ("[0]", "++train.num_gpus=8", True),
+        ("all", "train.num_gpus=8", False),  # which GPUs 'all' names is the host's to say
+    ],
+)
+def test_an_override_of_the_gpu_count_must_agree_with_gpus(
+    taospec: Runner, tmp_path: Path, gpus: str, word: str, refused: bool
+) -> None:
+    # taospec sets the skill's gpu_spec_key from gpus:, and refuses a spec that says
+    # otherwise; the same key given on the command line slipped past it
+    file = tiny_skill_job(taospec, tmp_path)
+    command = ["tiny_net", "train", "-e", "{config_path}", word]
+    spec = "  train: {num_gpus: 8}\n" if gpus == "all" else ""
+    text = (
+        file.read_text().replace(
+            "action: train\n",
+            f"action: train\nplatform: docker\ngpus: {gpus}\ncommand: {json.dumps(command)}\n",
+        )
+        + spec
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if refused else 0), done.stderr
+    if refused:
+        assert "but gpus: names" in done.stderr
