@@ -2,11 +2,11 @@
 
 A TAO entrypoint (``deformable_detr train -e spec.yaml``) composes its experiment with
 Hydra, which reads each later ``key=value`` word as an override of the spec, in Hydra's
-own grammar. Two readings fail once the job has started: a key the spec does not hold
-(TAO's configs are structured, so Hydra refuses to add one without ``+``), and a value
-Hydra reads as a sweep (``a,b``; ``choice(...)``), which only a multirun takes.
-:func:`override` reads a word's key and says whether its value is a sweep; which keys
-the spec holds, a skill's schema says (:mod:`taospec.taoschema`).
+own grammar, once the job has started. :func:`given` finds those words in a command;
+:func:`override` reads one (how it changes the spec, its key, its value, and whether
+Hydra reads the value as a sweep, which only a multirun takes); :func:`typed` says what
+Hydra makes of a plain value (an int, a float, text...). Which keys the spec holds and
+what type each takes, a skill's schema says (:mod:`taospec.taoschema`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 from taospec import braces
 
-_NAME, _INDEX = r"[A-Za-z_$][\w$-]*", r"0|[1-9](?:_?\d)*"
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
+_NAME = r"[A-Za-z_$][\w$-]*"
 _WORD = re.compile(
-    rf"(?P<how>~|\+\+?)?(?P<key>(?:{_NAME}|{_INDEX})(?:\.(?:{_NAME}|{_INDEX}))+|{_NAME})"
+    rf"(?P<how>~|\+\+?)?(?P<key>(?:{_NAME}|{_UNSIGNED})(?:\.(?:{_NAME}|{_UNSIGNED}))+|{_NAME})"
     r"(?:=[ \t]*(?P<value>.*))?",
     re.ASCII | re.DOTALL,
 )
@@ -37,9 +39,6 @@ _SWEEPS = frozenset({"choice", "range", "interval", "glob"})
 _OF_VALUES = frozenset({"sort", "shuffle", "str", "int", "float", "bool", "json_str"})
 """Hydra's functions that make a sweep of several values, or of a sweep."""
 
-
-_DIGITS = r"[0-9](?:_?[0-9])*"
-_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
 _POINT = rf"(?:{_UNSIGNED}\.|{_UNSIGNED}?\.{_DIGITS})"
 _PRIMITIVES = (
     (re.compile(rf"[+-]?{_UNSIGNED}", re.ASCII), int),
