@@ -207,7 +207,8 @@ def _missing(
     """Where the key path ``parts`` leaves what TAO reads, the spec file merged into the
     skill's schema (the index of the first part it lacks, and the names it holds there);
     None where the path reaches a value, or goes where neither can say (below an
-    interpolation, or a value of the schema without properties the spec does not set)."""
+    interpolation, or where the schema names no keys: a skill without a schema, a value of
+    it without properties, whose keys TAO's own config may hold beyond the spec's)."""
     value: Any = spec
     node: Any = schema
     for index, part in enumerate(parts):
@@ -224,10 +225,10 @@ def _missing(
             held = [str(key) for key in value] if isinstance(value, Mapping) else []
             spec_holds = isinstance(value, Mapping)
             value = value.get(part, ABSENT) if spec_holds else ABSENT
-            if value is ABSENT and node is None and (spec_holds or known):
+            if value is ABSENT and node is None and known:
                 return index, list(dict.fromkeys(held + known))
             if value is ABSENT and node is None:
-                return None  # a value of the schema with no properties, which the spec lacks
+                return None  # where the schema names no keys, TAO's config may hold more
         else:
             return index, []  # a number or text holds no keys
     return None

@@ -351,3 +351,22 @@ def test_an_override_of_the_gpu_count_must_agree_with_gpus(
     assert done.returncode == (2 if refused else 0), done.stderr
     if refused:
         assert "but gpus: names" in done.stderr
+
+
+def test_an_override_is_not_refused_where_no_schema_names_the_keys(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # tao-train-tiny's export has no schema: TAO's own config may hold keys its spec lacks,
+    # and results_dir=... was refused as a key the spec did not hold
+    taospec.env["TAO_SKILL_BANK"] = str(BANK)
+    checkpoint = tmp_path / "model.pth"
+    checkpoint.write_text("weights\n")
+    command = ["tiny_net", "export", "-e", "{config_path}", "results_dir=/r", "export.batch=2"]
+    file = tmp_path / "job.yaml"
+    file.write_text(
+        "version: 1\nskill: tao-train-tiny\naction: export\nimage: busybox\n"
+        f"results_root: {tmp_path}/r\ncommand: {json.dumps(command)}\n"
+        f"spec: {{export: {{checkpoint: {checkpoint}, note: '${{export.size}}'}}}}\n"
+    )
+    done = taospec("validate", file)
+    assert done.returncode == 0, done.stderr
