@@ -1,8 +1,10 @@
 """Hydra's overrides on a TAO entrypoint's command line (``train.num_epochs=10``).
 
-A TAO entrypoint (``deformable_detr train -e spec.yaml``) composes its experiment with
-Hydra, which reads each later ``key=value`` word as an override of the spec, in Hydra's
-own grammar, once the job has started. :func:`given` finds those words in a command;
+A TAO entrypoint (``deformable_detr train -e spec.yaml``) reads its action and the spec
+file with argparse, joins every other word with spaces and splits the line again as a
+shell does (``shlex.split``), and hands the words it gets to the action's script, whose
+Hydra reads each ``key=value`` as an override of the spec, in Hydra's own grammar, once
+the job has started. :func:`given` finds those words in a command, as Hydra gets them;
 :func:`override` reads one (how it changes the spec, its key, its value, and whether
 Hydra reads the value as a sweep, which only a multirun takes); :func:`typed` says what
 Hydra makes of a plain value (an int, a float, text...). Which keys the spec holds and
@@ -12,6 +14,7 @@ what type each takes, a skill's schema says (:mod:`taospec.taoschema`).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -67,22 +70,87 @@ class Override:
     listed: bool
 
 
-def given(words: Sequence[object], action: object) -> Iterator[tuple[int, str, Override]]:
-    """The overrides a job's command gives a TAO entrypoint: each word after the first
-    ``<action> -e {config_path}`` (``dino train -e {config_path}``, also after ``tao model``)
-    that reads as one, with its index and as written. Any other command's words are its own."""
-    start = next(
-        (
-            at + 2
-            for at in range(1, len(words) - 1)
-            if words[at - 1 : at + 2] == [action, "-e", "{config_path}"]
-        ),
-        len(words),
-    )
-    for index in range(start, len(words)):
+SPEC_OPTION = "--experiment_spec_file"
+"""The long spelling of a TAO entrypoint's ``-e``; argparse takes any start of it from
+``--e`` on, and the value as the next word or after ``=``."""
+CONFIG_PATH = "{config_path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A word of a command that a TAO entrypoint passes on to Hydra: its ``index`` in the
+    command and the ``word`` as written, the words Hydra gets of it (``pieces``; None where
+    the entrypoint cannot split it: an unclosed quote, a backslash at its end), and one of
+    them, ``passed``, read as an override (``read``; None where it is none)."""
+
+    index: int
+    word: str
+    pieces: tuple[str, ...] | None
+    passed: str
+    read: Override | None
+
+    @property
+    def split(self) -> bool:
+        """Whether Hydra gets other words than the one written."""
+        return self.pieces != (self.word,)
+
+    @property
+    def shown(self) -> str:
+        """The word as a message names it, with what Hydra gets of it where that differs."""
+        if not self.split:
+            return repr(self.word)
+        got = " and ".join(map(repr, self.pieces)) if self.pieces else "nothing"
+        return f"{self.word!r} ({RESPLIT}, so Hydra gets {got})"
+
+
+RESPLIT = "TAO's entrypoint joins the words it passes on and splits them again as a shell does"
+
+
+def given(words: Sequence[object], action: object) -> Iterator[Given]:
+    """What a job's command passes to Hydra through a TAO entrypoint: a command whose
+    entrypoint reads ``{config_path}`` as its spec file after the action (``dino train -e
+    {config_path}``, also after ``tao model``; the last spec file argparse reads is the one
+    used; none is read after ``--``) passes each other word after the action, as the
+    entrypoint splits it again (:data:`RESPLIT`). Any other command's words are its own."""
+    entry = next((at for at in range(1, len(words)) if words[at] == action), None)
+    if entry is None:
+        return
+    options_end = next((at for at in range(entry, len(words)) if words[at] == "--"), len(words))
+    taken = {at: found for at in range(entry + 1, options_end) if (found := _spec_words(words, at))}
+    if not taken or list(taken.values())[-1][1] != CONFIG_PATH:
+        return
+    skip = {at + n for at, (count, _) in taken.items() for n in range(count)}
+    for index in range(entry + 1, len(words)):
         word = words[index]
-        if isinstance(word, str) and (read := override(braces.fill(word, str))) is not None:
-            yield index, word, read
+        if index in skip or not isinstance(word, str):
+            continue
+        try:
+            pieces = tuple(shlex.split(word))
+        except ValueError:
+            yield Given(index, word, None, word, None)
+            continue
+        for piece in pieces:
+            yield Given(index, word, pieces, piece, override(braces.fill(piece, str)))
+
+
+def _spec_words(words: Sequence[object], at: int) -> tuple[int, object] | None:
+    """How many words from ``at`` give a TAO entrypoint its spec file, and the file, as
+    argparse reads its ``-e``/``--experiment_spec_file`` (``-e X``, ``-eX``, ``-e=X``, and
+    any start of the long option from ``--e`` on, followed by `` X`` or ``=X``); None
+    where the word is no such option."""
+    word = words[at]
+    following = words[at + 1] if at + 1 < len(words) else None
+    if not isinstance(word, str):
+        return None
+    if word.startswith("--"):
+        name, equals, value = word.partition("=")
+        if len(name) < 3 or not SPEC_OPTION.startswith(name):
+            return None
+        return (1, value) if equals else (2, following)
+    if word.startswith("-e"):
+        glued = word[2:]
+        return (1, glued.removeprefix("=")) if glued else (2, following)
+    return None
 
 
 def override(word: str) -> Override | None:

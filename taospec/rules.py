@@ -466,31 +466,56 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         yield from _placeholder_rules(source, command, ("command",), known)
         yield from _spec_file_needed(source, ("command",), command)
     if isinstance(command, list) or (isinstance(command, str) and "=" in command):
-        yield from _sweeps(source, command)
+        yield from _hydra_words(source, command)
 
 
-def _sweeps(source: Source, command: str | list[Any]) -> Iterator[Problem]:
-    """An override given to a TAO entrypoint whose value Hydra reads as a sweep: TAO's run
-    refuses it once the job has started (see :func:`overrides.given`)."""
+def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
+    """A word a TAO entrypoint passes on to Hydra (see :func:`overrides.given`) that TAO's
+    run refuses once the job has started: one the entrypoint cannot split again, one it
+    splits into a word that is no override, or a value Hydra reads as a sweep."""
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
         return  # said above
-    for index, word, read in overrides.given(words, source.data.get("action")):
-        if not read.sweep:
-            continue
-        how = (
-            f"for a list write {read.key}=[{read.value}], for text quote it in the word "
-            f"itself ({read.key}='{read.value}')"
-            if read.listed
-            else "give the one value to use"
-        )
-        yield source.problem(
-            ("command", index) if isinstance(command, list) else ("command",),
-            f"{word!r}: Hydra, which reads the words after -e {{config_path}} as overrides of "
-            f"the spec, reads this value as a sweep over several values, which only a "
-            f"multirun takes, not TAO's run; {how}",
-        )
+    at: JsonPath = ("command",)
+    for passed in overrides.given(words, source.data.get("action")):
+        if isinstance(command, list):
+            at = ("command", passed.index)
+        read = passed.read
+        if passed.pieces is None:
+            yield source.problem(
+                at,
+                f"{passed.word!r}: {overrides.RESPLIT}, and cannot split this one (an unclosed "
+                f"quote, or a backslash at its end); {_whole(passed.word)}",
+            )
+        elif read is None and passed.split:
+            yield source.problem(
+                at,
+                f"{passed.shown}: Hydra reads each word as an override of the spec, and "
+                f"{passed.passed!r} is none; {_whole(passed.word)}",
+            )
+        elif read is not None and read.sweep:
+            text = shlex.quote(f"{read.key}={read.value}".replace(",", "\\,"))
+            how = (
+                f"for a list write {read.key}=[{read.value}]; for text set it in spec:, or "
+                f"write the word {text}, in which Hydra reads each \\, as a comma of the text"
+                if read.listed
+                else "give the one value to use"
+            )
+            yield source.problem(
+                at,
+                f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
+                "overrides of the spec, reads this value as a sweep over several values, "
+                f"which only a multirun takes, not TAO's run; {how}",
+            )
+
+
+def _whole(word: str) -> str:
+    """How to write ``word`` so that a TAO entrypoint passes it to Hydra whole."""
+    return (
+        f"make the word {shlex.quote(word)}, quotes and all: the entrypoint takes them off and "
+        "gives Hydra the word as written"
+    )
 
 
 def _spec_file_needed(source: Source, path: JsonPath, value: Any) -> Iterator[Problem]:

@@ -136,8 +136,9 @@ def apply_skill(
     spec, spec_problems, warnings = _spec(source, skill, action, template, schema)
     problems += spec_problems
     if "command" in data and not spec_problems:
-        problems += _override_problems(source, spec, schema, _gpu_key(skill, source))
-        warnings += _unmounted_inputs(source, skill, action)
+        passed = [each for each in _overrides(source) if each.read is not None]
+        problems += _override_problems(source, passed, spec, schema, _gpu_key(skill, source))
+        warnings += _unmounted_inputs(source, passed, skill, action)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -182,21 +183,23 @@ def _command_problems(source: Source, action: Action, known: tuple[str, ...]) ->
 
 def _override_problems(
     source: Source,
+    passed: list[overrides.Given],
     spec: Mapping[str, Any],
     schema: Mapping[str, Any],
     gpus: tuple[str, int] | None,
 ) -> list[Problem]:
-    """The Hydra overrides the job's command gives TAO's entrypoint (``tiny_net train -e
-    {config_path} train.num_epochs=5``) that Hydra refuses once the job has started, as
-    :func:`_refused` finds them, and one that gives the skill's GPU count key (of ``gpus``,
-    the key and the count ``gpus:`` names) another count."""
+    """The Hydra overrides the job's command ``passed`` to TAO's entrypoint (``tiny_net
+    train -e {config_path} train.num_epochs=5``) that Hydra refuses once the job has
+    started, as :func:`_refused` finds them, and one that gives the skill's GPU count key
+    (of ``gpus``, the key and the count ``gpus:`` names) another count."""
     command = source.data["command"]
     problems = []
-    for index, word, read in _overrides(source):
-        if read.key.startswith("hydra."):
+    for each in passed:
+        read = each.read
+        if read is None or read.key.startswith("hydra."):
             continue  # Hydra's own configuration (hydra.run.dir), not the spec's
-        at = ("command", index) if isinstance(command, list) else ("command",)
-        filled = bool(placeholders.names(word))
+        at = ("command", each.index) if isinstance(command, list) else ("command",)
+        filled = bool(placeholders.names(each.passed))
         refused = list(_refused(read, spec, schema, filled=filled))
         count = _count(read.value) if gpus and read.key == gpus[0] and not filled else None
         if gpus is not None and count is not None and count != gpus[1] and read.how != "~":
@@ -205,7 +208,7 @@ def _override_problems(
                 f"taospec sets spec.{gpus[0]} from gpus:; leave the word out, or make gpus: "
                 "name as many"
             )
-        problems += [source.problem(at, f"{word!r}: {why}") for why in refused]
+        problems += [source.problem(at, f"{each.shown}: {why}") for why in refused]
     return problems
 
 
@@ -229,33 +232,39 @@ def _gpu_key(skill: Skill, source: Source) -> tuple[str, int] | None:
     return skill.gpu_spec_key, count
 
 
-def _unmounted_inputs(source: Source, skill: Skill, action: Action) -> list[str]:
-    """A warning for each override that sets a path the action reads (one of its inputs, or
-    a key holding one) in a job run in a container: taospec mounts an input the spec sets,
-    not one a command sets, so the job sees the path only where a ``mounts:`` entry, or
-    the image, holds it."""
+def _unmounted_inputs(
+    source: Source, passed: list[overrides.Given], skill: Skill, action: Action
+) -> list[str]:
+    """A warning for each override ``passed`` to TAO that sets a path the action reads (one
+    of its inputs, or a key holding one) in a job run in a container: taospec mounts an
+    input the spec sets, not one a command sets, so the job sees the path only where a
+    ``mounts:`` entry, or the image, holds it."""
     data = source.data
     if data.get("platform", "local") == "local":
         return []
     targets = [str(m.get("target", "")).rstrip("/") + "/" for m in data.get("mounts", [])]
     inputs = [each for each in action.inputs if each.type in PATH_TYPES]
     warnings = []
-    for _, word, read in _overrides(source):
-        found = next((each for each in inputs if _holds(_key_path(read.key), each.path)), None)
+    for each in passed:
+        read = each.read
+        if read is None or read.how == "~":
+            continue
+        found = next((i for i in inputs if _holds(_key_path(read.key), i.path)), None)
         value = str(overrides.typed(read.value))
-        if found is None or read.how == "~" or any(value.startswith(t) for t in targets):
+        if found is None or any(value.startswith(t) for t in targets):
             continue
         warnings.append(
-            f"{shown_file(source.file)}: warning: {word!r} sets {skill.name}'s input "
+            f"{shown_file(source.file)}: warning: {each.shown} sets {skill.name}'s input "
             f"{found.spec_key}, which taospec mounts into the container only when spec: sets "
             "it; set it in spec: instead, or mount the path with a mounts: entry"
         )
     return warnings
 
 
-def _overrides(source: Source) -> Iterator[tuple[int, str, overrides.Override]]:
-    """The Hydra overrides the job's command gives TAO's entrypoint (:func:`overrides.given`);
-    none when the command cannot be split (the job's own rules say why)."""
+def _overrides(source: Source) -> Iterator[overrides.Given]:
+    """What the job's command passes to Hydra through TAO's entrypoint
+    (:func:`overrides.given`); nothing when the command cannot be split (the job's own
+    rules say why)."""
     command = source.data["command"]
     try:
         words = list(split_command(command)) if isinstance(command, str) else command

@@ -1,15 +1,20 @@
 """Hydra's overrides after a TAO entrypoint's ``-e {config_path}``, read as Hydra reads them.
 
 A command may give ``key=value`` words to a TAO entrypoint after its ``-e {config_path}``;
+the entrypoint joins them with spaces and splits the line again with ``shlex.split``, and
 TAO composes its spec with Hydra, which refused a misspelled key, a value it reads as a
 sweep, or one OmegaConf cannot make the key's type, once the job had started. Hydra and
-OmegaConf themselves are the ground truth here.
+OmegaConf themselves are the ground truth here, given what the entrypoint passes them.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
+import io
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +24,11 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from taospec import overrides
 from taospec.overrides import UNREAD, override, typed
 from taospec.taoschema import converted_to
 from tests.conftest import Runner
@@ -78,6 +84,87 @@ def test_an_override_s_key_is_the_key_hydra_reads(word: str) -> None:
     assert (read.how, read.key) == (HOW[hydra.type], hydra.key_or_group)
 
 
+def tao_passes(words: list[str]) -> list[str] | None:
+    """What a TAO entrypoint (``dino``, given ``words`` after it) hands its action's Hydra,
+    or None where it uses no ``{config_path}``: it reads its action and spec file with
+    argparse (``parse_known_args``), joins the words it does not read with spaces and
+    splits the line again with ``shlex.split``, as TAO's PyTorch and Data Services
+    entrypoints do. ValueError where it cannot split the line."""
+    parser = argparse.ArgumentParser("dino", add_help=True, exit_on_error=False)
+    parser.add_argument("subtask", choices=["train", "evaluate"])
+    parser.add_argument("-e", "--experiment_spec_file", default=None)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args, unknown = parser.parse_known_args(words)
+    except (argparse.ArgumentError, SystemExit):
+        return None  # the entrypoint stops at its arguments
+    if args.experiment_spec_file != "{config_path}":
+        return None
+    return shlex.split(" ".join(unknown))
+
+
+PASSED_PARTS = [
+    "a=1", "b", " ", "'", '"', "\\", "$x", "#", ",", "=", "{config_path}", "-e", "--x", "-k", "--",
+]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(PASSED_PARTS), max_size=5).map("".join), max_size=5))
+@example(["-e", "{config_path}"])
+@example(["x='a", "b'"])
+@example(["a=1", "-e", "{config_path}", "-e=b"])
+def test_the_words_read_are_the_words_tao_s_entrypoint_passes_hydra(words: list[str]) -> None:
+    # "--=x" is a start of every long option, which argparse refuses as ambiguous
+    assume(not any(word.startswith("--=") for word in words))
+    command = ["dino", "train", "-e", "{config_path}", *words]
+    read = list(overrides.given(command, "train"))
+    try:
+        passed = tao_passes(command[1:])
+    except ValueError:
+        # the entrypoint cannot split the line: taospec says which word it cannot split
+        assert any(each.pieces is None for each in read)
+        return
+    if passed is None:
+        assert read == []
+    elif all(each.pieces is not None for each in read):
+        assert [each.passed for each in read] == passed
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["dino", "train", "-e", "{config_path}", "x=1"],
+        ["dino", "train", "--experiment_spec_file", "{config_path}", "x=1"],
+        ["dino", "train", "--experiment_spec_file={config_path}", "x=1"],
+        ["dino", "train", "--experiment_spec={config_path}", "x=1"],
+        ["dino", "train", "--exp", "{config_path}", "x=1"],
+        ["dino", "train", "--e", "{config_path}", "x=1"],
+        ["dino", "train", "-e=/elsewhere.yaml", "-e", "{config_path}", "x=1"],
+        ["dino", "train", "-e{config_path}", "x=1"],
+        ["dino", "train", "x=1", "-e", "{config_path}"],  # argparse passes on what it does not read
+        ["tao", "model", "dino", "train", "-e", "{config_path}", "x=1"],
+    ],
+)
+def test_the_spec_file_is_found_as_tao_s_entrypoint_reads_it(command: list[str]) -> None:
+    assert [(each.passed, each.read) for each in overrides.given(command, "train")] == [
+        ("x=1", override("x=1"))
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "-e", "{config_path}", "x=1"],  # the action must follow an entrypoint
+        ["dino", "train", "-e", "spec.yaml", "x=1"],  # not the spec file taospec writes
+        ["dino", "train", "-e", "{config_path}", "--exp=other.yaml", "x=1"],  # the last one
+        ["dino", "evaluate", "-e", "{config_path}", "x=1"],  # another action's
+        ["dino", "train", "-x", "{config_path}", "x=1"],
+    ],
+)
+def test_a_command_that_runs_no_entrypoint_passes_hydra_nothing(command: list[str]) -> None:
+    assert list(overrides.given(command, "train")) == []
+
+
 def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
     for word in ("--gpus", "2", "/data/x=1", "-k", "key", "a b=1", "{config_path}"):
         assert override(word) is None
@@ -106,6 +193,14 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["train.num_epochs=choice(1,2)"],
         ["train.num_epochs=5", "model.deep=3"],
         ["hydra.run.dir=/results/run"],  # Hydra's own configuration
+        # the entrypoint splits its words again as a shell does before Hydra reads them
+        ["model.backbone=\"'tiny_a,tiny_b'\""],  # Hydra gets the quotes: text
+        ["'model.backbone=tiny_a\\,tiny_b'"],  # Hydra gets \,: text
+        ["train.num_epochs=5 6"],  # Hydra gets 6 as a word of its own
+        ["'train.num_epochs=5'"],
+        ["train.optim.lrr='0.1'"],
+        ["'train.optim.lrr=0.1'"],
+        ["model.backbone='tiny_a"],  # the entrypoint cannot split it
     ],
 )
 def test_an_override_is_refused_exactly_where_hydra_refuses_it(
@@ -118,14 +213,17 @@ def test_an_override_is_refused_exactly_where_hydra_refuses_it(
         "action: train\n", f"action: train\ncommand: {json.dumps(command)}\n"
     )
     file.write_text(text)
-    # what TAO's Hydra does with the words: composes the spec file taospec writes, in a
-    # run, with them as its overrides
+    # what TAO does with the words: its entrypoint splits them again, and its Hydra composes
+    # the spec file taospec writes, in a run, with what it gets as overrides
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "spec.yaml").write_text(plain)
+    filled = [word.replace("{results_dir}", "/results/job-1") for word in words]
     try:
+        passed = tao_passes(["train", "-e", "{config_path}", *filled])
+        assert passed is not None
         with initialize_config_dir(config_dir=str(tmp_path / "specs"), version_base=None):
-            compose("spec", [word.replace("{results_dir}", "/results/job-1") for word in words])
-    except HydraException as exc:
+            compose("spec", passed)
+    except (HydraException, ValueError) as exc:
         refused = str(exc)
     else:
         refused = ""
@@ -176,7 +274,12 @@ def test_words_after_another_command_are_its_own(taospec: Runner, tmp_path: Path
         (["dino", "train", "-e", "{config_path}", "model.backbone=a,b"], True),
         (["tao", "model", "dino", "train", "-e", "{config_path}", "train.lr=choice(1,2)"], True),
         ("dino train -e {config_path} 'model.backbone=a, b'", True),
-        (["dino", "train", "-e", "{config_path}", "dataset.classes=[a,b]", "x='a,b'"], False),
+        (["dino", "train", "-e", "{config_path}", "dataset.classes=[a,b]", "x=\"'a,b'\""], False),
+        (["dino", "train", "-e", "{config_path}", "x='a,b'"], True),  # Hydra gets x=a,b
+        (["dino", "train", "-e", "{config_path}", "x=a\\,b"], True),  # Hydra gets x=a,b
+        (["dino", "train", "-e", "{config_path}", "'x=a\\,b'"], False),
+        (["dino", "train", "--experiment_spec_file={config_path}", "x=a,b"], True),
+        (["dino", "train", "x=a,b", "-e", "{config_path}"], True),
         (["dino", "evaluate", "-e", "{config_path}", "model.backbone=a,b"], False),  # not train
         (["env", "-e", "{config_path}", "model.backbone=a,b"], False),
     ],
@@ -295,7 +398,7 @@ def test_a_skill_job_s_override_value_is_read_as_omegaconf_sets_it(
     ("platform", "word", "warned"),
     [
         ("docker", "dataset.train_data_sources.0.image_dir=/data/x", True),
-        ("docker", "dataset.train_data_sources=[{image_dir: /y}]", True),  # a key holding one
+        ("docker", "dataset.train_data_sources=[{image_dir:/y}]", True),  # a key holding one
         ("docker", "train.pretrained_model_path=/mnt/m.pth", False),  # a mounts: entry holds it
         ("docker", "train.pretrained_model_path=/opt/m.pth", True),
         ("docker", "train.num_epochs=3", False),
