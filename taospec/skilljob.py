@@ -49,6 +49,7 @@ from taospec.skills import (
 )
 from taospec.taoschema import (
     ABSENT,
+    COMPOSED,
     Finding,
     absent,
     check_spec,
@@ -133,11 +134,16 @@ def apply_skill(
             problems.append(source.problem(("skill",), message))
         filled["image"] = image
 
-    spec, spec_problems, warnings = _spec(source, skill, action, template, schema)
+    passed = [each for each in _overrides(source) if each.read is not None]
+    spec, composed, spec_problems, warnings = _spec(
+        source, skill, action, template, schema, passed=passed
+    )
     problems += spec_problems
-    if "command" in data and not spec_problems:
-        passed = [each for each in _overrides(source) if each.read is not None]
-        problems += _override_problems(source, passed, spec, schema, _gpu_key(skill, source))
+    if passed and not spec_problems:
+        gpus = _gpu_key(skill, source)
+        problems += _override_problems(
+            source, passed, spec=spec, composed=composed, schema=schema, gpus=gpus
+        )
         warnings += _unmounted_inputs(source, passed, skill, action)
     if problems:
         return None, problems
@@ -184,7 +190,9 @@ def _command_problems(source: Source, action: Action, known: tuple[str, ...]) ->
 def _override_problems(
     source: Source,
     passed: list[overrides.Given],
+    *,
     spec: Mapping[str, Any],
+    composed: Mapping[str, Any],
     schema: Mapping[str, Any],
     gpus: tuple[str, int] | None,
 ) -> list[Problem]:
@@ -200,7 +208,7 @@ def _override_problems(
             continue  # Hydra's own configuration (hydra.run.dir), not the spec's
         at = ("command", each.index) if isinstance(command, list) else ("command",)
         filled = bool(placeholders.names(each.passed))
-        refused = list(_refused(read, spec, schema, filled=filled))
+        refused = list(_refused(read, spec, composed, schema, filled=filled))
         count = _count(read.value) if gpus and read.key == gpus[0] and not filled else None
         if gpus is not None and count is not None and count != gpus[1] and read.how != "~":
             refused.append(
@@ -263,9 +271,9 @@ def _unmounted_inputs(
 
 def _overrides(source: Source) -> Iterator[overrides.Given]:
     """What the job's command passes to Hydra through TAO's entrypoint
-    (:func:`overrides.given`); nothing when the command cannot be split (the job's own
-    rules say why)."""
-    command = source.data["command"]
+    (:func:`overrides.given`); nothing when the job gives no command (the skill's own is
+    the skill's) or it cannot be split (the job's own rules say why)."""
+    command = source.data.get("command", "")
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
@@ -293,13 +301,18 @@ _HYDRA_READS = "Hydra, which reads the words after -e {config_path} as overrides
 
 
 def _refused(
-    read: overrides.Override, spec: Mapping[str, Any], schema: Mapping[str, Any], *, filled: bool
+    read: overrides.Override,
+    spec: Mapping[str, Any],
+    composed: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    *,
+    filled: bool,
 ) -> Iterator[str]:
     """Why Hydra refuses the override ``read`` of the merged ``spec``, whose keys and types
     the skill's ``schema`` gives: a key neither holds set or deleted, a key held added
     (``+`` only adds), a value OmegaConf cannot make the key's type (unless placeholders
     are ``filled`` into it when the plan is rendered), an interpolation naming a key
-    neither holds."""
+    neither holds once the command's overrides add theirs (``composed``)."""
     lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
     if lacks is not None:
         first, guess = lacks
@@ -320,7 +333,7 @@ def _refused(
     kind = None if unread else converted_to(schema, read.key, value)
     if kind is not None:
         yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"
-    yield from unheld_interpolations(schema, spec, read.value)
+    yield from unheld_interpolations(schema, composed, read.value)
 
 
 def _image(
@@ -351,7 +364,11 @@ def _spec(
     action: Action,
     template: dict[str, Any],
     schema: Mapping[str, Any],
-) -> tuple[dict[str, Any], list[Problem], list[str]]:
+    *,
+    passed: list[overrides.Given],
+) -> tuple[dict[str, Any], dict[str, Any], list[Problem], list[str]]:
+    """The spec file's content, the spec as TAO composes it with the overrides ``passed``,
+    the problems and the warnings."""
     user_spec = source.data.get("spec") or {}
     gpus = source.data.get("gpus", [])
     count = gpu_count(gpus)
@@ -366,7 +383,10 @@ def _spec(
     user = with_gpu_count(skill, template, user_spec, count)
     users = user_paths(template, user)
     merged = merge_spec(template, user)
-    findings = check_spec(schema, merged, users, skill=skill.name, template=template)
+    composed = _composed(merged, passed)
+    findings = check_spec(
+        schema, merged, users, skill=skill.name, template=template, composed=composed
+    )
     findings += unset_inputs(merged, action, users)
     warnings = []
     for finding in findings:
@@ -384,7 +404,34 @@ def _spec(
             if action.template_path is not None:
                 message += f" (the value comes from {action.template_path})"
             problems.append(Problem(line, column, ("spec", *path), message, source.file))
-    return literal, problems, warnings
+    return literal, composed, problems, warnings
+
+
+def _composed(spec: dict[str, Any], passed: list[overrides.Given]) -> dict[str, Any]:
+    """``spec`` with the keys the overrides ``passed`` add (``+key=``, ``++key=``), as
+    Hydra adds them before OmegaConf resolves an interpolation; ``spec`` itself where none
+    add one. A list, mapping or interpolation added stands as :data:`COMPOSED`."""
+    added = [each.read for each in passed if each.read and each.read.how in ("+", "++")]
+    if not added:
+        return spec
+    composed = copy.deepcopy(spec)
+    for read in added:
+        value = overrides.typed(read.value)
+        if value is overrides.UNREAD or isinstance(value, list | dict):
+            value = COMPOSED
+        *parents, last = _key_path(read.key)
+        node: Any = composed
+        for part in parents:
+            if isinstance(node, dict):
+                node = node.setdefault(part, {})
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                break
+        else:
+            if isinstance(node, dict):
+                node[last] = value
+    return composed
 
 
 def gpu_count(gpus: object) -> int | None:

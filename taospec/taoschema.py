@@ -136,18 +136,20 @@ def check_spec(
     *,
     skill: str,
     template: Mapping[str, Any] | None = None,
+    composed: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
     """Every finding in the merged ``spec`` against the action's TAO ``schema``.
 
     ``user_paths`` are the paths the user's spec supplies (see :func:`user_paths`);
     everything else came from the skill's ``template`` (of the skill named ``skill``). A key
     the schema lacks and the template sets is the skill's own: a user's value for it is
-    kept, with a warning, where any other unknown key is an error.
+    kept, with a warning, where any other unknown key is an error. An interpolation names a
+    key of the spec as TAO composes it (``composed``, the spec where no command adds keys).
     """
     context = _Context(frozenset(user_paths), skill, template or {})
     found = list(_unset(spec, (), context))
     found.extend(_node(schema, spec, (), context))
-    found.extend(_dangling(schema, spec, spec, (), context))
+    found.extend(_dangling(schema, spec if composed is None else composed, spec, (), context))
     return found
 
 
@@ -293,7 +295,9 @@ def _leaf(
 
 
 def _interpolated(value: Any) -> bool:
-    return isinstance(value, str) and "${" in value
+    """Whether only OmegaConf can say what ``value`` holds: an interpolation, or a value
+    only TAO's composition makes (:data:`COMPOSED`)."""
+    return value is COMPOSED or (isinstance(value, str) and "${" in value)
 
 
 def _enum(
@@ -452,6 +456,9 @@ def _numeric_text(value: Any) -> bool:
 
 ABSENT: Any = object()
 """What :func:`lookup` gives for a path the spec does not hold."""
+COMPOSED: Any = object()
+"""A value a command's override gives a key, whose keys and items only Hydra's reading
+tells (a list, a mapping, an interpolation)."""
 
 
 def lookup(spec: Any, path: KeyPath) -> Any:

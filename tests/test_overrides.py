@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from hydra.errors import HydraException
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from taospec import overrides
 from taospec.overrides import UNREAD, override, typed
@@ -208,25 +210,19 @@ def test_an_override_is_refused_exactly_where_hydra_refuses_it(
 ) -> None:
     file = tiny_skill_job(taospec, tmp_path)
     plain = tiny_skill_job_spec_file(file, monkeypatch)
-    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    # a job's text writes a brace it holds twice over ('}}' stands for one)
+    command = [
+        "tiny_net",
+        "train",
+        "-e",
+        "{config_path}",
+        *(w.replace("}}", "}}}}") for w in words),
+    ]
     text = file.read_text().replace(
         "action: train\n", f"action: train\ncommand: {json.dumps(command)}\n"
     )
     file.write_text(text)
-    # what TAO does with the words: its entrypoint splits them again, and its Hydra composes
-    # the spec file taospec writes, in a run, with what it gets as overrides
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "spec.yaml").write_text(plain)
-    filled = [word.replace("{results_dir}", "/results/job-1") for word in words]
-    try:
-        passed = tao_passes(["train", "-e", "{config_path}", *filled])
-        assert passed is not None
-        with initialize_config_dir(config_dir=str(tmp_path / "specs"), version_base=None):
-            compose("spec", passed)
-    except (HydraException, ValueError) as exc:
-        refused = str(exc)
-    else:
-        refused = ""
+    refused = tao_refuses(tmp_path / "specs", plain, words)
     done = taospec("validate", file)
     assert (done.returncode, bool(refused)) in {(0, False), (2, True)}, (refused, done.stderr)
     if refused:
@@ -234,6 +230,60 @@ def test_an_override_is_refused_exactly_where_hydra_refuses_it(
         assert f"{file}:{line}:" in done.stderr
         assert "$.command[" in done.stderr
         assert "Hydra" in done.stderr
+
+
+def tao_refuses(folder: Path, plain: str, words: list[str]) -> str:
+    """Why TAO refuses the spec file ``plain`` with ``words`` after its ``-e``, or "": its
+    entrypoint splits the words again, its Hydra composes the file, in a run, with what it
+    gets as overrides, and OmegaConf resolves every value as TAO reads them."""
+    folder.mkdir()
+    (folder / "spec.yaml").write_text(plain)
+    filled = [word.replace("{results_dir}", "/results/job-1") for word in words]
+    try:
+        passed = tao_passes(["train", "-e", "{config_path}", *filled])
+        assert passed is not None
+        with initialize_config_dir(config_dir=str(folder), version_base=None):
+            OmegaConf.to_container(compose("spec", passed), resolve=True)
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        return str(exc)
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("train: {pretrained_model_path: '${train.extra}'}", ["+train.extra=/m.pth"]),
+        ("train: {pretrained_model_path: '${train.extra}'}", ["++train.extra=/m.pth"]),
+        ("train: {pretrained_model_path: '${train.extra}'}", []),
+        ("train: {pretrained_model_path: '${train.extra}'}", ["+train.extr=/m.pth"]),
+        ("train: {pretrained_model_path: '${train.extra.a}'}", ["+train.extra={a:/m}"]),
+        ("train: {pretrained_model_path: '${train.extra}'}", ["train.extra=/m.pth"]),
+        (
+            "train: {num_epochs: 3}",
+            ["+train.extra=/m", "train.pretrained_model_path=${train.extra}"],
+        ),
+        (
+            "train: {num_epochs: 3}",
+            ["train.pretrained_model_path=${train.extra}", "+train.extra=/m"],
+        ),
+    ],
+)
+def test_an_interpolation_is_judged_on_the_spec_hydra_composes(
+    taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, words: list[str]
+) -> None:
+    # Hydra adds a + key before OmegaConf resolves the spec: an interpolation may name it
+    # the interpolation hidden from taospec while it writes the spec file TAO reads
+    file = tiny_skill_job(taospec, tmp_path, re.sub(r"\$\{(.*?)\}", r"OPEN_\1_CLOSE", spec))
+    plain, text = tiny_skill_job_spec_file(file, monkeypatch), file.read_text()
+    plain, text = (re.sub("OPEN_(.*?)_CLOSE", r"${\1}", each) for each in (plain, text))
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    text = text.replace("action: train\n", f"action: train\ncommand: {json.dumps(command)}\n")
+    file.write_text(text)
+    refused = tao_refuses(tmp_path / "specs", plain, words)
+    done = taospec("validate", file)
+    assert (done.returncode, bool(refused)) in {(0, False), (2, True)}, (refused, done.stderr)
+    if refused:
+        assert "${train.extr" in done.stderr or "train.extra" in done.stderr
 
 
 def tiny_skill_job_spec_file(file: Path, monkeypatch: pytest.MonkeyPatch) -> str:
