@@ -165,20 +165,43 @@ def override(word: str) -> Override | None:
 
 def typed(value: str) -> object:
     """What Hydra makes of an override's ``value`` that is no sweep, where its type is
-    plain: an int, float, bool or None, a text (quoted, or none of those), a list or a
-    mapping (empty, standing for its kind); :data:`UNREAD` for a function's result (``int(5)``)
-    and for an interpolation, which OmegaConf resolves later."""
+    plain: an int, float, bool or None, a text (quoted, or none of those), a list (empty,
+    standing for its kind) or a mapping (its keys and values typed); :data:`UNREAD` for a
+    function's result (``int(5)``) and for an interpolation, which OmegaConf resolves later."""
     text = value.strip(" \t")
     if "${" in text or _CALL.fullmatch(text):
         return UNREAD
-    if text[:1] in ("[", "{"):
-        return [] if text[0] == "[" else {}
+    if text[:1] == "[":
+        return []
+    if text[:1] == "{":
+        return dict(_items(text[1:-1]))
     for pattern, make in _PRIMITIVES:
         if pattern.fullmatch(text):
             return make(text)
     if text[:1] in ("'", '"') and _quote_end(text, 0) == len(text) - 1:
         return text[1:-1]
     return _unescaped(value.lstrip(" \t"))
+
+
+def _items(inside: str) -> Iterator[tuple[object, object]]:
+    """The keys and values of the mapping ``{inside}`` as Hydra types them: a key that
+    reads as an int, float, bool or null is one (``{1: a}``), any other is text; each
+    value as :func:`typed` reads it."""
+    for element in filter(None, _elements(inside)):
+        found = _DICT_KEY.match(element)
+        key = found[0] if found else ""
+        yield _key(key.strip(" \t")), typed(element[len(key) + 1 :])
+
+
+_DICT_KEY = re.compile(r"(?:\\.|[^:\\])*", re.DOTALL)
+"""A mapping's key: all before the first ``:`` no backslash escapes."""
+
+
+def _key(text: str) -> object:
+    for pattern, make in _PRIMITIVES:
+        if pattern.fullmatch(text):
+            return make(text)
+    return _unescaped(text)
 
 
 def _unescaped(text: str) -> str:

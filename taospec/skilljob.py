@@ -333,7 +333,33 @@ def _refused(
     kind = None if unread else converted_to(schema, read.key, value)
     if kind is not None:
         yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"
+    elif not unread and read.how == "" and isinstance(value, dict):
+        yield from _merged(read.key, value, spec, schema)
     yield from unheld_interpolations(schema, composed, read.value)
+
+
+def _merged(
+    key: str, value: dict[Any, Any], spec: Mapping[str, Any], schema: Mapping[str, Any]
+) -> Iterator[str]:
+    """Why Hydra refuses to merge the mapping ``value`` into the one ``spec.<key>`` holds,
+    as it sets a mapping: a key neither the spec nor the schema holds there (TAO's spec
+    takes no new key but through ``+``), or a value OmegaConf cannot make its key's type."""
+    for name, item in value.items():
+        path = f"{key}.{name}"
+        lacks = absent(schema, spec, path)
+        if lacks is not None:
+            first, guess = lacks
+            hint = f" (did you mean {guess}?)" if guess else ""
+            yield (
+                f"Hydra merges a mapping into spec.{key}, and refuses its key {name!r}: the "
+                f"spec holds no spec.{first}{hint}; add a key with +{path}=..."
+            )
+            continue
+        kind = None if item is overrides.UNREAD else converted_to(schema, path, item)
+        if kind is not None:
+            yield f"spec.{path} is {kind}, and {_HYDRA_READS} cannot make {item!r} one"
+        elif isinstance(item, dict):
+            yield from _merged(path, item, spec, schema)
 
 
 def _image(

@@ -203,6 +203,17 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["train.optim.lrr='0.1'"],
         ["'train.optim.lrr=0.1'"],
         ["model.backbone='tiny_a"],  # the entrypoint cannot split it
+        # a mapping merges into the one the spec holds
+        ["train.optim={lr:0.5}"],
+        ["train.optim={lrr:0.5}"],
+        ["train.optim={}"],
+        ["model={backbone:tiny_b,depth:3}"],
+        ["train={optim:{lr:0.5}}"],
+        ["train={optim:{lr:0.5,x:1}}"],
+        ["+train={optim:{x:1}}"],
+        ["++train.optim={x:1}"],
+        ["train.optim={1:1}"],
+        ["dataset.train_data_sources=[{image_dir:/x,json_file:/y}]"],
     ],
 )
 def test_an_override_is_refused_exactly_where_hydra_refuses_it(
@@ -399,6 +410,8 @@ def test_a_value_is_refused_for_a_key_s_type_exactly_where_omegaconf_refuses_it(
     assert read is not None
     if read.sweep or typed(read.value) is UNREAD or typed(read.value) is None:
         return  # a sweep is refused on its own; the rest is Hydra's to evaluate
+    if typed(read.value):
+        return  # a mapping merges into the one held, and a key it adds is refused (below)
     spec = OmegaConf.structured(Typed)
     OmegaConf.set_struct(spec, True)
     try:
@@ -414,6 +427,10 @@ def test_a_value_is_refused_for_a_key_s_type_exactly_where_omegaconf_refuses_it(
     ("word", "refused"),
     [
         ("train.num_epochs=ten", True),
+        ("model={depth:ten}", True),  # a mapping's values are set on their keys' types
+        ("model={depth:3}", False),
+        ("train={optim:{lr:fast}}}}", True),  # '}}}}': the job's text doubles a brace
+        ("train={optim:{lr:0.5}}}}", False),
         ("train.num_epochs='5'", False),  # OmegaConf makes the text 5
         ("train.num_epochs=5.0", True),
         ("train.optim.lr=1e-3", False),
