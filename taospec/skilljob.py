@@ -23,6 +23,7 @@ template supplied the value), warnings are returned as sentences naming the skil
 
 from __future__ import annotations
 
+import ast
 import copy
 import itertools
 import json
@@ -134,17 +135,20 @@ def apply_skill(
             problems.append(source.problem(("skill",), message))
         filled["image"] = image
 
-    passed = [each for each in _overrides(source) if each.read is not None]
+    given = list(_overrides(source))
+    passed = [each for each in given if each.read is not None]
     spec, composed, spec_problems, warnings = _spec(
         source, skill, action, template, schema, passed=passed
     )
     problems += spec_problems
+    gpus = _gpu_key(skill, source)
     if passed and not spec_problems:
-        gpus = _gpu_key(skill, source)
         problems += _override_problems(
             source, passed, spec=spec, composed=composed, schema=schema, gpus=gpus
         )
         warnings += _unmounted_inputs(source, passed, skill, action)
+    if gpus is not None and not problems:
+        problems += _launched_gpus(source, action.name, spec, given, gpus)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -218,6 +222,80 @@ def _override_problems(
             )
         problems += [source.problem(at, f"{each.shown}: {why}") for why in refused]
     return problems
+
+
+_GPU_SECTIONS = {
+    "train": "train",
+    "evaluate": "evaluate",
+    "inference": "inference",
+    "distill": "train",
+}
+"""The actions TAO's PyTorch entrypoint may launch on several GPUs, each with the spec
+section it reads their number from."""
+_GPU_WORDS = ("num_gpus", "gpu_ids", "cuda_blocking")
+
+
+def _launched_gpus(
+    source: Source,
+    action: str,
+    spec: Mapping[str, Any],
+    given: list[overrides.Given],
+    gpus: tuple[str, int],
+) -> list[Problem]:
+    """A problem where TAO's PyTorch entrypoint would launch the action on another number
+    of GPUs than ``gpus:`` names (``gpus``: the skill's GPU key and that number).
+
+    The entrypoint decides the number itself: from the words it passes on, when any
+    names ``num_gpus``, ``gpu_ids`` or ``cuda_blocking`` (read as text: the first
+    ``num_gpus=`` as an int, 1 without one, the first ``gpu_ids=`` as a Python literal,
+    [0] without one), and from the spec's section of the action otherwise; it takes the
+    larger of the count and the number of ids. Judged where the skill's GPU key is that
+    section's ``num_gpus``."""
+    section = _GPU_SECTIONS.get(action)
+    key, wanted = gpus
+    if section is None or key != f"{section}.num_gpus":
+        return []
+    words = list({each.index: each.word for each in given}.items())
+    line = " " + " ".join(word for _, word in words)
+    named = next((index for index, word in words if any(w in word for w in _GPU_WORDS)), None)
+    if named is None:
+        held = spec.get(section)
+        ids = held.get("gpu_ids", [0]) if isinstance(held, Mapping) else [0]
+        if not isinstance(ids, list) or len(ids) <= wanted:
+            return []
+        return [
+            source.problem(
+                ("spec", section, "gpu_ids"),
+                f"names {len(ids)} GPU ids, and TAO's entrypoint launches the action on as "
+                f"many GPUs as the larger of spec.{key} and the ids, but gpus: names "
+                f"{wanted}; name as many ids, or leave spec.{section}.gpu_ids out",
+            )
+        ]
+    try:
+        count = int(line.split("num_gpus=")[1].split()[0]) if "num_gpus" in line else 1
+        ids = ast.literal_eval(line.split("gpu_ids=")[1].split()[0]) if "gpu_ids" in line else [0]
+        launched = max(count, len(ids))
+    except (IndexError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        why = (
+            "it reads the first num_gpus= as a whole number and the first gpu_ids= as a "
+            "Python list, each up to the next blank, and fails on these words"
+        )
+    else:
+        if launched == wanted:
+            return []
+        why = (
+            f"it would launch the action on {launched} GPU(s), but gpus: names {wanted}; add "
+            f"{key}={wanted} to the command"
+        )
+    at: JsonPath = ("command", named) if isinstance(source.data["command"], list) else ("command",)
+    return [
+        source.problem(
+            at,
+            f"{dict(words)[named]!r}: TAO's entrypoint takes the number of GPUs from the "
+            "command line, not the spec, once a word names num_gpus, gpu_ids or "
+            f"cuda_blocking: {why}",
+        )
+    ]
 
 
 def _count(value: str) -> int | None:

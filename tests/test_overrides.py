@@ -495,7 +495,6 @@ def test_an_input_set_by_an_override_is_said_to_be_left_unmounted(
     ("gpus", "word", "refused"),
     [
         ("[0, 1]", "train.num_gpus=2", False),
-        ("[0, 1]", "train.num_gpus='2'", False),  # OmegaConf makes the text 2
         ("[0, 1]", "train.num_gpus=4", True),
         ("[0]", "++train.num_gpus=8", True),
         ("all", "train.num_gpus=8", False),  # which GPUs 'all' names is the host's to say
@@ -521,6 +520,48 @@ def test_an_override_of_the_gpu_count_must_agree_with_gpus(
     assert done.returncode == (2 if refused else 0), done.stderr
     if refused:
         assert "but gpus: names" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "spec", "launched"),
+    [
+        # TAO's PyTorch entrypoint takes the number of GPUs from its words once one names
+        # num_gpus, gpu_ids or cuda_blocking: the first num_gpus= read with int() (1 without
+        # one), the first gpu_ids= with ast.literal_eval() ([0] without one), each up to the
+        # next blank, and launches the larger of the count and the number of ids
+        (["train.gpu_ids=[0,1]"], "", 2),
+        (["train.gpu_ids=[0]"], "", 1),
+        (["train.gpu_ids=[0]", "train.num_gpus=2"], "", 2),
+        (["+train.cuda_blocking=true"], "", 1),
+        (["+train.cuda_blocking=true", "train.num_gpus=2"], "", 2),
+        (["train.gpu_ids='[0,1]'"], "", 5),  # the literal is the text '[0,1]', 5 long
+        (["train.num_gpus='2'"], "", None),  # int("'2'") fails
+        (["train.gpu_ids=[0,]"], "", 1),
+        # otherwise from the spec's train section: num_gpus (taospec's, from gpus:), gpu_ids
+        ([], "train: {gpu_ids: [0, 1, 2]}", 3),
+        ([], "train: {gpu_ids: [0]}", 2),
+        ([], "", 2),
+    ],
+)
+def test_the_number_of_gpus_tao_s_entrypoint_launches_must_be_the_one_gpus_names(
+    taospec: Runner, tmp_path: Path, words: list[str], spec: str, launched: int | None
+) -> None:
+    file = tiny_skill_job(taospec, tmp_path, spec)
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    text = file.read_text().replace(
+        "action: train\n",
+        f"action: train\nplatform: docker\ngpus: [0, 1]\ncommand: {json.dumps(command)}\n",
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (0 if launched == 2 else 2), done.stderr
+    if launched is None:
+        assert "fails on these words" in done.stderr
+    elif launched != 2 and words:
+        assert f"launch the action on {launched} GPU(s), but gpus: names 2" in done.stderr
+        assert "$.command[4]" in done.stderr
+    elif launched != 2:
+        assert f"$.spec.train.gpu_ids: names {launched} GPU ids" in done.stderr
 
 
 def test_an_override_is_not_refused_where_no_schema_names_the_keys(
