@@ -502,6 +502,14 @@ def cannot_start(program: str, why: str) -> Diagnosis:
     )
 
 
+def folder_gone(folder: str) -> Diagnosis:
+    """A launch whose folder, which the plan made before it, was removed in between."""
+    return _infra(
+        f"the job's folder {folder}, which the plan made before the launch, is gone",
+        "something removed it in between (a cleanup of the results root?); run the job again",
+    )
+
+
 def _first(table: tuple[tuple[str, Diagnosis], ...], text: str) -> Diagnosis | None:
     for pattern, diagnosis in table:
         if re.search(pattern, text):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from taospec import gpupick, interrupts, lint, platforms, proc, remote, settings
-from taospec.diagnose import INFRA, cannot_start, classify
+from taospec.diagnose import INFRA, cannot_start, classify, folder_gone
 from taospec.diagnostics import shown_file
 from taospec.durable import flocked
 from taospec.errors import CommandFailed, InvalidInput, JobFailed, TaospecError
@@ -728,6 +728,8 @@ class SubmitFailed(JobFailed):
 def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Record:
     if isinstance(failure, proc.NotStarted):  # taospec's own step here, not the job's command
         diagnosis = cannot_start(failure.program, failure.why)
+    elif isinstance(failure, proc.FolderGone):
+        diagnosis = folder_gone(failure.folder)
     else:
         diagnosis = classify(failure.returncode, "", failure.output, command=failure.command)
     message = f"{failure}\n{diagnosis}"

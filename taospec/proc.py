@@ -415,23 +415,44 @@ def stream(
 
 
 def spawn_detached(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: str) -> int:
-    """Start ``argv`` in a new session, output appended to ``log_path``; return its pid."""
+    """Start ``argv`` in ``cwd``, in a new session, output appended to ``log_path``; return
+    its pid. Either folder gone is :class:`FolderGone`; the record is open by now, so any
+    failure to start is the job's, not bad input."""
 
     _log(argv, None)
-    with Path(log_path).open("ab") as log:
-        try:
-            process = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:  # after the record opened: the job's failure, not bad input
-            raise not_started(argv, exc) from None
+    try:
+        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        raise FolderGone(argv[0], log_path.rpartition("/")[0]) from None
+    except OSError as exc:
+        why = f"{argv[0]}: cannot open its log file {log_path}: {exc.strerror}"
+        raise CommandFailed(argv[0], 126, why) from None
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise FolderGone(argv[0], cwd) if exc.filename == cwd else not_started(argv, exc) from None
+    except OSError as exc:
+        raise not_started(argv, exc) from None
+    finally:
+        os.close(log)
     return process.pid
+
+
+class FolderGone(CommandFailed):
+    """A launch whose folder (its working folder, or its log file's) was not there: made by
+    the plan, and removed before the launch."""
+
+    def __init__(self, program: str, folder: str) -> None:
+        super().__init__(program, 126, f"{program}: cannot start in {folder}: no such folder")
+        self.folder = folder
 
 
 def not_started(argv: Sequence[str], exc: OSError) -> CommandFailed:

@@ -232,6 +232,31 @@ def test_a_step_whose_program_taospec_cannot_start_is_recorded_error_naming_it(
     assert again.stdout.split()[1] == "COMPLETE"
 
 
+def test_a_results_folder_gone_before_the_launch_is_recorded_error_saying_so(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the folder the prepare step made was gone when the launch opened its log file there
+    # (a cleanup of the results root in between, here an install that makes nothing): an
+    # internal error left the record PENDING for good
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "install").write_text("#!/bin/sh\nexit 0\n")
+    (stand_in / "install").chmod(0o755)
+    spec = job_file(tmp_path, "/bin/echo ok")
+    done = taospec("run", spec, env={"PATH": str(stand_in)})
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (rec,) = (json.loads(p.read_text()) for p in (state_dir / "jobs").glob("*.json"))
+    assert rec["terminal_state"] == "ERROR", rec["transitions"]
+    assert rec["err_class"] == "ERR_INFRA"
+    folder = f"{tmp_path}/results/{rec['id']}"
+    said = f"the job's folder {folder}, which the plan made before the launch, is gone"
+    assert said in done.stderr
+    assert said in rec["transitions"][-1]["message"]
+    again = taospec("run", spec)  # made again by the next run's prepare step
+    assert again.returncode == 0, again.stderr
+
+
 @pytest.mark.skipif(
     os.getuid() != 0, reason="switching to another user needs root; CI runs as root"
 )

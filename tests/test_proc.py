@@ -88,3 +88,16 @@ def test_how_a_process_ended_names_the_signal_that_ended_it() -> None:
     assert proc.how_it_ended(killed.returncode) == "was ended by SIGKILL"
     exited = proc.run(["sh", "-c", "exit 143"], check=False)
     assert proc.how_it_ended(exited.returncode) == "exited 143"
+
+
+def test_a_detached_start_in_a_working_folder_gone_says_which_folder(tmp_path: Path) -> None:
+    # the kernel's "no such file" for a missing working folder read as the program's
+    gone = tmp_path / "gone"
+    with pytest.raises(proc.FolderGone) as raised:
+        proc.spawn_detached(["/bin/true"], env={}, cwd=str(gone), log_path=str(tmp_path / "log"))
+    assert raised.value.folder == str(gone)
+    assert f"cannot start in {gone}: no such folder" in str(raised.value)
+    with pytest.raises(proc.NotStarted):  # the program itself missing stays that
+        proc.spawn_detached(
+            [str(tmp_path / "nothing")], env={}, cwd=str(tmp_path), log_path=str(tmp_path / "log")
+        )
