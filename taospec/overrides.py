@@ -32,6 +32,14 @@ _WORD = re.compile(
 and ``=`` and the value (Hydra skips blanks after the ``=``). A key naming a config group
 (``a/b``) or a package (``@pkg``) is none of a TAO spec's, and is not read here."""
 
+_ID = r"[A-Za-z_][\w-]*"
+_GROUP = re.compile(
+    rf"(?P<how>~|\+\+?)?(?P<key>{_ID}(?:/{_ID})+|(?:{_NAME}|{_UNSIGNED})(?:\.(?:{_NAME}|{_UNSIGNED}))*)?"
+    rf"(?:@(?P<package>(?:{_NAME}(?:\.{_NAME})*)?))?(?P<rest>=.*)?",
+    re.ASCII | re.DOTALL,
+)
+"""An override of a config group (``model/backbone=x``) or of a package (``key@pkg=x``)."""
+
 _ESCAPED = frozenset("\\()[]{}:=, \t")
 """What a backslash escapes in a value; before anything else it is a character itself."""
 _OPEN, _CLOSE = "([{", ")]}"
@@ -151,6 +159,18 @@ def _spec_words(words: Sequence[object], at: int) -> tuple[int, object] | None:
         glued = word[2:]
         return (1, glued.removeprefix("=")) if glued else (2, following)
     return None
+
+
+def group(word: str) -> str | None:
+    """The config group or package ``word`` names (``model/backbone``, ``train@pkg``) where
+    Hydra reads it as an override of one; None for any other word."""
+    found = _GROUP.fullmatch(word)
+    if found is None or (found["rest"] is None and found["how"] != "~"):
+        return None
+    key = found["key"] or ""
+    if found["package"] is None and "/" not in key:
+        return None
+    return key + ("" if found["package"] is None else f"@{found['package']}")
 
 
 def override(word: str) -> Override | None:

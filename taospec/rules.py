@@ -471,8 +471,9 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 
 def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     """A word a TAO entrypoint passes on to Hydra (see :func:`overrides.given`) that TAO's
-    run refuses once the job has started: one the entrypoint cannot split again, one it
-    splits into a word that is no override, or a value Hydra reads as a sweep."""
+    run refuses once the job has started: one the entrypoint cannot split again, a choice
+    of a config group (Hydra's own ``hydra/...`` aside), one it splits into a word that is
+    no override, or a value Hydra reads as a sweep."""
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
@@ -488,6 +489,14 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 f"{passed.word!r}: {overrides.RESPLIT}, and cannot split this one (an unclosed "
                 f"quote, or a backslash at its end); {_whole(passed.word)}",
             )
+        elif read is None and (named := overrides.group(passed.passed)) is not None:
+            if not named.startswith("hydra/") and not passed.passed.startswith("+"):
+                yield source.problem(
+                    at,
+                    f"{passed.shown}: Hydra reads it as a choice of the config group or package "
+                    f"{named}, and TAO's entrypoint gives Hydra no config groups, only the spec "
+                    "file; set a key of the spec as key.sub=value",
+                )
         elif read is None and passed.split:
             yield source.problem(
                 at,

@@ -167,6 +167,24 @@ def test_a_command_that_runs_no_entrypoint_passes_hydra_nothing(command: list[st
     assert list(overrides.given(command, "train")) == []
 
 
+GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "_", "-", "$", ":", " "]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(GROUP_PARTS), max_size=9).map("".join))
+@example("a/b=x")
+@example("a@p=x")
+@example("~a/b")
+def test_a_config_group_s_override_is_read_where_hydra_reads_one(word: str) -> None:
+    try:
+        hydra = PARSER.parse_override(word)
+    except HydraException:
+        return  # Hydra refuses the word whatever taospec makes of it
+    named = "/" in hydra.key_or_group or hydra.package is not None
+    package = "" if hydra.package is None else f"@{hydra.package}"
+    assert overrides.group(word) == (hydra.key_or_group + package if named else None)
+
+
 def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
     for word in ("--gpus", "2", "/data/x=1", "-k", "key", "a b=1", "{config_path}"):
         assert override(word) is None
@@ -203,6 +221,12 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["train.optim.lrr='0.1'"],
         ["'train.optim.lrr=0.1'"],
         ["model.backbone='tiny_a"],  # the entrypoint cannot split it
+        # TAO's Hydra has the spec file, and no config groups but Hydra's own
+        ["model/backbone=tiny_b"],
+        ["~model/backbone"],
+        ["train@x=1"],
+        ["model.backbone@pkg=tiny_b"],
+        ["hydra/job_logging=disabled"],
         # a mapping merges into the one the spec holds
         ["train.optim={lr:0.5}"],
         ["train.optim={lrr:0.5}"],
