@@ -25,7 +25,7 @@ from taospec import (
     schema,
     yamlsrc,
 )
-from taospec.diagnostics import JsonPath, Problem, unique
+from taospec.diagnostics import JsonPath, Problem, closest, unique
 from taospec.job import MISSING, SPEC_FILE, results_seen_at
 from taospec.jobids import id_like
 from taospec.versions import Images
@@ -1693,7 +1693,7 @@ def _ignored_docker(source: Source) -> bool:
 def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
     """extra_sbatch may not take over the options taospec sets nor make an array job (``-a``,
     ``--array`` or a start of it, which sbatch takes for it), and each item must read, as
-    sbatch reads an #SBATCH line, as one option and at most one value."""
+    sbatch reads an #SBATCH line, as one option it knows and at most one value."""
     owned = {flag for pair in SLURM_OWN_OPTIONS.items() for flag in pair if flag}
     for index, line in enumerate(lines if isinstance(lines, list) else []):
         if not isinstance(line, str):
@@ -1715,7 +1715,7 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
             )
         if word == "-a" or (len(word) > 3 and "--array".startswith(word)):
             yield source.problem(("slurm", "extra_sbatch", index), f"{word}: {ARRAY_REFUSAL}")
-        why = _sbatch_misreads(line) or _sbatch_value_misread(line)
+        why = _sbatch_misreads(line) or _sbatch_unknown_option(line) or _sbatch_value_misread(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)
 
@@ -1731,6 +1731,44 @@ SBATCH_NO_VALUE = frozenset(
 """sbatch's options that take no value as a word of their own (sbatch --help)."""
 SBATCH_EQUALS_VALUE = frozenset({"--exclusive", "--get-user-env", "--nice", "--propagate"})
 """sbatch's options whose value is optional, so it is read only after '='."""
+SBATCH_OPTIONS = frozenset(
+    {
+        "--account", "--acctg-freq", "--array", "--batch", "--bb", "--bbf", "--begin", "--chdir",
+        "--cluster", "--cluster-constraint", "--clusters", "--comment", "--constraint",
+        "--container", "--context", "--contiguous", "--core-spec", "--cores-per-socket",
+        "--cpu-freq", "--cpus-per-gpu", "--cpus-per-task", "--deadline", "--delay-boot",
+        "--dependency", "--distribution", "--error", "--exclude", "--exclusive", "--export",
+        "--export-file", "--extra-node-info", "--get-user-env", "--gid", "--gpu-bind",
+        "--gpu-freq", "--gpus", "--gpus-per-node", "--gpus-per-socket", "--gpus-per-task",
+        "--gres", "--gres-flags", "--help", "--hint", "--hold", "--ignore-pbs", "--input",
+        "--job-name", "--kill-on-invalid-dep", "--licenses", "--mail-type", "--mail-user",
+        "--mcs-label", "--mem", "--mem-bind", "--mem-per-cpu", "--mem-per-gpu", "--mincpus",
+        "--network", "--nice", "--no-kill", "--no-requeue", "--nodefile", "--nodelist", "--nodes",
+        "--ntasks", "--ntasks-per-core", "--ntasks-per-gpu", "--ntasks-per-node",
+        "--ntasks-per-socket", "--ntasks-per-tres", "--open-mode", "--output", "--overcommit",
+        "--oversubscribe", "--parsable", "--partition", "--power", "--prefer", "--priority",
+        "--profile", "--propagate", "--qos", "--quiet", "--reboot", "--requeue", "--reservation",
+        "--signal", "--sockets-per-node", "--spread-job", "--switches", "--tasks-per-node",
+        "--test-only", "--thread-spec", "--threads-per-core", "--time", "--time-min", "--tmp",
+        "--uid", "--usage", "--use-min-nodes", "--verbose", "--version", "--wait",
+        "--wait-all-nodes", "--wckey", "--wrap", "-A", "-a", "-B", "-b", "-C", "-c", "-D", "-d",
+        "-e", "-F", "-G", "-H", "-h", "-i", "-J", "-k", "-L", "-M", "-m", "-N", "-n", "-O", "-o",
+        "-p", "-Q", "-q", "-S", "-s", "-t", "-V", "-v", "-W", "-w", "-x",
+    }
+)  # fmt: skip
+"""sbatch 22.05's options, long and short (the option table of Slurm 22.05's slurm_opt.c)."""
+SBATCH_NEWER_OPTIONS = {
+    "--autocomplete": "23.02", "--container-id": "23.02", "--extra": "23.02",
+    "--tres-per-task": "23.02", "--tres-bind": "23.11", "--resv-ports": "24.05",
+    "--segment": "24.05", "--stepmgr": "24.05", "--oom-kill-step": "24.11",
+    "--external": "25.05", "--consolidate-segments": "25.11", "--resources": "25.11",
+    "--spread-segments": "25.11", "--container-type": "26.05", "--mem-update": "26.05",
+}  # fmt: skip
+"""The options sbatch gained after 22.05, to Slurm 26.05's slurm_opt.c, with the Slurm that
+added each: the cluster may run it, so these are taken, and a start they make ambiguous is
+refused."""
+SBATCH_SINCE = {**dict.fromkeys(SBATCH_OPTIONS, "22.05"), **SBATCH_NEWER_OPTIONS}
+"""Every option an sbatch from 22.05 on takes, with the first Slurm whose sbatch does."""
 
 
 def _sbatch_misreads(line: str) -> str | None:
@@ -1761,6 +1799,34 @@ def _sbatch_misreads(line: str) -> str | None:
             'would be a word it refuses; quote a value that holds spaces (--comment="a b")'
         )
     return None
+
+
+def _sbatch_unknown_option(line: str) -> str | None:
+    """Why sbatch would refuse the option ``#SBATCH <line>`` starts with: one no sbatch from
+    22.05 knows, or a start of several long options. getopt_long takes an option's whole
+    name for it, and a start of one long option alone for that one ('-pgpu' is -p's); the
+    one pair of names Slurm gives an option, --ntasks-per-node and --tasks-per-node, shares
+    no start, so a start of several is ambiguous."""
+    words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
+    first = words[0] if words else ""
+    word = first.partition("=")[0] if first.startswith("--") else first[:2]
+    if word in SBATCH_SINCE or not re.match(r"--?[A-Za-z]", word):
+        return None  # an option sbatch knows, or no option, which the schema refuses
+    starts = sorted(name for name in SBATCH_SINCE if name.startswith(word))
+    if len(starts) == 1:
+        return None
+    if starts:
+        since = sorted(SBATCH_SINCE[name] for name in starts)[1]
+        who = "sbatch refuses" if since == "22.05" else f"sbatch {since} and later refuse"
+        return (
+            f"{who} {word} as ambiguous: it starts {', '.join(starts[:-1])} and {starts[-1]}; "
+            "write the option out"
+        )
+    # the names are compared without their dashes, which every long option shares
+    names = {name[2:]: name for name in SBATCH_SINCE if name.startswith("--")}
+    guess = closest(word[2:], sorted(names)) if word.startswith("--") else None
+    hint = f" (did you mean {names[guess]}?)" if guess else ""
+    return f"sbatch knows no option {word} and would refuse the job{hint}"
 
 
 SBATCH_SIZE = r"[ \t\n\v\f\r]*(?:\+?(?P<count>[0-9]+)|-0+)(?:[KkMmGgTt][Bb]?)?"

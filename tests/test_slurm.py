@@ -1687,6 +1687,148 @@ def test_an_extra_sbatch_line_sbatch_would_refuse_is_refused_at_its_item(
     ), done.stderr
 
 
+GETOPT_REFUSAL = re.compile(
+    r"^sbatch: (?:unrecognized option|invalid option|option '[^']*' is ambiguous)", re.MULTILINE
+)
+"""How sbatch (glibc's getopt_long) says it reads no option in a word."""
+
+
+def sbatch_refuses_the_option(open_tmp: Path, line: str) -> bool:
+    """Whether sbatch reads no option it knows in ``#SBATCH <line>``."""
+    return GETOPT_REFUSAL.search(sbatch_test_only(open_tmp, line).stderr) is not None
+
+
+def item_line(path: Path, line: str) -> int:
+    """The line of ``path`` that holds the item ``line``."""
+    return next(n for n, text in enumerate(path.read_text().splitlines(), 1) if line in text)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("--partiton=gpu", "sbatch knows no option --partiton and would refuse the job "
+                           "(did you mean --partition?)"),
+        ("--memory=4G", "sbatch knows no option --memory and would refuse the job "
+                        "(did you mean --mem?)"),
+        ("-Z", "sbatch knows no option -Z and would refuse the job"),
+        ("--gpu=2", "sbatch refuses --gpu as ambiguous: it starts --gpu-bind, --gpu-freq, "
+                    "--gpus, --gpus-per-node, --gpus-per-socket and --gpus-per-task; write the "
+                    "option out"),
+        ("--me=1G", "sbatch refuses --me as ambiguous: it starts --mem, --mem-bind, "
+                    "--mem-per-cpu, --mem-per-gpu and --mem-update; write the option out"),
+    ],
+)  # fmt: skip
+def test_an_option_sbatch_does_not_know_or_cannot_tell_is_refused_at_its_item(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str, said: str
+) -> None:
+    # each passed validate and failed at sbatch ("unrecognized option", "is ambiguous") once
+    # the record was open
+    assert sbatch_refuses_the_option(open_tmp, line)
+    path, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 2, done.stderr
+    at = rf"{re.escape(str(path))}:{item_line(path, line)}:\d+: \$\.slurm\.extra_sbatch\[1\]: "
+    assert re.search(at + re.escape(said) + "$", done.stderr, re.MULTILINE), done.stderr
+
+
+def test_an_ambiguous_start_names_the_options_sbatch_names(
+    slurm: None, taospec: Runner, open_tmp: Path
+) -> None:
+    checked = sbatch_test_only(open_tmp, "--cont")
+    assert re.search(r"'--cont' is ambiguous; possibilities: ", checked.stderr), checked.stderr
+    _, done = validate_extra_sbatch(taospec, open_tmp, "--cont")
+    assert done.returncode == 2, done.stderr
+    assert sorted(re.findall(r"'(--[a-z-]+)'", checked.stderr)[1:]) == [
+        "--container", "--context", "--contiguous"
+    ]  # fmt: skip
+    assert (  # and those a newer sbatch adds (--container-id from 23.02, --container-type 26.05)
+        "$.slurm.extra_sbatch[1]: sbatch refuses --cont as ambiguous: it starts --container, "
+        "--container-id, --container-type, --context and --contiguous; write the option out"
+    ) in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "line", ["--parti=debug", "--qo=normal", "--comm=a", "--gpus-per-t=1", "--mem=1G", "-pdebug"]
+)
+def test_a_start_of_one_option_is_taken_for_it(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # getopt_long takes a start of one long option for that option, and an option's whole
+    # name for itself even where it starts others (--mem, --mem-per-cpu)
+    assert not sbatch_refuses_the_option(open_tmp, line)
+    _, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_option_table_is_the_one_sbatch_reads(slurm: None, open_tmp: Path) -> None:
+    refused = [name for name in sorted(rules.SBATCH_OPTIONS)
+               if sbatch_refuses_the_option(open_tmp, name)]  # fmt: skip
+    assert refused == []
+    # no option is missing: sbatch names every option a letter starts when it is ambiguous
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        table = sorted(name for name in rules.SBATCH_OPTIONS if name.startswith(f"--{letter}"))
+        said = sbatch_test_only(open_tmp, f"--{letter}").stderr
+        if "is ambiguous" in said:
+            assert sorted(re.findall(r"'(--[a-z-]+)'", said)[1:]) == table, said
+        else:
+            assert len(table) == ("unrecognized option" not in said), (table, said)
+    for letter in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        known = not sbatch_refuses_the_option(open_tmp, f"-{letter}")
+        assert known == (f"-{letter}" in rules.SBATCH_OPTIONS), letter
+
+
+def misspellings(name: str) -> list[str]:
+    """``name``, every start of it, and it with a letter dropped, doubled or two swapped."""
+    word = name[2:]
+    middle = len(word) // 2
+    return [
+        *(f"--{word[:end]}" for end in range(1, len(word) + 1)),
+        f"--{word[:middle]}{word[middle + 1 :]}",
+        f"--{word[:middle]}{word[middle]}{word[middle:]}",
+        f"--{word[: middle - 1]}{word[middle]}{word[middle - 1]}{word[middle + 1 :]}",
+        f"--{word}s",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in rules.SBATCH_OPTIONS if n.startswith("--")))
+def test_validate_refuses_exactly_the_starts_and_misspellings_sbatch_refuses(
+    slurm: None, open_tmp: Path, name: str
+) -> None:
+    # the starts and misspellings of no option a newer sbatch added, which sbatch 22.05 and
+    # every later one read alike
+    newer = rules.SBATCH_NEWER_OPTIONS
+    words = [w for w in misspellings(name) if not any(n.startswith(w) for n in newer)]
+    assert words
+    for word in words:
+        refuses = sbatch_refuses_the_option(open_tmp, word)
+        assert refuses == (rules._sbatch_unknown_option(word) is not None), word
+
+
+@pytest.mark.parametrize(
+    "line", ["--tres-per-task=gpu:1", "--tres-per-t=gpu:1", "--oom-kill-step", "--segment=2"]
+)
+def test_validate_passes_an_option_a_newer_sbatch_takes(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # sbatch 22.05 knows none of these (--tres-per-task from Slurm 23.02, --segment from
+    # 24.05, --oom-kill-step from 24.11): which Slurm the cluster runs is its own to say
+    assert sbatch_refuses_the_option(open_tmp, line)
+    _, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_start_a_newer_sbatch_finds_ambiguous_is_refused(
+    slurm: None, taospec: Runner, open_tmp: Path
+) -> None:
+    # sbatch 22.05 takes --res for --reservation; 24.05 added --resv-ports and refuses it
+    assert not sbatch_refuses_the_option(open_tmp, "--res=x")
+    _, done = validate_extra_sbatch(taospec, open_tmp, "--res=x")
+    assert done.returncode == 2, done.stderr
+    assert (
+        "$.slurm.extra_sbatch[1]: sbatch 24.05 and later refuse --res as ambiguous: it starts "
+        "--reservation, --resources and --resv-ports; write the option out"
+    ) in done.stderr, done.stderr
+
+
 def test_following_the_tail_through_a_login_node_reads_its_end_alone(
     slurm, login_node: str, taospec: Runner, open_tmp: Path
 ) -> None:
