@@ -1801,20 +1801,25 @@ def _sbatch_misreads(line: str) -> str | None:
     return None
 
 
+def _sbatch_names(option: str) -> list[str]:
+    """The options sbatch could take ``option`` (as written, without its value) for: the one
+    of that name, else each long option it starts. getopt_long takes a start of one long
+    option alone for that one, and refuses a start of several: the one pair of names Slurm
+    gives an option, --ntasks-per-node and --tasks-per-node, shares no start."""
+    if option in SBATCH_SINCE:
+        return [option]
+    return sorted(name for name in SBATCH_SINCE if name.startswith(option))
+
+
 def _sbatch_unknown_option(line: str) -> str | None:
-    """Why sbatch would refuse the option ``#SBATCH <line>`` starts with: one no sbatch from
-    22.05 knows, or a start of several long options. getopt_long takes an option's whole
-    name for it, and a start of one long option alone for that one ('-pgpu' is -p's); the
-    one pair of names Slurm gives an option, --ntasks-per-node and --tasks-per-node, shares
-    no start, so a start of several is ambiguous."""
+    """Why sbatch would refuse the option ``#SBATCH <line>`` starts with ('-pgpu' is -p's):
+    one no sbatch from 22.05 knows, or a start of several long options."""
     words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
     first = words[0] if words else ""
     word = first.partition("=")[0] if first.startswith("--") else first[:2]
-    if word in SBATCH_SINCE or not re.match(r"--?[A-Za-z]", word):
+    starts = _sbatch_names(word)
+    if len(starts) == 1 or not re.match(r"--?[A-Za-z]", word):
         return None  # an option sbatch knows, or no option, which the schema refuses
-    starts = sorted(name for name in SBATCH_SINCE if name.startswith(word))
-    if len(starts) == 1:
-        return None
     if starts:
         since = sorted(SBATCH_SINCE[name] for name in starts)[1]
         who = "sbatch refuses" if since == "22.05" else f"sbatch {since} and later refuse"
@@ -1963,26 +1968,20 @@ cluster (Slurm's slurm_opt.c and proc_args.c; a word a newer Slurm knows is take
 it would refuse a value or keep another, or None."""
 SBATCH_SHORT = {"-t": "--time", "-c": "--cpus-per-task", "-S": "--core-spec"}
 SBATCH_OPTIONAL_VALUE = frozenset({"--exclusive"})
-SBATCH_NAMES_STARTING_OTHERS = frozenset({"--ntasks", "--threads"})
-"""Slurm's options whose name starts one of :data:`SBATCH_VALUE_READERS`'s, so that
-written out they are not a start of it."""
 
 
 def _sbatch_option(words: Sequence[str]) -> tuple[str, str, str | None]:
     """The option as written, the one of :data:`SBATCH_VALUE_READERS` sbatch takes it for
-    (empty for none: a long option's start is taken for the one it alone starts), and its
-    value (None for none: '-c2', '-c 2', '--cpus-per-task=2' and '--cpus-per-task 2')."""
+    (empty for none; see :func:`_sbatch_names`), and its value (None for none: '-c2',
+    '-c 2', '--cpus-per-task=2' and '--cpus-per-task 2')."""
     first = words[0] if words else ""
     following = words[1] if len(words) == 2 else None
     if first[:2] in SBATCH_SHORT:
         return first[:2], SBATCH_SHORT[first[:2]], first[2:] or following
     option, equals, value = first.partition("=")
-    starts = [name for name in SBATCH_VALUE_READERS if name.startswith(option)]
-    if option in SBATCH_VALUE_READERS:
-        starts = [option]
-    elif len(option) < 3 or option in SBATCH_NAMES_STARTING_OTHERS or len(starts) != 1:
-        starts = [""]
-    return option, starts[0], value if equals else following
+    names = _sbatch_names(option)
+    name = names[0] if len(names) == 1 and names[0] in SBATCH_VALUE_READERS else ""
+    return option, name, value if equals else following
 
 
 def _sbatch_value_misread(line: str) -> str | None:

@@ -1510,6 +1510,7 @@ SBATCH_VALUES = [
     # counts (C's strtol: blanks and a sign before the digits; --core-spec may be 0)
     "-c1", "-c 2", "--cpus-per-task=' 1'", "--cpus-per-task=+1", "--mincpus=1",
     "--cpus-per-gpu=1", "--core-spec=0", "-S0", "--threads-per-core=1", "--cpus-per-t=2",
+    "--threads=1",  # sbatch has no --threads (srun has): it is a start of --threads-per-core
     # signals ([{R|B}:]<sig_num>[@sig_time]) and keywords
     "--signal=USR1", "--signal=B:USR1@30", "--signal=RB:sigterm@0", "--signal='USR1 '",
     "--signal=15@", "--signal=BR:HUP", "--signal=RUSR1", "--signal=+10@+5",
@@ -1524,7 +1525,7 @@ SBATCH_VALUES = [
     "--time-min=5m", "--time-min=1-2:3:4:5", "--time", "-t",
     "-c0", "-c-0", "--mincpus=0", "--cpus-per-gpu=0", "-c1x", "-c 0x10", "--cpus-per-task=''",
     "--cpus-per-task=' 2 '", "--core-spec=-1", "--thread-spec=0", "--sockets-per-node=0",
-    "--ntasks-per-gpu=0", "-c99999999999999999999", "--cpus-per-t=0", "-c",
+    "--ntasks-per-gpu=0", "-c99999999999999999999", "--cpus-per-t=0", "-c", "--threads=0",
     "--signal=FOO", "--signal=USR1@-1", "--signal=USR1@70000", "--signal=USR1@5s",
     "--signal=0", "--signal=''", "--signal=X:USR1", "--signal=B:", "--signal=65536",
     "--signal=BUS", "--signal=::USR1", "--signal=USR1@5@6", "--signal=\u017figusr1",
