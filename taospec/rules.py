@@ -1579,8 +1579,10 @@ host is chosen by the scheduler after the submit)."""
 
 
 SLURM_OWN_OPTIONS = {"--job-name": "-J", "--output": "-o", "--chdir": "-D", "--nodes": "-N",
-                     "--ntasks-per-node": "", "--ntasks": "-n", "--parsable": ""}  # fmt: skip
-"""sbatch options the slurm platform sets itself (the job name is how a lost answer is found)."""
+                     "--ntasks-per-node": "", "--tasks-per-node": "", "--ntasks": "-n",
+                     "--parsable": ""}  # fmt: skip
+"""sbatch options the slurm platform sets itself (the job name is how a lost answer is found;
+--tasks-per-node is sbatch's other name for --ntasks-per-node)."""
 
 
 SBATCH_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")

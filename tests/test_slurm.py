@@ -1375,6 +1375,10 @@ def test_an_unknown_job_is_unknown() -> None:
             "--job-name, and sbatch takes the start of a long option for the option",
         ),
         ({"slurm": {"container": "none", "extra_sbatch": ["--outp /x"]}}, "--outp starts --output"),
+        (  # sbatch's other name for --ntasks-per-node
+            {"slurm": {"container": "none", "extra_sbatch": ["--tasks-per-node=2"]}},
+            "--tasks-per-node is set by taospec",
+        ),
         ({"mounts": [{"source": "/a,b", "target": "/data"}]}, "cannot carry a path with ','"),
     ],
 )
