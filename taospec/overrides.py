@@ -133,12 +133,17 @@ def given(words: Sequence[object], action: object) -> Iterator[Given]:
         if index in skip or not isinstance(word, str):
             continue
         try:
-            pieces = tuple(shlex.split(word))
+            pieces = (word,) if word and not _SPLITS.search(word) else tuple(shlex.split(word))
         except ValueError:
             yield Given(index, word, None, word, None)
             continue
         for piece in pieces:
             yield Given(index, word, pieces, piece, override(braces.fill(piece, str)))
+
+
+_SPLITS = re.compile(r"[\s'\"\\]")
+"""What ``shlex.split`` reads as other than the word's own text: a blank, a quote, a
+backslash (it reads no ``#`` as a comment)."""
 
 
 def _spec_words(words: Sequence[object], at: int) -> tuple[int, object] | None:
