@@ -272,9 +272,11 @@ def _launched_gpus(
             )
         ]
     try:
-        count = int(line.split("num_gpus=")[1].split()[0]) if "num_gpus" in line else 1
-        ids = ast.literal_eval(line.split("gpu_ids=")[1].split()[0]) if "gpu_ids" in line else [0]
-        launched = max(count, len(ids))
+        count = line.split("num_gpus=")[1].split()[0] if "num_gpus" in line else "1"
+        ids = line.split("gpu_ids=")[1].split()[0] if "gpu_ids" in line else "[0]"
+        if placeholders.names(count + ids):
+            return []  # known once the plan fills them
+        launched = max(int(count), len(ast.literal_eval(ids)))
     except (IndexError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         why = (
             "it reads the first num_gpus= as a whole number and the first gpu_ids= as a "

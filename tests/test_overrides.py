@@ -561,6 +561,8 @@ def test_an_override_of_the_gpu_count_must_agree_with_gpus(
         (["train.gpu_ids='[0,1]'"], "", 5),  # the literal is the text '[0,1]', 5 long
         (["train.num_gpus='2'"], "", None),  # int("'2'") fails
         (["train.gpu_ids=[0,]"], "", 1),
+        (["train.gpu_ids=[0]", "results_dir={results_dir}"], "", 1),
+        (["train.gpu_ids={job_id}"], "", 2),  # known once the plan fills it: left to TAO
         # otherwise from the spec's train section: num_gpus (taospec's, from gpus:), gpu_ids
         ([], "train: {gpu_ids: [0, 1, 2]}", 3),
         ([], "train: {gpu_ids: [0]}", 2),
