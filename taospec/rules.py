@@ -1769,6 +1769,16 @@ SBATCH_NEWER_OPTIONS = {
 """The options sbatch gained after 22.05, to Slurm 26.05's slurm_opt.c, with the Slurm that
 added each: the cluster may run it, so these are taken, and a start they make ambiguous is
 refused."""
+PYXIS_OPTIONS = frozenset(
+    {
+        "--container-image", "--container-mounts", "--container-workdir", "--container-name",
+        "--container-save", "--container-mount-home", "--no-container-mount-home",
+        "--container-remap-root", "--no-container-remap-root", "--container-entrypoint",
+        "--no-container-entrypoint", "--container-entrypoint-log", "--container-writable",
+        "--container-readonly", "--container-env",
+    }
+)  # fmt: skip
+"""The options pyxis (NVIDIA's Slurm plugin for containers) adds to sbatch and srun."""
 SBATCH_SINCE = {**dict.fromkeys(SBATCH_OPTIONS, "22.05"), **SBATCH_NEWER_OPTIONS}
 """Every option an sbatch from 22.05 on takes, with the first Slurm whose sbatch does."""
 
@@ -1815,10 +1825,17 @@ def _sbatch_names(option: str) -> list[str]:
 
 def _sbatch_unknown_option(line: str) -> str | None:
     """Why sbatch would refuse the option ``#SBATCH <line>`` starts with ('-pgpu' is -p's):
-    one no sbatch from 22.05 knows, or a start of several long options."""
+    one no sbatch from 22.05 knows, or a start of several long options; or why taospec
+    refuses one of pyxis's, which a cluster with pyxis adds to sbatch's."""
     words, _ = sbatch_words(line)  # _sbatch_misreads read the line first
     first = words[0] if words else ""
     word = first.partition("=")[0] if first.startswith("--") else first[:2]
+    if word in PYXIS_OPTIONS:
+        return (
+            f"{word} is pyxis's, which would run taospec's batch script itself in a container; "
+            "taospec gives the job's container to srun (slurm.container: pyxis, with image:, "
+            "mounts: and env:)"
+        )
     starts = _sbatch_names(word)
     if len(starts) == 1 or not re.match(r"--?[A-Za-z]", word):
         return None  # an option sbatch knows, or no option, which the schema refuses

@@ -1375,6 +1375,10 @@ def test_an_unknown_job_is_unknown() -> None:
             "--job-name, and sbatch takes the start of a long option for the option",
         ),
         ({"slurm": {"container": "none", "extra_sbatch": ["--outp /x"]}}, "--outp starts --output"),
+        (  # pyxis's, at the batch script's level
+            {"slurm": {"extra_sbatch": ["--container-image=nvcr.io/nvidia/tao:x"]}},
+            "--container-image is pyxis's, which would run taospec's batch script itself",
+        ),
         (  # sbatch's other name for --ntasks-per-node
             {"slurm": {"container": "none", "extra_sbatch": ["--tasks-per-node=2"]}},
             "--tasks-per-node is set by taospec",
