@@ -30,7 +30,7 @@ _WORD = re.compile(
 )
 """An override's word: ``~`` (delete), ``+`` (add) or ``++`` (add or set), a dotted key,
 and ``=`` and the value (Hydra skips blanks after the ``=``). A key naming a config group
-(``a/b``) or a package (``@pkg``) is none of a TAO spec's, and is not read here."""
+(``a/b``) or a package (``@pkg``) is none of a TAO spec's: :func:`group` reads those."""
 
 _ID = r"[A-Za-z_][\w-]*"
 _GROUP = re.compile(
