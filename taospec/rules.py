@@ -1797,11 +1797,11 @@ def _sbatch_misreads(line: str) -> str | None:
             f"sbatch reads an unquoted # as the start of a comment, so it would read "
             f'{words[-1]!r} and drop {cut!r}; quote the value (--comment="run#3") or write \\#'
         )
-    if len(words) == 2 and words[0] in SBATCH_NO_VALUE | SBATCH_EQUALS_VALUE:
+    names = _sbatch_names(words[0]) if len(words) == 2 else []
+    option = names[0] if len(names) == 1 else ""
+    if option in SBATCH_NO_VALUE | SBATCH_EQUALS_VALUE:
         how = (
-            f"write {words[0]}={words[1]}"
-            if words[0] in SBATCH_EQUALS_VALUE
-            else "it takes no value"
+            f"write {words[0]}={words[1]}" if option in SBATCH_EQUALS_VALUE else "it takes no value"
         )
         return f"sbatch reads {words[0]} alone, so {words[1]!r} would be a word it refuses: {how}"
     stray = words[2:] or (words[1:] if words and "=" in words[0] else [])

@@ -1449,6 +1449,7 @@ def test_a_pipeline_submits_independent_targets_at_once_and_waits_for_needs(
         "--comment=a b", "--comment a b", "--comment=it's", '--comment="a b',  # and refuses these
         "--exclusive", "--exclusive=user", "--requeue", "-H",  # options that take no word
         "--exclusive user", "--requeue yes", "-H now", "--nice 5", "--hold x",
+        "--hol x", "--requ yes", "--exclusi user", "--ni 5",  # a start of one, read as it
         # sbatch reads the line itself: a backslash ends a word at a blank (outside quotes),
         # escapes a quote inside single quotes, and a # after a blank starts a comment
         "--comment=a\\ b", "--comment='a\\'b'", '--comment="a\\ b"', "--comment a #b c",
