@@ -166,6 +166,115 @@ def _spec_words(words: Sequence[object], at: int) -> tuple[int, object] | None:
     return None
 
 
+_CFG = ("job", "hydra", "all")
+_INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+HYDRA_OPTIONS: dict[str, tuple[int | str, tuple[str, ...]]] = {
+    "--help": (0, ()), "-h": (0, ()), "--hydra-help": (0, ()), "--version": (0, ()),
+    "--cfg": (1, _CFG), "-c": (1, _CFG), "--resolve": (0, ()), "--package": (1, ()),
+    "-p": (1, ()), "--run": (0, ()), "-r": (0, ()), "--multirun": (0, ()), "-m": (0, ()),
+    "--shell-completion": (0, ()), "-sc": (0, ()), "--config-path": (1, ()), "-cp": (1, ()),
+    "--config-name": (1, ()), "-cn": (1, ()), "--config-dir": (1, ()), "-cd": (1, ()),
+    "--experimental-rerun": (1, ()), "--info": ("?", _INFO), "-i": ("?", _INFO),
+}  # fmt: skip
+"""The options of Hydra's own argument parser (Hydra 1.3), which reads what a TAO
+entrypoint passes on: the words each takes ("?": the next, unless an option) and the
+values it takes, where it names them."""
+_NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
+"""What argparse reads as a negative number, not an option, in a parser with no such option."""
+
+
+def unread(passed: Sequence[Given]) -> Iterator[tuple[Given, str]]:
+    """Each word of what a TAO entrypoint ``passed`` to Hydra that Hydra's argument parser
+    refuses, with why: an option it has not (or a start of several), a value its option
+    does not take, or a word it reads as an override of the spec that is none
+    (``key=value``, ``~key``, or a config group's choice, :func:`group`)."""
+    taker: tuple[Given, str] | None = None  # the option the next word may be the value of
+    ended = False  # after "--", every word is an override
+    run = 0  # argparse takes the overrides as one run of words: 1 in it, 2 past it
+    for each in passed:
+        piece = each.passed
+        option = not ended and piece[:1] == "-" and len(piece) > 1
+        option = option and not _NEGATIVE.fullmatch(piece)
+        if taker is not None:
+            if each.pieces is not None and not option:
+                if why := _refused_value(taker[1], piece):
+                    yield each, why
+                taker = None
+                continue
+            if HYDRA_OPTIONS[taker[1]][0] == 1:
+                yield taker[0], f"Hydra's option {taker[1]} takes a value, and gets none"
+            taker = None
+        if each.pieces is None:
+            continue
+        if option and piece != "--":
+            why, takes = _option(piece)
+            if why:
+                yield each, why
+            taker = (each, takes) if takes else None
+            run = 2 if run else 0
+            continue
+        marker, ended = piece == "--" and not ended, ended or piece == "--"
+        if run == 2:
+            yield (
+                each,
+                (
+                    "Hydra's argument parser takes the key=value words as one run, and an option "
+                    "before this word ended it; put the options before or after all of them"
+                ),
+            )
+        elif not marker and each.read is None and group(piece) is None:
+            yield each, f"Hydra reads {piece!r} as an override of the spec, and it is no key=value"
+        run = max(run, 1)
+    if taker is not None and HYDRA_OPTIONS[taker[1]][0] == 1:
+        yield taker[0], f"Hydra's option {taker[1]} takes a value, and gets none"
+
+
+def _option(piece: str) -> tuple[str | None, str | None]:
+    """Why Hydra's argument parser refuses the option word ``piece`` (None where it takes
+    it), and the option whose value the next word may be (None for none)."""
+    known = _hydra_option(piece)
+    name = piece.partition("=")[0]
+    if known == []:
+        return f"Hydra's argument parser has no option {name}", None
+    if isinstance(known, list):
+        return f"Hydra's argument parser finds {name} ambiguous ({', '.join(known)})", None
+    option, value = known
+    if value is None:
+        return None, option if HYDRA_OPTIONS[option][0] else None
+    if HYDRA_OPTIONS[option][0] == 0:
+        return f"Hydra's option {option} takes no value", None
+    return _refused_value(option, value), None
+
+
+def _refused_value(option: str, value: str) -> str | None:
+    choices = HYDRA_OPTIONS[option][1]
+    if not choices or value in choices:
+        return None
+    return f"Hydra's option {option} takes {', '.join(choices)}, not {value!r}"
+
+
+def _hydra_option(piece: str) -> tuple[str, str | None] | list[str]:
+    """The option of Hydra's argument parser an option word is, as argparse reads it, and
+    the value the word gives it (``--cfg=job``, ``-cjob``; None where it gives none): the
+    option of that name, the one long option it starts, or the short one it starts with
+    (flags, ``-rm``, are each a short one); else the options it starts, none or several."""
+    name, equals, value = piece.partition("=")
+    if name in HYDRA_OPTIONS:
+        return name, value if equals else None
+    if piece.startswith("--"):
+        starts = [option for option in HYDRA_OPTIONS if option.startswith(name)]
+        return (starts[0], value if equals else None) if len(starts) == 1 else starts
+    short, glued = piece[:2], piece[2:]
+    if short not in HYDRA_OPTIONS:
+        starts = [option for option in HYDRA_OPTIONS if option.startswith(piece)]
+        return (starts[0], None) if len(starts) == 1 else []
+    if HYDRA_OPTIONS[short][0] != 0:
+        return short, glued.removeprefix("=")
+    if all(f"-{flag}" in HYDRA_OPTIONS for flag in glued):
+        return short, None  # flags, one after another (a value's option among them aside)
+    return []
+
+
 def group(word: str) -> str | None:
     """The config group or package ``word`` names (``model/backbone``, ``train@pkg``) where
     Hydra reads it as an override of one; None for any other word."""

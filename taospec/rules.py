@@ -472,14 +472,17 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     """A word a TAO entrypoint passes on to Hydra (see :func:`overrides.given`) that TAO's
     run refuses once the job has started: one the entrypoint cannot split again, a choice
-    of a config group (Hydra's own ``hydra/...`` aside), one it splits into a word that is
-    no override, or a value Hydra reads as a sweep."""
+    of a config group (Hydra's own ``hydra/...`` aside), one Hydra's argument parser
+    refuses (an option it has not, a word that is no override: :func:`overrides.unread`),
+    or a value Hydra reads as a sweep."""
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
         return  # said above
     at: JsonPath = ("command",)
-    for passed in overrides.given(words, source.data.get("action")):
+    given = list(overrides.given(words, source.data.get("action")))
+    unread = {id(each): why for each, why in overrides.unread(given)}
+    for passed in given:
         if isinstance(command, list):
             at = ("command", passed.index)
         read = passed.read
@@ -497,12 +500,9 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                     f"{named}, and TAO's entrypoint gives Hydra no config groups, only the spec "
                     "file; set a key of the spec as key.sub=value",
                 )
-        elif read is None and passed.split:
-            yield source.problem(
-                at,
-                f"{passed.shown}: Hydra reads each word as an override of the spec, and "
-                f"{passed.passed!r} is none; {_whole(passed.word)}",
-            )
+        elif id(passed) in unread:
+            fix = _whole(passed.word) if passed.split else _TAO_SETTINGS
+            yield source.problem(at, f"{passed.shown}: {unread[id(passed)]}; {fix}")
         elif read is not None and read.sweep:
             text = shlex.quote(f"{read.key}={read.value}".replace(",", "\\,"))
             how = (
@@ -517,6 +517,12 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 "overrides of the spec, reads this value as a sweep over several values, "
                 f"which only a multirun takes, not TAO's run; {how}",
             )
+
+
+_TAO_SETTINGS = (
+    "TAO's entrypoint takes the spec file (-e) and gives Hydra all else, so a setting is a "
+    "key of the spec (key=value, results_dir=/results for an older TAO's -r /results)"
+)
 
 
 def _whole(word: str) -> str:

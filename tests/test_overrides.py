@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
@@ -165,6 +166,81 @@ def test_the_spec_file_is_found_as_tao_s_entrypoint_reads_it(command: list[str])
 )
 def test_a_command_that_runs_no_entrypoint_passes_hydra_nothing(command: list[str]) -> None:
     assert list(overrides.given(command, "train")) == []
+
+
+HYDRA_WORDS = [
+    "--cfg", "-c", "job", "--resolve", "--package", "-p", "_global_", "--run", "-r", "--multirun",
+    "-m", "--shell-completion", "-sc", "--config-path", "-cp", "/x", "--config-name", "-cn",
+    "--config-dir", "-cd", "--experimental-rerun", "--info", "-i", "--hydra-help", "--cf",
+    "--conf", "--ru", "--in", "--cfg=job", "--run=x", "-cpX", "-rm", "--gpus", "-k", "-o",
+    "--results_dir", "2", "-1", "a=1", "~a", "+a=1", "a/b=x", "hydra/x=y", "--", "hydra",
+    "-cjob", "-rX", "-s", "-scX", "--info=config", "--cfg=x", "-c=all", "--pack", "-rmh",
+]  # fmt: skip
+
+
+def hydra_refuses(words: list[str]) -> bool:
+    """Whether Hydra's argument parser, and its override parser after it, refuse ``words``
+    (what TAO's entrypoint passes on), as a TAO action script's Hydra reads them: after the
+    spec file's folder and name, which the entrypoint gives first."""
+    spec_file = ["--config-path", "/results/stage", "--config-name", "spec.yaml"]
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            parsed = get_args_parser().parse_args([*spec_file, *words])
+    except SystemExit:
+        return True
+    try:
+        PARSER.parse_overrides(parsed.overrides)
+    except HydraException:
+        return True
+    return False
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(HYDRA_WORDS), max_size=6))
+@example(["-r", "/x", "-k", "key", "--gpus", "2"])  # an older TAO's words
+@example(["--cfg", "job", "a=1"])
+@example(["--info", "--run"])
+def test_a_word_is_refused_exactly_where_hydra_s_argument_parser_refuses_it(
+    words: list[str],
+) -> None:
+    command = ["dino", "train", "-e", "{config_path}", *words]
+    passed = tao_passes(command[1:])
+    assert passed is not None
+    refused = list(overrides.unread(list(overrides.given(command, "train"))))
+    assert bool(refused) == hydra_refuses(passed), refused
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["-r", "/results"], "$.command[5]: '/results': Hydra reads '/results' as an override"),
+        (["-k", "key"], "$.command[4]: '-k': Hydra's argument parser has no option -k"),
+        (["--gpus", "2"], "$.command[4]: '--gpus': Hydra's argument parser has no option --gpus"),
+        (["--conf", "x"], "finds --conf ambiguous (--config-path, --config-name, --config-dir)"),
+        (["--cfg", "jobs"], "'jobs': Hydra's option --cfg takes job, hydra, all, not 'jobs'"),
+        (["a=1", "--cfg", "job", "b=2"], "$.command[7]: 'b=2': Hydra's argument parser takes"),
+        (["--cfg"], "$.command[4]: '--cfg': Hydra's option --cfg takes a value, and gets none"),
+        (["--cfg", "job", "a=1", "b=2"], ""),
+        (["a=1", "-m"], ""),
+        (["--config-dir", "/x", "-cjob", "a=1"], ""),
+    ],
+)
+def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
+    taospec: Runner, tmp_path: Path, words: list[str], said: str
+) -> None:
+    # an older TAO took -r, -k and --gpus itself; now its entrypoint gives all but -e to
+    # Hydra, whose argument parser stopped the job once it had started
+    command = ["dino", "train", "-e", "{config_path}", *words]
+    file = tmp_path / "job.yaml"
+    file.write_text(
+        "version: 1\nnetwork_arch: dino\naction: train\nimage: busybox\n"
+        f"results_root: {tmp_path}/r\ncommand: {json.dumps(command)}\nspec: {{}}\n"
+    )
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said:
+        assert f"{file}:6:" in done.stderr
 
 
 GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "_", "-", "$", ":", " "]

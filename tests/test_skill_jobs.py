@@ -129,7 +129,7 @@ def test_the_job_file_overrides_what_the_skill_gives(bank: Runner, tmp_path: Pat
         *TRAIN,
         "network_arch: my_net",
         "image: registry.invalid/mine:2",
-        "command: [tiny_net, train, -e, '{config_path}', --fast]",
+        "command: [tiny_net, train, -e, '{config_path}', train.num_epochs=2]",
         "upload_excludes: []",
     )
     rendered = plan(bank, file)
@@ -137,7 +137,7 @@ def test_the_job_file_overrides_what_the_skill_gives(bank: Runner, tmp_path: Pat
     assert rendered["record"]["network_arch"] == "my_net"
     assert rendered["record"]["upload_excludes"] == []
     assert step(rendered, "launch")["argv"][-5:] == [
-        "tiny_net", "train", "-e", "/results/stage/spec.yaml", "--fast",
+        "tiny_net", "train", "-e", "/results/stage/spec.yaml", "train.num_epochs=2",
     ]  # fmt: skip
 
 
