@@ -393,15 +393,10 @@ def _refused(
     (``+`` only adds), a value OmegaConf cannot make the key's type (unless placeholders
     are ``filled`` into it when the plan is rendered), an interpolation naming a key
     neither holds once the command's overrides add theirs (``composed``)."""
-    lacks = absent(schema, spec, read.key) if read.how in ("", "~") else None
+    lacks = _lacks(schema, spec, read.key) if read.how in ("", "~") else None
     if lacks is not None:
-        first, guess = lacks
-        hint = f" (did you mean {guess}?)" if guess else ""
         change = "delete" if read.how == "~" else "set"
-        yield (
-            f"the spec holds no spec.{first}{hint}, and {_HYDRA_READS} refuses to {change} a "
-            "key it does not hold"
-        )
+        yield f"{lacks}, and {_HYDRA_READS} refuses to {change} a key it does not hold"
     held = lookup(spec, _key_path(read.key)) if read.how == "+" else None
     if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
         yield (
@@ -418,6 +413,16 @@ def _refused(
     yield from unheld_interpolations(schema, composed, read.value)
 
 
+def _lacks(schema: Mapping[str, Any], spec: Mapping[str, Any], key: str) -> str | None:
+    """Where the dotted ``key`` leaves the spec TAO reads (:func:`absent`), said with the
+    key meant where a name there is close; None where the key may be read."""
+    lacks = absent(schema, spec, key)
+    if lacks is None:
+        return None
+    first, guess = lacks
+    return f"the spec holds no spec.{first}" + (f" (did you mean {guess}?)" if guess else "")
+
+
 def _merged(
     key: str, value: dict[Any, Any], spec: Mapping[str, Any], schema: Mapping[str, Any]
 ) -> Iterator[str]:
@@ -426,13 +431,11 @@ def _merged(
     takes no new key but through ``+``), or a value OmegaConf cannot make its key's type."""
     for name, item in value.items():
         path = f"{key}.{name}"
-        lacks = absent(schema, spec, path)
+        lacks = _lacks(schema, spec, path)
         if lacks is not None:
-            first, guess = lacks
-            hint = f" (did you mean {guess}?)" if guess else ""
             yield (
-                f"Hydra merges a mapping into spec.{key}, and refuses its key {name!r}: the "
-                f"spec holds no spec.{first}{hint}; add a key with +{path}=..."
+                f"Hydra merges a mapping into spec.{key}, and refuses its key {name!r}: "
+                f"{lacks}; add a key with +{path}=..."
             )
             continue
         kind = None if item is overrides.UNREAD else converted_to(schema, path, item)

@@ -210,6 +210,16 @@ def test_a_word_is_refused_exactly_where_hydra_s_argument_parser_refuses_it(
     assert bool(refused) == hydra_refuses(passed), refused
 
 
+def dino_job(folder: Path, command: object) -> Path:
+    """A job without a skill running ``command``, with a spec; its command on line 6."""
+    file = folder / "job.yaml"
+    file.write_text(
+        "version: 1\nnetwork_arch: dino\naction: train\nimage: busybox\n"
+        f"results_root: {folder}/r\ncommand: {json.dumps(command)}\nspec: {{}}\n"
+    )
+    return file
+
+
 @pytest.mark.parametrize(
     ("words", "said"),
     [
@@ -230,12 +240,7 @@ def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
 ) -> None:
     # an older TAO took -r, -k and --gpus itself; now its entrypoint gives all but -e to
     # Hydra, whose argument parser stopped the job once it had started
-    command = ["dino", "train", "-e", "{config_path}", *words]
-    file = tmp_path / "job.yaml"
-    file.write_text(
-        "version: 1\nnetwork_arch: dino\naction: train\nimage: busybox\n"
-        f"results_root: {tmp_path}/r\ncommand: {json.dumps(command)}\nspec: {{}}\n"
-    )
+    file = dino_job(tmp_path, ["dino", "train", "-e", "{config_path}", *words])
     done = taospec("validate", file)
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
@@ -449,11 +454,7 @@ def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
     taospec: Runner, tmp_path: Path, command: object, refused: bool
 ) -> None:
     # a job without a skill has no schema for the keys, but Hydra reads its values alike
-    file = tmp_path / "job.yaml"
-    file.write_text(
-        "version: 1\nnetwork_arch: dino\naction: train\nimage: busybox\n"
-        f"results_root: {tmp_path}/r\ncommand: {json.dumps(command)}\nspec: {{}}\n"
-    )
+    file = dino_job(tmp_path, command)
     done = taospec("validate", file)
     assert done.returncode == (2 if refused else 0), done.stderr
     if refused:
