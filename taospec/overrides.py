@@ -246,6 +246,22 @@ def _option(piece: str) -> tuple[str | None, str | None]:
     return _refused_value(option, value), None
 
 
+def multirun(passed: Sequence[Given]) -> bool:
+    """Whether what a TAO entrypoint ``passed`` to Hydra asks it for a multirun (``-m``,
+    ``--multirun``, or ``-m`` among short flags, ``-rm``)."""
+    for each in passed:
+        piece = each.passed
+        if piece == "--":
+            return False
+        known = _hydra_option(piece) if piece[:1] == "-" else []
+        if isinstance(known, list):
+            continue
+        flags = piece[1:] if piece[:2] != "--" and HYDRA_OPTIONS[known[0]][0] == 0 else ""
+        if known[0] == "--multirun" or "m" in flags:
+            return True
+    return False
+
+
 def _refused_value(option: str, value: str) -> str | None:
     choices = HYDRA_OPTIONS[option][1]
     if not choices or value in choices:

@@ -482,6 +482,13 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     at: JsonPath = ("command",)
     given = list(overrides.given(words, source.data.get("action")))
     unread = {id(each): why for each, why in overrides.unread(given)}
+    sweeps = (
+        "Hydra's multirun (-m) takes, running the values one after another into one results "
+        "folder, where taospec runs one job a record; for one job a value, make the job a "
+        "pipeline target with matrix:"
+        if overrides.multirun(given)
+        else "only a multirun takes, not TAO's run"
+    )
     for passed in given:
         if isinstance(command, list):
             at = ("command", passed.index)
@@ -515,7 +522,7 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 at,
                 f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
                 "overrides of the spec, reads this value as a sweep over several values, "
-                f"which only a multirun takes, not TAO's run; {how}",
+                f"which {sweeps}; {how}",
             )
 
 

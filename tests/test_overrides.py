@@ -178,21 +178,21 @@ HYDRA_WORDS = [
 ]  # fmt: skip
 
 
-def hydra_refuses(words: list[str]) -> bool:
-    """Whether Hydra's argument parser, and its override parser after it, refuse ``words``
-    (what TAO's entrypoint passes on), as a TAO action script's Hydra reads them: after the
-    spec file's folder and name, which the entrypoint gives first."""
+def hydra_reads(words: list[str]) -> argparse.Namespace | None:
+    """What Hydra's argument parser makes of ``words`` (what TAO's entrypoint passes on), as
+    a TAO action script's Hydra reads them, after the spec file's folder and name, which the
+    entrypoint gives first; None where it, or its override parser after it, refuses them."""
     spec_file = ["--config-path", "/results/stage", "--config-name", "spec.yaml"]
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             parsed = get_args_parser().parse_args([*spec_file, *words])
     except SystemExit:
-        return True
+        return None
     try:
         PARSER.parse_overrides(parsed.overrides)
     except HydraException:
-        return True
-    return False
+        return None
+    return parsed
 
 
 @settings(max_examples=3000, deadline=None)
@@ -206,8 +206,12 @@ def test_a_word_is_refused_exactly_where_hydra_s_argument_parser_refuses_it(
     command = ["dino", "train", "-e", "{config_path}", *words]
     passed = tao_passes(command[1:])
     assert passed is not None
-    refused = list(overrides.unread(list(overrides.given(command, "train"))))
-    assert bool(refused) == hydra_refuses(passed), refused
+    given_words = list(overrides.given(command, "train"))
+    refused = list(overrides.unread(given_words))
+    read = hydra_reads(passed)
+    assert bool(refused) == (read is None), refused
+    if read is not None:
+        assert overrides.multirun(given_words) == read.multirun
 
 
 def dino_job(folder: Path, command: object) -> Path:
@@ -446,6 +450,7 @@ def test_words_after_another_command_are_its_own(taospec: Runner, tmp_path: Path
         (["dino", "train", "-e", "{config_path}", "'x=a\\,b'"], False),
         (["dino", "train", "--experiment_spec_file={config_path}", "x=a,b"], True),
         (["dino", "train", "x=a,b", "-e", "{config_path}"], True),
+        (["dino", "train", "-e", "{config_path}", "-m", "x=a,b"], True),  # one job a record
         (["dino", "evaluate", "-e", "{config_path}", "model.backbone=a,b"], False),  # not train
         (["env", "-e", "{config_path}", "model.backbone=a,b"], False),
     ],
@@ -461,6 +466,8 @@ def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
         assert f"{file}:6:" in done.stderr
         assert ": $.command" in done.stderr
         assert "reads this value as a sweep over several values" in done.stderr
+        multirun = "Hydra's multirun (-m) takes, running the values one after another"
+        assert (multirun in done.stderr) == ("-m" in command), done.stderr
 
 
 @dataclasses.dataclass
