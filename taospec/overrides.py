@@ -215,18 +215,18 @@ def unread(passed: Sequence[Given]) -> Iterator[tuple[Given, str]]:
             continue
         marker, ended = piece == "--" and not ended, ended or piece == "--"
         if run == 2:
-            yield (
-                each,
-                (
-                    "Hydra's argument parser takes the key=value words as one run, and an option "
-                    "before this word ended it; put the options before or after all of them"
-                ),
-            )
+            yield each, _ONE_RUN
         elif not marker and each.read is None and group(piece) is None:
             yield each, f"Hydra reads {piece!r} as an override of the spec, and it is no key=value"
         run = max(run, 1)
     if taker is not None and HYDRA_OPTIONS[taker[1]][0] == 1:
         yield taker[0], f"Hydra's option {taker[1]} takes a value, and gets none"
+
+
+_ONE_RUN = (
+    "Hydra's argument parser takes the key=value words as one run, and an option before "
+    "this word ended it; put the options before or after all of them"
+)
 
 
 def _option(piece: str) -> tuple[str | None, str | None]:
@@ -348,6 +348,7 @@ _DICT_KEY = re.compile(r"(?:\\.|[^:\\])*", re.DOTALL)
 
 
 def _key(text: str) -> object:
+    """A mapping's key as Hydra types it: an int, float, bool or null, else its text."""
     for pattern, make in _PRIMITIVES:
         if pattern.fullmatch(text):
             return make(text)
