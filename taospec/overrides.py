@@ -35,7 +35,7 @@ and ``=`` and the value (Hydra skips blanks after the ``=``). A key naming a con
 _ID = r"[A-Za-z_][\w-]*"
 _GROUP = re.compile(
     rf"(?P<how>~|\+\+?)?(?P<key>{_ID}(?:/{_ID})+|(?:{_NAME}|{_UNSIGNED})(?:\.(?:{_NAME}|{_UNSIGNED}))*)?"
-    rf"(?:@(?P<package>(?:{_NAME}(?:\.{_NAME})*)?))?(?P<rest>=.*)?",
+    rf"(?:@(?P<package>{_NAME}|(?:{_NAME}|{_UNSIGNED})(?:\.(?:{_NAME}|{_UNSIGNED}))+|))?(?P<rest>=.*)?",
     re.ASCII | re.DOTALL,
 )
 """An override of a config group (``model/backbone=x``) or of a package (``key@pkg=x``)."""
@@ -124,8 +124,15 @@ def given(words: Sequence[object], action: object) -> Iterator[Given]:
     if entry is None:
         return
     options_end = next((at for at in range(entry, len(words)) if words[at] == "--"), len(words))
-    taken = {at: found for at in range(entry + 1, options_end) if (found := _spec_words(words, at))}
-    if not taken or list(taken.values())[-1][1] != CONFIG_PATH:
+    taken: dict[int, tuple[int, object]] = {}
+    at = entry + 1
+    while at < options_end:  # a value the option takes is no option of its own
+        found = _spec_words(words, at)
+        if found:
+            taken[at] = found
+        at += found[0] if found else 1
+    files = [file for _, file in taken.values()]
+    if not files or files[-1] != CONFIG_PATH or None in files:  # None: argparse stops there
         return
     skip = {at + n for at, (count, _) in taken.items() for n in range(count)}
     for index in range(entry + 1, len(words)):
@@ -149,10 +156,12 @@ backslash (it reads no ``#`` as a comment)."""
 def _spec_words(words: Sequence[object], at: int) -> tuple[int, object] | None:
     """How many words from ``at`` give a TAO entrypoint its spec file, and the file, as
     argparse reads its ``-e``/``--experiment_spec_file`` (``-e X``, ``-eX``, ``-e=X``, and
-    any start of the long option from ``--e`` on, followed by `` X`` or ``=X``); None
-    where the word is no such option."""
+    any start of the long option from ``--e`` on, followed by `` X`` or ``=X``; the file
+    None where argparse finds none and stops); None where the word is no such option."""
     word = words[at]
     following = words[at + 1] if at + 1 < len(words) else None
+    if isinstance(following, str) and following[:1] == "-" and not _NEGATIVE.fullmatch(following):
+        following = None  # argparse takes no option word for a value: it stops there
     if not isinstance(word, str):
         return None
     if word.startswith("--"):

@@ -116,6 +116,7 @@ PASSED_PARTS = [
 @example(["-e", "{config_path}"])
 @example(["x='a", "b'"])
 @example(["a=1", "-e", "{config_path}", "-e=b"])
+@example(["a=1", "-e", "-e{config_path}"])  # -e takes no option for its file: argparse stops
 def test_the_words_read_are_the_words_tao_s_entrypoint_passes_hydra(words: list[str]) -> None:
     # "--=x" is a start of every long option, which argparse refuses as ambiguous
     assume(not any(word.startswith("--=") for word in words))
@@ -252,7 +253,7 @@ def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
         assert f"{file}:6:" in done.stderr
 
 
-GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "_", "-", "$", ":", " "]
+GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "0", "_", "-", "$", ":", " "]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -260,6 +261,7 @@ GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "_", "-", "$", ":", 
 @example("a/b=x")
 @example("a@p=x")
 @example("~a/b")
+@example("@a.1=")  # a package's later parts may be numbers
 def test_a_config_group_s_override_is_read_where_hydra_reads_one(word: str) -> None:
     try:
         hydra = PARSER.parse_override(word)
