@@ -258,17 +258,124 @@ def _option(piece: str) -> tuple[str | None, str | None]:
 def multirun(passed: Sequence[Given]) -> bool:
     """Whether what a TAO entrypoint ``passed`` to Hydra asks it for a multirun (``-m``,
     ``--multirun``, or ``-m`` among short flags, ``-rm``)."""
+    return any(option == "--multirun" for _, option in _options(passed))
+
+
+def _options(passed: Sequence[Given]) -> Iterator[tuple[Given, str | None]]:
+    """What Hydra's argument parser takes from each word a TAO entrypoint ``passed`` to it,
+    but an option's value: an option, by its long name (``-rm`` gives ``--run`` and
+    ``--multirun``), or None for a word it reads as an override (all after ``--``)."""
+    value_next = False
+    ended = False
     for each in passed:
         piece = each.passed
-        if piece == "--":
-            return False
-        known = _hydra_option(piece) if piece[:1] == "-" else []
-        if isinstance(known, list):
+        known = _hydra_option(piece) if piece[:1] == "-" and not ended else []
+        if value_next and isinstance(known, list):
+            value_next = False
             continue
-        flags = piece[1:] if piece[:2] != "--" and HYDRA_OPTIONS[known[0]][0] == 0 else ""
-        if known[0] == "--multirun" or "m" in flags:
-            return True
-    return False
+        if piece == "--" and not ended:
+            ended = True
+            continue
+        if isinstance(known, list):
+            yield each, None
+            continue
+        option, value = known
+        flags = piece[2:] if piece[:2] != "--" and HYDRA_OPTIONS[option][0] == 0 else ""
+        for name in (option, *(f"-{flag}" for flag in flags)):
+            yield each, _LONG.get(name, name)
+        value_next = value is None and HYDRA_OPTIONS[option][0] != 0
+
+
+_LONG = {
+    "-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun",
+    "-sc": "--shell-completion", "-cp": "--config-path", "-cn": "--config-name",
+    "-cd": "--config-dir", "-i": "--info",
+}  # fmt: skip
+_PRINTS = {
+    "--help": "the app's help", "--hydra-help": "its own help", "--version": "its version",
+    "--cfg": "the config", "--info": "what it knows of the run",
+    "--shell-completion": "a shell's completion script",
+}  # fmt: skip
+"""Hydra's options that print something and end the run before the action starts."""
+_NOT_RUN = (
+    "and exits 0 before the action runs, so the job would end COMPLETE having run nothing; "
+    "taospec render shows the spec file TAO reads"
+)
+_UNRUN = {
+    "--multirun": (
+        "Hydra's multirun runs the action in a folder of its own (multirun/<date>/<time>/0 "
+        "in the container's working folder), outside the job's results, and taospec runs "
+        "one job a record; leave it out (for one job a value, make the job a pipeline "
+        "target with matrix:)"
+    ),
+    "--resolve": (
+        "Hydra takes --resolve only with --cfg or --help, and stops the run with an error "
+        "otherwise; leave it out"
+    ),
+    "--package": "Hydra reads --package only with --cfg, so it does nothing; leave it out",
+    "--experimental-rerun": (
+        "TAO's hydra_runner starts Hydra's run itself, past the code that reads "
+        "--experimental-rerun, so it does nothing; leave it out"
+    ),
+    **dict.fromkeys(
+        ("--config-path", "--config-name"),
+        "TAO's entrypoint gives Hydra the spec file from -e as --config-path and "
+        "--config-name, and argparse takes the last: this option would have Hydra read "
+        "another config than the spec file the plan shows; set keys of the spec instead",
+    ),
+}
+"""Hydra's options, other than :data:`_PRINTS`, that TAO's run does not take as asked."""
+_SET_AGAIN = (
+    "after the words its entrypoint passes on, and Hydra takes the last setting, so this one "
+    "does nothing; leave it out"
+)
+TAO_SETS = ("hydra.output_subdir", "hydra/job_logging", "hydra.run.dir")
+"""What TAO's ``hydra_runner`` sets after the words its entrypoint passes on, each
+replacing a setting of the same among them (``hydra.run.dir=.``)."""
+_HELP = "--help"
+"""The one long option of a TAO entrypoint's argparse but ``-e``'s (``-h`` is its short
+spelling); it takes any start of it from ``--h`` on."""
+
+
+def unrun(passed: Sequence[Given]) -> Iterator[tuple[Given, str]]:
+    """Each word of what a TAO entrypoint ``passed`` to Hydra that its argument parser
+    takes, but that makes TAO's run other than the run of the action the job shows, with
+    why: the entrypoint's own ``-h`` (its help), Hydra's options that print and exit
+    (:data:`_PRINTS`) or that TAO's run does not take as asked (:data:`_UNRUN`), and a
+    setting TAO's ``hydra_runner`` sets again after them (:data:`TAO_SETS`)."""
+    taken = list(_options(passed))
+    shows = any(option in ("--cfg", "--help") for _, option in taken)
+    raw_options = True  # the entrypoint's argparse reads option words up to a "--"
+    for each in passed:
+        raw_options = raw_options and each.word != "--"
+        if raw_options and each.word[:1] == "-" and _entry_help(each.word):
+            yield (
+                each,
+                f"TAO's entrypoint reads it as its own --help: it prints its usage {_NOT_RUN}",
+            )
+    for each, option in taken:
+        if option is None:
+            if (key := _tao_set(each)) is not None:
+                yield each, f"TAO's hydra_runner sets {key} itself {_SET_AGAIN}"
+        elif _entry_help(each.word):
+            continue  # the entrypoint's help: said above
+        elif option in _PRINTS:
+            yield each, f"Hydra's {option} prints {_PRINTS[option]} {_NOT_RUN}"
+        elif option in _UNRUN and not (shows and option in ("--resolve", "--package")):
+            yield each, _UNRUN[option]
+
+
+def _entry_help(word: str) -> bool:
+    return word == "-h" or (len(word) > 2 and _HELP.startswith(word))
+
+
+def _tao_set(each: Given) -> str | None:
+    """The setting of :data:`TAO_SETS` the word ``each`` passes to Hydra, if any."""
+    read = each.read
+    if read is not None:
+        return read.key if read.key in TAO_SETS else None
+    named = group(each.passed)
+    return named if named in TAO_SETS else None
 
 
 def _refused_value(option: str, value: str) -> str | None:

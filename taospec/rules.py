@@ -474,7 +474,8 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     run refuses once the job has started: one the entrypoint cannot split again, a choice
     of a config group (Hydra's own ``hydra/...`` aside), one Hydra's argument parser
     refuses (an option it has not, a word that is no override: :func:`overrides.unread`),
-    or a value Hydra reads as a sweep."""
+    one with which TAO's run does other than run the action as the job shows it (help,
+    a setting TAO sets again: :func:`overrides.unrun`), or a value Hydra reads as a sweep."""
     try:
         words = list(split_command(command)) if isinstance(command, str) else command
     except ValueError:
@@ -482,6 +483,9 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     at: JsonPath = ("command",)
     given = list(overrides.given(words, source.data.get("action")))
     unread = {id(each): why for each, why in overrides.unread(given)}
+    unrun: dict[int, list[str]] = {}
+    for each, why in () if unread else overrides.unrun(given):
+        unrun.setdefault(id(each), []).append(why)
     sweeps = (
         "Hydra's multirun (-m) takes, running the values one after another into one results "
         "folder, where taospec runs one job a record; for one job a value, make the job a "
@@ -499,6 +503,9 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 f"{passed.word!r}: {overrides.RESPLIT}, and cannot split this one (an unclosed "
                 f"quote, or a backslash at its end); {_whole(passed.word)}",
             )
+        elif id(passed) in unrun:
+            for why in unrun[id(passed)]:
+                yield source.problem(at, f"{passed.shown}: {why}")
         elif read is None and (named := overrides.group(passed.passed)) is not None:
             if not named.startswith("hydra/") and not passed.passed.startswith("+"):
                 yield source.problem(

@@ -16,6 +16,8 @@ import io
 import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +217,42 @@ def test_a_word_is_refused_exactly_where_hydra_s_argument_parser_refuses_it(
         assert overrides.multirun(given_words) == read.multirun
 
 
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(st.sampled_from([*HYDRA_WORDS, "hydra.run.dir=x", "hydra/job_logging=x"]), max_size=6)
+)
+@example(["-rmh"])
+@example(["--cfg=job", "--resolve", "-p", "x"])
+def test_a_word_is_said_to_run_other_than_the_action_where_hydra_s_parser_reads_so(
+    words: list[str],
+) -> None:
+    # what Hydra's argument parser reads from the words decides what TAO's run does: a
+    # help or a printed config instead of the action, a multirun, an option it ignores or
+    # stops at, and a setting TAO's runner sets again after them
+    command = ["dino", "train", "-e", "{config_path}", *words]
+    passed = tao_passes(command[1:])
+    assert passed is not None
+    read = hydra_reads(passed)
+    assume(read is not None)
+    assert read is not None
+    shows = read.cfg is not None or read.help
+    keys = [each.key_or_group for each in PARSER.parse_overrides(read.overrides)]
+    other = (
+        shows
+        or read.hydra_help
+        or read.info is not None
+        or read.shell_completion
+        or read.multirun
+        or read.experimental_rerun is not None
+        or read.resolve
+        or read.package is not None
+        or (read.config_path, read.config_name) != ("/results/stage", "spec.yaml")
+        or any(key in overrides.TAO_SETS for key in keys)
+    )
+    unrun = list(overrides.unrun(list(overrides.given(command, "train"))))
+    assert bool(unrun) == other, unrun
+
+
 def dino_job(folder: Path, command: object) -> Path:
     """A job without a skill running ``command``, with a spec; its command on line 6."""
     file = folder / "job.yaml"
@@ -235,9 +273,9 @@ def dino_job(folder: Path, command: object) -> Path:
         (["--cfg", "jobs"], "'jobs': Hydra's option --cfg takes job, hydra, all, not 'jobs'"),
         (["a=1", "--cfg", "job", "b=2"], "$.command[7]: 'b=2': Hydra's argument parser takes"),
         (["--cfg"], "$.command[4]: '--cfg': Hydra's option --cfg takes a value, and gets none"),
-        (["--cfg", "job", "a=1", "b=2"], ""),
-        (["a=1", "-m"], ""),
-        (["--config-dir", "/x", "-cjob", "a=1"], ""),
+        (["--run", "a=1", "b=2"], ""),
+        (["a=1", "-r"], ""),
+        (["--config-dir", "/x", "-r", "a=1"], ""),
     ],
 )
 def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
@@ -251,6 +289,90 @@ def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
     assert said in done.stderr
     if said:
         assert f"{file}:6:" in done.stderr
+
+
+TAO_ACTION = Path(__file__).with_name("tao_action.py")
+SETS_THE_SPEC = "train.num_epochs=6"
+
+
+def tao_runs(folder: Path, words: list[str]) -> str | None:
+    """What TAO's action, started as TAO's entrypoint starts it (:mod:`tests.tao_action`),
+    runs with ``words`` after its ``-e`` on a spec file of a ``train.num_epochs``: the spec,
+    Hydra's settings and the folder it runs with, or None where it runs nothing or fails."""
+    spec = folder / "spec.yaml"
+    spec.write_text("train:\n  num_epochs: 3\n")
+    done = subprocess.run(
+        [sys.executable, TAO_ACTION, "train", "-e", spec, *words],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    ran = [line for line in done.stdout.splitlines() if line.startswith("RAN ")]
+    return ran[0] if done.returncode == 0 and len(ran) == 1 else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["-h"],  # the entrypoint's own help
+        ["--help"],
+        ["--he"],
+        ["-h", "-e", "{config_path}"],
+        ["train.num_epochs=6 -h"],  # split again: Hydra's help
+        ["--hydra-help"],
+        ["--version"],
+        ["--cfg", "job"],
+        ["-cjob"],
+        ["--cfg=all", "--resolve", "--package", "train"],
+        ["--info"],
+        ["-i", "config"],
+        ["--shell-completion"],
+        ["-sc", "install=bash"],
+        ["-m"],
+        ["-rm"],
+        ["--multirun", SETS_THE_SPEC],
+        ["--resolve"],
+        ["--package", "train"],
+        ["-p", "train", SETS_THE_SPEC],
+        ["--experimental-rerun", "x"],
+        ["--config-name", "spec.yaml"],
+        ["-cn", "other.yaml"],
+        ["-cp", "/"],
+        ["hydra.run.dir=/tmp/elsewhere"],
+        ["++hydra.run.dir=/tmp/elsewhere"],
+        ["hydra.output_subdir=.hydra"],
+        ["hydra/hydra_logging=disabled"],
+        ["--run"],  # asks for what is done anyway: taken
+        ["-r", SETS_THE_SPEC],
+        ["hydra.job.chdir=true"],
+        ["hydra.job.name=x"],
+        ["hydra.verbose=true"],
+        ["hydra/job_logging=stdout"],  # what TAO sets anyway
+        ["-cd", "/"],  # another folder to find configs in
+    ],
+)
+def test_a_word_is_refused_where_tao_s_run_with_it_runs_nothing_or_as_without_it(
+    taospec: Runner, tmp_path: Path, words: list[str]
+) -> None:
+    # TAO's entrypoint and runner start Hydra's run their own way: a help or a printed
+    # config ends the job COMPLETE having run nothing, a multirun runs the action in a
+    # folder of its own, and TAO sets hydra.run.dir, hydra.output_subdir and
+    # hydra/job_logging after the job's words
+    bare = tao_runs(tmp_path, [word for word in words if word == SETS_THE_SPEC])
+    assert bare is not None
+    plain = [word.replace("{config_path}", str(tmp_path / "spec.yaml")) for word in words]
+    ran = tao_runs(tmp_path, plain)
+    asks_the_default = words[0] in ("--run", "-r")
+    elsewhere = ran is not None and json.loads(ran[4:])["cwd"] != str(tmp_path)  # multirun
+    unrun = ran is None or elsewhere or (ran == bare and not asks_the_default)
+    file = dino_job(tmp_path, ["dino", "train", "-e", "{config_path}", *words])
+    done = taospec("validate", file)
+    assert done.returncode == (2 if unrun else 0), (ran, done.stderr)
+    if unrun:
+        assert f"{file}:6:" in done.stderr
+        assert "$.command[4]" in done.stderr
 
 
 GROUP_PARTS = ["~", "+", "a", "b", "/", "@", ".", "=", "1", "0", "_", "-", "$", ":", " "]
@@ -299,7 +421,7 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["model.backbone=tiny_a,tiny_b"],
         ["train.num_epochs=choice(1,2)"],
         ["train.num_epochs=5", "model.deep=3"],
-        ["hydra.run.dir=/results/run"],  # Hydra's own configuration
+        ["hydra.job.name=tiny"],  # Hydra's own configuration
         # the entrypoint splits its words again as a shell does before Hydra reads them
         ["model.backbone=\"'tiny_a,tiny_b'\""],  # Hydra gets the quotes: text
         ["'model.backbone=tiny_a\\,tiny_b'"],  # Hydra gets \,: text
@@ -313,7 +435,7 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["~model/backbone"],
         ["train@x=1"],
         ["model.backbone@pkg=tiny_b"],
-        ["hydra/job_logging=disabled"],
+        ["hydra/hydra_logging=disabled"],
         # a mapping merges into the one the spec holds
         ["train.optim={lr:0.5}"],
         ["train.optim={lrr:0.5}"],
