@@ -28,7 +28,7 @@ import copy
 import itertools
 import json
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from taospec.taoschema import (
     gpu_count_unknown,
     lookup,
     merge_spec,
+    typed_config,
     unheld_interpolations,
     unset_inputs,
     user_paths,
@@ -206,13 +207,25 @@ def _override_problems(
     (of ``gpus``, the key and the count ``gpus:`` names) another count."""
     command = source.data["command"]
     problems = []
+    state = spec  # the spec as Hydra has it when it reads each word
+    deleted: set[KeyPath] = set()
     for each in passed:
         read = each.read
         if read is None or read.key.startswith("hydra."):
             continue  # Hydra's own configuration (hydra.run.dir), not the spec's
         at = ("command", each.index) if isinstance(command, list) else ("command",)
         filled = bool(placeholders.names(each.passed))
-        refused = list(_refused(read, spec, composed, schema, filled=filled))
+        path = _key_path(read.key)
+        gone = next((was for was in deleted if path[: len(was)] == was), None)
+        if gone is not None and read.how in ("", "~"):
+            refused = [
+                f"an earlier word deletes spec.{dotted(gone)}, and Hydra reads the words in "
+                f"order; to set it again write +{read.key}=..."
+            ]
+        else:
+            refused = list(_refused(read, state, composed, schema, filled=filled))
+        if not refused:
+            state, schema = _apply(state, deleted, read, path, schema)
         count = _count(read.value) if gpus and read.key == gpus[0] and not filled else None
         if gpus is not None and count is not None and count != gpus[1] and read.how != "~":
             refused.append(
@@ -397,8 +410,20 @@ def _refused(
     if lacks is not None:
         change = "delete" if read.how == "~" else "set"
         yield f"{lacks}, and {_HYDRA_READS} refuses to {change} a key it does not hold"
-    held = lookup(spec, _key_path(read.key)) if read.how == "+" else None
-    if held is not None and held is not ABSENT and not read.value.startswith(("[", "{")):
+    parent = read.key.rpartition(".")[0]
+    if read.how == "~" and lacks is None and parent and typed_config(schema, parent):
+        yield (
+            f"spec.{parent} is one of the network's dataclass configs, which TAO's Hydra "
+            f"holds typed, and a typed config deletes none of its keys; set spec.{read.key} "
+            "to the value wanted instead"
+        )
+    held = lookup(spec, _key_path(read.key)) if read.how in ("+", "++") else None
+    if (
+        held is not None
+        and held is not ABSENT
+        and read.how == "+"
+        and not read.value.startswith(("[", "{"))
+    ):
         yield (
             f"the spec holds spec.{read.key} already, and Hydra's + only adds a key; write "
             f"{read.key}={read.value} to set it"
@@ -408,9 +433,78 @@ def _refused(
     kind = None if unread else converted_to(schema, read.key, value)
     if kind is not None:
         yield f"spec.{read.key} is {kind}, and {_HYDRA_READS} cannot make {read.value!r} one"
-    elif not unread and read.how == "" and isinstance(value, dict):
-        yield from _merged(read.key, value, spec, schema)
+    elif not unread and isinstance(value, dict) and (read.how == "" or isinstance(held, dict)):
+        yield from _merged(read.key, value, spec, schema)  # + and ++ merge into what is held
     yield from unheld_interpolations(schema, composed, read.value)
+
+
+def _apply(
+    state: Mapping[str, Any],
+    deleted: set[KeyPath],
+    read: overrides.Override,
+    path: KeyPath,
+    schema: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """``state``, the spec as Hydra has it, changed as the override ``read`` of the key at
+    ``path`` changes it (copied along ``path`` alone), noting in ``deleted`` the keys it
+    deletes (and no longer those it adds again); and the ``schema`` the words after it are
+    judged by, which names the keys of a mapping added where it names none (Hydra holds
+    such a mapping as given). A value only Hydra's evaluation tells stands as
+    :data:`COMPOSED`."""
+    value = overrides.typed(read.value)
+    if read.how == "~":
+        deleted.add(path)
+        return _changed(state, path, lambda held: ABSENT), schema
+    deleted.difference_update([was for was in deleted if was[: len(path)] == path])
+
+    def change(held: Any) -> Any:
+        if isinstance(value, dict) and isinstance(held, dict):
+            return merge_spec(held, value)  # Hydra merges a mapping into the one held
+        return COMPOSED if value is overrides.UNREAD else value
+
+    if isinstance(value, dict) and read.how in ("+", "++") and lookup(state, path) is ABSENT:
+        schema = _with_keys(schema, path, value)
+    return _changed(state, path, change), schema
+
+
+def _changed(node: Any, path: KeyPath, change: Callable[[Any], Any]) -> Any:
+    """``node`` with its value at ``path`` (:data:`ABSENT` where it has none) made
+    ``change(value)`` (:data:`ABSENT`: taken out), mappings missing on the way added;
+    ``node`` itself where a number, text or list's end is in the way."""
+    if not path:
+        return change(node)
+    part, rest = path[0], path[1:]
+    if isinstance(node, Mapping):
+        held = node.get(part, ABSENT if not rest else {})
+        new = _changed(held, rest, change)
+        copied = {key: item for key, item in node.items() if key != part}
+        if new is not ABSENT:
+            copied[part] = new
+        return copied if new is not held or part not in node else node
+    if isinstance(node, list) and isinstance(part, int) and part < len(node):
+        new = _changed(node[part], rest, change)
+        kept = [] if new is ABSENT else [new]
+        return node if new is node[part] else [*node[:part], *kept, *node[part + 1 :]]
+    return node
+
+
+def _with_keys(schema: Mapping[str, Any], path: KeyPath, value: Any) -> Mapping[str, Any]:
+    """``schema`` naming, at ``path``, the keys of the mapping ``value`` (and theirs, at any
+    depth) where it names none there; ``schema`` itself where it does, or cannot reach it."""
+    if not path:
+        if not isinstance(value, dict) or "properties" in schema:
+            return schema
+        return {"properties": {key: _with_keys({}, (), item) for key, item in value.items()}}
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or not isinstance(path[0], str):
+        return schema
+    member = properties.get(path[0], {})
+    if not isinstance(member, Mapping):
+        return schema
+    changed = _with_keys(member, path[1:], value)
+    if changed is member:
+        return schema
+    return {**schema, "properties": {**properties, path[0]: changed}}
 
 
 def _lacks(schema: Mapping[str, Any], spec: Mapping[str, Any], key: str) -> str | None:

@@ -420,6 +420,22 @@ def _converts(kind: Callable[[Any], Any], value: Any) -> bool:
     return True
 
 
+def typed_config(schema: Mapping[str, Any], key: str) -> bool:
+    """Whether the skill's ``schema`` says the spec's value at the dotted ``key`` is one of
+    the network's dataclass configs (a ``collection`` or ``object`` with properties), which
+    TAO's Hydra holds as a typed config: it takes no key its fields lack, and deletes none
+    of its keys."""
+    node: Any = schema
+    for part in key.split("."):
+        properties = node.get("properties")
+        node = properties.get(part) if isinstance(properties, Mapping) else None
+        if not isinstance(node, Mapping):
+            return False
+    return node.get("type") in ("collection", "object") and isinstance(
+        node.get("properties"), Mapping
+    )
+
+
 def wants_list(schema: Mapping[str, Any], path: KeyPath) -> bool | None:
     """Whether ``schema`` says the value at ``path`` is a list (a list type, or ``items``)
     or a value of another type it names; None where it says neither."""

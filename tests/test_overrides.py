@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import io
 import json
@@ -18,11 +19,13 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -447,6 +450,31 @@ def test_a_word_that_is_no_override_is_not_read_as_one() -> None:
         ["++train.optim={x:1}"],
         ["train.optim={1:1}"],
         ["dataset.train_data_sources=[{image_dir:/x,json_file:/y}]"],
+        # TAO's spec is the network's dataclass config: typed, it deletes no key of its
+        # own and merges in no key its fields lack, + or not
+        ["~train.optim.lr"],
+        ["~train.optim"],
+        ["~wandb"],
+        ["~train"],  # the top level is Hydra's own
+        ["+train.optim={x:1}"],
+        ["+train.optim={lr:0.5}"],
+        ["+train.optim.x=1"],
+        ["+train.extra={a:1}"],
+        # Hydra reads the words in order, each on the spec the ones before it left
+        ["+train.extra=1", "train.extra=2"],
+        ["train.extra=2", "+train.extra=1"],
+        ["+train.extra=1", "+train.extra=2"],
+        ["+train.extra=1", "~train.extra"],
+        ["~train.extra", "+train.extra=1"],
+        ["+train.extra={a:1}", "train.extra.a=2", "train.extra.b=3"],
+        ["+train.extra={a:1}", "train.extra={b:1}"],
+        ["+train.extra={a:1}", "~train.extra.a", "train.extra.a=2"],
+        ["+train.extra={a:1}", "~train.extra.a", "+train.extra.a=2"],
+        ["~train", "train.num_epochs=5"],
+        ["~train", "+train.num_epochs=5"],
+        ["~train", "~train"],
+        ["++train.extra=1", "train.extra=2"],
+        ["train.num_epochs=1", "train.num_epochs=2"],
     ],
 )
 def test_an_override_is_refused_exactly_where_hydra_refuses_it(
@@ -478,19 +506,58 @@ def test_an_override_is_refused_exactly_where_hydra_refuses_it(
 
 def tao_refuses(folder: Path, plain: str, words: list[str]) -> str:
     """Why TAO refuses the spec file ``plain`` with ``words`` after its ``-e``, or "": its
-    entrypoint splits the words again, its Hydra composes the file, in a run, with what it
-    gets as overrides, and OmegaConf resolves every value as TAO reads them."""
+    entrypoint splits the words again, its Hydra composes the file, validated against the
+    network's dataclass config of the same name (here the tiny skill's schema made one:
+    :func:`dataclass_of`), with what it gets as overrides, and OmegaConf resolves every
+    value as TAO reads them."""
     folder.mkdir()
     (folder / "spec.yaml").write_text(plain)
     filled = [word.replace("{results_dir}", "/results/job-1") for word in words]
+    store = ConfigStore.instance()
+    store.store(name="spec", node=dataclass_of(TINY_SCHEMA, "ExperimentConfig"))
     try:
         passed = tao_passes(["train", "-e", "{config_path}", *filled])
         assert passed is not None
-        with initialize_config_dir(config_dir=str(folder), version_base=None):
+        with warnings.catch_warnings(), initialize_config_dir(str(folder), version_base=None):
+            warnings.simplefilter("ignore")  # Hydra's note that the same name is deprecated
             OmegaConf.to_container(compose("spec", passed), resolve=True)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         return str(exc)
+    finally:
+        del store.repo["spec.yaml"]
     return ""
+
+
+TINY_SCHEMA = json.loads(
+    (BANK / "skills/models/tao-train-tiny/schemas/train.schema.json").read_text()
+)
+_LEAVES: dict[str, Any] = {"int": int, "float": float, "bool": bool, "string": str}
+_LEAVES.update(categorical=str, list=list[Any], collection=dict[str, Any])
+
+
+def dataclass_of(node: dict[str, Any], name: str) -> Any:
+    """The dataclass config a TAO network declares, as its JSON ``node`` in a skill's schema
+    lists it: a node with properties is a dataclass of those fields, each typed as TAO's
+    schema names it, its default the schema's (a mapping whose keys are no Python names
+    stays a dict)."""
+    fields = []
+    for key, member in node.get("properties", {}).items():
+        kind = member.get("type")
+        if (
+            kind in ("collection", "object")
+            and "properties" in member
+            and all(each.isidentifier() for each in member["properties"])
+        ):
+            nested = dataclass_of(member, f"{name}_{key}")
+            fields.append((key, nested, dataclasses.field(default_factory=nested)))
+            continue
+        default = member.get(
+            "default", [] if kind == "list" else {} if kind == "collection" else None
+        )
+        typed = _LEAVES.get(kind, Any)
+        factory = (lambda value: lambda: copy.deepcopy(value))(default)
+        fields.append((key, typed | None, dataclasses.field(default_factory=factory)))
+    return dataclasses.make_dataclass(name, fields)
 
 
 @pytest.mark.parametrize(
