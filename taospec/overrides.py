@@ -365,6 +365,65 @@ def unrun(passed: Sequence[Given]) -> Iterator[tuple[Given, str]]:
             yield each, _UNRUN[option]
 
 
+def undone(passed: Sequence[Given]) -> Iterator[tuple[Given, Given, str]]:
+    """Each override among what a TAO entrypoint ``passed`` to Hydra that later ones undo,
+    so that Hydra reads the spec as it would without it, with a later one and what it
+    does: a set (``key=``; a mapping sets each key it holds) of keys all set again (Hydra
+    takes the last) or deleted (``~``, also of a mapping holding them), and an add
+    (``+key=``, or ``++key=``, which adds a key the spec lacks) of keys a ``++`` sets
+    again."""
+    later_sets: dict[str, tuple[Given, str]] = {}  # a key, the first word after that sets it
+    later_deletes: dict[str, Given] = {}
+    for each in reversed(passed):
+        read = each.read
+        if read is None or read.sweep:
+            continue
+        how = read.how
+        keys = [read.key] if how == "~" else list(_leaves(read.key, typed(read.value)))
+        found = [later_sets[key] for key in keys if key in later_sets]
+        gone = [at for key in keys if (at := _deleted(key, later_deletes))]
+        if not keys:
+            pass  # an empty mapping merges nothing
+        elif how == "" and len(gone) == len(keys):
+            yield each, later_deletes[gone[0]], f"deletes {gone[0]}"
+        elif len(found) == len(keys) and how != "~" and _overwritten(how, found):
+            what = keys[0] if len(keys) == 1 else "each key it sets"
+            yield each, found[0][0], f"sets {what} again, and Hydra takes the last"
+        if how == "~":  # what is set after it sets what the delete left: nothing before
+            later_deletes[read.key] = each
+            below = [key for key in later_sets if _deleted(key, {read.key: each})]
+            for key in below:
+                del later_sets[key]
+        for key in keys:
+            if how in ("", "++"):
+                later_sets[key] = (each, how)
+            else:
+                later_sets.pop(key, None)
+
+
+def _overwritten(how: str, later: list[tuple[Given, str]]) -> bool:
+    """Whether the ``later`` sets of what a word sets (``how``) leave nothing of it: a set
+    may need the key a ``+`` or ``++`` adds, a ``++`` does not."""
+    return how == "" or all(set_how == "++" for _, set_how in later)
+
+
+def _leaves(key: str, value: object) -> Iterator[str]:
+    """The keys a value set at ``key`` sets: ``key``, or each key a mapping holds."""
+    if not isinstance(value, dict):
+        yield key
+        return
+    for name, item in value.items():
+        yield from _leaves(f"{key}.{name}", item)
+
+
+def _deleted(key: str, deletes: dict[str, Given]) -> str | None:
+    """The key of ``deletes`` that is ``key`` or a mapping holding it, if any."""
+    parts = key.split(".")
+    return next(
+        (at for n in range(1, len(parts) + 1) if (at := ".".join(parts[:n])) in deletes), None
+    )
+
+
 def _entry_help(word: str) -> bool:
     return word == "-h" or (len(word) > 2 and _HELP.startswith(word))
 

@@ -486,6 +486,17 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     unrun: dict[int, list[str]] = {}
     for each, why in () if unread else overrides.unrun(given):
         unrun.setdefault(id(each), []).append(why)
+    for each, later, does in overrides.undone(given):
+        where = (
+            "a later part of this word"
+            if later.index == each.index
+            else f"the word at $.command[{later.index}]"
+            if isinstance(command, list)
+            else f"the later word {later.word!r}"
+        )
+        unrun.setdefault(id(each), []).append(
+            f"{where} {does}, so this one does nothing; leave it out"
+        )
     sweeps = (
         "Hydra's multirun (-m) takes, running the values one after another into one results "
         "folder, where taospec runs one job a record; for one job a value, make the job a "
