@@ -1111,11 +1111,19 @@ _FREE_KEY = _lazy(
 _AFTER_QUOTED = frozenset({"", " ", "\t", "\r", "\n", ",", "]", "}"})
 
 
-def _field_end(text: str, start: int) -> int:
-    """Where a free-text value ends: at whitespace outside quotes (never at ``& ? , ;``);
-    a quote that never closes runs to the end of its line."""
+def _field_end(text: str, start: int, opening: int) -> int:
+    """Where a free-text value ends: at whitespace outside quotes (never at ``& ? , ;``),
+    or at a quote of the kind of those just before its name (at ``opening``), which
+    encloses the field (``"'password=x": ...`` ends before the ``"``); a quote that never
+    closes runs to the end of its line."""
+    enclosing = opening
+    while enclosing > 0 and text[enclosing - 1] in "'\"":
+        enclosing -= 1
+    closes = text[enclosing:opening]
     index = start
     while index < len(text) and text[index] not in " \t\r\n":
+        if text[index] in closes and index > start:
+            break
         if text[index] in "'\"":
             closing = _quote_end(text, index)
             index = _line_end(text, index) if closing < 0 else closing
@@ -1142,7 +1150,8 @@ def _field_hits(
     for match in pattern().finditer(text):
         if match.start() < taken or not secret(match[1]):
             continue
-        taken = _clip_to_quote(text, match.end(), _field_end(text, match.end()), match.start())
+        end = _field_end(text, match.end(), match.start())
+        taken = _clip_to_quote(text, match.end(), end, match.start())
         # a value may end at a shell's separator (``API_TOKEN=$MY_TOKEN; ...``), which is
         # no literal of its own
         if _raw_literal(text[match.end() : taken].rstrip(";&|)")):
@@ -1173,7 +1182,8 @@ def _free_key_hits(text: str) -> Iterator[_Hit]:
             continue
         start = match.end()
         if text[start - 1] == ":" and text[start : start + 1].strip():  # token:value, one field
-            end = _clip_to_quote(text, start, _field_end(text, start), match.start())
+            end = _field_end(text, start, match.start())
+            end = _clip_to_quote(text, start, end, match.start())
             if _raw_literal(text[start:end]):
                 yield _Hit("secret-key-value", match["name"], start, end)
             continue

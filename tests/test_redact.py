@@ -211,6 +211,21 @@ def test_a_quoted_start_ends_the_value_only_where_the_line_does(text: str, expec
     assert redact(text) == expected
 
 
+ENCLOSED = [
+    # a field inside quotes ends at one of them, and the prose after it survives
+    ("\"'password=abc\": TAO's entrypoint", "\"'password=<redacted>\": TAO's entrypoint"),
+    ("'\"token=abc': it's here", "'\"token=<redacted>': it's here"),
+    ("\"password=abc\" and 'x'", "password=<redacted> and 'x'"),
+    # a value that opens with the enclosing quote runs on to its own closing one
+    ("'password='abc'' and more", "password=<redacted> and more"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ENCLOSED)
+def test_a_field_in_quotes_ends_at_them(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
 @pytest.mark.parametrize("name", sorted(FORMS))
 def test_each_form_is_redacted_with_a_hostile_value(name: str) -> None:
     form, holds = FORMS[name]
