@@ -1731,23 +1731,32 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
     for index, line in enumerate(lines if isinstance(lines, list) else []):
         if not isinstance(line, str):
             continue
-        flag = re.match(r"--[A-Za-z-]+|-[A-Za-z]", line)
+        flag = re.match(r"--[A-Za-z-]+|-[^-\s=][^\s=]*", line)
         word = flag.group(0) if flag else ""
-        taken = next((f for f in sorted(owned) if len(word) > 3 and f.startswith(word)), "")
-        if word in owned or taken:
-            said = (
-                word
-                if word in owned
-                else f"{word} starts {taken}, and sbatch takes the start of a long option for the "
-                f"option (or refuses it as ambiguous); {taken}"
+        if word.startswith("--"):
+            names = _sbatch_names(word)
+            options = names if len(names) == 1 else []  # several: refused as ambiguous below
+        else:
+            options = _sbatch_flags(word)
+        for option in options:
+            if option not in owned and option not in {"-a", "--array"}:
+                continue
+            if option == word or (len(options) == 1 and not word.startswith("--")):
+                said = option
+            elif word.startswith("--"):
+                said = (
+                    f"{word} starts {option}, and sbatch takes the start of a long option for "
+                    f"the option; {option}"
+                )
+            else:
+                said = f"sbatch reads {word} as {' '.join(options)} (and a value), and {option}"
+            why = (
+                f": {ARRAY_REFUSAL}"
+                if option in {"-a", "--array"}
+                else " is set by taospec: the job is named after its id, writes its output "
+                "into its results directory and runs one task per node"
             )
-            yield source.problem(
-                ("slurm", "extra_sbatch", index),
-                f"{said} is set by taospec: the job is named after its id, writes its output "
-                "into its results directory and runs one task per node",
-            )
-        if word == "-a" or (len(word) > 3 and "--array".startswith(word)):
-            yield source.problem(("slurm", "extra_sbatch", index), f"{word}: {ARRAY_REFUSAL}")
+            yield source.problem(("slurm", "extra_sbatch", index), said + why)
         why = _sbatch_misreads(line) or _sbatch_unknown_option(line) or _sbatch_value_misread(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)
@@ -1854,6 +1863,19 @@ def _sbatch_names(option: str) -> list[str]:
     return sorted(name for name in SBATCH_SINCE if name.startswith(option))
 
 
+def _sbatch_flags(word: str) -> list[str]:
+    """The short options the word ``word`` gives sbatch (``-HN2``: -H, then -N with the
+    value 2): getopt reads each letter after one that takes no value as an option of its
+    own, and the rest of the word after one that takes a value (or one it knows not) as
+    that one's value."""
+    flags = []
+    for letter in word[1:]:
+        flags.append(f"-{letter}")
+        if flags[-1] not in SBATCH_NO_VALUE:
+            break
+    return flags
+
+
 def _sbatch_unknown_option(line: str) -> str | None:
     """Why sbatch would refuse the option ``#SBATCH <line>`` starts with ('-pgpu' is -p's):
     one no sbatch from 22.05 knows, or a start of several long options; or why taospec
@@ -1868,6 +1890,12 @@ def _sbatch_unknown_option(line: str) -> str | None:
             "mounts: and env:)"
         )
     starts = _sbatch_names(word)
+    short = word in SBATCH_NO_VALUE and not first.startswith("--") and first[2:3] not in "="
+    grouped = _sbatch_flags(first) if short else []
+    unknown = [flag for flag in grouped if flag not in SBATCH_SINCE]
+    if unknown:
+        given = " ".join(grouped)
+        return f"sbatch reads {first} as {given}, and knows no option {unknown[0]}"
     if len(starts) == 1 or not re.match(r"--?[A-Za-z]", word):
         return None  # an option sbatch knows, or no option, which the schema refuses
     if starts:

@@ -1769,6 +1769,38 @@ def test_a_start_of_one_option_is_taken_for_it(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize(
+    "line", ["-Hz", "-HZ", "-HQ", "-HOv", "-Hk", "-Hpdebug", "-Hvz", "-H1", "-kHW", "-vvj"]
+)
+def test_grouped_short_options_are_read_as_sbatch_reads_them(
+    slurm: None, taospec: Runner, open_tmp: Path, line: str
+) -> None:
+    # getopt reads each letter after an option that takes no value as an option of its own
+    refuses = sbatch_refuses_the_option(open_tmp, line)
+    assert refuses == (rules._sbatch_unknown_option(line) is not None)
+    _, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == (2 if refuses else 0), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("-HN2", "sbatch reads -HN2 as -H -N (and a value), and -N is set by taospec"),
+        ("-Ha1-3", "sbatch reads -Ha1-3 as -H -a (and a value), and -a: taospec runs one"),
+        ("--no", "sbatch refuses --no as ambiguous"),
+        ("--nt", "sbatch refuses --nt as ambiguous"),
+    ],
+)
+def test_an_option_taospec_sets_is_refused_once_however_it_is_written(
+    taospec: Runner, open_tmp: Path, line: str, said: str
+) -> None:
+    # one problem each: an ambiguous start is no option taospec sets, as sbatch reads it
+    _, done = validate_extra_sbatch(taospec, open_tmp, line)
+    assert done.returncode == 2
+    assert done.stderr.count("$.slurm.extra_sbatch[1]") == 1, done.stderr
+    assert said in done.stderr
+
+
 def test_the_option_table_is_the_one_sbatch_reads(slurm: None, open_tmp: Path) -> None:
     refused = [name for name in sorted(rules.SBATCH_OPTIONS)
                if sbatch_refuses_the_option(open_tmp, name)]  # fmt: skip
