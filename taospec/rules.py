@@ -1750,13 +1750,13 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
                 )
             else:
                 said = f"sbatch reads {word} as {' '.join(options)} (and a value), and {option}"
-            why = (
+            refusal = (
                 f": {ARRAY_REFUSAL}"
                 if option in {"-a", "--array"}
                 else " is set by taospec: the job is named after its id, writes its output "
                 "into its results directory and runs one task per node"
             )
-            yield source.problem(("slurm", "extra_sbatch", index), said + why)
+            yield source.problem(("slurm", "extra_sbatch", index), said + refusal)
         why = _sbatch_misreads(line) or _sbatch_unknown_option(line) or _sbatch_value_misread(line)
         if why:
             yield source.problem(("slurm", "extra_sbatch", index), why)
