@@ -61,6 +61,7 @@ from taospec.taoschema import (
     gpu_count_unknown,
     lookup,
     merge_spec,
+    schema_node,
     typed_config,
     unheld_interpolations,
     unset_inputs,
@@ -150,6 +151,8 @@ def apply_skill(
         warnings += _unmounted_inputs(source, passed, skill, action)
     if gpus is not None and not problems:
         problems += _launched_gpus(source, action.name, spec, given, gpus)
+    if not problems:
+        problems += _node_count(source, action.name, spec, passed, schema)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -311,6 +314,46 @@ def _launched_gpus(
             f"cuda_blocking: {why}",
         )
     ]
+
+
+def _node_count(
+    source: Source,
+    action: str,
+    spec: Mapping[str, Any],
+    passed: list[overrides.Given],
+    schema: Mapping[str, Any],
+) -> list[Problem]:
+    """A problem where TAO would run the action on more or fewer nodes than the job has
+    (``nodes:``, 1 unless on Slurm): the spec's ``num_nodes`` in the action's section, as
+    the last word that sets it leaves it, where the skill's schema holds that key. TAO
+    waits for every node it is told of to join the run."""
+    section = _GPU_SECTIONS.get(action)
+    key = f"{section}.num_nodes"
+    node = schema_node(schema, key) if section is not None else None
+    if node is None or node.get("type") != "int":
+        return []  # the skill's TAO reads no such count
+    nodes = source.data.get("nodes", 1)
+    setting = [each for each in passed if each.read and each.read.key == key]
+    word = setting[-1] if setting and setting[-1].read and setting[-1].read.how != "~" else None
+    if word is not None and word.read is not None:
+        if placeholders.names(word.passed):
+            return []  # known once the plan fills it
+        count = _count(word.read.value)
+        command = source.data["command"]
+        at: JsonPath = ("command", word.index) if isinstance(command, list) else ("command",)
+        shown = f"{word.shown}: "
+    else:
+        held = lookup(spec, _key_path(key))
+        count = held if isinstance(held, int) and not isinstance(held, bool) else None
+        at, shown = ("spec", *_key_path(key)), ""
+    if count is None or count == nodes:
+        return []
+    message = (
+        f"{shown}TAO would run the action on {count} node(s) (spec.{key}) and wait for each "
+        f"to join, but the job has {nodes} (nodes: {nodes}), so it would wait until it is "
+        f"stopped; make spec.{key} {nodes}, or nodes: {count}"
+    )
+    return [source.problem(at, message)]
 
 
 def _count(value: str) -> int | None:

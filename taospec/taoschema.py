@@ -386,12 +386,9 @@ def converted_to(schema: Mapping[str, Any], key: str, value: Any) -> str | None:
     list``...) where OmegaConf, converting as it sets a typed value (``"5"`` to 5, ``yes``
     to true, anything but a list or mapping to text), cannot make ``value`` one; None where
     it can, or where the schema gives the key no type it checks."""
-    node: Any = schema
-    for part in key.split("."):
-        properties = node.get("properties")
-        node = properties.get(part) if isinstance(properties, Mapping) else None
-        if not isinstance(node, Mapping):
-            return None
+    node = schema_node(schema, key)
+    if node is None:
+        return None
     name = node.get("type")
     kind = _TYPES[name][1] if name in _TYPES else "a list" if str(name).startswith("list_") else ""
     if value is None or not kind:
@@ -420,17 +417,27 @@ def _converts(kind: Callable[[Any], Any], value: Any) -> bool:
     return True
 
 
-def typed_config(schema: Mapping[str, Any], key: str) -> bool:
-    """Whether the skill's ``schema`` says the spec's value at the dotted ``key`` is one of
-    the network's dataclass configs (a ``collection`` or ``object`` with properties), which
-    TAO's Hydra holds as a typed config: it takes no key its fields lack, and deletes none
-    of its keys."""
+def schema_node(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """What the skill's ``schema`` says of the spec's value at the dotted ``key``; None
+    where it says nothing."""
     node: Any = schema
     for part in key.split("."):
         properties = node.get("properties")
         node = properties.get(part) if isinstance(properties, Mapping) else None
         if not isinstance(node, Mapping):
-            return False
+            return None
+    found: Mapping[str, Any] = node
+    return found
+
+
+def typed_config(schema: Mapping[str, Any], key: str) -> bool:
+    """Whether the skill's ``schema`` says the spec's value at the dotted ``key`` is one of
+    the network's dataclass configs (a ``collection`` or ``object`` with properties), which
+    TAO's Hydra holds as a typed config: it takes no key its fields lack, and deletes none
+    of its keys."""
+    node = schema_node(schema, key)
+    if node is None:
+        return False
     return node.get("type") in ("collection", "object") and isinstance(
         node.get("properties"), Mapping
     )

@@ -929,6 +929,37 @@ def test_the_number_of_gpus_tao_s_entrypoint_launches_must_be_the_one_gpus_names
         assert f"$.spec.train.gpu_ids: names {launched} GPU ids" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("words", "spec", "nodes", "said"),
+    [
+        ([], "", "", ""),  # the schema's 1
+        ([], "train: {num_nodes: 1}", "", ""),
+        ([], "train: {num_nodes: 2}", "", "$.spec.train.num_nodes: TAO would run"),
+        ([], "train: {num_nodes: 2}", "platform: slurm\nnodes: 2\n", ""),
+        (["train.num_nodes=2"], "", "", "$.command[4]: 'train.num_nodes=2': TAO would run"),
+        (["train.num_nodes=2", "train.num_nodes=1"], "", "", "sets train.num_nodes again"),
+        (["train.num_nodes=1"], "train: {num_nodes: 2}", "", ""),
+        (["train.num_nodes={job_id}"], "", "", ""),  # known once the plan fills it
+    ],
+)
+def test_the_number_of_nodes_tao_waits_for_must_be_the_job_s(
+    taospec: Runner, tmp_path: Path, words: list[str], spec: str, nodes: str, said: str
+) -> None:
+    # TAO's run takes train.num_nodes from the spec it composes and waits for that many
+    # nodes to join: a job on one host told of two waits until it is stopped
+    file = tiny_skill_job(taospec, tmp_path, spec)
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    text = file.read_text().replace(
+        "action: train\n", f"action: train\n{nodes}command: {json.dumps(command)}\n"
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if "TAO would run" in said:
+        assert "but the job has 1 (nodes: 1)" in done.stderr
+
+
 def test_an_override_is_not_refused_where_no_schema_names_the_keys(
     taospec: Runner, tmp_path: Path
 ) -> None:
