@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import itertools
 import json
 import posixpath
@@ -122,6 +123,7 @@ def apply_skill(
     except SkillError as exc:
         return None, [source.problem(("skill",), str(exc))]
 
+    skill = _for_action(skill, action.name, template)
     problems: list[Problem] = []
     filled = dict(data)
     filled.setdefault("network_arch", skill.network_arch)
@@ -249,6 +251,20 @@ _GPU_SECTIONS = {
 """The actions TAO's PyTorch entrypoint may launch on several GPUs, each with the spec
 section it reads their number from."""
 _GPU_WORDS = ("num_gpus", "gpu_ids", "cuda_blocking")
+
+
+def _for_action(skill: Skill, action: str, template: Mapping[str, Any]) -> Skill:
+    """``skill`` with the GPU count key TAO reads for ``action``: its PyTorch entrypoint
+    launches an evaluate or inference on as many GPUs as that action's own section says,
+    so where the skill's key is ``train.num_gpus`` and the action's ``template`` holds
+    ``<section>.num_gpus``, that key is the one ``gpus:`` sets."""
+    section = _GPU_SECTIONS.get(action)
+    if skill.gpu_spec_key != "train.num_gpus" or section in (None, "train"):
+        return skill
+    own = f"{section}.num_gpus"
+    if lookup(template, parse_key(own)) is ABSENT:
+        return skill
+    return dataclasses.replace(skill, gpu_spec_key=own)
 
 
 def _launched_gpus(

@@ -30,7 +30,6 @@ def bank(taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ru
     monkeypatch.setenv("TAO_SKILL_BANK", str(BANK))
     taospec.env["TAO_SKILL_BANK"] = str(BANK)
     write(tmp_path / "versions.yaml", f"images:\n  tao_toolkit:\n    pyt: {PINNED}\n")
-    (tmp_path / "data" / "images").mkdir(parents=True)
     write(tmp_path / "data" / "train.json", "{}\n")
     return taospec
 
@@ -221,6 +220,38 @@ def test_the_gpu_key_follows_gpus_and_a_different_value_is_refused(
         "is 4 but gpus: names 2 GPU(s); leave spec.train.num_gpus out (taospec sets it from "
         "gpus:) or make the two agree"
     ]
+
+
+EVALUATE = (
+    "action: evaluate",
+    "platform: docker",
+    'user: "1000:1000"',
+    "gpus: [0, 1]",
+    "spec:",
+    "  dataset: {test_data_sources: {image_dir: data/images}}",
+    "  labels:",
+    "    'say \"hi\" ''there''': 1",
+    '    "$(touch /tmp/taospec-pwned)\\nnext line": x',
+    "  evaluate:",
+    "    checkpoint: m.pth",
+)
+
+
+def test_an_evaluate_s_gpu_key_is_the_one_tao_reads_for_it(bank: Runner, tmp_path: Path) -> None:
+    # TAO's PyTorch entrypoint launches an evaluate on evaluate.num_gpus GPUs: setting the
+    # skill's train.num_gpus from gpus: left the evaluation on one GPU of the two
+    write(tmp_path / "m.pth", "")
+    spec = spec_of(plan(bank, job(tmp_path, *EVALUATE)))
+    assert spec["evaluate"]["num_gpus"] == 2
+    assert "num_gpus" not in spec.get("train", {})
+    clash = job(tmp_path, *EVALUATE, "    num_gpus: 1", name="clash.yaml")
+    assert invalid(bank, clash) == [
+        f"{clash}:{line_of(clash, 'num_gpus')}:15: $.spec.evaluate.num_gpus: "
+        "spec.evaluate.num_gpus is 1 but gpus: names 2 GPU(s); leave spec.evaluate.num_gpus "
+        "out (taospec sets it from gpus:) or make the two agree"
+    ]
+    ids = job(tmp_path, *EVALUATE, "    gpu_ids: [0, 1, 2]", name="ids.yaml")
+    assert "names 3 GPU ids" in invalid(bank, ids)[0]
 
 
 def test_the_gpu_key_follows_free_gpus_and_all_asks_for_a_count(
