@@ -1743,6 +1743,8 @@ def _extra_sbatch_rules(source: Source, lines: Any) -> Iterator[Problem]:
                 continue
             if option == word or (len(options) == 1 and not word.startswith("--")):
                 said = option
+            elif option == "--array":
+                said = word  # sbatch takes a start of it for it
             elif word.startswith("--"):
                 said = (
                     f"{word} starts {option}, and sbatch takes the start of a long option for "
