@@ -171,7 +171,7 @@ def _single(
                 source.problem((key,), f"{key} belongs to a pipeline file's jobs:", key=True)
             )
     raise_if_any(problems)
-    applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS, skills)
+    applied = _skill(source, file, images, placeholders.JOB_PLACEHOLDERS, skills, warned=set())
     inputs = tuple(source.data.get("inputs", []))
     name = shown_file(file.stem)  # one line wherever it is shown, whatever the file's name
     job = build_job(source, name, images, applied, job_file)
@@ -307,6 +307,7 @@ def _pipeline(
     datas = {e.name: e.data for e in expansions}
     targets: dict[str, Target] = {}
     sources: dict[str, Source] = {}
+    warned: set[str] = set()
     for expansion in expansions:
         data = {"version": source.data["version"], **_without_pipeline_keys(expansion.data)}
         merged = MergedSource(source.file, data, source.root, job_path=("jobs", expansion.base))
@@ -324,7 +325,7 @@ def _pipeline(
         applied = None
         if not found and "skill" in merged.data:
             try:
-                applied = _skill(merged, file, images, known, skills)
+                applied = _skill(merged, file, images, known, skills, warned=warned)
             except SpecError as exc:
                 problems += exc.problems
                 continue
@@ -543,9 +544,11 @@ def _skill(
     images: Images,
     known: tuple[str, ...],
     skills: SkillFinder | None,
+    *,
+    warned: set[str],
 ) -> Applied | None:
     """What the job's ``skill:`` adds (None without one, its folder found by ``skills``,
-    default on disk); its warnings go to stderr."""
+    default on disk); its warnings go to stderr, each once (``warned``: those shown)."""
     if "skill" not in source.data:
         return None
     from taospec.skilljob import apply_skill  # the skill bank's code, for jobs that name one
@@ -556,8 +559,10 @@ def _skill(
     )
     raise_if_any(problems)
     assert applied is not None
-    for warning in applied.warnings:  # a warning may quote a value of the job's spec
-        print(lint.redacted(warning), file=sys.stderr)
+    for warning in map(str, applied.warnings):  # each part redacted as what it is
+        if warning not in warned:  # a matrix's jobs share their base's warnings
+            warned.add(warning)
+            print(warning, file=sys.stderr)
     return applied
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from taospec import identity, lint, platforms, proc, rules
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, shown_file, unique
+from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, closed_folder, input_files, status, unreadable
@@ -623,13 +623,12 @@ def _user_warnings(job: Job, source: Source, who: Identity, user: str | None) ->
     given = user or job.user
     if job.platform != "docker" or given == "host" or who.uid == 0 or given == who.spec:
         return
-    line, column = source.locate(("user",))
-    yield (
-        f"{shown_file(source.file)}:{line}:{column}: $.user: warning: the job runs as {given}, "
-        f"but you are {who.spec}; its results directory will belong to {given} and you may not "
-        f'be able to clean it up. Write user: host (or user: "{who.spec}") unless {given} is '
-        "meant"
+    message = (
+        f"warning: the job runs as {given}, but you are {who.spec}; its results directory will "
+        f"belong to {given} and you may not be able to clean it up. Write user: host (or "
+        f'user: "{who.spec}") unless {given} is meant'
     )
+    yield str(source.problem(("user",), message))
 
 
 def _render_refusals(

@@ -18,7 +18,7 @@ and returns the job's keys as the skill completes them:
 
 The merged spec is checked against the action's schema (:mod:`taospec.taoschema`):
 errors are problems at ``$.spec.<key>`` in the job file (at the ``skill:`` line when the
-template supplied the value), warnings are returned as sentences naming the skill.
+template supplied the value), and so are the warnings, which are returned apart.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from taospec import lint, overrides, placeholders
-from taospec.diagnostics import JsonPath, Problem, shown_file
+from taospec.diagnostics import JsonPath, Problem
 from taospec.job import Mount, SpecInput
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
 from taospec.skills import (
@@ -87,7 +87,8 @@ class Applied:
     versions_key: str | None
     mounts: tuple[Mount, ...]
     spec_inputs: tuple[SpecInput, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[Problem, ...]
+    """Each a :class:`Problem` whose message begins ``warning:``."""
 
 
 def apply_skill(
@@ -394,7 +395,7 @@ def _gpu_key(skill: Skill, source: Source) -> tuple[str, int] | None:
 
 def _unmounted_inputs(
     source: Source, passed: list[overrides.Given], skill: Skill, action: Action
-) -> list[str]:
+) -> list[Problem]:
     """A warning for each override ``passed`` to TAO that sets a path the action reads (one
     of its inputs, or a key holding one) in a job run in a container: taospec mounts an
     input the spec sets, not one a command sets, so the job sees the path only where a
@@ -413,11 +414,15 @@ def _unmounted_inputs(
         value = str(overrides.typed(read.value))
         if found is None or any(value.startswith(t) for t in targets):
             continue
-        warnings.append(
-            f"{shown_file(source.file)}: warning: {each.shown} sets {skill.name}'s input "
-            f"{found.spec_key}, which taospec mounts into the container only when spec: sets "
-            "it; set it in spec: instead, or mount the path with a mounts: entry"
+        at: JsonPath = (
+            ("command", each.index) if isinstance(data["command"], list) else ("command",)
         )
+        message = (
+            f"warning: {each.shown} sets {skill.name}'s input {found.spec_key}, which taospec "
+            "mounts into the container only when spec: sets it; set it in spec: instead, or "
+            "mount the path with a mounts: entry"
+        )
+        warnings.append(source.problem(at, message))
     return warnings
 
 
@@ -628,7 +633,7 @@ def _spec(
     schema: Mapping[str, Any],
     *,
     passed: list[overrides.Given],
-) -> tuple[dict[str, Any], dict[str, Any], list[Problem], list[str]]:
+) -> tuple[dict[str, Any], dict[str, Any], list[Problem], list[Problem]]:
     """The spec file's content, the spec as TAO composes it with the overrides ``passed``,
     the problems and the warnings."""
     user_spec = source.data.get("spec") or {}
@@ -655,17 +660,17 @@ def _spec(
         if finding.severity == "error":
             problems.append(_problem(source, finding, action))
         else:
-            warnings.append(f"{shown_file(source.file)}: warning: {finding}")
+            warned = dataclasses.replace(finding, message=f"warning: {finding.message}")
+            warnings.append(_problem(source, warned, action))
     literal = _literal_template(merged, (), users)
     if ("results_dir",) not in users and _writes_results_dir(action, literal):
         literal["results_dir"] = "{results_dir}"
-    line, column = source.locate(("skill",))
     for path, name in lint.secret_keyed_values(literal):
         if path not in users:  # the job file's own values are the rules' to refuse
             message = secret_key_message(name)
             if action.template_path is not None:
                 message += f" (the value comes from {action.template_path})"
-            problems.append(Problem(line, column, ("spec", *path), message, source.file))
+            problems.append(source.about(("spec", *path), message, ("skill",)))
     return literal, composed, problems, warnings
 
 
@@ -709,11 +714,10 @@ def _problem(source: Source, finding: Finding, action: Action) -> Problem:
     at: JsonPath = ("spec", *finding.path)
     if finding.origin == "user":
         return source.problem(at, finding.message, key=finding.kind == "unknown-key")
-    line, column = source.locate(("skill",))
     message = finding.message
     if action.template_path is not None:
         message += f" (the value comes from {action.template_path})"
-    return Problem(line, column, at, message, source.file)
+    return source.about(at, message, ("skill",))
 
 
 def _writes_results_dir(action: Action, spec: Mapping[str, Any]) -> bool:

@@ -114,6 +114,11 @@ class Source:
         line, column = self.locate(path, key=key)
         return Problem(line, column, path, message, self.file)
 
+    def about(self, path: JsonPath, message: str, at: JsonPath) -> Problem:
+        """A :class:`Problem` with the value at ``path``, which this file does not write
+        (a skill's template gives it), located at ``at``, the key that brought it in."""
+        return Problem(*self.locate(at), path, message, self.file)
+
     def refusal(self, refused: InvalidInput) -> SpecError:
         """``refused`` as a problem at the key it is about (the file's top for none)."""
         return SpecError(
@@ -164,6 +169,10 @@ class MergedSource(Source):
         shown = origin if origin != self.job_path else (*self.job_path, *path)
         line, column = self.locate(path, key=key)
         return Problem(line, column, shown, message, self.file)
+
+    def about(self, path: JsonPath, message: str, at: JsonPath) -> Problem:
+        """A :class:`Problem` with this job's value at ``path``, located at ``at``."""
+        return Problem(*self.locate(at), (*self.job_path, *path), message, self.file)
 
 
 def _reaches(node: yaml.Node, path: JsonPath) -> bool:

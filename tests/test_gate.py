@@ -1579,6 +1579,22 @@ def test_a_non_root_launcher_is_warned_about_another_uid(tmp_path: Path) -> None
     assert preflight.here(jobfile, sources, launcher=root).warnings == ()
 
 
+def test_a_pipeline_s_warning_names_where_its_targets_user_is_set(tmp_path: Path) -> None:
+    # the warning said $.user, a key the pipeline file does not have; said once for both
+    lines = BASE.format(root=tmp_path / "results").splitlines()
+    head = "\n".join("  " + line for line in lines if not line.startswith("version"))
+    path = write(
+        tmp_path / "pipeline.yaml",
+        f"version: 1\ndefaults:\n{head}\njobs:\n  a: {{}}\n  b: {{}}\n",
+    )
+    jobfile, sources = load_located(path)
+    alice = Identity(1001, 1001, (), "alice")
+    verdict = preflight.here(jobfile, sources, launcher=alice)
+    assert [warning.split(": warning: ")[0] for warning in verdict.warnings] == [
+        f"{path}:8:9: $.defaults.user"
+    ]
+
+
 def test_huge_matrices_and_duplicate_values_are_refused_before_expanding(
     taospec: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

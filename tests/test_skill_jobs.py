@@ -117,7 +117,8 @@ def test_a_short_job_renders_the_whole_checked_spec(bank: Runner, tmp_path: Path
         "/inputs/0/images" in rendered["notes"]
     )
     text = bank("render", file)
-    assert "warning: spec.train.checkpoint_interval: in tao-train-tiny's template" in text.stderr
+    said = "$.spec.train.checkpoint_interval: warning: in tao-train-tiny's template"
+    assert f"{file}:2:8: {said}" in text.stderr
     assert "/inputs/0/images" in text.stdout
     assert f"{data}/images:/inputs/0/images:ro" in text.stdout
 
@@ -728,7 +729,7 @@ def test_a_key_the_template_sets_and_its_schema_lacks_may_be_given_a_value(
     done = bank("validate", changed)
     assert done.returncode == 0, done.stderr
     assert (
-        "warning: spec.predict.batch_hint: unknown key 'batch_hint' "
+        f"{changed}:6:13: $.spec.predict.batch_hint: warning: unknown key 'batch_hint' "
         "(tao-train-odd's template sets it: kept)"
     ) in done.stderr
     assert spec_of(plan(bank, changed))["predict"]["batch_hint"] == 16
@@ -759,3 +760,64 @@ def test_init_for_a_skill_that_names_no_image_asks_for_one(bank: Runner, tmp_pat
     )
     said = bank("init", "tao-train-odd", "predict", "-o", "full.yaml").stderr
     assert said == "full.yaml: written; nothing in it to fill in; taospec validate full.yaml\n"
+
+
+def pipeline(tmp_path: Path, *jobs: str) -> Path:
+    """A pipeline whose defaults name the test skill and hold a whole train spec."""
+    head = [
+        "version: 1",
+        "defaults:",
+        "  skill: tao-train-tiny",
+        f"  results_root: {tmp_path / 'results'}",
+        "  spec:",
+        "    dataset:",
+        "      train_data_sources: [{image_dir: data/images, json_file: data/train.json}]",
+        "      classes: [cat, dog]",
+        "jobs:",
+    ]
+    return write(tmp_path / "pipeline.yaml", "\n".join([*head, *jobs]) + "\n")
+
+
+def test_a_pipeline_names_the_target_a_value_its_template_left_unset_is_for(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # the problem said $.spec.evaluate.checkpoint, which named none of the file's targets
+    file = pipeline(
+        tmp_path,
+        "  train: {action: train}",
+        "  check: {action: evaluate, spec: {dataset: {test_data_sources: {image_dir: /t}}}}",
+    )
+    refused = [line for line in invalid(bank, file) if ".checkpoint:" in line]
+    assert refused == [
+        f"{file}:3:10: $.jobs.check.spec.evaluate.checkpoint: not set yet (???): set "
+        "spec.evaluate.checkpoint in the job file's spec (the value comes from "
+        f"{BANK / 'skills/models/tao-train-tiny/references/spec_template_evaluate.yaml'})"
+    ]
+
+
+def test_a_warning_names_its_target_and_line_and_a_matrix_says_it_once(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # a warning named no line and no target, and came once for each value of a matrix
+    file = pipeline(
+        tmp_path,
+        "  train:",
+        "    action: train",
+        "    matrix: {epochs: [1, 2, 3]}",
+        "    spec: {train: {num_epochs: '{matrix.epochs}'}}",
+        "  again: {action: train, spec: {train: {num_epochs: '5'}}}",
+    )
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    template = BANK / "skills/models/tao-train-tiny/references/spec_template_train.yaml"
+    assert done.stderr.splitlines() == [
+        f"{file}:3:10: $.jobs.train.spec.train.checkpoint_interval: warning: in "
+        "tao-train-tiny's template: 0 is below the schema's minimum 1 (the value comes from "
+        f"{template})",
+        f"{file}:14:53: $.jobs.again.spec.train.num_epochs: warning: '5' is a string, not an "
+        "integer, as it is quoted: write it without quotes (TAO may convert it, but say what "
+        "you mean) (a hint from tao-train-tiny)",
+        f"{file}:3:10: $.jobs.again.spec.train.checkpoint_interval: warning: in "
+        "tao-train-tiny's template: 0 is below the schema's minimum 1 (the value comes from "
+        f"{template})",
+    ]
