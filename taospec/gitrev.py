@@ -9,6 +9,7 @@ the repository, so a job spec can be rendered as it was when it was committed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -23,7 +24,15 @@ from taospec.diagnostics import SpecError, shown_file
 from taospec.errors import InvalidInput
 from taospec.job import JobFile
 from taospec.loader import load_jobfile_text
-from taospec.skills import BANK_VARIABLE, INFO, MODELS, SkillError, bank_root, find_skill
+from taospec.skills import (
+    BANK_VARIABLE,
+    INFO,
+    MODELS,
+    WORKFLOW,
+    SkillError,
+    bank_root,
+    find_skill,
+)
 from taospec.versions import VERSIONS_FILE, Images
 from taospec.yamlsrc import Source
 
@@ -191,7 +200,8 @@ class SkillsAt:
     """Finds the skill folders a job file at ``rev`` names, as that revision has them.
 
     A folder inside the repository is read with ``git archive`` into ``scratch``
-    (with the versions.yaml of the bank it sits in, if any). A folder outside it
+    (with the versions.yaml of the bank it sits in, if any); so is the model folder of a
+    workflow file (``tao-deploy-<model>``, found as the work tree has it). A folder outside it
     (``$TAO_SKILL_BANK``, a path out of the repository) is in no revision: it is
     read where it is now, the same for every revision, and listed in ``outside``.
     """
@@ -221,6 +231,9 @@ class SkillsAt:
             folder = job_dir / ref
         elif environ.get(BANK_VARIABLE):
             folder = Path(environ[BANK_VARIABLE]) / MODELS / ref
+            if not (folder / INFO).is_file():  # a workflow in a model's folder, as found now
+                with contextlib.suppress(SkillError):
+                    folder = find_skill(ref, job_dir, environ)
         else:
             return None
         real = Path(os.path.realpath(folder))
@@ -230,9 +243,13 @@ class SkillsAt:
             return None
         return PurePosixPath(*inside.parts).as_posix() if inside.parts else None
 
-    def _extract(self, ref: str, folder: str) -> Path:
+    def _extract(self, ref: str, inside: str) -> Path:
+        """The skill folder (or workflow file) ``inside`` as ``rev`` has it, with its model
+        folder, read into the scratch tree."""
         top, rev = self.where.top, self.rev
-        info = f"{folder}/{INFO.as_posix()}"
+        workflow = inside.endswith(WORKFLOW)
+        folder = PurePosixPath(inside).parent.parent.as_posix() if workflow else inside
+        info = inside if workflow else f"{folder}/{INFO.as_posix()}"
         if info not in existing(top, rev, [info]):
             raise SkillError(f"skill {ref!r}: {rev}:{info} does not exist")
         paths = [folder]
@@ -254,7 +271,7 @@ class SkillsAt:
         except (OSError, tarfile.TarError) as exc:
             raise SkillError(f"skill {ref!r}: cannot read {rev}:{folder}: {exc}") from None
         archive.unlink()
-        return self.tree / folder
+        return self.tree / inside
 
     @property
     def tree(self) -> Path:

@@ -134,10 +134,9 @@ def apply_skill(
         problems += _command_problems(source, action, known)
     versions_key = None
     if "image" not in data:
-        image, versions_key = _image(skill, action, images, file)
+        image, versions_key, why = _image(skill, action, images, file)
         if image is None:
-            message = f"skill {skill.name} names no container_image for {action.name}; give image:"
-            problems.append(source.problem(("skill",), message))
+            problems.append(source.problem(("skill",), f"{why}; give image:"))
         filled["image"] = image
 
     given = list(_overrides(source))
@@ -605,21 +604,23 @@ def _merged(
 
 def _image(
     skill: Skill, action: Action, images: Images, file: Path
-) -> tuple[str | None, str | None]:
-    """The image URI and the versions key it was found by (None when taken literally)."""
+) -> tuple[str | None, str | None, str]:
+    """The image URI, the versions key it was found by (None when taken literally), and,
+    without a URI, why not."""
     uri, key = (action.image_uri, action.versions_key)
-    if uri is None:
+    if uri is None and key is None:
         uri, key = skill.image_uri, skill.versions_key
     if key is None:
-        return uri, None
+        return uri, None, f"skill {skill.name} names no container_image for {action.name}"
     try:
-        return images.resolve(key), key
+        return images.resolve(key), key, ""
     except LookupError:
         pass
     try:
-        return image_in(skill.versions_file, key, file), key
-    except LookupError:
-        return uri, None
+        return image_in(skill.versions_file, key, file), key, ""
+    except LookupError as exc:
+        why = f"skill {skill.name} names the image of {action.name} by its pin {key}: {exc}"
+        return uri, None, why
 
 
 # The spec

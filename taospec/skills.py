@@ -12,6 +12,13 @@ reads what taospec uses from one of them:
 - ``schemas/<action>.schema.json``: the action's schema in TAO's dialect (checked by
   :mod:`taospec.taoschema`), when there is one.
 
+A model folder may hold a second workflow of the model beside its own, in another
+container: ``references/tao-deploy-<model>.skill_info.yaml`` describes TAO Deploy's
+TensorRT actions (``gen_trt_engine``, and ``evaluate`` and ``inference`` of an engine). A
+job names it ``skill: tao-deploy-<model>``; its actions read the folder's templates (by
+its ``spec_templates``) and schemas, and its ``container_image: tao_toolkit.deploy``, a
+key of the bank's ``versions.yaml`` under ``images``, names the image pinned there.
+
 Everything else in a skill (prose, AutoML settings, backend contracts) is left alone.
 Every error in a skill's own files is one line naming the file, and the line where YAML
 gives one. PyYAML is imported when a skill is first read.
@@ -30,18 +37,23 @@ from taospec.errors import InvalidInput
 from taospec.yamlsrc import tao_loader
 
 INFO = Path("references") / "skill_info.yaml"
+WORKFLOW = ".skill_info.yaml"
+"""How the name of a workflow's file ends, in a model folder's ``references/``."""
 MODELS = Path("skills") / "models"
 BANK_VARIABLE = "TAO_SKILL_BANK"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _KEY_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)\Z")
 _VERSIONS_KEY = re.compile(r"#\s*versions-key:\s*([A-Za-z0-9_.-]+)")
+_PIN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+\Z")
+"""A ``container_image`` that is a key of versions.yaml's ``images`` (``tao_toolkit.deploy``),
+not an image reference (which a dot alone never makes: it has a ``/`` or a ``:``)."""
 
 KeyPath = tuple[str | int, ...]
 """A spec key as a path: ``dataset.train_data_sources[0].image_dir`` is
 ``("dataset", "train_data_sources", 0, "image_dir")``."""
 
 SkillFinder = Callable[[str, Path, Mapping[str, str]], Path]
-"""Finds the folder of a job's ``skill:`` (see :func:`find_skill`, the one on disk)."""
+"""Finds where a job's ``skill:`` is described (see :func:`find_skill`, the one on disk)."""
 
 
 class SkillError(InvalidInput):
@@ -153,17 +165,22 @@ def parse_key(dotted: str) -> KeyPath:
 
 
 def find_skill(ref: str, job_dir: Path, environ: Mapping[str, str]) -> Path:
-    """The folder of the skill ``ref`` names.
+    """The folder of the skill ``ref`` names, or the file of a workflow in a model folder
+    (``references/<name>.skill_info.yaml``, see :func:`load_skill`).
 
-    A ``ref`` holding a ``/`` (or ``~``-free absolute path) is a skill folder, relative to
-    ``job_dir`` (the job file's folder) unless absolute. A bare name such as
-    ``tao-train-dino`` is looked up under ``$TAO_SKILL_BANK/skills/models/``.
+    A ``ref`` holding a ``/`` (or ``~``-free absolute path) is a skill folder, or a
+    workflow's file, relative to ``job_dir`` (the job file's folder) unless absolute. A
+    bare name such as ``tao-train-dino`` is looked up under
+    ``$TAO_SKILL_BANK/skills/models/``, and ``tao-deploy-dino`` in the ``references/`` of
+    the folders there.
     """
     if "/" in ref:
-        folder = (job_dir / ref).resolve()
-        if not (folder / INFO).is_file():
-            raise SkillError(f"skill {ref!r}: {folder / INFO} does not exist")
-        return folder
+        path = (job_dir / ref).resolve()
+        if path.name.endswith(WORKFLOW) and path.is_file():
+            return path
+        if not (path / INFO).is_file():
+            raise SkillError(f"skill {ref!r}: {path / INFO} does not exist")
+        return path
     return _in_bank(ref, environ)
 
 
@@ -178,6 +195,12 @@ def _in_bank(name: str, environ: Mapping[str, str]) -> Path:
     folder = models / name
     if _NAME.match(name) and (folder / INFO).is_file():
         return folder
+    workflows = sorted(models.glob(f"*/references/{name}{WORKFLOW}")) if _NAME.match(name) else []
+    if len(workflows) == 1:
+        return workflows[0]
+    if workflows:
+        held = ", ".join(str(each.relative_to(models)) for each in workflows)
+        raise SkillError(f"skill {name!r} is described by more than one file in {models}: {held}")
     names = available_skills(models)
     message = f"skill {name!r} is not in {models}"
     if not names:
@@ -186,10 +209,15 @@ def _in_bank(name: str, environ: Mapping[str, str]) -> Path:
 
 
 def available_skills(models: Path) -> list[str]:
-    """The names of the skill folders under ``models`` (those with a skill_info.yaml)."""
+    """The names of the skill folders under ``models`` (those with a skill_info.yaml) and
+    of the workflows in their ``references/``."""
     if not models.is_dir():
         return []
-    return sorted(entry.name for entry in models.iterdir() if (entry / INFO).is_file())
+    folders = [entry.name for entry in models.iterdir() if (entry / INFO).is_file()]
+    workflows = [
+        entry.name.removesuffix(WORKFLOW) for entry in models.glob(f"*/references/*{WORKFLOW}")
+    ]
+    return sorted({*folders, *workflows})
 
 
 def _unknown(message: str, name: str, choices: list[str]) -> str:
@@ -202,14 +230,19 @@ def _unknown(message: str, name: str, choices: list[str]) -> str:
 # Reading a skill
 
 
-def load_skill(folder: Path) -> Skill:
-    """The skill in ``folder`` (a folder holding ``references/skill_info.yaml``)."""
-    info = _Document.read(folder / INFO)
+def load_skill(path: Path) -> Skill:
+    """The skill at ``path``: a model folder (holding ``references/skill_info.yaml``), or a
+    workflow's ``references/<name>.skill_info.yaml`` in one, named ``<name>``, whose
+    actions read that folder's templates and schemas."""
+    workflow = path.name.endswith(WORKFLOW)
+    folder = path.parent.parent if workflow else path
+    info = _Document.read(path if workflow else folder / INFO)
     info.mapping((), "the skill description")
     image_uri, versions_key = _image(info, ("container_image",))
     actions = info.mapping(("actions",), "a mapping of action names to actions")
+    named = path.name.removesuffix(WORKFLOW) if workflow else _optional_str(info, ("name",))
     return Skill(
-        name=_optional_str(info, ("name",)) or folder.name,
+        name=named or folder.name,
         folder=folder,
         network_arch=_required_str(info, ("network_arch",)),
         image_uri=image_uri,
@@ -287,9 +320,13 @@ def _gpu_key(info: _Document) -> str | None:
 
 
 def _image(info: _Document, at: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """The image reference ``at`` names and its versions key; a key of ``images`` alone
+    (``tao_toolkit.deploy``) gives no reference, only the key."""
     uri = _optional_str(info, at)
     if uri is None:
         return None, None
+    if _PIN.match(uri):
+        return None, f"images.{uri}"
     match = _VERSIONS_KEY.search(info.line_text(at))
     return uri, match.group(1) if match else None
 

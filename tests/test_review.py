@@ -413,6 +413,31 @@ def test_diff_says_a_skill_outside_the_repository_is_read_as_it_is_now(taospec: 
     assert data["files"][0]["notes"] == [note.removeprefix("jobs/t.yaml: ").rstrip("\n")]
 
 
+def test_diff_reads_a_deploy_workflow_of_a_bank_in_the_repository_at_each_revision(
+    taospec: Runner, repo: Path
+):
+    # tao-deploy-<model> is a file in a model's folder, not a folder of its own
+    shutil.copytree(SKILL_BANK, repo / "bank")
+    references = repo / "bank" / "skills" / "models" / "tao-train-tiny" / "references"
+    write(repo / "export" / "m.onnx", "onnx\n")
+    write(
+        repo / "jobs" / "e.yaml",
+        "version: 1\nskill: tao-deploy-tiny\naction: gen_trt_engine\nplatform: docker\n"
+        f'user: "1000:1000"\nresults_root: /tmp/taospec-review-results\n'
+        f"spec: {{gen_trt_engine: {{onnx_file: {repo}/export/m.onnx}}}}\n",
+    )
+    first = commit(repo, "deploy job")
+    template = references / "spec_template_deploy_gen_trt_engine.yaml"
+    template.write_text(template.read_text().replace("data_type: FP16", "data_type: INT8"))
+    second = commit(repo, "int8")
+    template.unlink()  # the work tree has no template; both revisions do
+    env = {"TAO_SKILL_BANK": str(repo / "bank")}
+    done = in_repo(taospec, repo)("diff", first, second, "jobs/e.yaml", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "outside the repository" not in done.stdout
+    assert "-    data_type: FP16\n+    data_type: INT8\n" in done.stdout
+
+
 HOST_JOB = """\
 version: 1
 network_arch: h

@@ -821,3 +821,69 @@ def test_a_warning_names_its_target_and_line_and_a_matrix_says_it_once(
         "tao-train-tiny's template: 0 is below the schema's minimum 1 (the value comes from "
         f"{template})",
     ]
+
+
+def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # TAO Deploy's gen_trt_engine (the bank's tao-deploy-<model>) could not be named at all
+    made = bank("init", "tao-deploy-tiny", "gen_trt_engine", "-o", "engine.yaml")
+    assert made.returncode == 0, made.stderr
+    file = tmp_path / "engine.yaml"
+    found = invalid(bank, file)
+    assert [line.split(": ", 2)[1] for line in found] == ["$.spec.gen_trt_engine.onnx_file"]
+    write(tmp_path / "export" / "model.onnx", "onnx\n")
+    file.write_text(file.read_text().replace("onnx_file: ???", "onnx_file: export/model.onnx"))
+    rendered = plan(bank, file)
+    assert rendered["record"]["image"] == "registry.invalid/tao/tao-toolkit:9.9.9-deploy"
+    assert rendered["record"]["network_arch"] == "tiny_net"
+    launch = step(rendered, "launch")["argv"]
+    assert launch[-4:] == ["tiny_net", "gen_trt_engine", "-e", "/results/stage/spec.yaml"]
+    onnx = tmp_path.resolve() / "export" / "model.onnx"
+    assert f"{onnx}:/inputs/0/model.onnx:ro" in launch
+    assert spec_of(rendered)["gen_trt_engine"] == {
+        "gpu_id": 0,
+        "onnx_file": "/inputs/0/model.onnx",
+        "trt_engine": "/results/tiny.engine",
+        "tensorrt": {"data_type": "FP16", "max_batch_size": 8},
+    }
+
+
+def test_a_deploy_evaluate_is_checked_by_the_model_s_schema(bank: Runner, tmp_path: Path) -> None:
+    lines = (
+        "action: evaluate",
+        "spec:",
+        "  dataset: {test_data_sources: {image_dir: data}}",
+        "  evaluate: {trt_engine: data/train.json, trt_engne: x}",
+    )
+    file = write(
+        tmp_path / "job.yaml",
+        "\n".join(
+            ["version: 1", "skill: tao-deploy-tiny", f"results_root: {tmp_path / 'r'}", *lines]
+        ),
+    )
+    assert invalid(bank, file) == [
+        f"{file}:7:43: $.spec.evaluate.trt_engne: unknown key 'trt_engne'; did you mean "
+        "'trt_engine'?"
+    ]
+
+
+def test_a_workflow_whose_pin_no_versions_file_holds_says_which_pin(
+    bank: Runner, tmp_path: Path
+) -> None:
+    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
+    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
+    (tmp_path / "versions.yaml").unlink()
+    info = folder / "references" / "tao-deploy-tiny.skill_info.yaml"
+    info.write_text(info.read_text().replace("tao_toolkit.deploy", "tao_toolkit.trt"))
+    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nskill: tao-deploy-tiny\naction: gen_trt_engine\nresults_root: {tmp_path}\n",
+    )
+    refused = [line for line in invalid(bank, file) if "$.skill:" in line]
+    assert refused == [
+        f"{file}:2:8: $.skill: skill tao-deploy-tiny names the image of gen_trt_engine by its "
+        f"pin images.tao_toolkit.trt: image key 'images.tao_toolkit.trt' needs a versions.yaml "
+        f"next to {file} or in a parent directory, and there is none; give image:"
+    ]

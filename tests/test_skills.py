@@ -93,6 +93,35 @@ def test_each_versions_key_names_the_pin_of_its_literal_image() -> None:
         assert node == uri
 
 
+DEPLOY = TINY / "references" / "tao-deploy-tiny.skill_info.yaml"
+
+
+def test_a_deploy_workflow_is_found_by_its_name_or_path(tmp_path: Path) -> None:
+    # the bank keeps TAO Deploy's actions in references/tao-deploy-<model>.skill_info.yaml;
+    # skill: tao-deploy-dino was "not in the bank", and no job could run gen_trt_engine
+    assert find_skill("tao-deploy-tiny", tmp_path, ENV) == DEPLOY
+    assert find_skill(str(DEPLOY), Path("/"), {}) == DEPLOY.resolve()
+    with pytest.raises(SkillError, match="did you mean 'tao-deploy-tiny'"):
+        find_skill("tao-deploy-tinny", tmp_path, ENV)
+    with pytest.raises(SkillError, match=r"\(known: tao-deploy-tiny, tao-train-odd, tao-train"):
+        find_skill("x", tmp_path, ENV)
+
+
+def test_a_deploy_workflow_reads_its_model_folders_templates_and_schemas() -> None:
+    skill = load_skill(DEPLOY)
+    assert (skill.name, skill.network_arch, skill.folder) == ("tao-deploy-tiny", "tiny_net", TINY)
+    assert (skill.image_uri, skill.versions_key) == (None, "images.tao_toolkit.deploy")
+    assert skill.versions_file == BANK / "versions.yaml"
+    assert skill.gpu_spec_key is None
+    engine, evaluate = skill.action("gen_trt_engine"), skill.action("evaluate")
+    references = (TINY / "references").resolve()
+    assert engine.template_path == references / "spec_template_deploy_gen_trt_engine.yaml"
+    assert evaluate.template_path == references / "spec_template_deploy_evaluate.yaml"
+    assert engine.schema_path == (TINY / "schemas" / "gen_trt_engine.schema.json").resolve()
+    assert evaluate.schema_path == (TINY / "schemas" / "evaluate.schema.json").resolve()
+    assert [each.spec_key for each in engine.inputs] == ["gen_trt_engine.onnx_file"]
+
+
 def test_an_unknown_action_is_named_with_a_hint() -> None:
     with pytest.raises(SkillError, match="has no action 'trian'; did you mean 'train'"):
         load_skill(TINY).action("trian")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from taospec.commands import init
-from taospec.skills import MODELS, available_skills, load_skill
+from taospec.skills import MODELS, available_skills, find_skill, load_skill
 from taospec.taoschema import (
     Finding,
     check_spec,
@@ -205,9 +205,11 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
     and names exactly those."""
 
     counts: collections.Counter[str] = collections.Counter()
-    for name in available_skills(skill_bank / MODELS):
-        skill = load_skill(skill_bank / MODELS / name)
+    environ = {"TAO_SKILL_BANK": str(skill_bank)}
+    for name in available_skills(skill_bank / MODELS):  # deploy workflows too
+        skill = load_skill(find_skill(name, skill_bank, environ))
         counts["skills"] += 1
+        counts["deploy workflows"] += name.startswith("tao-deploy-")
         for action in skill.actions.values():
             if action.template_path is None or action.schema_path is None:
                 continue
@@ -227,6 +229,7 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
     found = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"\nskill bank {skill_bank}: {found}")
     assert counts["templates"] > 0
+    assert counts["deploy workflows"] > 0
 
 
 def test_wants_list_reads_the_schema_down_lists_items_and_is_silent_where_it_says_nothing() -> None:

@@ -228,7 +228,8 @@ def render(file: str, targets: tuple[str, ...], **options: Any) -> None:
 def init_command(skill: str, action: str, output: str | None) -> None:
     """Write a job file for ACTION of the model SKILL, with only what to fill in left as ???.
 
-    SKILL is a name in $TAO_SKILL_BANK/skills/models/ or a path to a skill folder.
+    SKILL is a name in $TAO_SKILL_BANK/skills/models/ or a path to a skill folder;
+    tao-deploy-MODEL names the model's TAO Deploy (TensorRT) actions.
     """
     import os
 
