@@ -155,6 +155,7 @@ def apply_skill(
         problems += _launched_gpus(source, action.name, spec, given, gpus)
     if not problems:
         problems += _node_count(source, action.name, spec, passed, schema)
+        problems += _gpu_index(source, action.name, spec, passed)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -293,43 +294,110 @@ def _launched_gpus(
     if named is None:
         held = spec.get(section)
         ids = held.get("gpu_ids", [0]) if isinstance(held, Mapping) else [0]
-        if not isinstance(ids, list) or len(ids) <= wanted:
+        at_ids: JsonPath = ("spec", section, "gpu_ids")
+        if not isinstance(ids, list) or len(ids) < wanted:
             return []
+        if len(ids) == wanted:
+            beyond = _beyond_container(source, ids, wanted)
+            said = f"TAO's entrypoint runs the action on the GPUs these ids number: {beyond}"
+            return [source.problem(at_ids, said)] if beyond else []
         return [
             source.problem(
-                ("spec", section, "gpu_ids"),
+                at_ids,
                 f"names {len(ids)} GPU ids, and TAO's entrypoint launches the action on as "
                 f"many GPUs as the larger of spec.{key} and the ids, but gpus: names "
                 f"{wanted}; name as many ids, or leave spec.{section}.gpu_ids out",
             )
         ]
+    launched, beyond = None, None
     try:
         count = line.split("num_gpus=")[1].split()[0] if "num_gpus" in line else "1"
         ids = line.split("gpu_ids=")[1].split()[0] if "gpu_ids" in line else "[0]"
         if placeholders.names(count + ids):
             return []  # known once the plan fills them
-        launched = max(int(count), len(ast.literal_eval(ids)))
+        listed = ast.literal_eval(ids)
+        launched = max(int(count), len(listed))
     except (IndexError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         why = (
             "it reads the first num_gpus= as a whole number and the first gpu_ids= as a "
             "Python list, each up to the next blank, and fails on these words"
         )
     else:
-        if launched == wanted:
+        beyond = _beyond_container(source, listed, wanted) if len(listed) == wanted else None
+        if launched == wanted and beyond is None:
             return []
         why = (
-            f"it would launch the action on {launched} GPU(s), but gpus: names {wanted}; add "
-            f"{key}={wanted} to the command"
+            f"it would launch the action on {launched} GPU(s), but gpus: names {wanted}; "
+            f"add {key}={wanted} to the command"
         )
     at: JsonPath = ("command", named) if isinstance(source.data["command"], list) else ("command",)
+    word = dict(words)[named]
+    if launched == wanted and beyond is not None:
+        said = f"TAO's entrypoint runs the action on the GPUs gpu_ids= numbers: {beyond}"
+        return [source.problem(at, f"{word!r}: {said}")]
     return [
         source.problem(
             at,
-            f"{dict(words)[named]!r}: TAO's entrypoint takes the number of GPUs from the "
-            "command line, not the spec, once a word names num_gpus, gpu_ids or "
-            f"cuda_blocking: {why}",
+            f"{word!r}: TAO's entrypoint takes the number of GPUs from the command line, not "
+            f"the spec, once a word names num_gpus, gpu_ids or cuda_blocking: {why}",
         )
     ]
+
+
+_CONTAINED = ("docker", "brev")
+"""The platforms whose job runs in a container given exactly the GPUs ``gpus:`` names."""
+
+
+def _beyond_container(source: Source, ids: object, count: int) -> str | None:
+    """What ``ids`` (a list of GPU indices TAO takes as the devices to run on) names that
+    a container given ``count`` GPUs does not have, and the fix; None where they are all
+    its own, or where the job runs in no container. Docker numbers a container's GPUs from
+    0, whichever ids of the host ``gpus:`` gives it."""
+    if source.data.get("platform", "local") not in _CONTAINED or not isinstance(ids, list):
+        return None
+    if all(type(each) is int and 0 <= each < count for each in ids):
+        return None
+    names = ", ".join(map(repr, ids))
+    whichever = "whichever ids of the host gpus: gives it"
+    return f"{names}, but {_numbered(count)} ({whichever}); write {list(range(count))}"
+
+
+def _numbered(count: int) -> str:
+    """How a container given ``count`` GPUs numbers them."""
+    if count == 1:
+        return "the container sees its GPU as 0"
+    last = "1" if count == 2 else f"{count - 1}"
+    return f"the container sees its {count} GPUs as 0 {'and' if count == 2 else 'to'} {last}"
+
+
+def _gpu_index(
+    source: Source, action: str, spec: Mapping[str, Any], passed: list[overrides.Given]
+) -> list[Problem]:
+    """A problem where the one GPU TAO runs ``action`` on (``<action>.gpu_id``, as the last
+    word that sets it leaves it: export, gen_trt_engine, prune) is an index the job's
+    container does not have."""
+    count = gpu_count(source.data.get("gpus", []))
+    if count is None or source.data.get("platform", "local") not in _CONTAINED:
+        return []
+    key = f"{action}.gpu_id"
+    setting = [each for each in passed if each.read and each.read.key == key]
+    word = setting[-1] if setting and setting[-1].read and setting[-1].read.how != "~" else None
+    if word is not None and word.read is not None:
+        value: object = _count(word.read.value)
+        listed = isinstance(source.data["command"], list)
+        at: JsonPath = ("command", word.index) if listed else ("command",)
+        shown = f"{word.shown}: "
+    else:
+        value = lookup(spec, _key_path(key))
+        at, shown = ("spec", *_key_path(key)), ""
+    if type(value) is not int or 0 <= value < count:
+        return []
+    message = (
+        f"{shown}TAO runs {action} on the GPU spec.{key} numbers ({value}), but "
+        f"{_numbered(count)} (whichever ids of the host gpus: gives it); make it one of "
+        f"{list(range(count))}"
+    )
+    return [source.problem(at, message)]
 
 
 def _node_count(

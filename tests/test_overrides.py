@@ -930,6 +930,77 @@ def test_the_number_of_gpus_tao_s_entrypoint_launches_must_be_the_one_gpus_names
 
 
 @pytest.mark.parametrize(
+    ("platform", "gpus", "words", "spec", "said"),
+    [
+        ("docker", "[2, 3]", [], "train: {gpu_ids: [2, 3]}", "$.spec.train.gpu_ids: "),
+        ("docker", "[2, 3]", [], "train: {gpu_ids: [0, 1]}", ""),
+        ("docker", "[2, 3]", [], "train: {gpu_ids: [1, 0]}", ""),
+        # fewer ids than GPUs: TAO's entrypoint uses 0 to 1 instead
+        ("docker", "[2, 3]", [], "train: {gpu_ids: [3]}", ""),
+        ("docker", "{free: 2}", [], "train: {gpu_ids: [1, 2]}", "$.spec.train.gpu_ids: "),
+        ("docker", "[2, 3]", [], "train: {gpu_ids: [0, -1]}", "$.spec.train.gpu_ids: "),
+        ("docker", "[2, 3]", ["train.gpu_ids=[2,3]"], "", "$.command[4]: 'train.gpu_ids=[2,3]'"),
+        # the entrypoint takes the words' ids, not the spec's
+        ("docker", "[2, 3]", ["train.gpu_ids=[0,1]"], "train: {gpu_ids: [2, 3]}", ""),
+        ("docker", "[2, 3]", ["train.gpu_ids=[1]", "train.num_gpus=2"], "", ""),
+        ("docker", "[0, 1]", [], "train: {gpu_ids: [0, 1]}", ""),
+        # a local job's process: TAO's entrypoint may set CUDA_VISIBLE_DEVICES to the ids
+        ("local", "[2, 3]", [], "train: {gpu_ids: [2, 3]}", ""),
+    ],
+)
+def test_a_container_s_gpus_are_named_from_0_whichever_ids_gpus_gives(
+    taospec: Runner,
+    tmp_path: Path,
+    platform: str,
+    gpus: str,
+    words: list[str],
+    spec: str,
+    said: str,
+) -> None:
+    # docker run --gpus '"device=2,3"' shows the container GPUs 0 and 1; TAO's run took
+    # train.gpu_ids [2, 3] as the devices to train on, and failed once it had started
+    file = tiny_skill_job(taospec, tmp_path, spec)
+    command = ["tiny_net", "train", "-e", "{config_path}", *words]
+    text = file.read_text().replace(
+        "action: train\n",
+        f"action: train\nplatform: {platform}\ngpus: {gpus}\ncommand: {json.dumps(command)}\n",
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said:
+        assert "the container sees its 2 GPUs as 0 and 1" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpus", "word", "spec", "said"),
+    [
+        ("[1]", "", ", gpu_id: 1", "$.spec.export.gpu_id: "),
+        ("[1]", "", ", gpu_id: 0", ""),
+        ("[1]", "export.gpu_id=1", "", "$.command[4]: 'export.gpu_id=1': "),
+        ("[1]", "export.gpu_id=0", ", gpu_id: 1", ""),  # the word decides
+        ("[4, 5]", "", ", gpu_id: 1", ""),
+        ("all", "", ", gpu_id: 7", ""),  # how many 'all' holds is the host's to say
+    ],
+)
+def test_one_gpu_an_action_runs_on_is_named_as_its_container_numbers_it(
+    taospec: Runner, tmp_path: Path, gpus: str, word: str, spec: str, said: str
+) -> None:
+    # export set torch.cuda.set_device(export.gpu_id): "invalid device ordinal", at run
+    file = tiny_skill_job(taospec, tmp_path, f"export: {{checkpoint: data/train.json{spec}}}")
+    command = ["tiny_net", "export", "-e", "{config_path}", *([word] if word else [])]
+    text = file.read_text().replace(
+        "action: train\n",
+        f"action: export\nplatform: docker\ngpus: {gpus}\ncommand: {json.dumps(command)}\n",
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+
+
+@pytest.mark.parametrize(
     ("words", "spec", "nodes", "said"),
     [
         ([], "", "", ""),  # the schema's 1
