@@ -64,6 +64,7 @@ from taospec.taoschema import (
     merge_spec,
     schema_node,
     typed_config,
+    unfilled,
     unheld_interpolations,
     unset_inputs,
     user_paths,
@@ -720,8 +721,11 @@ def _spec(
     users = user_paths(template, user)
     merged = merge_spec(template, user)
     composed = _composed(merged, passed)
+    # the run's results folder, where the template leaves results_dir to it
+    fills = ("results_dir",) not in users and fills_results_dir(action, merged)
+    checked = {**merged, "results_dir": ""} if fills else merged
     findings = check_spec(
-        schema, merged, users, skill=skill.name, template=template, composed=composed
+        schema, checked, users, skill=skill.name, template=template, composed=composed
     )
     findings += unset_inputs(merged, action, users)
     warnings = []
@@ -732,7 +736,7 @@ def _spec(
             warned = dataclasses.replace(finding, message=f"warning: {finding.message}")
             warnings.append(_problem(source, warned, action))
     literal = _literal_template(merged, (), users)
-    if ("results_dir",) not in users and _writes_results_dir(action, literal):
+    if fills:
         literal["results_dir"] = "{results_dir}"
     for path, name in lint.secret_keyed_values(literal):
         if path not in users:  # the job file's own values are the rules' to refuse
@@ -789,10 +793,12 @@ def _problem(source: Source, finding: Finding, action: Action) -> Problem:
     return source.about(at, message, ("skill",))
 
 
-def _writes_results_dir(action: Action, spec: Mapping[str, Any]) -> bool:
-    return any(o.spec_key == "results_dir" for o in action.outputs) and spec.get(
-        "results_dir", ""
-    ) in ("", None)
+def fills_results_dir(action: Action, spec: Mapping[str, Any]) -> bool:
+    """Whether taospec sets ``results_dir`` to the run's results folder: the action writes
+    it and ``spec`` leaves it to the run (empty, or the template's ``<out_dir>``)."""
+    held = spec.get("results_dir", "")
+    writes = any(o.spec_key == "results_dir" for o in action.outputs)
+    return writes and (held in ("", None) or unfilled(held) is not None)
 
 
 def _literal_template(value: Any, at: KeyPath, users: frozenset[KeyPath]) -> Any:

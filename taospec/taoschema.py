@@ -27,6 +27,7 @@ checked against the schema (the bank's schemas rarely describe them).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -236,11 +237,29 @@ def _missing(
     return None
 
 
-def _unset(value: Any, at: KeyPath, context: _Context) -> Iterator[Finding]:
-    """A finding for every value still ``???``, wherever it sits (lists included)."""
+_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9_]*>")
+"""A skill template's own mark of a value left to fill in (``<out_dir>``, ``<required>``,
+``<train_data_root>/annotations.txt``), as ``???`` is OmegaConf's."""
+
+
+def unfilled(value: Any) -> str | None:
+    """How a template's ``value`` says it is still to be set: ``???``, or the placeholder
+    it holds (TAO would take ``<out_dir>`` as a folder's name); None when it is set."""
     if value == MISSING:
-        message = f"not set yet (???): set spec.{dotted(at)} in the job file's spec"
-        yield Finding(at, message, "error", _origin(at, context.users), "unset")
+        return MISSING
+    found = _PLACEHOLDER.search(value) if isinstance(value, str) else None
+    return found.group() if found else None
+
+
+def _unset(value: Any, at: KeyPath, context: _Context) -> Iterator[Finding]:
+    """A finding for every value still ``???``, or still the template's placeholder,
+    wherever it sits (lists included). A value the job itself gives is its own, ``<...>``
+    included."""
+    origin = _origin(at, context.users)
+    mark = MISSING if value == MISSING else unfilled(value) if origin == "template" else None
+    if mark is not None:
+        message = f"not set yet ({mark}): set spec.{dotted(at)} in the job file's spec"
+        yield Finding(at, message, "error", origin, "unset")
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from _unset(item, (*at, key), context)
@@ -285,6 +304,8 @@ def _leaf(
 ) -> Iterator[Finding]:
     if value is None or value == MISSING or _interpolated(value):
         return
+    if unfilled(value) is not None and _origin(at, context.users) == "template":
+        return  # reported as not set yet
     wrong = _type_problem(schema.get("type"), value)
     if wrong is not None:
         message, soft = wrong

@@ -841,6 +841,7 @@ def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
     assert launch[-4:] == ["tiny_net", "gen_trt_engine", "-e", "/results/stage/spec.yaml"]
     onnx = tmp_path.resolve() / "export" / "model.onnx"
     assert f"{onnx}:/inputs/0/model.onnx:ro" in launch
+    assert spec_of(rendered)["results_dir"] == "/results"  # the template's <out_dir>
     assert spec_of(rendered)["gen_trt_engine"] == {
         "gpu_id": 0,
         "onnx_file": "/inputs/0/model.onnx",
@@ -853,7 +854,7 @@ def test_a_deploy_evaluate_is_checked_by_the_model_s_schema(bank: Runner, tmp_pa
     lines = (
         "action: evaluate",
         "spec:",
-        "  dataset: {test_data_sources: {image_dir: data}}",
+        "  dataset: {test_data_sources: {image_dir: data}, batch_size: 2}",
         "  evaluate: {trt_engine: data/train.json, trt_engne: x}",
     )
     file = write(
@@ -887,3 +888,43 @@ def test_a_workflow_whose_pin_no_versions_file_holds_says_which_pin(
         f"pin images.tao_toolkit.trt: image key 'images.tao_toolkit.trt' needs a versions.yaml "
         f"next to {file} or in a parent directory, and there is none; give image:"
     ]
+
+
+def test_a_placeholder_the_template_leaves_is_a_value_not_set_yet(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # the bank's templates mark some values <out_dir>, <required> or
+    # <train_data_root>/annotations.txt; they passed validate and reached TAO as paths
+    made = bank("init", "tao-deploy-tiny", "evaluate", "-o", "evaluate.yaml")
+    assert made.returncode == 0, made.stderr
+    file = tmp_path / "evaluate.yaml"
+    text = file.read_text()
+    assert "    batch_size: ???  # the template leaves it for you" in text
+    assert "      image_dir: ???  # input: the folder that evaluate reads" in text
+    template = BANK / "skills/models/tao-train-tiny/references/spec_template_deploy_evaluate.yaml"
+    left = write(
+        tmp_path / "left.yaml",
+        f"version: 1\nskill: tao-deploy-tiny\naction: evaluate\nresults_root: {tmp_path}\n"
+        "spec: {evaluate: {trt_engine: data/train.json}}\n",
+    )
+    assert invalid(bank, left) == [
+        f"{left}:2:8: $.spec.dataset.batch_size: not set yet (<batch_size>): set "
+        f"spec.dataset.batch_size in the job file's spec (the value comes from {template})",
+        f"{left}:2:8: $.spec.dataset.test_data_sources.image_dir: not set yet "
+        "(<eval_data_root>): set spec.dataset.test_data_sources.image_dir in the job file's "
+        f"spec (the value comes from {template})",
+    ]
+    filled = text.replace("batch_size: ???", "batch_size: 2").replace(
+        "image_dir: ???", "image_dir: data"
+    )
+    file.write_text(filled.replace("trt_engine: ???", "trt_engine: data/train.json"))
+    assert spec_of(plan(bank, file))["dataset"]["batch_size"] == 2
+    # a value the job itself gives is its own, <...> and all
+    mine = write(
+        tmp_path / "mine.yaml",
+        left.read_text().replace(
+            "spec: {", "spec: {dataset: {test_data_sources: {image_dir: data}, batch_size: 2}, "
+        )
+        + "  model: {backbone: <tiny_a>}\n",
+    )
+    assert not [line for line in invalid(bank, mine) if "not set yet" in line]

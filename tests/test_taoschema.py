@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from taospec.commands import init
+from taospec.skilljob import fills_results_dir
 from taospec.skills import MODELS, available_skills, find_skill, load_skill
 from taospec.taoschema import (
     Finding,
@@ -21,6 +22,7 @@ from taospec.taoschema import (
     gpu_count_problem,
     lookup,
     merge_spec,
+    unfilled,
     unset_inputs,
     user_paths,
     wants_list,
@@ -225,7 +227,13 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
             job = yaml.safe_load(init.job_text(skill, action, name, skill_bank))
             assert (job["skill"], job["action"]) == (name, action.name)
             must = {f.path for f in findings if f.kind in {"unset", "input"}}
+            if fills_results_dir(action, template):  # the run's results folder
+                must -= {("results_dir",)}
+                counts["results_dir left to the run"] += 1
             assert must <= set(init.required_paths(template, action))
+            counts["<placeholder> values"] += sum(
+                unfilled(lookup(template, path)) not in (None, "???") for path in must
+            )
     found = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     print(f"\nskill bank {skill_bank}: {found}")
     assert counts["templates"] > 0

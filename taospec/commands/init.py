@@ -23,7 +23,7 @@ from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.job import MISSING
-from taospec.skilljob import read_schema
+from taospec.skilljob import fills_results_dir, read_schema
 from taospec.skills import (
     Action,
     Input,
@@ -33,7 +33,7 @@ from taospec.skills import (
     load_skill,
     read_template,
 )
-from taospec.taoschema import dotted, lookup, wants_list
+from taospec.taoschema import dotted, lookup, unfilled, wants_list
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "schemas" / "job.schema.json"
 SCHEMA_FILE = (
@@ -127,6 +127,7 @@ def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath,
     required = {
         path: "the template leaves it for you" + (": a list" if wants_list(schema, path) else "")
         for path in _missing(template, ())
+        if path != ("results_dir",) or not fills_results_dir(action, template)
     }
     for declared in action.inputs:
         if not declared.optional:
@@ -147,7 +148,7 @@ def _input_note(
 
 
 def _missing(value: Any, at: KeyPath) -> Iterator[KeyPath]:
-    if value == MISSING:
+    if unfilled(value) is not None:
         yield at
     elif isinstance(value, Mapping):
         for key, item in value.items():
