@@ -36,7 +36,7 @@ from typing import Any
 
 from taospec import lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem
-from taospec.job import Mount, SpecInput
+from taospec.job import CONTAINER_RESULTS, Mount, SpecInput, results_seen_at
 from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
 from taospec.skills import (
     Action,
@@ -157,6 +157,7 @@ def apply_skill(
     if not problems:
         problems += _node_count(source, action.name, spec, passed, schema)
         problems += _gpu_index(source, action.name, spec, passed)
+        problems += _lost_outputs(source, action, spec, passed)
     if problems:
         return None, problems
     mounts, inputs, mount_problems = _inputs(source, file, action, spec)
@@ -371,6 +372,22 @@ def _numbered(count: int) -> str:
     return f"the container sees its {count} GPUs as 0 {'and' if count == 2 else 'to'} {last}"
 
 
+def _final(
+    source: Source, key: str, spec: Mapping[str, Any], passed: list[overrides.Given]
+) -> tuple[object, JsonPath, str]:
+    """What TAO reads at the spec key ``key``: the value of the last word that sets it
+    (its text, None for one the plan fills), else the spec's; where that was written, and
+    the word to name in a message (empty for the spec's)."""
+    setting = [each for each in passed if each.read and each.read.key == key]
+    word = setting[-1] if setting and setting[-1].read and setting[-1].read.how != "~" else None
+    if word is None or word.read is None:
+        return lookup(spec, _key_path(key)), ("spec", *_key_path(key)), ""
+    listed = isinstance(source.data["command"], list)
+    at: JsonPath = ("command", word.index) if listed else ("command",)
+    value = None if placeholders.names(word.passed) else word.read.value
+    return value, at, f"{word.shown}: "
+
+
 def _gpu_index(
     source: Source, action: str, spec: Mapping[str, Any], passed: list[overrides.Given]
 ) -> list[Problem]:
@@ -381,16 +398,9 @@ def _gpu_index(
     if count is None or source.data.get("platform", "local") not in _CONTAINED:
         return []
     key = f"{action}.gpu_id"
-    setting = [each for each in passed if each.read and each.read.key == key]
-    word = setting[-1] if setting and setting[-1].read and setting[-1].read.how != "~" else None
-    if word is not None and word.read is not None:
-        value: object = _count(word.read.value)
-        listed = isinstance(source.data["command"], list)
-        at: JsonPath = ("command", word.index) if listed else ("command",)
-        shown = f"{word.shown}: "
-    else:
-        value = lookup(spec, _key_path(key))
-        at, shown = ("spec", *_key_path(key)), ""
+    value, at, shown = _final(source, key, spec, passed)
+    if shown and isinstance(value, str):
+        value = _count(value)
     if type(value) is not int or 0 <= value < count:
         return []
     message = (
@@ -399,6 +409,52 @@ def _gpu_index(
         f"{list(range(count))}"
     )
     return [source.problem(at, message)]
+
+
+def _lost_outputs(
+    source: Source, action: Action, spec: Mapping[str, Any], passed: list[overrides.Given]
+) -> list[Problem]:
+    """A problem for each path the action writes (the skill's outputs, ``results_dir``
+    among them, as the last word that sets each leaves it) that a job in a container
+    would write outside every folder mounted into it, where it is gone with the container,
+    or into one mounted read-only, where the write fails. A path the plan fills, one
+    relative to the container's working folder or one OmegaConf resolves is left to TAO."""
+    data = source.data
+    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
+    seen = results_seen_at(data.get("platform", "local"), slurm.get("container", "pyxis"), "")
+    if seen != CONTAINER_RESULTS:
+        return []
+    mounts = {CONTAINER_RESULTS: False, INPUTS_ROOT: True}  # target: read-only
+    for each in data.get("mounts", []):
+        target = posixpath.normpath(str(each.get("target", "/")))
+        mounts[target] = bool(each.get("readonly", False))
+    problems = []
+    for key in dict.fromkeys(output.spec_key for output in action.outputs):
+        value, at, shown = _final(source, key, spec, passed)
+        if shown and isinstance(value, str):
+            typed = overrides.typed(value)
+            value = typed if isinstance(typed, str) else None
+        if not isinstance(value, str) or not value.startswith("/") or "${" in value:
+            continue
+        path = posixpath.normpath(value.replace("{results_dir}", CONTAINER_RESULTS))
+        if placeholders.names(path):
+            continue
+        held = [t for t in mounts if path == t or path.startswith(t.rstrip("/") + "/")]
+        root = max(held, key=len, default=None)
+        if root is not None and not mounts[root]:
+            continue
+        where = (
+            f"into {root}, which is mounted read-only, so the write fails"
+            if root is not None
+            else "inside the container but outside every folder mounted into it, so it "
+            "would be gone with the container"
+        )
+        message = (
+            f"{shown}TAO writes spec.{key} to {path}, {where}; write it under "
+            f"{CONTAINER_RESULTS} (the job's results folder), or in a mounts: entry's target"
+        )
+        problems.append(source.problem(at, message))
+    return problems
 
 
 def _node_count(

@@ -1001,6 +1001,68 @@ def test_one_gpu_an_action_runs_on_is_named_as_its_container_numbers_it(
 
 
 @pytest.mark.parametrize(
+    ("extra", "word", "spec", "said"),
+    [
+        ("", "", "results_dir: /workspace/out", "outside every folder mounted into it"),
+        ("", "", "results_dir: /results/run1", ""),
+        ("", "", "results_dir: /results/../workspace", "to /workspace, inside the container"),
+        ("", "results_dir=/workspace/out", "", "$.command[4]: 'results_dir=/workspace/out': "),
+        ("", "results_dir={results_dir}/a", "results_dir: /workspace/out", ""),  # the word wins
+        ("mounts: [{source: /srv, target: /data}]", "", "results_dir: /data/out", ""),
+        (
+            "mounts: [{source: /srv, target: /data, readonly: true}]",
+            "",
+            "results_dir: /data/out",
+            "into /data, which is mounted read-only",
+        ),
+        (
+            "mounts: [{source: /srv, target: /data, readonly: true}, "
+            "{source: /srv, target: /data/o}]",
+            "",
+            "results_dir: /data/o/run",
+            "",
+        ),
+        ("", "", "results_dir: /inputs/0/x", "into /inputs, which is mounted read-only"),
+        ("", "", "results_dir: out", ""),  # the container's working folder: left to TAO
+        ("", "", "results_dir: ${train.optim.lr}", ""),  # OmegaConf's to resolve
+        ("platform: local", "", "results_dir: /workspace/out", ""),  # a folder of the host
+    ],
+)
+def test_what_the_action_writes_must_land_in_a_folder_mounted_writable(
+    taospec: Runner, tmp_path: Path, extra: str, word: str, spec: str, said: str
+) -> None:
+    # results_dir: /workspace/out passed, and a run's checkpoints went into the
+    # container's own file system, gone when the container was removed
+    file = tiny_skill_job(taospec, tmp_path, spec)
+    command = ["tiny_net", "train", "-e", "{config_path}", *([word] if word else [])]
+    platform = "" if "platform" in extra else "platform: docker\n"
+    text = file.read_text().replace(
+        "action: train\n",
+        f"action: train\n{platform}{extra}\ncommand: {json.dumps(command)}\n",
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said:
+        assert "write it under /results (the job's results folder)" in done.stderr
+
+
+def test_an_output_of_another_action_is_judged_too(taospec: Runner, tmp_path: Path) -> None:
+    file = tiny_skill_job(taospec, tmp_path, "export: {checkpoint: data/train.json}")
+    command = ["tiny_net", "export", "-e", "{config_path}", "export.onnx_file=/tmp/m.onnx"]
+    text = file.read_text().replace(
+        "action: train\n", f"action: export\nplatform: docker\ncommand: {json.dumps(command)}\n"
+    )
+    file.write_text(text)
+    done = taospec("validate", file)
+    assert done.returncode == 2
+    assert "'export.onnx_file=/tmp/m.onnx': TAO writes spec.export.onnx_file to /tmp/m.onnx" in (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize(
     ("words", "spec", "nodes", "said"),
     [
         ([], "", "", ""),  # the schema's 1
