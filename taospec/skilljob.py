@@ -29,6 +29,7 @@ import dataclasses
 import itertools
 import json
 import posixpath
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,11 +153,13 @@ def apply_skill(
             source, passed, spec=spec, composed=composed, schema=schema, gpus=gpus
         )
         warnings += _unmounted_inputs(source, passed, skill, action)
+    deploy = _tao_deploy(filled.get("image"))
+    problems += _deploy_words(source, given) if deploy else []
     if gpus is not None and not problems:
         problems += _launched_gpus(source, action.name, spec, given, gpus)
     if not problems:
         problems += _node_count(source, action.name, spec, passed, schema)
-        problems += _gpu_index(source, action.name, spec, passed)
+        problems += _gpu_index(source, action.name, spec, passed, deploy=deploy)
         problems += _lost_outputs(source, action, spec, passed)
     if problems:
         return None, problems
@@ -388,21 +391,70 @@ def _final(
     return value, at, f"{word.shown}: "
 
 
+def _tao_deploy(image: object) -> bool:
+    """Whether ``image`` is TAO Deploy's (``nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy``),
+    whose entrypoint passes the words after the spec on through ``bash -c``."""
+    return isinstance(image, str) and image.rpartition(":")[2].endswith("-deploy")
+
+
+_BASH_PLAIN = re.compile(r"[A-Za-z0-9_./:=+@%,\[\]-]+")
+"""A word that bash reads back as itself inside the single quotes of TAO Deploy's
+``bash -c '...'``: no blank, quote, ``$``, backquote, backslash, brace, operator, ``*`` or
+``?`` (with :func:`_deploy_words`, no leading ``~`` or ``#`` either). A bracket, which
+Hydra's lists need, matches no file of a name like ``key=[0]`` in practice."""
+
+
+def _deploy_words(source: Source, given: list[overrides.Given]) -> list[Problem]:
+    """A problem for each word TAO Deploy's entrypoint passes on that bash would read
+    otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a blank,
+    a quote, ``$()``, a brace with a comma or a ``;`` in a word is bash's to read."""
+    problems = []
+    listed = isinstance(source.data["command"], list)
+    for index, word in {each.index: each.word for each in given}.items():
+        if _BASH_PLAIN.fullmatch(word) and not word.startswith(("~", "#")):
+            continue
+        at: JsonPath = ("command", index) if listed else ("command",)
+        message = (
+            f"{word!r}: TAO Deploy's entrypoint runs the words it passes on as bash -c "
+            "'python <script> <the words>', so bash would read this word otherwise (a "
+            "blank, quote, $, backquote, backslash, brace, ~, glob or operator); set it in "
+            "spec: instead"
+        )
+        problems.append(source.problem(at, message))
+    return problems
+
+
 def _gpu_index(
-    source: Source, action: str, spec: Mapping[str, Any], passed: list[overrides.Given]
+    source: Source,
+    action: str,
+    spec: Mapping[str, Any],
+    passed: list[overrides.Given],
+    *,
+    deploy: bool,
 ) -> list[Problem]:
     """A problem where the one GPU TAO runs ``action`` on (``<action>.gpu_id``, as the last
-    word that sets it leaves it: export, gen_trt_engine, prune) is an index the job's
-    container does not have."""
+    word that sets it leaves it: export, gen_trt_engine, prune; in TAO Deploy's evaluate
+    and inference, the largest of ``<action>.gpu_ids``) is an index the job's container
+    does not have."""
     count = gpu_count(source.data.get("gpus", []))
     if count is None or source.data.get("platform", "local") not in _CONTAINED:
         return []
-    key = f"{action}.gpu_id"
+    many = deploy and action in ("evaluate", "inference")
+    key = f"{action}.gpu_ids" if many else f"{action}.gpu_id"
     value, at, shown = _final(source, key, spec, passed)
     if shown and isinstance(value, str):
-        value = _count(value)
+        value = overrides.typed(value) if many else _count(value)
+    if many and isinstance(value, list) and value and all(type(i) is int for i in value):
+        value = max(value)
     if type(value) is not int or 0 <= value < count:
         return []
+    if many:
+        message = (
+            f"{shown}TAO Deploy runs {action} on GPU {value}, the largest of spec.{key}, "
+            f"but {_numbered(count)} (whichever ids of the host gpus: gives it); make them "
+            f"some of {list(range(count))}"
+        )
+        return [source.problem(at, message)]
     message = (
         f"{shown}TAO runs {action} on the GPU spec.{key} numbers ({value}), but "
         f"{_numbered(count)} (whichever ids of the host gpus: gives it); make it one of "

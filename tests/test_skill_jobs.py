@@ -928,3 +928,69 @@ def test_a_placeholder_the_template_leaves_is_a_value_not_set_yet(
         + "  model: {backbone: <tiny_a>}\n",
     )
     assert not [line for line in invalid(bank, mine) if "not set yet" in line]
+
+
+def deploy_job(tmp_path: Path, action: str, spec: str, *words: str, gpus: str = "[0]") -> Path:
+    """A docker job of the test skill's TAO Deploy workflow, its inputs in place."""
+    write(tmp_path / "data" / "m.onnx", "onnx\n")
+    command = ["tiny_net", action, "-e", "{config_path}", *words]
+    return write(
+        tmp_path / "deploy.yaml",
+        f"version: 1\nskill: tao-deploy-tiny\naction: {action}\nplatform: docker\n"
+        f'user: "1000:1000"\ngpus: {gpus}\nresults_root: {tmp_path / "r"}\n'
+        f"command: {json.dumps(command)}\nspec: {spec}\n",
+    )
+
+
+ENGINE_SPEC = "{gen_trt_engine: {onnx_file: data/m.onnx}}"
+
+
+@pytest.mark.parametrize(
+    ("word", "refused"),
+    [
+        ("gen_trt_engine.tensorrt.max_batch_size=16", False),
+        ("gen_trt_engine.tensorrt.data_type=INT8", False),
+        ("+gen_trt_engine.verbose=true", False),
+        ("gen_trt_engine.trt_engine=/results/$(id).engine", True),
+        ("gen_trt_engine.trt_engine='/results/a b.engine'", True),
+        ("gen_trt_engine.trt_engine=/results/a`id`.engine", True),
+        ("+gen_trt_engine.opts={a:1,b:2}", True),  # bash's brace expansion: two words
+        ("gen_trt_engine.trt_engine=/results/x;id", True),
+        ("gen_trt_engine.tensorrt.data_type=FP*", True),
+    ],
+)
+def test_tao_deploy_s_entrypoint_reads_its_words_again_with_bash(
+    bank: Runner, tmp_path: Path, word: str, refused: bool
+) -> None:
+    # TAO Deploy's entrypoint runs `bash -c '<python script> <the words>'`: a word bash
+    # reads otherwise ran as shell script in the container, or split in two
+    file = deploy_job(tmp_path, "gen_trt_engine", ENGINE_SPEC, word)
+    done = bank("validate", file)
+    assert done.returncode == (2 if refused else 0), done.stderr
+    if refused:
+        assert f"$.command[4]: {word!r}: TAO Deploy's entrypoint runs the words" in done.stderr
+        assert "set it in spec: instead" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpus", "ids", "refused"),
+    [
+        ("[5]", "[0]", False),
+        ("[5]", "[1]", True),
+        ("[4, 5]", "[1]", False),
+        ("[4, 5]", "[0, 4]", True),
+    ],
+)
+def test_tao_deploy_runs_an_evaluate_on_the_largest_gpu_id_of_its_container(
+    bank: Runner, tmp_path: Path, gpus: str, ids: str, refused: bool
+) -> None:
+    # TAO Deploy sets CUDA_VISIBLE_DEVICES to the largest of evaluate.gpu_ids
+    spec = (
+        "{dataset: {test_data_sources: {image_dir: data}, batch_size: 1}, "
+        f"evaluate: {{trt_engine: data/m.onnx, gpu_ids: {ids}}}}}"
+    )
+    file = deploy_job(tmp_path, "evaluate", spec, gpus=gpus)
+    done = bank("validate", file)
+    assert done.returncode == (2 if refused else 0), done.stderr
+    if refused:
+        assert "$.spec.evaluate.gpu_ids: TAO Deploy runs evaluate on GPU" in done.stderr
