@@ -526,19 +526,11 @@ def _node_count(
     if node is None or node.get("type") != "int":
         return []  # the skill's TAO reads no such count
     nodes = source.data.get("nodes", 1)
-    setting = [each for each in passed if each.read and each.read.key == key]
-    word = setting[-1] if setting and setting[-1].read and setting[-1].read.how != "~" else None
-    if word is not None and word.read is not None:
-        if placeholders.names(word.passed):
-            return []  # known once the plan fills it
-        count = _count(word.read.value)
-        command = source.data["command"]
-        at: JsonPath = ("command", word.index) if isinstance(command, list) else ("command",)
-        shown = f"{word.shown}: "
+    value, at, shown = _final(source, key, spec, passed)
+    if shown:  # a word's text, None where the plan fills it
+        count = _count(value) if isinstance(value, str) else None
     else:
-        held = lookup(spec, _key_path(key))
-        count = held if isinstance(held, int) and not isinstance(held, bool) else None
-        at, shown = ("spec", *_key_path(key)), ""
+        count = value if isinstance(value, int) and not isinstance(value, bool) else None
     if count is None or count == nodes:
         return []
     message = (
