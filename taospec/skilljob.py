@@ -155,6 +155,7 @@ def apply_skill(
         warnings += _unmounted_inputs(source, passed, skill, action)
     deploy = _tao_deploy(filled.get("image"))
     problems += _deploy_words(source, given) if deploy else []
+    warnings += _one_gpu(source, action.name) if deploy else []
     if gpus is not None and not problems:
         problems += _launched_gpus(source, action.name, spec, given, gpus)
     if not problems:
@@ -422,6 +423,19 @@ def _deploy_words(source: Source, given: list[overrides.Given]) -> list[Problem]
         )
         problems.append(source.problem(at, message))
     return problems
+
+
+def _one_gpu(source: Source, action: str) -> list[Problem]:
+    """A warning where ``gpus:`` names more than one GPU for TAO Deploy, which runs every
+    action on one: the others would be held for nothing."""
+    count = gpu_count(source.data.get("gpus", []))
+    if count is None or count < 2:
+        return []
+    message = (
+        f"warning: TAO Deploy runs {action} on one GPU, so {count - 1} of the {count} "
+        "GPUs gpus: names would sit idle, held by this job; name one"
+    )
+    return [source.problem(("gpus",), message)]
 
 
 def _gpu_index(

@@ -994,3 +994,18 @@ def test_tao_deploy_runs_an_evaluate_on_the_largest_gpu_id_of_its_container(
     assert done.returncode == (2 if refused else 0), done.stderr
     if refused:
         assert "$.spec.evaluate.gpu_ids: TAO Deploy runs evaluate on GPU" in done.stderr
+
+
+def test_tao_deploy_given_more_gpus_than_the_one_it_runs_on_is_warned(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # TAO Deploy's entrypoint sets num_gpus = 1 for every action
+    file = deploy_job(tmp_path, "gen_trt_engine", ENGINE_SPEC, gpus="[0, 1]")
+    done = bank("validate", file)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"{file}:6:7: $.gpus: warning: TAO Deploy runs gen_trt_engine on one GPU, so 1 of "
+        "the 2 GPUs gpus: names would sit idle, held by this job; name one\n"
+    )
+    one = deploy_job(tmp_path, "gen_trt_engine", ENGINE_SPEC)
+    assert bank("validate", one).stderr == ""
