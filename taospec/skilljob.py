@@ -410,7 +410,7 @@ def _deploy_words(source: Source, given: list[overrides.Given]) -> list[Problem]
     otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a blank,
     a quote, ``$()``, a brace with a comma or a ``;`` in a word is bash's to read."""
     problems = []
-    listed = isinstance(source.data["command"], list)
+    listed = isinstance(source.data.get("command"), list)
     for index, word in {each.index: each.word for each in given}.items():
         if _BASH_PLAIN.fullmatch(word) and not word.startswith(("~", "#")):
             continue
