@@ -111,6 +111,7 @@ def _rules(
     yield from _secret_rules(source)
     yield from _user_rules(source)
     yield from _command_rules(source, known)
+    yield from _deploy_rules(source, images)
     yield from _spec_rules(source, known)
     yield from _env_rules(source, known)
     yield from _mount_rules(source, known)
@@ -467,6 +468,58 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
         yield from _spec_file_needed(source, ("command",), command)
     if isinstance(command, list) or (isinstance(command, str) and "=" in command):
         yield from _hydra_words(source, command)
+
+
+def tao_deploy(image: object) -> bool:
+    """Whether ``image`` is TAO Deploy's (``nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy``),
+    whose entrypoint passes the words after the spec on through ``bash -c``."""
+    return isinstance(image, str) and image.rpartition(":")[2].endswith("-deploy")
+
+
+_BASH_PLAIN = re.compile(r"[A-Za-z0-9_./:=+@%,\[\]-]+")
+"""A word that bash reads back as itself inside the single quotes of TAO Deploy's
+``bash -c '...'``: no blank, quote, ``$``, backquote, backslash, brace, operator, ``*`` or
+``?`` (with :func:`deploy_word_problems`, no leading ``~`` or ``#`` either). A bracket, which
+Hydra's lists need, matches no file of a name like ``key=[0]`` in practice."""
+
+
+def deploy_word_problems(source: Source, given: list[overrides.Given]) -> list[Problem]:
+    """A problem for each word TAO Deploy's entrypoint passes on that bash would read
+    otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a blank,
+    a quote, ``$()``, a brace with a comma or a ``;`` in a word is bash's to read."""
+    problems = []
+    listed = isinstance(source.data.get("command"), list)
+    for index, word in {each.index: each.word for each in given}.items():
+        if _BASH_PLAIN.fullmatch(word) and not word.startswith(("~", "#")):
+            continue
+        at: JsonPath = ("command", index) if listed else ("command",)
+        message = (
+            f"{word!r}: TAO Deploy's entrypoint runs the words it passes on as bash -c "
+            "'python <script> <the words>', so bash would read this word otherwise (a "
+            "blank, quote, $, backquote, backslash, brace, ~, glob or operator); set it in "
+            "spec: instead"
+        )
+        problems.append(source.problem(at, message))
+    return problems
+
+
+def _deploy_rules(source: Source, images: Images) -> Iterator[Problem]:
+    """The words of a job whose own ``image:`` is TAO Deploy's that bash would read
+    otherwise (see :func:`deploy_word_problems`)."""
+    image = source.data.get("image")
+    if isinstance(image, dict):
+        try:
+            image = images.resolve(str(image.get("versions_key")))
+        except LookupError:
+            return  # said by the image rules
+    command = source.data.get("command")
+    if not tao_deploy(image) or not isinstance(command, str | list):
+        return
+    try:
+        words = list(split_command(command)) if isinstance(command, str) else command
+    except ValueError:
+        return  # said by the command rules
+    yield from deploy_word_problems(source, list(overrides.given(words, source.data.get("action"))))
 
 
 def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:

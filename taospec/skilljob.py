@@ -29,7 +29,6 @@ import dataclasses
 import itertools
 import json
 import posixpath
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,14 @@ from typing import Any
 from taospec import lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem
 from taospec.job import CONTAINER_RESULTS, Mount, SpecInput, results_seen_at
-from taospec.rules import mount_refusals, secret_key_message, shell_syntax, split_command
+from taospec.rules import (
+    deploy_word_problems,
+    mount_refusals,
+    secret_key_message,
+    shell_syntax,
+    split_command,
+    tao_deploy,
+)
 from taospec.skills import (
     Action,
     KeyPath,
@@ -153,8 +159,9 @@ def apply_skill(
             source, passed, spec=spec, composed=composed, schema=schema, gpus=gpus
         )
         warnings += _unmounted_inputs(source, passed, skill, action)
-    deploy = _tao_deploy(filled.get("image"))
-    problems += _deploy_words(source, given) if deploy else []
+    deploy = tao_deploy(filled.get("image"))
+    # the rules judged the words where the job names the image itself
+    problems += deploy_word_problems(source, given) if deploy and "image" not in data else []
     warnings += _one_gpu(source, action.name) if deploy else []
     if gpus is not None and not problems:
         problems += _launched_gpus(source, action.name, spec, given, gpus)
@@ -390,39 +397,6 @@ def _final(
     at: JsonPath = ("command", word.index) if listed else ("command",)
     value = None if placeholders.names(word.passed) else word.read.value
     return value, at, f"{word.shown}: "
-
-
-def _tao_deploy(image: object) -> bool:
-    """Whether ``image`` is TAO Deploy's (``nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy``),
-    whose entrypoint passes the words after the spec on through ``bash -c``."""
-    return isinstance(image, str) and image.rpartition(":")[2].endswith("-deploy")
-
-
-_BASH_PLAIN = re.compile(r"[A-Za-z0-9_./:=+@%,\[\]-]+")
-"""A word that bash reads back as itself inside the single quotes of TAO Deploy's
-``bash -c '...'``: no blank, quote, ``$``, backquote, backslash, brace, operator, ``*`` or
-``?`` (with :func:`_deploy_words`, no leading ``~`` or ``#`` either). A bracket, which
-Hydra's lists need, matches no file of a name like ``key=[0]`` in practice."""
-
-
-def _deploy_words(source: Source, given: list[overrides.Given]) -> list[Problem]:
-    """A problem for each word TAO Deploy's entrypoint passes on that bash would read
-    otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a blank,
-    a quote, ``$()``, a brace with a comma or a ``;`` in a word is bash's to read."""
-    problems = []
-    listed = isinstance(source.data.get("command"), list)
-    for index, word in {each.index: each.word for each in given}.items():
-        if _BASH_PLAIN.fullmatch(word) and not word.startswith(("~", "#")):
-            continue
-        at: JsonPath = ("command", index) if listed else ("command",)
-        message = (
-            f"{word!r}: TAO Deploy's entrypoint runs the words it passes on as bash -c "
-            "'python <script> <the words>', so bash would read this word otherwise (a "
-            "blank, quote, $, backquote, backslash, brace, ~, glob or operator); set it in "
-            "spec: instead"
-        )
-        problems.append(source.problem(at, message))
-    return problems
 
 
 def _one_gpu(source: Source, action: str) -> list[Problem]:

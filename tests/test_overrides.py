@@ -40,7 +40,7 @@ from omegaconf.errors import OmegaConfBaseException
 from taospec import overrides
 from taospec.overrides import UNREAD, override, typed
 from taospec.taoschema import converted_to
-from tests.conftest import Runner
+from tests.conftest import Runner, write
 from tests.test_skill_jobs import BANK
 from tests.test_tao_reading import spec_file, tiny_skill_job
 
@@ -1060,6 +1060,35 @@ def test_an_output_of_another_action_is_judged_too(taospec: Runner, tmp_path: Pa
     assert "'export.onnx_file=/tmp/m.onnx': TAO writes spec.export.onnx_file to /tmp/m.onnx" in (
         done.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("image", "refused"),
+    [
+        ("nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy", True),
+        ("{versions_key: images.tao_toolkit.deploy}", True),
+        ("nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt", False),
+    ],
+)
+def test_a_job_naming_tao_deploy_s_image_has_its_words_read_as_bash_reads_them(
+    taospec: Runner, tmp_path: Path, image: str, refused: bool
+) -> None:
+    # a job without a skill that runs TAO Deploy's entrypoint itself
+    write(
+        tmp_path / "versions.yaml",
+        "images:\n  tao_toolkit:\n    deploy: nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy\n",
+    )
+    command = ["dino", "gen_trt_engine", "-e", "{config_path}", "gen_trt_engine.x=$(id)"]
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nnetwork_arch: dino\naction: gen_trt_engine\nplatform: docker\n"
+        f'image: {image}\nuser: "1000:1000"\nresults_root: {tmp_path}/r\n'
+        f"command: {json.dumps(command)}\nspec: {{gen_trt_engine: {{x: 1}}}}\n",
+    )
+    done = taospec("validate", file)
+    said = "$.command[4]: 'gen_trt_engine.x=$(id)': TAO Deploy's entrypoint runs the words"
+    assert (said in done.stderr) == refused, done.stderr
+    assert done.returncode == (2 if refused else 0), done.stderr
 
 
 @pytest.mark.parametrize(
