@@ -929,6 +929,17 @@ def test_the_number_of_gpus_tao_s_entrypoint_launches_must_be_the_one_gpus_names
         assert f"$.spec.train.gpu_ids: names {launched} GPU ids" in done.stderr
 
 
+def validate_tiny(
+    taospec: Runner, tmp_path: Path, spec: str, command: list[str], head: str
+) -> subprocess.CompletedProcess[str]:
+    """``validate`` of the tiny skill's job whose spec holds ``spec``, run as ``command``
+    (its action the second word), with the keys in ``head`` added."""
+    file = tiny_skill_job(taospec, tmp_path, spec)
+    keys = f"action: {command[1]}\n{head}command: {json.dumps(command)}\n"
+    file.write_text(file.read_text().replace("action: train\n", keys))
+    return taospec("validate", file)
+
+
 @pytest.mark.parametrize(
     ("platform", "gpus", "words", "spec", "said"),
     [
@@ -959,14 +970,9 @@ def test_a_container_s_gpus_are_named_from_0_whichever_ids_gpus_gives(
 ) -> None:
     # docker run --gpus '"device=2,3"' shows the container GPUs 0 and 1; TAO's run took
     # train.gpu_ids [2, 3] as the devices to train on, and failed once it had started
-    file = tiny_skill_job(taospec, tmp_path, spec)
     command = ["tiny_net", "train", "-e", "{config_path}", *words]
-    text = file.read_text().replace(
-        "action: train\n",
-        f"action: train\nplatform: {platform}\ngpus: {gpus}\ncommand: {json.dumps(command)}\n",
-    )
-    file.write_text(text)
-    done = taospec("validate", file)
+    head = f"platform: {platform}\ngpus: {gpus}\n"
+    done = validate_tiny(taospec, tmp_path, spec, command, head)
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
     if said:
@@ -988,14 +994,9 @@ def test_one_gpu_an_action_runs_on_is_named_as_its_container_numbers_it(
     taospec: Runner, tmp_path: Path, gpus: str, word: str, spec: str, said: str
 ) -> None:
     # export set torch.cuda.set_device(export.gpu_id): "invalid device ordinal", at run
-    file = tiny_skill_job(taospec, tmp_path, f"export: {{checkpoint: data/train.json{spec}}}")
     command = ["tiny_net", "export", "-e", "{config_path}", *([word] if word else [])]
-    text = file.read_text().replace(
-        "action: train\n",
-        f"action: export\nplatform: docker\ngpus: {gpus}\ncommand: {json.dumps(command)}\n",
-    )
-    file.write_text(text)
-    done = taospec("validate", file)
+    exported = f"export: {{checkpoint: data/train.json{spec}}}"
+    done = validate_tiny(taospec, tmp_path, exported, command, f"platform: docker\ngpus: {gpus}\n")
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
 
@@ -1033,15 +1034,9 @@ def test_what_the_action_writes_must_land_in_a_folder_mounted_writable(
 ) -> None:
     # results_dir: /workspace/out passed, and a run's checkpoints went into the
     # container's own file system, gone when the container was removed
-    file = tiny_skill_job(taospec, tmp_path, spec)
     command = ["tiny_net", "train", "-e", "{config_path}", *([word] if word else [])]
     platform = "" if "platform" in extra else "platform: docker\n"
-    text = file.read_text().replace(
-        "action: train\n",
-        f"action: train\n{platform}{extra}\ncommand: {json.dumps(command)}\n",
-    )
-    file.write_text(text)
-    done = taospec("validate", file)
+    done = validate_tiny(taospec, tmp_path, spec, command, f"{platform}{extra}\n")
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
     if said:
@@ -1049,13 +1044,9 @@ def test_what_the_action_writes_must_land_in_a_folder_mounted_writable(
 
 
 def test_an_output_of_another_action_is_judged_too(taospec: Runner, tmp_path: Path) -> None:
-    file = tiny_skill_job(taospec, tmp_path, "export: {checkpoint: data/train.json}")
     command = ["tiny_net", "export", "-e", "{config_path}", "export.onnx_file=/tmp/m.onnx"]
-    text = file.read_text().replace(
-        "action: train\n", f"action: export\nplatform: docker\ncommand: {json.dumps(command)}\n"
-    )
-    file.write_text(text)
-    done = taospec("validate", file)
+    exported = "export: {checkpoint: data/train.json}"
+    done = validate_tiny(taospec, tmp_path, exported, command, "platform: docker\n")
     assert done.returncode == 2
     assert "'export.onnx_file=/tmp/m.onnx': TAO writes spec.export.onnx_file to /tmp/m.onnx" in (
         done.stderr
