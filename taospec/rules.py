@@ -471,9 +471,10 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
 
 
 def tao_deploy(image: object) -> bool:
-    """Whether ``image`` is TAO Deploy's (``nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy``),
-    whose entrypoint passes the words after the spec on through ``bash -c``."""
-    return isinstance(image, str) and image.rpartition(":")[2].endswith("-deploy")
+    """Whether ``image`` is TAO Deploy's (``nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy``,
+    a digest after it or not), whose entrypoint passes the words after the spec on through
+    ``bash -c``."""
+    return isinstance(image, str) and image.partition("@")[0].rpartition(":")[2].endswith("-deploy")
 
 
 _BASH_PLAIN = re.compile(r"[A-Za-z0-9_./:=+@%,\[\]-]+")

@@ -1057,6 +1057,7 @@ def test_an_output_of_another_action_is_judged_too(taospec: Runner, tmp_path: Pa
     ("image", "refused"),
     [
         ("nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy", True),
+        (f"nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy@sha256:{'a1' * 32}", True),
         ("{versions_key: images.tao_toolkit.deploy}", True),
         ("nvcr.io/nvidia/tao/tao-toolkit:7.1.0-pyt", False),
     ],
