@@ -200,7 +200,10 @@ def _in_bank(name: str, environ: Mapping[str, str]) -> Path:
         return workflows[0]
     if workflows:
         held = ", ".join(str(each.relative_to(models)) for each in workflows)
-        raise SkillError(f"skill {name!r} is described by more than one file in {models}: {held}")
+        raise SkillError(
+            f"skill {name!r} is described by more than one file in {models} ({held}); "
+            f"name the one you mean by its path (skill: {workflows[0]})"
+        )
     names = available_skills(models)
     message = f"skill {name!r} is not in {models}"
     if not names:

@@ -107,6 +107,23 @@ def test_a_deploy_workflow_is_found_by_its_name_or_path(tmp_path: Path) -> None:
         find_skill("x", tmp_path, ENV)
 
 
+def test_a_workflow_two_model_folders_hold_is_named_by_its_path(tmp_path: Path) -> None:
+    models = tmp_path / "skills" / "models"
+    for model in ("tao-train-a", "tao-train-b"):
+        (models / model / "references").mkdir(parents=True)
+        (models / model / "references" / "tao-deploy-x.skill_info.yaml").write_text("{}\n")
+    with pytest.raises(SkillError) as caught:
+        find_skill("tao-deploy-x", tmp_path, {"TAO_SKILL_BANK": str(tmp_path)})
+    first = models / "tao-train-a" / "references" / "tao-deploy-x.skill_info.yaml"
+    assert str(caught.value) == (
+        f"skill 'tao-deploy-x' is described by more than one file in {models} "
+        "(tao-train-a/references/tao-deploy-x.skill_info.yaml, "
+        "tao-train-b/references/tao-deploy-x.skill_info.yaml); "
+        f"name the one you mean by its path (skill: {first})"
+    )
+    assert find_skill(str(first), Path("/"), {}) == first
+
+
 def test_a_deploy_workflow_reads_its_model_folders_templates_and_schemas() -> None:
     skill = load_skill(DEPLOY)
     assert (skill.name, skill.network_arch, skill.folder) == ("tao-deploy-tiny", "tiny_net", TINY)
