@@ -76,6 +76,19 @@ class BrevOptions:
     ephemeral: bool = False
 
 
+PYXIS = "pyxis"
+"""How a Slurm job runs its container unless ``slurm.container`` says otherwise."""
+
+
+def slurm_container(fields: Mapping[str, Any]) -> str:
+    """How a job's fields, as written, run it on Slurm: ``slurm.container`` (``pyxis``,
+    ``docker`` or ``none``) or its default; ``""`` for a job on another platform."""
+    if fields.get("platform") != "slurm":
+        return ""
+    block = fields.get("slurm")
+    return str(block.get("container", PYXIS)) if isinstance(block, dict) else PYXIS
+
+
 @dataclass(frozen=True, slots=True)
 class SlurmOptions:
     """``slurm:`` settings. The node count is the job's ``nodes``."""
@@ -85,7 +98,7 @@ class SlurmOptions:
     account: str | None = None
     time: str | None = None
     cpus_per_task: int | None = None
-    container: str = "pyxis"
+    container: str = PYXIS
     extra_sbatch: tuple[str, ...] = ()
 
 

@@ -31,6 +31,7 @@ from taospec.diagnostics import (
     unique,
 )
 from taospec.job import (
+    PYXIS,
     SPEC_FILE,
     BrevOptions,
     DockerOptions,
@@ -369,7 +370,7 @@ def _results_problems(
             "config_path": f"{shown_seen}/{SPEC_FILE}",
             **{f"needs.{need}.results_dir": f"{root}/<id>" for need, root in roots.items()},
         }
-        pyxis = job.platform == "slurm" and job.slurm.container == "pyxis"
+        pyxis = job.platform == "slurm" and job.slurm.container == PYXIS
         for index, mount in enumerate(job.mounts):
             for name in placeholders.names(mount.source):
                 value = upstream.get(name, "")
@@ -666,7 +667,7 @@ def _slurm_options(block: Mapping[str, Any]) -> SlurmOptions:
         account=block.get("account"),
         time=block.get("time"),
         cpus_per_task=_whole(block.get("cpus_per_task")),
-        container=block.get("container", "pyxis"),
+        container=block.get("container", PYXIS),
         extra_sbatch=tuple(block.get("extra_sbatch", [])),
     )
 

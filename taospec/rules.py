@@ -26,7 +26,7 @@ from taospec import (
     yamlsrc,
 )
 from taospec.diagnostics import JsonPath, Problem, closest, unique
-from taospec.job import MISSING, SPEC_FILE, results_seen_at
+from taospec.job import MISSING, PYXIS, SPEC_FILE, results_seen_at, slurm_container
 from taospec.jobids import id_like
 from taospec.versions import Images
 from taospec.yamlsrc import Source
@@ -284,9 +284,7 @@ def _mount_words(
             ro = ":ro" if mount.get("readonly") is True else ""
             word = f"{fill(where, mount['source'])}:{mount.get('target')}{ro}"
             words.append((where, word, placeholders.names(mount["source"])))
-    slurm = data.get("slurm")
-    container = slurm.get("container", "pyxis") if isinstance(slurm, dict) else "pyxis"
-    if data.get("platform") != "slurm" or container != "pyxis":
+    if slurm_container(data) != PYXIS:
         what = "the word docker run gets for this mount (SOURCE:TARGET:ro)"
         return [(where, word, what, named) for where, word, named in words]
     if not words:
@@ -744,8 +742,7 @@ def _launching_shell(source: Source, passed: bool) -> str:
     the set ones unless ``docker run -e`` hands them to the container."""
     data = source.data
     platform = data.get("platform", "local")
-    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
-    if platform == "slurm" and not passed and slurm.get("container", "pyxis") == "docker":
+    if not passed and slurm_container(data) == "docker":
         return ""
     return LAUNCHING_SHELL.get(platform, ("", ""))[0] if isinstance(platform, str) else ""
 
@@ -930,9 +927,7 @@ def plan_fill(data: Any, job_id: str) -> Callable[[str], str]:
     """
     fields = data if isinstance(data, dict) else {}
     host = _host_results(fields, job_id)
-    slurm = fields.get("slurm")
-    container = slurm.get("container", "pyxis") if isinstance(slurm, dict) else "pyxis"
-    seen = results_seen_at(str(fields.get("platform", "local")), str(container), host)
+    seen = results_seen_at(str(fields.get("platform", "local")), slurm_container(fields), host)
     values = {"job_id": job_id, "results_dir": seen, "config_path": f"{seen}/{SPEC_FILE}"}
 
     def fill(name: str) -> str:
@@ -1190,8 +1185,7 @@ def _platform_rules(source: Source) -> Iterator[Problem]:
     if platform == "slurm":
         yield from _slurm_rules(source)
     yield from _docker_args_rules(source)
-    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
-    container = slurm.get("container", "pyxis") if platform == "slurm" else ""
+    container = slurm_container(data)
     if platform in ("docker", "brev") or container == "docker":
         yield from _shm_size_rules(source)
     root = data.get("results_root")
@@ -1738,8 +1732,8 @@ def _slurm_rules(source: Source) -> Iterator[Problem]:
     block = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
     yield from _slurm_time_rules(source, block.get("time"))
     yield from _extra_sbatch_rules(source, block.get("extra_sbatch"))
-    container = block.get("container", "pyxis")
-    if container == "pyxis":
+    container = slurm_container(data)
+    if container == PYXIS:
         yield from _pyxis_mount_rules(source)
     docker = data.get("docker")
     if _ignored_docker(source) and not (isinstance(docker, dict) and docker.get("host")):
@@ -1768,12 +1762,8 @@ def _ignored_docker(source: Source) -> bool:
     """Whether the job is a Slurm job that writes a docker: block its container runtime
     (``slurm.container`` pyxis or none) would ignore."""
     data = source.data
-    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
     return (
-        data.get("platform") == "slurm"
-        and slurm.get("container", "pyxis") != "docker"
-        and "docker" in data
-        and source.sets(("docker",))
+        slurm_container(data) in (PYXIS, "none") and "docker" in data and source.sets(("docker",))
     )
 
 

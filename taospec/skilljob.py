@@ -36,7 +36,14 @@ from typing import Any
 
 from taospec import lint, overrides, placeholders
 from taospec.diagnostics import JsonPath, Problem
-from taospec.job import CONTAINER_RESULTS, Mount, SpecInput, results_seen_at
+from taospec.job import (
+    CONTAINER_RESULTS,
+    PYXIS,
+    Mount,
+    SpecInput,
+    results_seen_at,
+    slurm_container,
+)
 from taospec.rules import (
     deploy_word_problems,
     mount_refusals,
@@ -460,8 +467,7 @@ def _lost_outputs(
     or into one mounted read-only, where the write fails. A path the plan fills, one
     relative to the container's working folder or one OmegaConf resolves is left to TAO."""
     data = source.data
-    slurm = data.get("slurm") if isinstance(data.get("slurm"), dict) else {}
-    seen = results_seen_at(data.get("platform", "local"), slurm.get("container", "pyxis"), "")
+    seen = results_seen_at(data.get("platform", "local"), slurm_container(data), "")
     if seen != CONTAINER_RESULTS:
         return []
     mounts = {CONTAINER_RESULTS: False, INPUTS_ROOT: True}  # target: read-only
@@ -915,10 +921,7 @@ def _inputs(
     data = source.data
     explicit: list[dict[str, Any]] = list(data.get("mounts", []))
     container = data.get("platform", "local") != "local"
-    pyxis = (
-        data.get("platform") == "slurm"
-        and (data.get("slurm") or {}).get("container", "pyxis") == "pyxis"
-    )
+    pyxis = slurm_container(data) == PYXIS
     folder = str(file.resolve().parent).replace("{", "{{").replace("}", "}}")
     added: dict[str, str] = {}
     mounts = [Mount.entry(m) for m in explicit]

@@ -29,7 +29,7 @@ from taospec import proc, remote, settings, templates
 from taospec.diagnose import INFRA, classify
 from taospec.diagnostics import shown_file
 from taospec.errors import CommandFailed, InvalidInput
-from taospec.job import CONTAINER_RESULTS
+from taospec.job import CONTAINER_RESULTS, PYXIS
 from taospec.lint import redacted
 from taospec.placeholders import JOB_ID
 from taospec.plan import (
@@ -169,7 +169,7 @@ def notes(context: Context) -> tuple[str, ...]:
             f"Slurm chooses the GPUs: the job asks for {len(job.gpus)} per node "
             "(--gpus-per-node), whichever ids the scheduler gives it"
         )
-    if options.container == "pyxis":
+    if options.container == PYXIS:
         out.append(
             "enroot pulls the image on the compute nodes with the registry credentials in "
             "~/.config/enroot/.credentials there, not with anything from this machine"
