@@ -477,19 +477,19 @@ def tao_deploy(image: object) -> bool:
 
 _BASH_PLAIN = re.compile(r"[A-Za-z0-9_./:=+@%,\[\]-]+")
 """A word that bash reads back as itself inside the single quotes of TAO Deploy's
-``bash -c '...'``: no blank, quote, ``$``, backquote, backslash, brace, operator, ``*`` or
-``?`` (with :func:`deploy_word_problems`, no leading ``~`` or ``#`` either). A bracket, which
-Hydra's lists need, matches no file of a name like ``key=[0]`` in practice."""
+``bash -c '...'``: no blank, quote, ``$``, backquote, backslash, brace, ``~``, ``#``,
+operator, ``*`` or ``?``. A bracket, which Hydra's lists need, is a glob too, but one that
+only a file named like ``key=0`` in the container's working folder would match."""
 
 
 def deploy_word_problems(source: Source, given: list[overrides.Given]) -> list[Problem]:
     """A problem for each word TAO Deploy's entrypoint passes on that bash would read
-    otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a blank,
-    a quote, ``$()``, a brace with a comma or a ``;`` in a word is bash's to read."""
+    otherwise: the entrypoint runs ``bash -c '<script> <the words joined>'``, so a word
+    holding more than :data:`_BASH_PLAIN` allows is bash's to read."""
     problems = []
     listed = isinstance(source.data.get("command"), list)
     for index, word in {each.index: each.word for each in given}.items():
-        if _BASH_PLAIN.fullmatch(word) and not word.startswith(("~", "#")):
+        if _BASH_PLAIN.fullmatch(word):
             continue
         at: JsonPath = ("command", index) if listed else ("command",)
         message = (

@@ -957,6 +957,9 @@ ENGINE_SPEC = "{gen_trt_engine: {onnx_file: data/m.onnx}}"
         ("+gen_trt_engine.opts={a:1,b:2}", True),  # bash's brace expansion: two words
         ("gen_trt_engine.trt_engine=/results/x;id", True),
         ("gen_trt_engine.tensorrt.data_type=FP*", True),
+        ("~gen_trt_engine.tensorrt.min_batch_size", True),  # bash's ~user, not Hydra's delete
+        ("gen_trt_engine.gpu_id=0#0", True),
+        ("+gen_trt_engine.layers=[a,b]", False),  # a glob only a file named like ...=a matches
     ],
 )
 def test_tao_deploy_s_entrypoint_reads_its_words_again_with_bash(
