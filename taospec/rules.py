@@ -511,14 +511,19 @@ def _deploy_rules(source: Source, images: Images) -> Iterator[Problem]:
             image = images.resolve(str(image.get("versions_key")))
         except LookupError:
             return  # said by the image rules
-    command = source.data.get("command")
-    if not tao_deploy(image) or not isinstance(command, str | list):
-        return
-    try:
-        words = list(split_command(command)) if isinstance(command, str) else command
-    except ValueError:
-        return  # said by the command rules
-    yield from deploy_word_problems(source, list(overrides.given(words, source.data.get("action"))))
+    if tao_deploy(image):
+        yield from deploy_word_problems(source, command_overrides(source.data))
+
+
+def command_overrides(data: Mapping[str, Any]) -> list[overrides.Given]:
+    """What a job's own ``command`` passes to Hydra through TAO's entrypoint
+    (:func:`overrides.given`); none when it gives no command, or one that does not split
+    (the command rules say why)."""
+    command = data.get("command")
+    words = _words_or_none(command) if isinstance(command, str) else command
+    if not isinstance(words, list):
+        return []
+    return list(overrides.given(words, data.get("action")))
 
 
 def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
@@ -528,12 +533,8 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     refuses (an option it has not, a word that is no override: :func:`overrides.unread`),
     one with which TAO's run does other than run the action as the job shows it (help,
     a setting TAO sets again: :func:`overrides.unrun`), or a value Hydra reads as a sweep."""
-    try:
-        words = list(split_command(command)) if isinstance(command, str) else command
-    except ValueError:
-        return  # said above
     at: JsonPath = ("command",)
-    given = list(overrides.given(words, source.data.get("action")))
+    given = command_overrides(source.data)
     unread = {id(each): why for each, why in overrides.unread(given)}
     unrun: dict[int, list[str]] = {}
     for each, why in () if unread else overrides.unrun(given):

@@ -45,6 +45,7 @@ from taospec.job import (
     slurm_container,
 )
 from taospec.rules import (
+    command_overrides,
     deploy_word_problems,
     mount_refusals,
     secret_key_message,
@@ -154,7 +155,7 @@ def apply_skill(
             problems.append(source.problem(("skill",), f"{why}; give image:"))
         filled["image"] = image
 
-    given = list(_overrides(source))
+    given = command_overrides(source.data)  # a job without a command runs the skill's
     passed = [each for each in given if each.read is not None]
     spec, composed, spec_problems, warnings = _spec(
         source, skill, action, template, schema, passed=passed
@@ -586,18 +587,6 @@ def _unmounted_inputs(
         )
         warnings.append(source.problem(at, message))
     return warnings
-
-
-def _overrides(source: Source) -> Iterator[overrides.Given]:
-    """What the job's command passes to Hydra through TAO's entrypoint
-    (:func:`overrides.given`); nothing when the job gives no command (the skill's own is
-    the skill's) or it cannot be split (the job's own rules say why)."""
-    command = source.data.get("command", "")
-    try:
-        words = list(split_command(command)) if isinstance(command, str) else command
-    except ValueError:
-        return iter(())
-    return overrides.given(words, source.data["action"])
 
 
 def _key_path(key: str) -> KeyPath:
