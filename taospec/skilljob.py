@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import json
 import posixpath
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,9 +134,14 @@ def apply_skill(
     unwritable = skill.unwritable(action)
     if unwritable:
         return None, [source.problem(("skill",), unwritable)]
+    given = command_overrides(data)  # a job without a command runs the skill's
+    passed = [each for each in given if each.read is not None]
     try:
         template = read_template(action)
-        schema = read_schema(action)
+        added = [each.read.key.partition(".")[0] for each in passed if each.read]
+        schema, borrowed = borrow_sections(
+            read_schema(action), [*template, *(data.get("spec") or {}), *added], action
+        )
     except SkillError as exc:
         return None, [source.problem(("skill",), str(exc))]
 
@@ -155,10 +160,8 @@ def apply_skill(
             problems.append(source.problem(("skill",), f"{why}; give image:"))
         filled["image"] = image
 
-    given = command_overrides(source.data)  # a job without a command runs the skill's
-    passed = [each for each in given if each.read is not None]
     spec, composed, spec_problems, warnings = _spec(
-        source, skill, action, template, schema, passed=passed
+        source, skill, action, template, schema, passed=passed, borrowed=borrowed
     )
     problems += spec_problems
     gpus = _gpu_key(skill, source)
@@ -188,14 +191,43 @@ def apply_skill(
 
 def read_schema(action: Action) -> dict[str, Any]:
     """The action's TAO schema (empty, checking nothing but ``???``, when it has none)."""
-    if action.schema_path is None:
-        return {}
+    return {} if action.schema_path is None else _schema_file(action.schema_path)
+
+
+def borrow_sections(
+    schema: dict[str, Any], sections: Iterable[Any], action: Action
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The action's ``schema`` with each top-level section among ``sections`` that it lacks
+    and another schema of the skill's folder holds, and the sections so borrowed. TAO's
+    experiment config holds every action's section, where each action's schema keeps only
+    its own (a TAO Deploy template carries them all, and so may a spec copied from TAO's
+    examples). ``<section>.schema.json`` is read first; a section no schema holds stays
+    unknown."""
+    properties = schema.get("properties")
+    wanted = {key for key in sections if isinstance(key, str)} - set(properties or ())
+    if action.schema_path is None or not wanted or not isinstance(properties, dict):
+        return schema, frozenset()
+    folder = action.schema_path.parent
+    named = [folder / f"{key}.schema.json" for key in sorted(wanted)]
+    found: dict[str, Any] = {}
+    for path in dict.fromkeys([*named, *sorted(folder.glob("*.schema.json"))]):
+        if path == action.schema_path or not path.is_file():
+            continue
+        held = _schema_file(path).get("properties")
+        held = held if isinstance(held, dict) else {}
+        found.update((key, held[key]) for key in wanted - set(found) if key in held)
+        if len(found) == len(wanted):
+            break
+    return {**schema, "properties": {**properties, **found}}, frozenset(found)
+
+
+def _schema_file(path: Path) -> dict[str, Any]:
     try:
-        loaded = json.loads(action.schema_path.read_text(encoding="utf-8"))
+        loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise SkillError(f"{action.schema_path}: cannot read the schema: {exc}") from None
+        raise SkillError(f"{path}: cannot read the schema: {exc}") from None
     if not isinstance(loaded, dict):
-        raise SkillError(f"{action.schema_path}: a schema must be a JSON object")
+        raise SkillError(f"{path}: a schema must be a JSON object")
     return loaded
 
 
@@ -786,9 +818,11 @@ def _spec(
     schema: Mapping[str, Any],
     *,
     passed: list[overrides.Given],
+    borrowed: frozenset[str],
 ) -> tuple[dict[str, Any], dict[str, Any], list[Problem], list[Problem]]:
     """The spec file's content, the spec as TAO composes it with the overrides ``passed``,
-    the problems and the warnings."""
+    the problems and the warnings (none about what the template holds in the ``borrowed``
+    sections: another action's, that this one does not read)."""
     user_spec = source.data.get("spec") or {}
     gpus = source.data.get("gpus", [])
     count = gpu_count(gpus)
@@ -807,9 +841,13 @@ def _spec(
     # the run's results folder, where the template leaves results_dir to it
     fills = ("results_dir",) not in users and fills_results_dir(action, merged)
     checked = {**merged, "results_dir": ""} if fills else merged
-    findings = check_spec(
-        schema, checked, users, skill=skill.name, template=template, composed=composed
-    )
+    findings = [
+        finding
+        for finding in check_spec(
+            schema, checked, users, skill=skill.name, template=template, composed=composed
+        )
+        if finding.origin == "user" or finding.path[:1] not in {(key,) for key in borrowed}
+    ]
     findings += unset_inputs(merged, action, users)
     warnings = []
     for finding in findings:

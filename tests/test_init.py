@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,32 @@ def test_whether_an_input_wants_a_list_is_the_schemas_word_before_the_templates(
     assert "manifest: ???  # input: the file that collect reads" in text
     # the schema says nothing of extras: the template's list decides
     assert "extras: ???  # input: a list of the folders that collect reads" in text
+
+
+def test_a_value_left_in_another_action_s_section_is_read_by_that_action_s_schema(
+    tmp_path: Path,
+) -> None:
+    """TAO's config holds every action's section and each action's schema only its own: a
+    list left ??? in evaluate: of a train template was written as wanting one value."""
+    folder = tmp_path / "skill"
+    (folder / "references").mkdir(parents=True)
+    (folder / "schemas").mkdir()
+    (folder / "references" / "skill_info.yaml").write_text(
+        "name: two\nnetwork_arch: two_net\ncontainer_image: registry.invalid/two:1\n"
+        "actions:\n  train:\n    command: two_net train -e {config_path}\n"
+        "    config_format: yaml\n    mode: config\n"
+        "spec_templates:\n  train: template.yaml\n"
+    )
+    (folder / "references" / "template.yaml").write_text(
+        "train: {epochs: 1}\nevaluate:\n  gpu_ids: ???\n"
+    )
+    section = {"type": "collection", "properties": {"gpu_ids": {"type": "list"}}}
+    for name in ("train", "evaluate"):
+        schema = {"type": "object", "properties": {name: section}}
+        (folder / "schemas" / f"{name}.schema.json").write_text(json.dumps(schema))
+    out = tmp_path / "job.yaml"
+    assert init.run("./skill", "train", out, job_dir=tmp_path, environ={}) == EXIT_OK
+    assert "gpu_ids: ???  # the template leaves it for you: a list" in out.read_text()
 
 
 def test_hostile_keys_come_back_byte_for_byte(tmp_path: Path) -> None:

@@ -945,6 +945,37 @@ def deploy_job(tmp_path: Path, action: str, spec: str, *words: str, gpus: str = 
 ENGINE_SPEC = "{gen_trt_engine: {onnx_file: data/m.onnx}}"
 
 
+def test_another_action_s_section_is_checked_by_that_action_s_schema(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # TAO's config holds every action's section, and each action's schema only its own: a
+    # deploy template that carries evaluate: drew "unknown key 'evaluate'" in every
+    # gen_trt_engine job, and a user's evaluate: values were refused as unknown
+    file = deploy_job(tmp_path, "gen_trt_engine", ENGINE_SPEC)
+    done = bank("validate", file)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert spec_of(plan(bank, file))["evaluate"] == {"batch_size": 0}  # the template's, as is
+    file = deploy_job(
+        tmp_path,
+        "gen_trt_engine",
+        "{gen_trt_engine: {onnx_file: data/m.onnx}, evaluate: {batch_size: 2}}",
+    )
+    assert bank("validate", file).returncode == 0
+    file = deploy_job(
+        tmp_path,
+        "gen_trt_engine",
+        "{gen_trt_engine: {onnx_file: data/m.onnx}, evaluate: {batch_sise: 2}, evaluation: {}}",
+    )
+    spec = line_of(file, "spec:")
+    text = file.read_text().splitlines()[spec - 1]
+    assert invalid(bank, file) == [
+        f"{file}:{spec}:{text.index('batch_sise') + 1}: $.spec.evaluate.batch_sise: unknown "
+        "key 'batch_sise'; did you mean 'batch_size'?",
+        f"{file}:{spec}:{text.index('evaluation') + 1}: $.spec.evaluation: unknown key "
+        "'evaluation'; did you mean 'evaluate'?",
+    ]
+
+
 @pytest.mark.parametrize(
     ("word", "refused"),
     [

@@ -23,7 +23,7 @@ from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.job import MISSING
-from taospec.skilljob import fills_results_dir, read_schema
+from taospec.skilljob import borrow_sections, fills_results_dir, read_schema
 from taospec.skills import (
     Action,
     Input,
@@ -123,7 +123,7 @@ def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) ->
 
 def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:
     """What the user must set: each required input and each ``???``, with a note."""
-    schema = read_schema(action)
+    schema, _ = borrow_sections(read_schema(action), template, action)
     required = {
         path: "the template leaves it for you" + (": a list" if wants_list(schema, path) else "")
         for path in _missing(template, ())
