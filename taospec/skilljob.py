@@ -175,10 +175,10 @@ def apply_skill(
     problems += deploy_word_problems(source, given) if deploy and "image" not in data else []
     warnings += _one_gpu(source, action.name) if deploy else []
     if gpus is not None and not problems:
-        problems += _launched_gpus(source, action.name, spec, given, gpus)
+        problems += _launched_gpus(source, action.name, spec, given, gpus, filled=filled)
     if not problems:
         problems += _node_count(source, action.name, spec, passed, schema)
-        problems += _gpu_index(source, action.name, spec, passed, deploy=deploy)
+        problems += _gpu_index(source, action.name, spec, passed, deploy=deploy, filled=filled)
         problems += _lost_outputs(source, action, spec, passed)
     if problems:
         return None, problems
@@ -327,33 +327,41 @@ def _launched_gpus(
     spec: Mapping[str, Any],
     given: list[overrides.Given],
     gpus: tuple[str, int],
+    *,
+    filled: Mapping[str, Any],
 ) -> list[Problem]:
     """A problem where TAO's PyTorch entrypoint would launch the action on another number
-    of GPUs than ``gpus:`` names (``gpus``: the skill's GPU key and that number).
+    of GPUs than ``gpus:`` names (``gpus``: the skill's GPU key and that number), or on
+    GPUs the job does not give it (:func:`_unseen_gpus`; ``filled``: the job, completed).
 
     The entrypoint decides the number itself: from the words it passes on, when any
     names ``num_gpus``, ``gpu_ids`` or ``cuda_blocking`` (read as text: the first
     ``num_gpus=`` as an int, 1 without one, the first ``gpu_ids=`` as a Python literal,
     [0] without one), and from the spec's section of the action otherwise; it takes the
-    larger of the count and the number of ids. Judged where the skill's GPU key is that
+    larger of the count and the number of ids, and launches on the ids where they are as
+    many, else on 0 to that number less one. Judged where the skill's GPU key is that
     section's ``num_gpus``."""
     section = _GPU_SECTIONS.get(action)
     key, wanted = gpus
     if section is None or key != f"{section}.num_gpus":
         return []
+    network = _entrypoint(filled, action)
     words = list({each.index: each.word for each in given}.items())
     line = " " + " ".join(word for _, word in words)
     named = next((index for index, word in words if any(w in word for w in _GPU_WORDS)), None)
     if named is None:
         held = spec.get(section)
+        written = isinstance(held, Mapping) and "gpu_ids" in held
         ids = held.get("gpu_ids", [0]) if isinstance(held, Mapping) else [0]
         at_ids: JsonPath = ("spec", section, "gpu_ids")
-        if not isinstance(ids, list) or len(ids) < wanted:
+        if not isinstance(ids, list):
             return []
-        if len(ids) == wanted:
-            beyond = _beyond_container(source, ids, wanted)
-            said = f"TAO's entrypoint runs the action on the GPUs these ids number: {beyond}"
-            return [source.problem(at_ids, said)] if beyond else []
+        if len(ids) <= wanted:  # fewer ids: the entrypoint launches on 0 to wanted - 1
+            ran = ids if len(ids) == wanted else list(range(wanted))
+            beyond = _unseen_gpus(source, ran, wanted, network)
+            named_on = _launched_on(ran, len(ids) if written else None, wanted)
+            said = f"TAO's entrypoint runs the action on {named_on}"
+            return [source.problem(at_ids, f"{said}, {beyond}")] if beyond else []
         return [
             source.problem(
                 at_ids,
@@ -376,7 +384,11 @@ def _launched_gpus(
             "Python list, each up to the next blank, and fails on these words"
         )
     else:
-        beyond = _beyond_container(source, listed, wanted) if len(listed) == wanted else None
+        ordered = isinstance(listed, list | tuple) and len(listed) == launched
+        on = list(listed) if ordered else list(range(launched))
+        beyond = _unseen_gpus(source, on, wanted, network) if launched == wanted else None
+        given_ids = len(listed) if "gpu_ids" in line else None
+        said = f"TAO's entrypoint runs the action on {_launched_on(on, given_ids, wanted)}"
         if launched == wanted and beyond is None:
             return []
         why = (
@@ -386,8 +398,7 @@ def _launched_gpus(
     at: JsonPath = ("command", named) if isinstance(source.data["command"], list) else ("command",)
     word = dict(words)[named]
     if launched == wanted and beyond is not None:
-        said = f"TAO's entrypoint runs the action on the GPUs gpu_ids= numbers: {beyond}"
-        return [source.problem(at, f"{word!r}: {said}")]
+        return [source.problem(at, f"{word!r}: {said}, {beyond}")]
     return [
         source.problem(
             at,
@@ -399,28 +410,79 @@ def _launched_gpus(
 
 _CONTAINED = ("docker", "brev")
 """The platforms whose job runs in a container given exactly the GPUs ``gpus:`` names."""
+TORCHRUN = frozenset({"bevfusion", "pointpillars", "rtdetr"})
+"""The networks TAO's PyTorch entrypoint launches with torchrun (its
+``LIGHTNING_EXCLUDED_NETWORKS``), first setting ``CUDA_VISIBLE_DEVICES`` to the GPU ids
+it launches on."""
 
 
-def _beyond_container(source: Source, ids: object, count: int) -> str | None:
-    """What ``ids`` (a list of GPU indices TAO takes as the devices to run on) names that
-    a container given ``count`` GPUs does not have, and the fix; None where they are all
-    its own, or where the job runs in no container. Docker numbers a container's GPUs from
-    0, whichever ids of the host ``gpus:`` gives it."""
-    if source.data.get("platform", "local") not in _CONTAINED or not isinstance(ids, list):
+def _unseen_gpus(source: Source, ids: list[Any], count: int, network: str | None) -> str | None:
+    """What the GPU ids TAO launches ``network``'s action on name that the job does not
+    give it, and the fix; None where they are its own, or where that cannot be told.
+
+    A container numbers its GPUs from 0, whichever ids of the host ``gpus:`` gives it, and
+    so does a local process, shown them by ``CUDA_VISIBLE_DEVICES``. But for a network it
+    launches with torchrun, TAO's entrypoint sets ``CUDA_VISIBLE_DEVICES`` to the ids
+    themselves, which in a local job number the host's GPUs."""
+    host = source.data.get("gpus")
+    local = source.data.get("platform", "local") == "local"
+    if local and network in TORCHRUN:
+        if not isinstance(host, list) or sorted(map(repr, ids)) == sorted(map(repr, host)):
+            return None  # GPUs picked at submit are not known here
+        return (
+            f"but it launches {network} with torchrun, first setting CUDA_VISIBLE_DEVICES "
+            f"to them, in place of the {_joined(host)} gpus: gives the process; write "
+            f"{host}"
+        )
+    if not local and source.data.get("platform") not in _CONTAINED:
         return None
     if all(type(each) is int and 0 <= each < count for each in ids):
         return None
+    return f"but {_numbered(source, count)}; write {list(range(count))}"
+
+
+def _launched_on(ids: list[Any], given: int | None, count: int) -> str:
+    """The GPUs TAO's entrypoint launches on, ``ids``, as a message names them: the
+    ``given`` ids, or 0 to ``count`` less one where fewer or none (None) were given."""
     names = ", ".join(map(repr, ids))
-    whichever = "whichever ids of the host gpus: gives it"
-    return f"{names}, but {_numbered(count)} ({whichever}); write {list(range(count))}"
+    if given == len(ids):
+        return f"the GPUs these ids number ({names})"
+    gpus = f"GPU {names}" if count == 1 else f"GPUs {names} (0 to {count - 1}"
+    why = "where no gpu_ids are given" if given is None else f"as gpu_ids names only {given}"
+    return f"{gpus}, {why})" if count > 1 else f"{gpus} ({why})"
 
 
-def _numbered(count: int) -> str:
-    """How a container given ``count`` GPUs numbers them."""
+def _entrypoint(filled: Mapping[str, Any], action: str) -> str | None:
+    """The TAO entrypoint the job's command runs: the word before the action (``rtdetr``
+    in ``rtdetr train -e {config_path}``, also after ``tao model``)."""
+    command = filled.get("command")
+    try:
+        words = split_command(command) if isinstance(command, str) else command
+    except ValueError:
+        return None
+    if not isinstance(words, list | tuple):
+        return None
+    at = next((at for at in range(1, len(words)) if words[at] == action), None)
+    return None if at is None else str(words[at - 1])
+
+
+def _numbered(source: Source, count: int) -> str:
+    """How the job's container, or its local process, numbers the ``count`` GPUs it is
+    given."""
     if count == 1:
-        return "the container sees its GPU as 0"
-    last = "1" if count == 2 else f"{count - 1}"
-    return f"the container sees its {count} GPUs as 0 {'and' if count == 2 else 'to'} {last}"
+        seen = "its GPU as 0"
+    else:
+        last = "1" if count == 2 else f"{count - 1}"
+        seen = f"its {count} GPUs as 0 {'and' if count == 2 else 'to'} {last}"
+    if source.data.get("platform", "local") != "local":
+        return f"the container sees {seen} (whichever ids of the host gpus: gives it)"
+    host = source.data.get("gpus")
+    shown = _joined(host) if isinstance(host, list) else "the ids picked at submit"
+    return f"CUDA_VISIBLE_DEVICES={shown} shows the process {seen}"
+
+
+def _joined(ids: list[Any]) -> str:
+    return ",".join(map(str, ids))
 
 
 def _final(
@@ -459,14 +521,21 @@ def _gpu_index(
     passed: list[overrides.Given],
     *,
     deploy: bool,
+    filled: Mapping[str, Any],
 ) -> list[Problem]:
     """A problem where the one GPU TAO runs ``action`` on (``<action>.gpu_id``, as the last
     word that sets it leaves it: export, gen_trt_engine, prune; in TAO Deploy's evaluate
-    and inference, the largest of ``<action>.gpu_ids``) is an index the job's container
-    does not have."""
+    and inference, the largest of ``<action>.gpu_ids``) is an index the job's container,
+    or its local process, does not have. TAO Deploy's entrypoint sets
+    ``CUDA_VISIBLE_DEVICES`` to that GPU (0 where the spec names none), so in a local job it
+    must be one of the host's ids ``gpus:`` names."""
     count = gpu_count(source.data.get("gpus", []))
-    if count is None or source.data.get("platform", "local") not in _CONTAINED:
+    platform = source.data.get("platform", "local")
+    local = platform == "local"
+    if count is None or (platform not in _CONTAINED and not local):
         return []
+    if local and not deploy and _entrypoint(filled, action) in TORCHRUN:
+        return []  # the entrypoint sets CUDA_VISIBLE_DEVICES to the section's gpu_ids
     many = deploy and action in ("evaluate", "inference")
     key = f"{action}.gpu_ids" if many else f"{action}.gpu_id"
     value, at, shown = _final(source, key, spec, passed)
@@ -474,19 +543,31 @@ def _gpu_index(
         value = overrides.typed(value) if many else _count(value)
     if many and isinstance(value, list) and value and all(type(i) is int for i in value):
         value = max(value)
+    host = source.data.get("gpus")
+    if local and deploy:
+        named = f"{value}" if value is not ABSENT else "0, where the spec names none"
+        value = 0 if value is ABSENT else value
+        if type(value) is not int or not isinstance(host, list) or value in host:
+            return []
+        which = f"the largest of spec.{key}" if many else f"spec.{key}"
+        fix = f"one of {host}" if len(host) > 1 else f"{host[0]}"
+        message = (
+            f"{shown}TAO Deploy's entrypoint sets CUDA_VISIBLE_DEVICES to the GPU it runs "
+            f"{action} on, {which} ({named}), in place of the {_joined(host)} gpus: gives "
+            f"the process; make it {fix}"
+        )
+        return [source.problem(at, message)]
     if type(value) is not int or 0 <= value < count:
         return []
     if many:
         message = (
             f"{shown}TAO Deploy runs {action} on GPU {value}, the largest of spec.{key}, "
-            f"but {_numbered(count)} (whichever ids of the host gpus: gives it); make them "
-            f"some of {list(range(count))}"
+            f"but {_numbered(source, count)}; make them some of {list(range(count))}"
         )
         return [source.problem(at, message)]
     message = (
         f"{shown}TAO runs {action} on the GPU spec.{key} numbers ({value}), but "
-        f"{_numbered(count)} (whichever ids of the host gpus: gives it); make it one of "
-        f"{list(range(count))}"
+        f"{_numbered(source, count)}; make it one of {list(range(count))}"
     )
     return [source.problem(at, message)]
 

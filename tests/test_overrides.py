@@ -955,8 +955,10 @@ def validate_tiny(
         ("docker", "[2, 3]", ["train.gpu_ids=[0,1]"], "train: {gpu_ids: [2, 3]}", ""),
         ("docker", "[2, 3]", ["train.gpu_ids=[1]", "train.num_gpus=2"], "", ""),
         ("docker", "[0, 1]", [], "train: {gpu_ids: [0, 1]}", ""),
-        # a local job's process: TAO's entrypoint may set CUDA_VISIBLE_DEVICES to the ids
-        ("local", "[2, 3]", [], "train: {gpu_ids: [2, 3]}", ""),
+        # a local process is shown its GPUs from 0 by CUDA_VISIBLE_DEVICES
+        ("local", "[2, 3]", [], "train: {gpu_ids: [2, 3]}", "$.spec.train.gpu_ids: "),
+        ("local", "[2, 3]", [], "train: {gpu_ids: [0, 1]}", ""),
+        ("local", "{free: 2}", [], "train: {gpu_ids: [1, 2]}", "$.spec.train.gpu_ids: "),
     ],
 )
 def test_a_container_s_gpus_are_named_from_0_whichever_ids_gpus_gives(
@@ -975,8 +977,43 @@ def test_a_container_s_gpus_are_named_from_0_whichever_ids_gpus_gives(
     done = validate_tiny(taospec, tmp_path, spec, command, head)
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
-    if said:
+    if said and platform == "docker":
         assert "the container sees its 2 GPUs as 0 and 1" in done.stderr
+    elif said:
+        shown = "2,3" if gpus == "[2, 3]" else "the ids picked at submit"
+        assert f"CUDA_VISIBLE_DEVICES={shown} shows the process its 2 GPUs as 0 and 1" in (
+            done.stderr
+        )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "words", "spec", "said"),
+    [
+        ("[2, 3]", [], "train: {gpu_ids: [2, 3]}", ""),
+        ("[2, 3]", [], "train: {gpu_ids: [3, 2]}", ""),
+        ("[2, 3]", [], "train: {gpu_ids: [0, 1]}", "the GPUs these ids number (0, 1), but"),
+        ("[2, 3]", [], "", "on GPUs 0, 1 (0 to 1, where no gpu_ids are given), but"),
+        ("[2, 3]", [], "train: {gpu_ids: [2]}", "(0 to 1, as gpu_ids names only 1), but"),
+        ("[0, 1]", [], "", ""),
+        ("[2, 3]", ["train.gpu_ids=[0,1]"], "train: {gpu_ids: [2, 3]}", "$.command[4]: 'train"),
+        ("[2, 3]", ["train.gpu_ids=[2,3]"], "train: {gpu_ids: [0, 1]}", ""),
+        ("{free: 2}", [], "", ""),  # the ids are picked at submit: not known here
+    ],
+)
+def test_a_local_torchrun_network_runs_on_the_host_gpus_its_ids_name(
+    taospec: Runner, tmp_path: Path, gpus: str, words: list[str], spec: str, said: str
+) -> None:
+    # TAO's entrypoint launches bevfusion, pointpillars and rtdetr with torchrun, first
+    # setting CUDA_VISIBLE_DEVICES to the ids: a local job given GPUs 2 and 3 ran on 0 and 1
+    command = ["rtdetr", "train", "-e", "{config_path}", *words]
+    done = validate_tiny(taospec, tmp_path, spec, command, f"platform: local\ngpus: {gpus}\n")
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said:
+        assert (
+            "but it launches rtdetr with torchrun, first setting CUDA_VISIBLE_DEVICES to "
+            "them, in place of the 2,3 gpus: gives the process; write [2, 3]"
+        ) in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -999,6 +1036,29 @@ def test_one_gpu_an_action_runs_on_is_named_as_its_container_numbers_it(
     done = validate_tiny(taospec, tmp_path, exported, command, f"platform: docker\ngpus: {gpus}\n")
     assert done.returncode == (2 if said else 0), done.stderr
     assert said in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("network", "spec", "said"),
+    [
+        ("tiny_net", ", gpu_id: 1", "$.spec.export.gpu_id: "),
+        ("tiny_net", ", gpu_id: 0", ""),
+        # torchrun's CUDA_VISIBLE_DEVICES comes from the section's gpu_ids: left to TAO
+        ("rtdetr", ", gpu_id: 1", ""),
+    ],
+)
+def test_one_gpu_a_local_action_runs_on_is_named_as_its_process_sees_it(
+    taospec: Runner, tmp_path: Path, network: str, spec: str, said: str
+) -> None:
+    command = [network, "export", "-e", "{config_path}"]
+    exported = f"export: {{checkpoint: data/train.json{spec}}}"
+    done = validate_tiny(taospec, tmp_path, exported, command, "platform: local\ngpus: [1]\n")
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said:
+        assert "(1), but CUDA_VISIBLE_DEVICES=1 shows the process its GPU as 0; make it" in (
+            done.stderr
+        )
 
 
 @pytest.mark.parametrize(

@@ -930,13 +930,16 @@ def test_a_placeholder_the_template_leaves_is_a_value_not_set_yet(
     assert not [line for line in invalid(bank, mine) if "not set yet" in line]
 
 
-def deploy_job(tmp_path: Path, action: str, spec: str, *words: str, gpus: str = "[0]") -> Path:
-    """A docker job of the test skill's TAO Deploy workflow, its inputs in place."""
+def deploy_job(
+    tmp_path: Path, action: str, spec: str, *words: str, gpus: str = "[0]", platform: str = "docker"
+) -> Path:
+    """A job (docker unless ``platform`` says) of the test skill's TAO Deploy workflow, its
+    inputs in place."""
     write(tmp_path / "data" / "m.onnx", "onnx\n")
     command = ["tiny_net", action, "-e", "{config_path}", *words]
     return write(
         tmp_path / "deploy.yaml",
-        f"version: 1\nskill: tao-deploy-tiny\naction: {action}\nplatform: docker\n"
+        f"version: 1\nskill: tao-deploy-tiny\naction: {action}\nplatform: {platform}\n"
         f'user: "1000:1000"\ngpus: {gpus}\nresults_root: {tmp_path / "r"}\n'
         f"command: {json.dumps(command)}\nspec: {spec}\n",
     )
@@ -1028,6 +1031,36 @@ def test_tao_deploy_runs_an_evaluate_on_the_largest_gpu_id_of_its_container(
     assert done.returncode == (2 if refused else 0), done.stderr
     if refused:
         assert "$.spec.evaluate.gpu_ids: TAO Deploy runs evaluate on GPU" in done.stderr
+
+
+EVALUATE_SPEC = (
+    "{dataset: {test_data_sources: {image_dir: data}, batch_size: 1}, "
+    "evaluate: {trt_engine: data/m.onnx}}"
+)
+
+
+@pytest.mark.parametrize(
+    ("action", "spec", "said"),
+    [
+        ("gen_trt_engine", ENGINE_SPEC, "spec.gen_trt_engine.gpu_id (0)"),  # the template's
+        ("gen_trt_engine", "{gen_trt_engine: {onnx_file: data/m.onnx, gpu_id: 3}}", ""),
+        ("evaluate", EVALUATE_SPEC, "the largest of spec.evaluate.gpu_ids (0, where the spec"),
+        ("evaluate", EVALUATE_SPEC.replace("m.onnx}", "m.onnx, gpu_ids: [3]}"), ""),
+    ],
+)
+def test_a_local_tao_deploy_job_runs_on_the_host_gpu_its_id_names(
+    bank: Runner, tmp_path: Path, action: str, spec: str, said: str
+) -> None:
+    # TAO Deploy's entrypoint sets CUDA_VISIBLE_DEVICES to the one GPU id it runs on, 0
+    # unless the spec says: a local job given GPU 3 built its engine on GPU 0
+    file = deploy_job(tmp_path, action, spec, gpus="[3]", platform="local")
+    done = bank("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    if said:
+        runs = f"TAO Deploy's entrypoint sets CUDA_VISIBLE_DEVICES to the GPU it runs {action}"
+        assert runs in done.stderr
+        assert said in done.stderr
+        assert "in place of the 3 gpus: gives the process; make it 3" in done.stderr
 
 
 def test_tao_deploy_given_more_gpus_than_the_one_it_runs_on_is_warned(
