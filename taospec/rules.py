@@ -495,7 +495,7 @@ def deploy_word_problems(source: Source, given: list[overrides.Given]) -> list[P
         message = (
             f"{word!r}: TAO Deploy's entrypoint runs the words it passes on as bash -c "
             "'python <script> <the words>', so bash would read this word otherwise (a "
-            "blank, quote, $, backquote, backslash, brace, ~, glob or operator); set it in "
+            "blank, quote, $, backquote, backslash, brace, ~, #, glob or operator); set it in "
             "spec: instead"
         )
         problems.append(source.problem(at, message))
