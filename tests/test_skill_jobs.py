@@ -979,6 +979,32 @@ def test_another_action_s_section_is_checked_by_that_action_s_schema(
     ]
 
 
+def test_a_value_not_set_yet_in_another_action_s_section_is_still_an_error(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # only the template's slips there are let go: whether TAO reads a ??? is its own
+    folder = tmp_path / "skill"
+    write(
+        folder / "references" / "skill_info.yaml",
+        "name: two\nnetwork_arch: two_net\ncontainer_image: registry.invalid/two:1\n"
+        "actions:\n  train:\n    command: two_net train -e {config_path}\n"
+        "    config_format: yaml\n    mode: config\nspec_templates:\n  train: template.yaml\n",
+    )
+    write(folder / "references" / "template.yaml", "train: {}\nevaluate:\n  checkpoint: ???\n")
+    for name in ("train", "evaluate"):
+        schema = {"type": "object", "properties": {name: {"type": "collection", "properties": {}}}}
+        write(folder / "schemas" / f"{name}.schema.json", json.dumps(schema))
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nskill: ./skill\naction: train\nresults_root: {tmp_path / 'r'}\n",
+    )
+    assert invalid(bank, file) == [
+        f"{file}:2:8: $.spec.evaluate.checkpoint: not set yet (???): set "
+        "spec.evaluate.checkpoint in the job file's spec (the value comes from "
+        f"{(folder / 'references' / 'template.yaml').resolve()})"
+    ]
+
+
 @pytest.mark.parametrize(
     ("word", "refused"),
     [
