@@ -120,7 +120,7 @@ def given(words: Sequence[object], action: object) -> Iterator[Given]:
     {config_path}``, also after ``tao model``; the last spec file argparse reads is the one
     used; none is read after ``--``) passes each other word after the action, as the
     entrypoint splits it again (:data:`RESPLIT`). Any other command's words are its own."""
-    entry = next((at for at in range(1, len(words)) if words[at] == action), None)
+    entry = action_at(words, action)
     if entry is None:
         return
     options_end = next((at for at in range(entry, len(words)) if words[at] == "--"), len(words))
@@ -146,6 +146,13 @@ def given(words: Sequence[object], action: object) -> Iterator[Given]:
             continue
         for piece in pieces:
             yield Given(index, word, pieces, piece, override(braces.fill(piece, str)))
+
+
+def action_at(words: Sequence[object], action: object) -> int | None:
+    """Where a command's ``words`` name ``action`` after the TAO entrypoint that runs it
+    (``dino train``, also ``tao model dino train``): the first such word after the first;
+    None where none does."""
+    return next((at for at in range(1, len(words)) if words[at] == action), None)
 
 
 _SPLITS = re.compile(r"[\s'\"\\]")

@@ -46,6 +46,7 @@ from taospec.job import (
 )
 from taospec.rules import (
     command_overrides,
+    command_words,
     deploy_word_problems,
     mount_refusals,
     secret_key_message,
@@ -174,11 +175,10 @@ def apply_skill(
     # the rules judged the words where the job names the image itself
     problems += deploy_word_problems(source, given) if deploy and "image" not in data else []
     warnings += _one_gpu(source, action.name) if deploy else []
-    if gpus is not None and not problems:
-        problems += _launched_gpus(source, action.name, spec, given, gpus, filled=filled)
     if not problems:
-        problems += _node_count(source, action.name, spec, passed, schema)
-        problems += _gpu_index(source, action.name, spec, passed, deploy=deploy, filled=filled)
+        problems += _launch_problems(
+            source, action.name, spec, given, gpus=gpus, deploy=deploy, schema=schema, filled=filled
+        )
         problems += _lost_outputs(source, action, spec, passed)
     if problems:
         return None, problems
@@ -321,6 +321,35 @@ def _for_action(skill: Skill, action: str, template: Mapping[str, Any]) -> Skill
     return dataclasses.replace(skill, gpu_spec_key=own)
 
 
+def _launch_problems(
+    source: Source,
+    action: str,
+    spec: Mapping[str, Any],
+    given: list[overrides.Given],
+    *,
+    gpus: tuple[str, int] | None,
+    deploy: bool,
+    schema: Mapping[str, Any],
+    filled: Mapping[str, Any],
+) -> list[Problem]:
+    """Where TAO would launch the job's ``action`` on other GPUs or nodes than the job
+    gives it: the number and ids its PyTorch entrypoint launches on
+    (:func:`_launched_gpus`, judged first), then the nodes and the one GPU an action runs
+    on (:func:`_node_count`, :func:`_gpu_index`). ``given``: the command's words to Hydra;
+    ``gpus``: the skill's GPU key and the number ``gpus:`` names; ``deploy``: whether the
+    image is TAO Deploy's; ``filled``: the job, completed by its skill."""
+    network = _entrypoint(filled, action)
+    if gpus is not None:
+        launched = _launched_gpus(source, action, spec, given, gpus, network=network)
+        if launched:
+            return launched
+    passed = [each for each in given if each.read is not None]
+    return [
+        *_node_count(source, action, spec, passed, schema),
+        *_gpu_index(source, action, spec, passed, deploy=deploy, network=network),
+    ]
+
+
 def _launched_gpus(
     source: Source,
     action: str,
@@ -328,11 +357,11 @@ def _launched_gpus(
     given: list[overrides.Given],
     gpus: tuple[str, int],
     *,
-    filled: Mapping[str, Any],
+    network: str | None,
 ) -> list[Problem]:
     """A problem where TAO's PyTorch entrypoint would launch the action on another number
     of GPUs than ``gpus:`` names (``gpus``: the skill's GPU key and that number), or on
-    GPUs the job does not give it (:func:`_unseen_gpus`; ``filled``: the job, completed).
+    GPUs the job does not give it (:func:`_unseen_gpus`; ``network``: the entrypoint's).
 
     The entrypoint decides the number itself: from the words it passes on, when any
     names ``num_gpus``, ``gpu_ids`` or ``cuda_blocking`` (read as text: the first
@@ -345,7 +374,6 @@ def _launched_gpus(
     key, wanted = gpus
     if section is None or key != f"{section}.num_gpus":
         return []
-    network = _entrypoint(filled, action)
     words = list({each.index: each.word for each in given}.items())
     line = " " + " ".join(word for _, word in words)
     named = next((index for index, word in words if any(w in word for w in _GPU_WORDS)), None)
@@ -455,15 +483,9 @@ def _launched_on(ids: list[Any], given: int | None, count: int) -> str:
 def _entrypoint(filled: Mapping[str, Any], action: str) -> str | None:
     """The TAO entrypoint the job's command runs: the word before the action (``rtdetr``
     in ``rtdetr train -e {config_path}``, also after ``tao model``)."""
-    command = filled.get("command")
-    try:
-        words = split_command(command) if isinstance(command, str) else command
-    except ValueError:
-        return None
-    if not isinstance(words, list | tuple):
-        return None
-    at = next((at for at in range(1, len(words)) if words[at] == action), None)
-    return None if at is None else str(words[at - 1])
+    words = command_words(filled)
+    at = None if words is None else overrides.action_at(words, action)
+    return None if words is None or at is None else str(words[at - 1])
 
 
 def _numbered(source: Source, count: int) -> str:
@@ -521,7 +543,7 @@ def _gpu_index(
     passed: list[overrides.Given],
     *,
     deploy: bool,
-    filled: Mapping[str, Any],
+    network: str | None,
 ) -> list[Problem]:
     """A problem where the one GPU TAO runs ``action`` on (``<action>.gpu_id``, as the last
     word that sets it leaves it: export, gen_trt_engine, prune; in TAO Deploy's evaluate
@@ -534,7 +556,7 @@ def _gpu_index(
     local = platform == "local"
     if count is None or (platform not in _CONTAINED and not local):
         return []
-    if local and not deploy and _entrypoint(filled, action) in TORCHRUN:
+    if local and not deploy and network in TORCHRUN:
         return []  # the entrypoint sets CUDA_VISIBLE_DEVICES to the section's gpu_ids
     many = deploy and action in ("evaluate", "inference")
     key = f"{action}.gpu_ids" if many else f"{action}.gpu_id"
@@ -930,7 +952,8 @@ def _spec(
         )
         if finding.origin == "user"
         or finding.kind == "unset"  # TAO fails on one only where read, which none can tell
-        or finding.path[:1] not in {(key,) for key in borrowed}
+        or not finding.path
+        or finding.path[0] not in borrowed
     ]
     findings += unset_inputs(merged, action, users)
     warnings = []
