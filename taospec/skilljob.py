@@ -333,12 +333,16 @@ def _launch_problems(
     filled: Mapping[str, Any],
 ) -> list[Problem]:
     """Where TAO would launch the job's ``action`` on other GPUs or nodes than the job
-    gives it: the number and ids its PyTorch entrypoint launches on
-    (:func:`_launched_gpus`, judged first), then the nodes and the one GPU an action runs
-    on (:func:`_node_count`, :func:`_gpu_index`). ``given``: the command's words to Hydra;
-    ``gpus``: the skill's GPU key and the number ``gpus:`` names; ``deploy``: whether the
-    image is TAO Deploy's; ``filled``: the job, completed by its skill."""
+    gives it: the number and ids its PyTorch entrypoint launches on (:func:`_launched_gpus`,
+    judged first; GPU 0 for an action it reads no ids for), then the nodes and the one GPU
+    an action runs on (:func:`_node_count`, :func:`_gpu_index`). ``given``: the command's
+    words to Hydra; ``gpus``: the skill's GPU key and the number ``gpus:`` names;
+    ``deploy``: whether the image is TAO Deploy's; ``filled``: the job, completed by its
+    skill."""
     network = _entrypoint(filled, action)
+    torchrun = _torchrun_host_gpus(source, action, network)
+    if torchrun:
+        return torchrun
     if gpus is not None:
         launched = _launched_gpus(source, action, spec, given, gpus, network=network)
         if launched:
@@ -346,8 +350,37 @@ def _launch_problems(
     passed = [each for each in given if each.read is not None]
     return [
         *_node_count(source, action, spec, passed, schema),
-        *_gpu_index(source, action, spec, passed, deploy=deploy, network=network),
+        *_gpu_index(source, action, spec, passed, deploy=deploy),
     ]
+
+
+def _torchrun_host_gpus(source: Source, action: str, network: str | None) -> list[Problem]:
+    """A problem where a local job's ``gpus:`` are not the host's GPUs TAO's entrypoint
+    runs a torchrun ``network``'s ``action`` on, whatever the job shows the process: it sets
+    ``CUDA_VISIBLE_DEVICES`` to the GPU ids it reads (:func:`_launched_gpus` judges them),
+    and to 0 for an action it reads none for. The ids ``gpus: {free: N}`` picks at submit
+    can be neither."""
+    host = source.data.get("gpus")
+    if source.data.get("platform", "local") != "local" or network not in TORCHRUN:
+        return []
+    reads = action in _GPU_SECTIONS
+    launches = f"launches {network} with torchrun, first setting CUDA_VISIBLE_DEVICES to"
+    if isinstance(host, Mapping):
+        which = "the GPU ids it reads from the spec" if reads else "0"
+        said = (
+            f"TAO's entrypoint {launches} {which}, in place of the ids gpus: picks at submit, "
+            "which the spec cannot name; name the GPUs, or run the job in a container"
+        )
+    elif not reads and isinstance(host, list) and host != [0]:
+        said = (
+            f"TAO's entrypoint runs {network} {action} on the host's GPU 0: it reads GPU "
+            f"ids only for train, evaluate, inference and distill, and {launches} 0 in "
+            f"place of the {_joined(host)} gpus: gives the process; write [0], or run the "
+            "job in a container"
+        )
+    else:
+        return []
+    return [source.problem(("gpus",), said)]
 
 
 def _launched_gpus(
@@ -456,7 +489,7 @@ def _unseen_gpus(source: Source, ids: list[Any], count: int, network: str | None
     local = source.data.get("platform", "local") == "local"
     if local and network in TORCHRUN:
         if not isinstance(host, list) or sorted(map(repr, ids)) == sorted(map(repr, host)):
-            return None  # GPUs picked at submit are not known here
+            return None  # no gpus: shows it every GPU; {free: N}: _torchrun_host_gpus
         return (
             f"but it launches {network} with torchrun, first setting CUDA_VISIBLE_DEVICES "
             f"to them, in place of the {_joined(host)} gpus: gives the process; write "
@@ -543,7 +576,6 @@ def _gpu_index(
     passed: list[overrides.Given],
     *,
     deploy: bool,
-    network: str | None,
 ) -> list[Problem]:
     """A problem where the one GPU TAO runs ``action`` on (``<action>.gpu_id``, as the last
     word that sets it leaves it: export, gen_trt_engine, prune; in TAO Deploy's evaluate
@@ -556,8 +588,6 @@ def _gpu_index(
     local = platform == "local"
     if count is None or (platform not in _CONTAINED and not local):
         return []
-    if local and not deploy and network in TORCHRUN:
-        return []  # the entrypoint sets CUDA_VISIBLE_DEVICES to the section's gpu_ids
     many = deploy and action in ("evaluate", "inference")
     key = f"{action}.gpu_ids" if many else f"{action}.gpu_id"
     value, at, shown = _final(source, key, spec, passed)

@@ -997,7 +997,6 @@ def test_a_container_s_gpus_are_named_from_0_whichever_ids_gpus_gives(
         ("[0, 1]", [], "", ""),
         ("[2, 3]", ["train.gpu_ids=[0,1]"], "train: {gpu_ids: [2, 3]}", "$.command[4]: 'train"),
         ("[2, 3]", ["train.gpu_ids=[2,3]"], "train: {gpu_ids: [0, 1]}", ""),
-        ("{free: 2}", [], "", ""),  # the ids are picked at submit: not known here
     ],
 )
 def test_a_local_torchrun_network_runs_on_the_host_gpus_its_ids_name(
@@ -1043,8 +1042,6 @@ def test_one_gpu_an_action_runs_on_is_named_as_its_container_numbers_it(
     [
         ("tiny_net", ", gpu_id: 1", "$.spec.export.gpu_id: "),
         ("tiny_net", ", gpu_id: 0", ""),
-        # torchrun's CUDA_VISIBLE_DEVICES comes from the section's gpu_ids: left to TAO
-        ("rtdetr", ", gpu_id: 1", ""),
     ],
 )
 def test_one_gpu_a_local_action_runs_on_is_named_as_its_process_sees_it(
@@ -1059,6 +1056,57 @@ def test_one_gpu_a_local_action_runs_on_is_named_as_its_process_sees_it(
         assert "(1), but CUDA_VISIBLE_DEVICES=1 shows the process its GPU as 0; make it" in (
             done.stderr
         )
+
+
+@pytest.mark.parametrize(
+    ("action", "spec", "said"),
+    [
+        ("train", "train: {gpu_ids: [0, 1]}", "to the GPU ids it reads from the spec, in place"),
+        ("export", "export: {checkpoint: data/train.json}", "CUDA_VISIBLE_DEVICES to 0, in place"),
+    ],
+)
+def test_a_local_torchrun_network_cannot_take_gpus_picked_at_submit(
+    taospec: Runner, tmp_path: Path, action: str, spec: str, said: str
+) -> None:
+    # TAO's entrypoint replaces CUDA_VISIBLE_DEVICES with ids written before submit
+    command = ["rtdetr", action, "-e", "{config_path}"]
+    done = validate_tiny(taospec, tmp_path, spec, command, "platform: local\ngpus: {free: 2}\n")
+    assert done.returncode == 2, done.stderr
+    assert "$.gpus: TAO's entrypoint launches rtdetr with torchrun, first setting " in done.stderr
+    assert said in done.stderr
+    assert "ids gpus: picks at submit, which the spec cannot name; name the GPUs" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("platform", "gpus", "spec", "said"),
+    [
+        ("local", "[1]", "", "$.gpus: TAO's entrypoint runs rtdetr export on the host's GPU 0"),
+        ("local", "[0, 1]", "", "$.gpus: TAO's entrypoint runs rtdetr export on the host's"),
+        ("local", "[0]", ", gpu_id: 0", ""),
+        ("local", "[0]", ", gpu_id: 1", "$.spec.export.gpu_id: "),
+        ("docker", "[1]", ", gpu_id: 0", ""),  # the container sees host GPU 1 as 0
+        ("docker", "[1]", ", gpu_id: 1", "$.spec.export.gpu_id: "),
+    ],
+)
+def test_a_torchrun_network_runs_an_action_that_reads_no_gpu_ids_on_gpu_0(
+    taospec: Runner, tmp_path: Path, platform: str, gpus: str, spec: str, said: str
+) -> None:
+    # TAO's entrypoint reads GPU ids for train, evaluate, inference and distill, and sets
+    # CUDA_VISIBLE_DEVICES to 0 for any other action of a network it launches with
+    # torchrun: a local rtdetr export given GPU 1 ran on the host's GPU 0
+    command = ["rtdetr", "export", "-e", "{config_path}"]
+    exported = f"export: {{checkpoint: data/train.json{spec}}}"
+    head = f"platform: {platform}\ngpus: {gpus}\n"
+    done = validate_tiny(taospec, tmp_path, exported, command, head)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said.startswith("$.gpus"):
+        assert (
+            "it reads GPU ids only for train, evaluate, inference and distill, and launches "
+            "rtdetr with torchrun, first setting CUDA_VISIBLE_DEVICES to 0 in place of the "
+            f"{gpus[1:-1].replace(', ', ',')} gpus: gives the process; write [0], or run the "
+            "job in a container"
+        ) in done.stderr
 
 
 @pytest.mark.parametrize(
