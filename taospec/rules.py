@@ -515,10 +515,9 @@ def _deploy_rules(source: Source, images: Images) -> Iterator[Problem]:
         yield from deploy_word_problems(source, command_overrides(source.data))
 
 
-def command_words(data: Mapping[str, Any]) -> list[Any] | None:
-    """A job's own ``command`` as words: its list, or its string split as a shell splits it;
+def command_words(command: object) -> list[Any] | None:
+    """A job's ``command`` as words: its list, or its string split as a shell splits it;
     None when it gives no command, or one that does not split (the command rules say why)."""
-    command = data.get("command")
     words = _words_or_none(command) if isinstance(command, str) else command
     return words if isinstance(words, list) else None
 
@@ -526,7 +525,7 @@ def command_words(data: Mapping[str, Any]) -> list[Any] | None:
 def command_overrides(data: Mapping[str, Any]) -> list[overrides.Given]:
     """What a job's own ``command`` passes to Hydra through TAO's entrypoint
     (:func:`overrides.given`); none when it gives no command, or one that does not split."""
-    words = command_words(data)
+    words = command_words(data.get("command"))
     return [] if words is None else list(overrides.given(words, data.get("action")))
 
 

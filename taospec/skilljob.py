@@ -161,8 +161,11 @@ def apply_skill(
             problems.append(source.problem(("skill",), f"{why}; give image:"))
         filled["image"] = image
 
+    deploy = tao_deploy(filled.get("image"))
+    network = entrypoint(filled["command"], action.name)
+    unread = unread_sections(borrowed, action.name, deploy=deploy, network=network)
     spec, composed, spec_problems, warnings = _spec(
-        source, skill, action, template, schema, passed=passed, borrowed=borrowed
+        source, skill, action, template, schema, passed=passed, borrowed=borrowed, unread=unread
     )
     problems += spec_problems
     gpus = _gpu_key(skill, source)
@@ -171,13 +174,19 @@ def apply_skill(
             source, passed, spec=spec, composed=composed, schema=schema, gpus=gpus
         )
         warnings += _unmounted_inputs(source, passed, skill, action)
-    deploy = tao_deploy(filled.get("image"))
     # the rules judged the words where the job names the image itself
     problems += deploy_word_problems(source, given) if deploy and "image" not in data else []
     warnings += _one_gpu(source, action.name) if deploy else []
     if not problems:
         problems += _launch_problems(
-            source, action.name, spec, given, gpus=gpus, deploy=deploy, schema=schema, filled=filled
+            source,
+            action.name,
+            spec,
+            given,
+            gpus=gpus,
+            deploy=deploy,
+            schema=schema,
+            network=network,
         )
         problems += _lost_outputs(source, action, spec, passed)
     if problems:
@@ -219,6 +228,38 @@ def borrow_sections(
         if len(found) == len(wanted):
             break
     return {**schema, "properties": {**properties, **found}}, frozenset(found)
+
+
+_ACTION_SECTIONS = frozenset(
+    {
+        "calibrate", "dataset_convert", "distill", "evaluate", "export", "gen_trt_engine",
+        "inference", "prune", "quantize", "retrain", "train",
+    }
+)  # fmt: skip
+"""The sections of a TAO experiment config that each belong to one action."""
+_DEPLOY_READS = {
+    ("classification_tf2", "gen_trt_engine"): "train",
+    ("classification_tf2", "inference"): "evaluate",
+    ("efficientdet_tf2", "gen_trt_engine"): "train",
+    ("oneformer", "evaluate"): "export",
+    ("oneformer", "inference"): "export",
+}
+"""The one section of another action that TAO Deploy's script for ``(network, action)``
+reads (TAO Deploy 6.25.11, ``cv/<network>/scripts/<action>.py`` and what it calls); every
+other script of TAO Deploy reads no other action's section."""
+
+
+def unread_sections(
+    borrowed: frozenset[str], action: str, *, deploy: bool, network: str | None
+) -> frozenset[str]:
+    """Of the ``borrowed`` sections (:func:`borrow_sections`), those TAO never reads when it
+    runs ``action``, so that a ``???`` there needs no value: OmegaConf fails on one only
+    where it is read. Known for TAO Deploy's scripts (``deploy``), whose ``network`` the
+    command names: every other action's section but the one :data:`_DEPLOY_READS` names.
+    None for another image, whose scripts may read any section."""
+    if not deploy or network is None:
+        return frozenset()
+    return (borrowed & _ACTION_SECTIONS) - {_DEPLOY_READS.get((network, action))}
 
 
 def _schema_file(path: Path) -> dict[str, Any]:
@@ -330,16 +371,15 @@ def _launch_problems(
     gpus: tuple[str, int] | None,
     deploy: bool,
     schema: Mapping[str, Any],
-    filled: Mapping[str, Any],
+    network: str | None,
 ) -> list[Problem]:
     """Where TAO would launch the job's ``action`` on other GPUs or nodes than the job
     gives it: the number and ids its PyTorch entrypoint launches on (:func:`_launched_gpus`,
     judged first; GPU 0 for an action it reads no ids for), then the nodes and the one GPU
     an action runs on (:func:`_node_count`, :func:`_gpu_index`). ``given``: the command's
     words to Hydra; ``gpus``: the skill's GPU key and the number ``gpus:`` names;
-    ``deploy``: whether the image is TAO Deploy's; ``filled``: the job, completed by its
-    skill."""
-    network = _entrypoint(filled, action)
+    ``deploy``: whether the image is TAO Deploy's; ``network``: the command's entrypoint
+    (:func:`entrypoint`)."""
     torchrun = _torchrun_host_gpus(source, action, network)
     if torchrun:
         return torchrun
@@ -513,10 +553,10 @@ def _launched_on(ids: list[Any], given: int | None, count: int) -> str:
     return f"{gpus}, {why})" if count > 1 else f"{gpus} ({why})"
 
 
-def _entrypoint(filled: Mapping[str, Any], action: str) -> str | None:
-    """The TAO entrypoint the job's command runs: the word before the action (``rtdetr``
+def entrypoint(command: object, action: str) -> str | None:
+    """The TAO entrypoint a job's ``command`` runs: the word before the action (``rtdetr``
     in ``rtdetr train -e {config_path}``, also after ``tao model``)."""
-    words = command_words(filled)
+    words = command_words(command)
     at = None if words is None else overrides.action_at(words, action)
     return None if words is None or at is None else str(words[at - 1])
 
@@ -924,9 +964,7 @@ def _image(
 ) -> tuple[str | None, str | None, str]:
     """The image URI, the versions key it was found by (None when taken literally), and,
     without a URI, why not."""
-    uri, key = (action.image_uri, action.versions_key)
-    if uri is None and key is None:
-        uri, key = skill.image_uri, skill.versions_key
+    uri, key = _named_image(skill, action)
     if key is None:
         return uri, None, f"skill {skill.name} names no container_image for {action.name}"
     try:
@@ -938,6 +976,26 @@ def _image(
     except LookupError as exc:
         why = f"skill {skill.name} names the image of {action.name} by its pin {key}: {exc}"
         return uri, None, why
+
+
+def bank_image(skill: Skill, action: Action) -> str | None:
+    """The image the skill names for ``action``, a versions key as the bank's own
+    versions file pins it; None where it names none, or that file does not pin it."""
+    uri, key = _named_image(skill, action)
+    if key is None or skill.versions_file is None:
+        return uri
+    try:
+        return image_in(skill.versions_file, key, skill.versions_file)
+    except LookupError:
+        return uri
+
+
+def _named_image(skill: Skill, action: Action) -> tuple[str | None, str | None]:
+    """The image the skill names for ``action`` (its own, else the skill's): its URI and
+    its versions key, either None where not given."""
+    if action.image_uri is None and action.versions_key is None:
+        return skill.image_uri, skill.versions_key
+    return action.image_uri, action.versions_key
 
 
 # The spec
@@ -952,11 +1010,12 @@ def _spec(
     *,
     passed: list[overrides.Given],
     borrowed: frozenset[str],
+    unread: frozenset[str],
 ) -> tuple[dict[str, Any], dict[str, Any], list[Problem], list[Problem]]:
     """The spec file's content, the spec as TAO composes it with the overrides ``passed``,
     the problems and the warnings (none about what the template holds in the ``borrowed``
     sections, another action's, which this one does not read, but for a value not set
-    yet)."""
+    yet outside the sections TAO is known to leave ``unread``)."""
     user_spec = source.data.get("spec") or {}
     gpus = source.data.get("gpus", [])
     count = gpu_count(gpus)
@@ -981,9 +1040,9 @@ def _spec(
             schema, checked, users, skill=skill.name, template=template, composed=composed
         )
         if finding.origin == "user"
-        or finding.kind == "unset"  # TAO fails on one only where read, which none can tell
         or not finding.path
         or finding.path[0] not in borrowed
+        or (finding.kind == "unset" and finding.path[0] not in unread)
     ]
     findings += unset_inputs(merged, action, users)
     warnings = []

@@ -115,6 +115,50 @@ def test_a_value_left_in_another_action_s_section_is_read_by_that_action_s_schem
     assert "gpu_ids: ???  # the template leaves it for you: a list" in out.read_text()
 
 
+@pytest.mark.parametrize(
+    ("image", "asked"),
+    [
+        ("tao_toolkit.deploy", False),  # pinned in the bank's versions.yaml: TAO Deploy's
+        ("registry.invalid/two:1-deploy", False),
+        ("tao_toolkit.pyt", True),  # TAO PyTorch's scripts may read any section
+    ],
+)
+def test_a_value_tao_deploy_never_reads_is_left_commented(
+    tmp_path: Path, image: str, asked: bool
+) -> None:
+    """TAO Deploy's gen_trt_engine reads no other action's section: a ??? in evaluate: of
+    its template is no value to fill in, and init shows it as a default."""
+    root = tmp_path / "bank"
+    folder = root / "skills" / "models" / "two"
+    (folder / "references").mkdir(parents=True)
+    (folder / "schemas").mkdir()
+    (root / "versions.yaml").write_text(
+        "images:\n  tao_toolkit:\n    pyt: registry.invalid/t:1-pyt\n"
+        "    deploy: registry.invalid/t:1-deploy\n"
+    )
+    (folder / "references" / "skill_info.yaml").write_text(
+        f"name: two\nnetwork_arch: two_net\ncontainer_image: {image}\nactions:\n"
+        "  gen_trt_engine:\n    command: two_net gen_trt_engine -e {config_path}\n"
+        "    config_format: yaml\n    mode: config\n"
+        "spec_templates:\n  gen_trt_engine: template.yaml\n"
+    )
+    (folder / "references" / "template.yaml").write_text(
+        "gen_trt_engine:\n  onnx_file: ???\nevaluate:\n  trt_engine: ???\n"
+    )
+    section = {"type": "collection", "properties": {"onnx_file": {}, "trt_engine": {}}}
+    for name in ("gen_trt_engine", "evaluate"):
+        schema = {"type": "object", "properties": {name: section}}
+        (folder / "schemas" / f"{name}.schema.json").write_text(json.dumps(schema))
+    out = tmp_path / "job.yaml"
+    assert (
+        init.run("./bank/skills/models/two", "gen_trt_engine", out, job_dir=tmp_path, environ={})
+        == EXIT_OK
+    )
+    wanted = {("gen_trt_engine", "onnx_file")} | ({("evaluate", "trt_engine")} if asked else set())
+    assert unset_paths(yaml.safe_load(out.read_text())["spec"]) == wanted
+    assert ("\n  # evaluate:\n  #   trt_engine: ???\n" in out.read_text()) is not asked
+
+
 def test_hostile_keys_come_back_byte_for_byte(tmp_path: Path) -> None:
     _, job = written(tmp_path, "evaluate")
     assert job["spec"]["labels"] == {

@@ -1006,6 +1006,46 @@ def test_a_value_not_set_yet_in_another_action_s_section_is_still_an_error(
 
 
 @pytest.mark.parametrize(
+    ("tag", "network", "action", "section", "unset"),
+    [
+        # TAO Deploy's gen_trt_engine reads no other action's section: OmegaConf fails on
+        # a ??? only where it is read
+        ("1-deploy", "two_net", "gen_trt_engine", "evaluate", False),
+        ("1", "two_net", "gen_trt_engine", "evaluate", True),  # TAO PyTorch: may read any
+        ("1-deploy", "oneformer", "evaluate", "inference", False),
+        ("1-deploy", "oneformer", "evaluate", "export", True),  # it reads export.task
+        ("1-deploy", "two_net", "gen_trt_engine", "dataset", True),  # no action's section
+    ],
+)
+def test_a_value_tao_deploy_never_reads_need_not_be_set(
+    bank: Runner, tmp_path: Path, tag: str, network: str, action: str, section: str, unset: bool
+) -> None:
+    folder = tmp_path / "skill"
+    write(
+        folder / "references" / "skill_info.yaml",
+        f"name: two\nnetwork_arch: {network}\ncontainer_image: registry.invalid/two:{tag}\n"
+        f"actions:\n  {action}:\n    command: {network} {action} -e {{config_path}}\n"
+        f"    config_format: yaml\n    mode: config\nspec_templates:\n  {action}: t.yaml\n",
+    )
+    write(folder / "references" / "t.yaml", f"{action}: {{}}\n{section}:\n  checkpoint: ???\n")
+    for name in (action, section):
+        schema = {"type": "object", "properties": {name: {"type": "collection", "properties": {}}}}
+        write(folder / "schemas" / f"{name}.schema.json", json.dumps(schema))
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nskill: ./skill\naction: {action}\nresults_root: {tmp_path / 'r'}\n",
+    )
+    done = bank("validate", file)
+    assert done.returncode == (2 if unset else 0), done.stderr
+    said = f"$.spec.{section}.checkpoint: not set yet (???): set spec.{section}.checkpoint"
+    assert (said in done.stderr) is unset
+    if not unset:  # the spec TAO reads holds it as written
+        plan = bank("render", file)
+        assert plan.returncode == 0, plan.stderr
+        assert f"{section}:\n  checkpoint: ???\n" in plan.stdout
+
+
+@pytest.mark.parametrize(
     ("word", "refused"),
     [
         ("gen_trt_engine.tensorrt.max_batch_size=16", False),

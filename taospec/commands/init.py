@@ -23,7 +23,15 @@ from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.job import MISSING
-from taospec.skilljob import borrow_sections, fills_results_dir, read_schema
+from taospec.rules import tao_deploy
+from taospec.skilljob import (
+    bank_image,
+    borrow_sections,
+    entrypoint,
+    fills_results_dir,
+    read_schema,
+    unread_sections,
+)
 from taospec.skills import (
     Action,
     Input,
@@ -89,7 +97,7 @@ def _write_new(target: Path, text: str) -> None:
 def job_text(skill: Skill, action: Action, reference: str, job_dir: Path) -> str:
     """The whole job file, for a file in ``job_dir`` naming the skill as ``reference``."""
     template = read_template(action)
-    required = required_paths(template, action)
+    required = required_paths(template, skill, action)
     named = (action.image_uri, action.versions_key, skill.image_uri, skill.versions_key)
     image = [] if any(named) else [f"image: ???  # {skill.name} names no image for {action.name}"]
     lines = [
@@ -121,13 +129,18 @@ def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) ->
     return ["spec:", *lines]
 
 
-def required_paths(template: Mapping[str, Any], action: Action) -> dict[KeyPath, str]:
-    """What the user must set: each required input and each ``???``, with a note."""
-    schema, _ = borrow_sections(read_schema(action), template, action)
+def required_paths(template: Mapping[str, Any], skill: Skill, action: Action) -> dict[KeyPath, str]:
+    """What the user must set: each required input and each ``???`` TAO reads, with a
+    note (a ``???`` in a section TAO leaves unread is not, see :func:`unread_sections`)."""
+    schema, borrowed = borrow_sections(read_schema(action), template, action)
+    deploy = tao_deploy(bank_image(skill, action))
+    network = entrypoint(action.command, action.name)
+    unread = unread_sections(borrowed, action.name, deploy=deploy, network=network)
     required = {
         path: "the template leaves it for you" + (": a list" if wants_list(schema, path) else "")
         for path in _missing(template, ())
-        if path != ("results_dir",) or not fills_results_dir(action, template)
+        if (path != ("results_dir",) or not fills_results_dir(action, template))
+        and path[0] not in unread
     }
     for declared in action.inputs:
         if not declared.optional:
