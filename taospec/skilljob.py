@@ -380,7 +380,7 @@ def _launch_problems(
     words to Hydra; ``gpus``: the skill's GPU key and the number ``gpus:`` names;
     ``deploy``: whether the image is TAO Deploy's; ``network``: the command's entrypoint
     (:func:`entrypoint`)."""
-    torchrun = _torchrun_host_gpus(source, action, network)
+    torchrun = _torchrun_host_gpus(source, action, network, _on_gpu_0(action, spec, given, gpus))
     if torchrun:
         return torchrun
     if gpus is not None:
@@ -394,29 +394,48 @@ def _launch_problems(
     ]
 
 
-def _torchrun_host_gpus(source: Source, action: str, network: str | None) -> list[Problem]:
+def _on_gpu_0(
+    action: str, spec: Mapping[str, Any], given: list[overrides.Given], gpus: tuple[str, int] | None
+) -> str | None:
+    """Why TAO's PyTorch entrypoint launches ``action`` on GPU 0, whichever GPUs the job
+    has, where it does: it reads GPU ids only for some actions, from the words that name
+    them or else from the action's section, and takes 0 where neither does. None where it
+    reads them, or where :func:`_launched_gpus` judges them (``gpus``: the skill's GPU key
+    and count, judged there where the key is that section's ``num_gpus``)."""
+    section = _GPU_SECTIONS.get(action)
+    if section is None:
+        return "it reads GPU ids only for train, evaluate, inference and distill"
+    held = spec.get(section)
+    named = isinstance(held, Mapping) and ("num_gpus" in held or "gpu_ids" in held)
+    worded = any(word in each.word for each in given for word in _GPU_WORDS)
+    if named or worded or (gpus is not None and gpus[0] == f"{section}.num_gpus"):
+        return None
+    return f"spec.{section} names no num_gpus or gpu_ids, and no word of the command does"
+
+
+def _torchrun_host_gpus(
+    source: Source, action: str, network: str | None, on_gpu_0: str | None
+) -> list[Problem]:
     """A problem where a local job's ``gpus:`` are not the host's GPUs TAO's entrypoint
     runs a torchrun ``network``'s ``action`` on, whatever the job shows the process: it sets
     ``CUDA_VISIBLE_DEVICES`` to the GPU ids it reads (:func:`_launched_gpus` judges them),
-    and to 0 for an action it reads none for. The ids ``gpus: {free: N}`` picks at submit
-    can be neither."""
+    and to 0 where it reads none (``on_gpu_0``: why, :func:`_on_gpu_0`). The ids
+    ``gpus: {free: N}`` picks at submit can be neither."""
     host = source.data.get("gpus")
     if source.data.get("platform", "local") != "local" or network not in TORCHRUN:
         return []
-    reads = action in _GPU_SECTIONS
     launches = f"launches {network} with torchrun, first setting CUDA_VISIBLE_DEVICES to"
     if isinstance(host, Mapping):
-        which = "the GPU ids it reads from the spec" if reads else "0"
+        which = "0" if on_gpu_0 else "the GPU ids it reads from the spec"
         said = (
             f"TAO's entrypoint {launches} {which}, in place of the ids gpus: picks at submit, "
             "which the spec cannot name; name the GPUs, or run the job in a container"
         )
-    elif not reads and isinstance(host, list) and host != [0]:
+    elif on_gpu_0 and isinstance(host, list) and host != [0]:
         said = (
-            f"TAO's entrypoint runs {network} {action} on the host's GPU 0: it reads GPU "
-            f"ids only for train, evaluate, inference and distill, and {launches} 0 in "
-            f"place of the {_joined(host)} gpus: gives the process; write [0], or run the "
-            "job in a container"
+            f"TAO's entrypoint runs {network} {action} on the host's GPU 0 ({on_gpu_0}): it "
+            f"{launches} 0 in place of the {_joined(host)} gpus: gives the process; write "
+            "[0], or run the job in a container"
         )
     else:
         return []

@@ -1102,7 +1102,7 @@ def test_a_torchrun_network_runs_an_action_that_reads_no_gpu_ids_on_gpu_0(
     assert said in done.stderr
     if said.startswith("$.gpus"):
         assert (
-            "it reads GPU ids only for train, evaluate, inference and distill, and launches "
+            "(it reads GPU ids only for train, evaluate, inference and distill): it launches "
             "rtdetr with torchrun, first setting CUDA_VISIBLE_DEVICES to 0 in place of the "
             f"{gpus[1:-1].replace(', ', ',')} gpus: gives the process; write [0], or run the "
             "job in a container"

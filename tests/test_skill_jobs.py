@@ -1006,6 +1006,53 @@ def test_a_value_not_set_yet_in_another_action_s_section_is_still_an_error(
 
 
 @pytest.mark.parametrize(
+    ("gpus", "spec", "words", "said"),
+    [
+        ("[1]", "", [], "$.gpus: TAO's entrypoint runs pointpillars evaluate on the host's GPU 0"),
+        ("[0]", "", [], ""),
+        ("[1]", "gpu_ids: [1]", [], ""),  # launched on the ids it reads: the host's 1
+        ("[1]", "", ["evaluate.gpu_ids=[1]"], ""),
+        ("{free: 1}", "", [], "$.gpus: TAO's entrypoint launches pointpillars with torchrun"),
+    ],
+)
+def test_a_local_torchrun_action_whose_spec_names_no_gpu_ids_runs_on_gpu_0(
+    bank: Runner, tmp_path: Path, gpus: str, spec: str, words: list[str], said: str
+) -> None:
+    # TAO's entrypoint reads evaluate's ids from spec.evaluate, [0] where it names none,
+    # and sets CUDA_VISIBLE_DEVICES to them; pointpillars' evaluate schema has no such key
+    folder = tmp_path / "skill"
+    write(
+        folder / "references" / "skill_info.yaml",
+        "name: pp\nnetwork_arch: pointpillars\ncontainer_image: registry.invalid/pp:1\n"
+        "gpu_spec_key: train.num_gpus\nactions:\n  evaluate:\n"
+        "    command: pointpillars evaluate -e {config_path}\n"
+        "    config_format: yaml\n    mode: config\nspec_templates:\n  evaluate: t.yaml\n",
+    )
+    write(folder / "references" / "t.yaml", "evaluate:\n  batch_size: 1\n")
+    command = ["pointpillars", "evaluate", "-e", "{config_path}", *words]
+    file = write(
+        tmp_path / "job.yaml",
+        f"version: 1\nskill: ./skill\naction: evaluate\nplatform: local\ngpus: {gpus}\n"
+        f"command: {json.dumps(command)}\nresults_root: {tmp_path / 'r'}\n"
+        + (f"spec:\n  evaluate: {{{spec}}}\n" if spec else ""),
+    )
+    done = bank("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if said and gpus == "[1]":
+        assert (
+            "(spec.evaluate names no num_gpus or gpu_ids, and no word of the command does): "
+            "it launches pointpillars with torchrun, first setting CUDA_VISIBLE_DEVICES to 0 "
+            "in place of the 1 gpus: gives the process; write [0], or run the job in a "
+            "container"
+        ) in done.stderr
+    elif said:
+        assert "CUDA_VISIBLE_DEVICES to 0, in place of the ids gpus: picks at submit" in (
+            done.stderr
+        )
+
+
+@pytest.mark.parametrize(
     ("tag", "network", "action", "section", "unset"),
     [
         # TAO Deploy's gen_trt_engine reads no other action's section: OmegaConf fails on
