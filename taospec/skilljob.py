@@ -362,6 +362,18 @@ def _for_action(skill: Skill, action: str, template: Mapping[str, Any]) -> Skill
     return dataclasses.replace(skill, gpu_spec_key=own)
 
 
+def template_sections(
+    skill: Skill, action: Action, template: Mapping[str, Any]
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The action's schema, with the other sections its ``template`` holds borrowed
+    (:func:`borrow_sections`), and those TAO leaves unread (:func:`unread_sections`), as
+    the skill's own command runs the action in the image the bank's versions file pins."""
+    schema, borrowed = borrow_sections(read_schema(action), template, action)
+    deploy = tao_deploy(bank_image(skill, action))
+    network = entrypoint(action.command, action.name)
+    return schema, unread_sections(borrowed, action.name, deploy=deploy, network=network)
+
+
 def _launch_problems(
     source: Source,
     action: str,

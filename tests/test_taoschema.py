@@ -12,15 +12,7 @@ import pytest
 import yaml
 
 from taospec.commands import init
-from taospec.rules import tao_deploy
-from taospec.skilljob import (
-    bank_image,
-    borrow_sections,
-    entrypoint,
-    fills_results_dir,
-    read_schema,
-    unread_sections,
-)
+from taospec.skilljob import fills_results_dir, template_sections
 from taospec.skills import MODELS, available_skills, find_skill, load_skill
 from taospec.taoschema import (
     Finding,
@@ -238,10 +230,7 @@ def test_every_template_of_the_skill_bank_leaves_only_inputs_and_unset_values(
             if fills_results_dir(action, template):  # the run's results folder
                 must -= {("results_dir",)}
                 counts["results_dir left to the run"] += 1
-            _, borrowed = borrow_sections(read_schema(action), template, action)
-            deploy = tao_deploy(bank_image(skill, action))
-            network = entrypoint(action.command, action.name)
-            unread = unread_sections(borrowed, action.name, deploy=deploy, network=network)
+            _, unread = template_sections(skill, action, template)
             left = {path for path in must if path[0] in unread}  # TAO Deploy never reads
             counts["??? TAO Deploy never reads"] += len(left)
             asked = set(init.required_paths(template, skill, action))

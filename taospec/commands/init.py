@@ -23,15 +23,7 @@ from typing import Any
 
 from taospec.errors import EXIT_OK, InvalidInput
 from taospec.job import MISSING
-from taospec.rules import tao_deploy
-from taospec.skilljob import (
-    bank_image,
-    borrow_sections,
-    entrypoint,
-    fills_results_dir,
-    read_schema,
-    unread_sections,
-)
+from taospec.skilljob import fills_results_dir, template_sections
 from taospec.skills import (
     Action,
     Input,
@@ -132,10 +124,7 @@ def _spec_lines(template: Mapping[str, Any], required: Mapping[KeyPath, str]) ->
 def required_paths(template: Mapping[str, Any], skill: Skill, action: Action) -> dict[KeyPath, str]:
     """What the user must set: each required input and each ``???`` TAO reads, with a
     note (a ``???`` in a section TAO leaves unread is not, see :func:`unread_sections`)."""
-    schema, borrowed = borrow_sections(read_schema(action), template, action)
-    deploy = tao_deploy(bank_image(skill, action))
-    network = entrypoint(action.command, action.name)
-    unread = unread_sections(borrowed, action.name, deploy=deploy, network=network)
+    schema, unread = template_sections(skill, action, template)
     required = {
         path: "the template leaves it for you" + (": a list" if wants_list(schema, path) else "")
         for path in _missing(template, ())
