@@ -392,9 +392,11 @@ def _launch_problems(
     words to Hydra; ``gpus``: the skill's GPU key and the number ``gpus:`` names;
     ``deploy``: whether the image is TAO Deploy's; ``network``: the command's entrypoint
     (:func:`entrypoint`)."""
-    torchrun = _torchrun_host_gpus(source, action, network, _on_gpu_0(action, spec, given, gpus))
-    if torchrun:
-        return torchrun
+    if not deploy:  # TAO Deploy's entrypoint runs no torchrun: _gpu_index judges its GPU
+        on_gpu_0 = _on_gpu_0(action, spec, given, gpus)
+        torchrun = _torchrun_host_gpus(source, action, network, on_gpu_0)
+        if torchrun:
+            return torchrun
     if gpus is not None:
         launched = _launched_gpus(source, action, spec, given, gpus, network=network)
         if launched:

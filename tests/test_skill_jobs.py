@@ -931,12 +931,18 @@ def test_a_placeholder_the_template_leaves_is_a_value_not_set_yet(
 
 
 def deploy_job(
-    tmp_path: Path, action: str, spec: str, *words: str, gpus: str = "[0]", platform: str = "docker"
+    tmp_path: Path,
+    action: str,
+    spec: str,
+    *words: str,
+    gpus: str = "[0]",
+    platform: str = "docker",
+    network: str = "tiny_net",
 ) -> Path:
     """A job (docker unless ``platform`` says) of the test skill's TAO Deploy workflow, its
-    inputs in place."""
+    inputs in place, its command naming ``network``."""
     write(tmp_path / "data" / "m.onnx", "onnx\n")
-    command = ["tiny_net", action, "-e", "{config_path}", *words]
+    command = [network, action, "-e", "{config_path}", *words]
     return write(
         tmp_path / "deploy.yaml",
         f"version: 1\nskill: tao-deploy-tiny\naction: {action}\nplatform: {platform}\n"
@@ -1161,12 +1167,13 @@ EVALUATE_SPEC = (
         ("evaluate", EVALUATE_SPEC.replace("m.onnx}", "m.onnx, gpu_ids: [3]}"), ""),
     ],
 )
+@pytest.mark.parametrize("network", ["tiny_net", "rtdetr"])  # TAO Deploy runs no torchrun
 def test_a_local_tao_deploy_job_runs_on_the_host_gpu_its_id_names(
-    bank: Runner, tmp_path: Path, action: str, spec: str, said: str
+    bank: Runner, tmp_path: Path, action: str, spec: str, said: str, network: str
 ) -> None:
     # TAO Deploy's entrypoint sets CUDA_VISIBLE_DEVICES to the one GPU id it runs on, 0
     # unless the spec says: a local job given GPU 3 built its engine on GPU 0
-    file = deploy_job(tmp_path, action, spec, gpus="[3]", platform="local")
+    file = deploy_job(tmp_path, action, spec, gpus="[3]", platform="local", network=network)
     done = bank("validate", file)
     assert done.returncode == (2 if said else 0), done.stderr
     if said:
