@@ -66,6 +66,7 @@ from tests.test_docker_jobs import (
     _only_job,
     _wait_for,
     a_look_hands_on_each_line_as_docker_logs_gives_it,
+    followed_tail_of_long_then_live,
     last_lines_of_a_failure_broken_by_the_other_stream,
     last_lines_of_a_failure_logged_in_pieces,
     logs_of_a_line_broken_by_the_other_stream,
@@ -1005,16 +1006,7 @@ def test_following_the_tail_of_a_long_output_on_an_instance_reads_its_end_alone(
     finally:
         following.kill()
     assert following.returncode == 0, err
-    pad = " " + "y" * 1000
-    last = [f"{number}{pad}\n" for number in range(59997, 60001)]
-    assert out.splitlines(keepends=True) == [
-        *last,
-        "ready\n",
-        "live-1\n",
-        "live-err\n",
-        "live-2\n",
-        "live-3\n",
-    ]
+    followed_tail_of_long_then_live(out)
     whole = len(docker("logs", job_id).stdout)
     assert whole > 60_000_000
     # rchar counts what the brev, ssh and docker processes it waited for read as well (each
