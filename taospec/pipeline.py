@@ -29,7 +29,6 @@ import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import datetime
 
 from taospec import __version__, identity, interrupts, notify, platforms, progress, ticker
 from taospec.errors import EXIT_INTERNAL, InvalidInput, TaospecError
@@ -55,7 +54,7 @@ from taospec.fingerprint import (
 from taospec.identity import Identity
 from taospec.job import JobFile, Target
 from taospec.ledger import Ledger, LedgerCorrupt, Record
-from taospec.ledger.record import now
+from taospec.ledger.record import instant, now
 from taospec.lint import redacted
 from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
@@ -1111,8 +1110,9 @@ def age(record: Record) -> float:
 
 
 def _instant(text: str) -> float | None:
+    """A transition's time in seconds, or None where another writer wrote no time there."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return instant(text).timestamp()
     except ValueError:
         return None
 

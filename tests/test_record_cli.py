@@ -11,6 +11,7 @@ from taospec.errors import InvalidInput
 from taospec.ledger import Ledger
 from tests.conftest import Runner
 from tests.ledgers import open_job
+from tests.test_ledger import hand_written
 
 OPEN = (
     "record", "open", "--platform", "docker", "--image", "nvcr.io/x/y:1", "--network-arch",
@@ -27,6 +28,12 @@ def opened(taospec: Runner, *extra: str) -> str:
     done = taospec(*OPEN, *extra)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def write_foreign_file(state_dir: Path, data: dict[str, object]) -> None:
+    """A record as another TAO tool would leave it in the ledger's jobs folder."""
+    (state_dir / "jobs").mkdir(parents=True, exist_ok=True)
+    (state_dir / "jobs" / f"{data['id']}.json").write_text(json.dumps(data, indent=2))
 
 
 def refused(done: object, message: str) -> None:
@@ -522,3 +529,67 @@ def test_a_ledger_mints_no_id_that_spells_a_passed_value(state_dir: Path) -> Non
     assert str(refusal.value) == NO_ID
     assert not list(state_dir.rglob("*.json"))
     assert open_job(ledger, network_arch="model_Pa-ss").id.startswith("model_Pa-ss-train-")
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("20260101T083000Z", "2026-01-01 08:30:00"),  # basic form, as `date -u +%Y%m%dT%H%M%SZ`
+        ("2026-01-01T08:30Z", "2026-01-01 08:30:00"),  # to the minute, as `date -u -Iminutes`
+        ("2026-01-01T08:30:00+0000", "2026-01-01 08:30:00"),  # as `date -u +%FT%T%z`
+        ("2026-01-01T08,5+00", "2026-01-01 08:30:00"),  # half an hour, a comma for the point
+        ("2026-01-01T08:30:00.123456789Z", "2026-01-01 08:30:00"),
+    ],
+)
+def test_a_record_another_writer_stamped_in_another_iso_8601_utc_form_is_marked_and_listed(
+    taospec: Runner, state_dir: Path, written: str, shown: str
+) -> None:
+    # The recorder reads no time; taospec refused every form but its own, so a record
+    # another tool wrote could never be advanced or closed, and ls passed it over
+    record = hand_written("other-1", written)
+    write_foreign_file(state_dir, record)
+    marked = taospec("record", "mark", "other-1", "--state", "COMPLETE")
+    assert (marked.returncode, marked.stderr) == (0, "")
+    stored = json.loads((state_dir / "jobs" / "other-1.json").read_text())
+    assert stored["submitted_at"] == written  # as the writer wrote it
+    assert [t["state"] for t in stored["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+    ours = opened(taospec, "--results-root", "/r")  # submitted now, after the other
+    listed = taospec("ls")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("  ")[0] for line in listed.stdout.splitlines()[1:]]
+    assert rows == [ours, "other-1"]
+    assert f"COMPLETE  slurm     {shown}" in listed.stdout
+
+
+@pytest.mark.parametrize(
+    "written", ["2026-02-30T08:30:00Z", "2026-01-01T25:00:00Z", "2026-01-01T08:30:00+01:00"]
+)
+def test_a_submission_time_that_names_no_utc_moment_is_named_as_the_damage(
+    taospec: Runner, state_dir: Path, written: str
+) -> None:
+    # a day no calendar has passed as a time, and ls showed it as written
+    write_foreign_file(state_dir, hand_written("other-1", written))
+    marked = taospec("record", "mark", "other-1", "--state", "COMPLETE")
+    path = state_dir / "jobs" / "other-1.json"
+    refused(marked, f"{path}: $.submitted_at must be an ISO 8601 UTC time, found str")
+    listed = taospec("ls")
+    assert listed.returncode == 0
+    assert "other-1" not in listed.stdout
+    assert f"{path}: $.submitted_at must be an ISO 8601 UTC time" in listed.stderr
+
+
+def test_prune_names_and_keeps_a_job_whose_end_holds_no_time(
+    taospec: Runner, state_dir: Path
+) -> None:
+    # prune read the last transition's time as taospec writes it, and ended in a traceback
+    record = hand_written("other-1", "2026-01-01T08:30:00Z", platform="docker")
+    transitions = record["transitions"]
+    assert isinstance(transitions, list)
+    transitions[-1] = {"ts": "later", "state": "COMPLETE", "message": "", "source": "agent"}
+    record["terminal_state"] = "COMPLETE"
+    write_foreign_file(state_dir, record)
+    pruned = taospec("prune", "--older-than", "1d", "-n")
+    assert (pruned.returncode, pruned.stdout) == (0, "")
+    assert pruned.stderr == (
+        "other-1: kept: its last transition's time, 'later', is no ISO 8601 UTC time\n"
+    )

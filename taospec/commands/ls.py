@@ -6,6 +6,7 @@ import json
 
 from taospec.commands.session import open_ledger
 from taospec.errors import EXIT_OK
+from taospec.ledger.record import shown_time
 
 
 def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = False) -> int:
@@ -19,7 +20,7 @@ def ls(*, state: str | None = None, limit: int | None = 20, as_json: bool = Fals
     rows = [("ID", "STATE", "PLATFORM", "SUBMITTED", "RESULTS")]
     for record in records:
         shown = ledger.shown(record, "platform", "results_dir")  # submitted_at is a checked time
-        submitted = record.submitted_at[:19].replace("T", " ")
+        submitted = shown_time(record.submitted_at)
         rows.append((record.id, record.state, str(shown["platform"]), submitted, _one_line(shown)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:

@@ -16,7 +16,7 @@ import time
 
 from taospec.commands.session import open_ledger, say
 from taospec.errors import EXIT_OK, InvalidInput
-from taospec.ledger import LedgerCorrupt
+from taospec.ledger import LedgerCorrupt, Record
 from taospec.ledger.record import instant
 from taospec.platforms import docker
 
@@ -40,8 +40,7 @@ def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
     for record in ledger.list(limit=None):
         if record.platform != docker.NAME or record.terminal_state is None:
             continue
-        ended = instant(record.transitions[-1].ts).timestamp() if record.transitions else 0.0
-        if now - ended < limit:
+        if limit and not _ended_before(record, now - limit):
             continue
         try:
             sidecar = ledger.sidecar(record.id)
@@ -59,3 +58,14 @@ def run(*, older_than: str | None = None, dry_run: bool = False) -> int:
         elif ledger.remove_unrecorded_sidecar(job_id):
             print(f"{job_id}: sidecar removed: no record goes with it")
     return EXIT_OK
+
+
+def _ended_before(record: Record, moment: float) -> bool:
+    """Whether the job's last transition was at ``moment`` or before; a record another
+    tool wrote may hold no time there, and then its job is named and kept."""
+    ts = record.transitions[-1].ts
+    try:
+        return instant(ts).timestamp() <= moment
+    except ValueError:
+        say(f"{record.id}: kept: its last transition's time, {ts!r}, is no ISO 8601 UTC time")
+        return False

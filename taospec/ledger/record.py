@@ -14,7 +14,7 @@ import operator
 import posixpath
 import re
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from taospec.errors import InvalidInput, TaospecError
@@ -47,9 +47,16 @@ OPENED_MESSAGE = "record opened before launch"
 
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 PLATFORM_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-_TS_RE = re.compile(
-    r"(?P<seconds>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?(?:Z|\+00:00)"
+_UTC = r"(?:[.,](?P<fraction>\d+))?(?:Z|\+00(?::?00)?)"
+_TS_FORMS = (
+    re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2})(?::(\d{2})(?::(\d{2}))?)?" + _UTC),
+    re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(?:(\d{2})(\d{2})?)?" + _UTC),
 )
+"""An ISO 8601 time in UTC as a record may hold it, extended (``2026-01-01T08:30:00Z``)
+or basic (``20260101T083000Z``), to the hour, minute or second, with a decimal fraction
+of its last part (``.`` or ``,``), and ``Z``, ``+00:00``, ``+0000`` or ``+00``: the
+recorder writes ``+00:00`` with microseconds, and reads none, so a record another tool
+wrote may hold any of these."""
 """Most characters of arch or action in a minted id, so its file name stays far below
 the 255 bytes a file name may have (the recorder does not cut them)."""
 
@@ -280,21 +287,35 @@ def _is_id(value: str) -> bool:
 
 
 def _is_timestamp(value: str) -> bool:
-    return _TS_RE.fullmatch(value) is not None
+    try:
+        instant(value)
+    except ValueError:
+        return False
+    return True
 
 
 def instant(ts: str) -> datetime:
-    """A checked record timestamp as a time, for ordering.
+    """A record's timestamp (:data:`_TS_FORMS`) as a time, to the microsecond; ValueError
+    where it is none, or names no day or time of the calendar (``2026-02-30``, ``25:00``).
 
-    Python 3.10's ``fromisoformat`` reads no ``Z`` and only 3 or 6 fraction
-    digits, so the time is rebuilt with 6 (a 7th and later digits are below a
-    microsecond).
-    """
-    parts = _TS_RE.fullmatch(ts)
+    Python 3.10's ``fromisoformat`` reads no ``Z``, no basic form and only 3 or 6
+    fraction digits, so the time is built from its parts."""
+    parts = _TS_FORMS[0].fullmatch(ts) or _TS_FORMS[1].fullmatch(ts)
     if parts is None:
-        raise ValueError(f"not a record timestamp: {ts!r}")
-    fraction = ((parts["fraction"] or "") + "000000")[:6]
-    return datetime.fromisoformat(f"{parts['seconds']}.{fraction}+00:00")
+        raise ValueError(f"not an ISO 8601 UTC time: {ts!r}")
+    year, month, day, hour, minute, second = (int(part or 0) for part in parts.groups()[:6])
+    whole = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+    digits = parts["fraction"]
+    if digits is None:
+        return whole
+    given = sum(part is not None for part in parts.groups()[3:6])  # hour, minute, second
+    unit = (3_600_000_000, 60_000_000, 1_000_000)[given - 1]  # the last part's, in µs
+    return whole + timedelta(microseconds=int(digits[:9]) * unit // 10 ** len(digits[:9]))
+
+
+def shown_time(ts: str) -> str:
+    """A record's timestamp as ``ls`` shows it: ``2026-01-01 08:30:00``, in UTC."""
+    return instant(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
 # -- names ----------------------------------------------------------------------
