@@ -187,7 +187,7 @@ def hash_path(path: Path) -> str:
         return _hash_file(first[1])
     digest = hashlib.sha256()
     for relative, member in itertools.chain([first] if first else [], files):
-        digest.update(f"{relative}\0{_hash_file(member)}\n".encode())
+        digest.update(f"{relative}\0{_hash_file(member)}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
@@ -215,7 +215,8 @@ class Index:
         self.root = Path(ledger.root, "taospec")
 
     def _target_path(self, key: str) -> Path:
-        return self.root / "targets" / hashlib.sha256(key.encode()).hexdigest()[:40]
+        named = hashlib.sha256(key.encode("utf-8", "surrogateescape"))  # a path's own bytes
+        return self.root / "targets" / named.hexdigest()[:40]
 
     def _fingerprint_path(self, digest: str) -> Path:
         return self.root / "fingerprints" / digest

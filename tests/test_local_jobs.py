@@ -1392,3 +1392,26 @@ def test_a_look_into_a_pipe_shows_what_a_follow_shows_a_line_at_a_time(
     assert "nvapi-" not in looked.stdout
     assert "ghp_" not in looked.stdout
     assert looked.stdout.count("<redacted>") == 2
+
+
+def test_a_job_file_whose_path_is_not_utf8_runs_checks_and_graphs(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # a target's key on disk is a digest of its file's path, which ended in a traceback
+    # (exit 3) for bytes that are no UTF-8, after the record opened and before the launch
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/d\xffx"))
+    folder.mkdir()
+    spec = job_file(tmp_path, "sh -c 'echo ran'").rename(folder / os.fsdecode(b"x\xff.yaml"))
+    done = taospec("run", spec)
+    assert done.returncode == 0, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "COMPLETE"
+    assert record(state_dir, job_id)["terminal_state"] == "COMPLETE"
+    checked = taospec("run", "--check", spec)
+    assert checked.returncode == 0, checked.stderr
+    planned = taospec("run", "-n", spec)
+    assert (planned.returncode, planned.stderr) == (0, "")
+    assert f"up to date (job {job_id})" in planned.stdout
+    graphed = taospec("graph", spec)
+    assert (graphed.returncode, graphed.stderr) == (0, "")
+    assert "up to date" in graphed.stdout

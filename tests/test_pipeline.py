@@ -157,6 +157,25 @@ def test_changing_an_input_reruns_that_stage_and_its_dependents_only(
     ]
 
 
+def test_an_input_folder_holding_a_name_that_is_not_utf8_is_fingerprinted_by_its_bytes(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # the fingerprint of a folder's member names ended in a traceback (exit 3) for one
+    # that is no UTF-8, as a file copied from another system's encoding may be named
+    data = tmp_path / "data"
+    data.mkdir()
+    member = data / os.fsdecode(b"caf\xe9.txt")
+    member.write_text("one\n")
+    spec = pipeline(
+        tmp_path, "  a:\n    action: prepare\n    inputs: [data]\n    command: 'true'\n"
+    )
+    first = taospec("run", spec)
+    assert first.returncode == 0, first.stderr
+    assert decisions(taospec, spec)["a"].startswith("skip up to date")
+    member.write_text("two\n")
+    assert decisions(taospec, spec)["a"] == "run input data changed"
+
+
 def test_comments_key_order_and_whitespace_change_nothing(taospec: Runner, three: Path) -> None:
     assert taospec("run", three).returncode == 0
     text = three.read_text()
