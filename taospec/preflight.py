@@ -342,7 +342,10 @@ def results_root_reached(job: Job, source: Source, user: str | None = None) -> l
     kernel as that user, with the setpriv options the launch uses; nothing is made."""
     if job.platform != "local" or os.getuid() != 0 or shutil.which("setpriv") is None:
         return []
-    who = identity.resolve(job.user, user, identity.launcher())
+    try:
+        who = identity.resolve(job.user, user, identity.launcher(), platform=job.platform)
+    except InvalidInput as refused:  # --user, at the user: key as render places it
+        return list(source.refusal(refused).problems)
     path = Path(job.results_root)
     there = next((p for p in (path, *path.parents) if _is_folder(p)), None)
     if who.uid == 0 or there is None:

@@ -18,6 +18,7 @@ from typing import Any
 from taospec import (
     braces,
     dockerargs,
+    identity,
     interpolations,
     lint,
     overrides,
@@ -1088,14 +1089,6 @@ def _value_at(data: Any, path: JsonPath) -> Any:
     return data
 
 
-USER_IDS = re.compile(r"([0-9]+):([0-9]+)")
-MAX_ID = 2**32 - 2
-"""The largest UID or GID Linux gives an account (2**32 - 1 means "no id")."""
-DOCKER_MAX_ID = 2**31 - 1
-"""The largest UID or GID ``docker run --user`` takes: the engine refuses a larger one at
-the launch ("uids and gids must be in range 0-2147483647"), once the record is open."""
-
-
 def _results_root_rules(source: Source) -> Iterator[Problem]:
     root = source.data.get("results_root")
     if isinstance(root, str) and root.startswith("/") and not root.strip("/"):
@@ -1113,23 +1106,11 @@ def _user_rules(source: Source) -> Iterator[Problem]:
     platform = data.get("platform", "local")
     if not isinstance(user, str):
         return
-    ids = USER_IDS.fullmatch(user)
-    largest = max(int(ids[1]), int(ids[2])) if ids else 0
-    if largest > MAX_ID:
-        yield source.problem(
-            ("user",),
-            f"user: {user!r} holds an id past {MAX_ID:,}, the largest UID or GID an account "
-            "can have; write the account's UID:GID (id -u; id -g)",
-        )
+    for why in identity.id_refusals(user, platform, f"user: {user!r}"):
+        yield source.problem(("user",), why)
     if platform not in ("docker", "brev"):
         return
-    if DOCKER_MAX_ID < largest <= MAX_ID:
-        yield source.problem(
-            ("user",),
-            f"user: {user!r} holds an id past {DOCKER_MAX_ID:,}, the largest UID or GID "
-            f"docker run takes (the engine refuses it: uids and gids must be in range "
-            f"0-{DOCKER_MAX_ID}); write an account whose UID and GID are in that range",
-        )
+    ids = identity.USER_IDS.fullmatch(user)
     if ids and int(ids[1]) == 0:
         yield source.problem(
             ("user",),

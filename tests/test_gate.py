@@ -1151,6 +1151,31 @@ def test_a_refusal_only_rendering_can_make_is_located_by_render_run_and_validate
     assert not (state_dir / "jobs").exists()
 
 
+@pytest.mark.parametrize(
+    ("platform", "given", "expected"),
+    [
+        ("docker", "3000000000:1000", "--user 3000000000:1000 holds an id past 2,147,483,647"),
+        ("local", "99999999999:1", "--user 99999999999:1 holds an id past 4,294,967,294"),
+        ("docker", "\uff11\uff10\uff10\uff10:1000", "expected UID:GID, e.g. 1000:1000"),
+        ("slurm", "1000:1000", "--user 1000:1000: a Slurm job runs as the account that submits"),
+    ],
+    ids=["past-docker", "past-linux", "full-width-digits", "slurm"],
+)
+def test_a_user_given_on_the_command_line_is_judged_as_the_files_user_is(
+    taospec: Runner, tmp_path: Path, state_dir: Path, platform: str, given: str, expected: str
+) -> None:
+    # user: in the file was refused at validate for each of these; --user passed them, and
+    # run opened a record that docker or install then refused (or ran as uid 1000 for
+    # full-width digits); a Slurm job's install steps were made to chown as another user
+    path = job(tmp_path)
+    text = path.read_text().replace("platform: docker", f"platform: {platform}")
+    path.write_text(text.replace('user: "1000:1000"\n', "") if platform == "slurm" else text)
+    for argv in (("render",), ("run", "-n"), ("run",), ("validate", "--here"), ("validate",)):
+        refused(taospec(*argv, "--user", given, path), expected)
+    assert not (state_dir / "jobs").exists()
+    assert taospec("validate", "--user", "1000:1000", job(tmp_path)).returncode == 0
+
+
 def test_docker_host_on_a_brev_job_is_refused_at_its_line(taospec: Runner, tmp_path: Path) -> None:
     path = job(tmp_path, "brev: {instance: box}\ndocker: {host: 'ssh://gpu-box'}\n")
     path.write_text(path.read_text().replace("platform: docker", "platform: brev"))

@@ -17,9 +17,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from taospec import identity
 from taospec.commands import ciformat
 from taospec.diagnostics import Problem, SpecError, raise_if_any, shown_file
-from taospec.errors import EXIT_INVALID, EXIT_OK, TaospecError
+from taospec.errors import EXIT_INVALID, EXIT_OK, InvalidInput, TaospecError
 from taospec.interrupts import INTERRUPTS
 from taospec.lint import redacted, redacted_location
 from taospec.loader import load_jobfile, load_located, shown_name
@@ -47,10 +48,10 @@ def run(
     file, ``github`` one GitHub Actions annotation per problem (both on stdout).
     ``here`` adds every check ``run`` makes on this machine
     (:mod:`taospec.preflight`); ``versions`` names the versions.yaml; ``user`` is
-    ``--user`` as render and run take it.
+    ``--user`` as render and run take it, judged for each job as they judge it.
     """
     files = job_files(files)
-    if here or versions is not None or STDIN in files:
+    if here or versions is not None or user is not None or STDIN in files:
         # One at a time in this process: stdin is read once, and the checks ask this machine.
         answers: Iterator[tuple[Problem, ...]] = (
             _check_here(f, here, versions, user) for f in files
@@ -117,6 +118,15 @@ def _check_here(
             for warning in verdict.warnings:
                 print(redacted(warning), file=sys.stderr)
             raise_if_any(verdict.problems)
+        elif user is not None:  # who each job runs as, judged as render judges it
+            launcher = identity.launcher()
+            refused: list[Problem] = []
+            for name, target in jobfile.targets.items():
+                try:
+                    identity.resolve(target.job.user, user, launcher, platform=target.job.platform)
+                except InvalidInput as refusal:
+                    refused += sources[name].refusal(refusal).problems
+            raise_if_any(refused)
     except SpecError as exc:
         return exc.problems
     return ()
