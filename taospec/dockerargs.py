@@ -455,8 +455,9 @@ _MOUNT_CHOICES = {
 }
 
 
-def _mount_fields(value: str) -> dict[str, str] | str:
-    """The keys (in lower case) and values of a ``--mount`` value, or why docker refuses one."""
+def mount_fields(value: str) -> dict[str, str] | str:
+    """The keys (in lower case, as docker reads them: ``DST=`` is ``dst=``) and values of a
+    ``--mount`` value, read as CSV as docker reads it, or why docker refuses one."""
     try:
         fields = next(csv.reader([value]), [])
     except csv.Error:
@@ -482,7 +483,7 @@ def _mount_fields(value: str) -> dict[str, str] | str:
 def _mount(value: str) -> str | None:
     """``--mount``: comma-separated ``key=value`` fields (CSV, so a field may be quoted) of
     the keys docker run 28 knows, a switch key bare or with a bool, and a target."""
-    given = _mount_fields(value)
+    given = mount_fields(value)
     if isinstance(given, str):
         return given
     kind = given.get("type", "volume").lower()

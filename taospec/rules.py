@@ -877,13 +877,8 @@ def mount_refusals(source: object, target: str) -> list[tuple[str, str]]:
             f"{target} is at or under /results, where the job's results directory "
             "(and its spec file) is mounted; mount it elsewhere, e.g. /data"
         )
-    elif normal in _CONTAINERS_OWN or normal.startswith(("/proc/", "/sys/")):
-        same = "" if normal == target else f" (that is {normal})"
-        why = (
-            f"{target}{same} cannot be a mount target: the container's root, its /dev and "
-            "its /proc, and what is under its /sys (the kernel's, read-only), belong to the "
-            "container; mount it elsewhere, e.g. /data"
-        )
+    elif owned := _containers_own(target):
+        why = owned
     elif ":" in normal:
         why = "docker run -v cannot take a target holding ':'; choose a path without it"
     else:
@@ -891,6 +886,30 @@ def mount_refusals(source: object, target: str) -> list[tuple[str, str]]:
     return [*refusals, ("target", why)]
 
 
+def _containers_own(target: str) -> str | None:
+    """Why nothing can be mounted at ``target``, which the container keeps for itself
+    (:data:`_CONTAINERS_OWN`); None where it can."""
+    normal = mount_target_path(target)
+    if normal in _PROC_FILES or (
+        normal not in _CONTAINERS_OWN and not normal.startswith(("/proc/", "/sys/"))
+    ):
+        return None
+    same = "" if normal == target else f" (that is {normal})"
+    return (
+        f"{target}{same} cannot be a mount target: the container's root, its /dev and "
+        "its /proc (but for the few files of it runc lets a mount cover, such as "
+        "/proc/cpuinfo), and what is under its /sys (the kernel's, read-only), belong to the "
+        "container; mount it elsewhere, e.g. /data"
+    )
+
+
+_PROC_FILES = frozenset(
+    f"/proc/{name}"
+    for name in ("cpuinfo", "diskstats", "meminfo", "stat", "swaps", "uptime", "loadavg",
+                 "slabinfo", "net/dev", "sys/kernel/ns_last_pid", "sys/crypto/fips_enabled")
+)  # fmt: skip
+"""The files under ``/proc`` runc lets a mount cover (lxcfs mounts its own over them);
+``net/dev`` and ``fips_enabled`` since runc 1.2, and left to an older runc to refuse."""
 _CONTAINERS_OWN = ("/", "/proc", "/dev")
 """Mount targets the container engine keeps for itself, with what is under ``/proc`` and
 ``/sys``: over ``/dev`` the container does not start (runc needs its own ``/dev/null``),
@@ -1306,12 +1325,8 @@ def _docker_args_rules(source: Source) -> Iterator[Problem]:
                 "job file's, so what the job gets would change with the folder taospec is run "
                 f"from{made}; write it as an absolute path",
             )
-        elif flag in _MOUNT_OPTIONS and _mount_target(flag, value) is not None:
-            yield source.problem(
-                where,
-                f"{value} mounts at or under /results, where the job's results directory is "
-                "mounted; mount elsewhere, e.g. /data",
-            )
+        elif flag in _MOUNT_OPTIONS and (elsewhere := _target_taken(flag, value)):
+            yield source.problem(where, elsewhere)
     yield from _shared_targets(source, words, skipped)
     yield from _memory_limits(source, words, skipped)
 
@@ -1500,15 +1515,17 @@ def bind_source(flag: str, value: str) -> str | None:
     """The absolute path of the machine the engine runs on that a ``-v``/``--volume`` or a
     ``--mount type=bind`` value mounts; None for a named volume, a tmpfs, or a relative path
     (another rule says what docker makes of that)."""
-    if flag == "--mount" and _mount_fields(value).get("type") != "bind":
+    if flag == "--mount" and _mount_fields(value).get("type", "").lower() != "bind":
         return None
     path = _mount_source(flag, value) if flag in ("-v", "--volume", "--mount") else ""
     return path if path.startswith("/") else None
 
 
 def _mount_fields(value: str) -> dict[str, str]:
-    """A ``--mount`` value's ``KEY=VALUE`` fields."""
-    return dict(item.partition("=")[::2] for item in value.split(","))
+    """A ``--mount`` value's fields as docker reads them, none where it reads none (another
+    rule refuses the value)."""
+    fields = dockerargs.mount_fields(value)
+    return fields if isinstance(fields, dict) else {}
 
 
 def _mount_source(flag: str, value: str) -> str:
@@ -1547,6 +1564,18 @@ def seccomp_profile(value: str) -> str | None:
     return pair[1]
 
 
+def _target_taken(flag: str, value: str) -> str | None:
+    """Why a ``-v``, ``--mount`` or ``--tmpfs`` value of ``docker.extra_args`` cannot mount
+    where it does: at the job's results, or where the container keeps its own."""
+    if _mount_target(flag, value) is not None:
+        return (
+            f"{value} mounts at or under /results, where the job's results directory is "
+            "mounted; mount elsewhere, e.g. /data"
+        )
+    owned = _containers_own(_written_target(flag, value))
+    return f"{flag} {value}: {owned}" if owned else None
+
+
 def _mount_target(flag: str, value: str) -> str | None:
     """The target of a ``-v`` or ``--mount`` value when it is at or under /results."""
     target = mount_target_of(flag, value)
@@ -1557,13 +1586,17 @@ def _mount_target(flag: str, value: str) -> str | None:
 def mount_target_of(flag: str, value: str) -> str:
     """Where in the container a ``-v``, ``--mount`` or ``--tmpfs`` value mounts, as the engine
     reads the path (``/data/`` and ``//data`` are ``/data``); '' where it names none."""
+    target = _written_target(flag, value)
+    return mount_target_path(target) if target.startswith("/") else ""
+
+
+def _written_target(flag: str, value: str) -> str:
+    """The target a ``-v``, ``--mount`` or ``--tmpfs`` value names, as written."""
     if flag == "--mount":
         fields = _mount_fields(value)
-        target = next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
-    else:
-        parts = value.split(":")
-        target = parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
-    return mount_target_path(target) if target.startswith("/") else ""
+        return next((fields[k] for k in ("target", "dst", "destination") if k in fields), "")
+    parts = value.split(":")
+    return parts[1] if len(parts) > 1 and flag != "--tmpfs" else parts[0]
 
 
 _MEMORY_FLAGS = {
@@ -1620,8 +1653,8 @@ def _shared_targets(source: Source, words: Sequence[str], skipped: int) -> Itera
             ro = ":ro" if mount.get("readonly") else ""
             volumes.add(f"{mount.get('source')}:{mount['target']}{ro}")
     for index, flag, value in docker_options(words):
-        if index == skipped or flag not in _MOUNT_OPTIONS or _mount_target(flag, value):
-            continue  # a mount at /results is refused for that
+        if index == skipped or flag not in _MOUNT_OPTIONS or _target_taken(flag, value):
+            continue  # a mount at /results, or where the container keeps its own, is refused
         if flag in ("-v", "--volume"):
             if value in volumes:
                 continue

@@ -217,6 +217,26 @@ def test_a_file_mounted_over_a_folder_of_the_image_is_the_job_files_mistake(
     assert record(state_dir, _only_job(state_dir))["err_class"] == "ERR_PROGRAM"
 
 
+def test_a_file_runc_lets_a_mount_cover_under_proc_is_mounted_as_lxcfs_mounts_it(
+    engine: str, taospec: Runner, open_tmp: Path, cleanup
+) -> None:
+    # every target under /proc was refused at validate, /proc/cpuinfo too, over which lxcfs
+    # mounts a container's own view of its CPUs; runc lets a mount cover a few such files
+    view = write(open_tmp / "cpuinfo", "processor\t: 0\n")
+    view.chmod(0o644)
+    mounts = f"[{{source: {view}, target: /proc/cpuinfo, readonly: true}}]"
+    spec = job_file(open_tmp, engine, "cat /proc/cpuinfo", mounts=mounts)
+    assert taospec("validate", spec).returncode == 0
+    done = taospec("run", "--follow", spec)
+    assert done.returncode == 0, done.stderr
+    assert "processor\t: 0\n" in done.stdout
+    extra = f'docker: {{shm_size: 64m, extra_args: ["-v", "{view}:/proc/x:ro"]}}'
+    spec.write_text(spec.read_text().replace("docker: {shm_size: 64m}", extra))
+    checked = taospec("validate", spec)
+    assert checked.returncode == 2
+    assert f"-v {view}:/proc/x:ro: /proc/x cannot be a mount target" in checked.stderr
+
+
 NR_OPEN = int(Path("/proc/sys/fs/nr_open").read_text())
 
 

@@ -1572,6 +1572,19 @@ PASSED_BUT_FAILED_AT_RUN = [
     ("", "mounts: [{source: SOURCE, target: /sys/x}]", "$.mounts[0].target: /sys/x cannot be"),
     ("", "mounts: [{source: SOURCE, target: /x/../sys/x}]", "(that is /sys/x) cannot be a"),
     ("image: busybox:1", "image: busybox@sha256:" + "A" * 64, "$.image: 'busybox@sha256:AAA"),
+    # docker.extra_args, as docker reads them: --mount keys in any case, a target of the
+    # container's own; each passed validate, and docker or runc refused the container
+    *(
+        ("", f"docker: {{extra_args: {args}}}", said)
+        for args, said in [
+            ('["--mount", "type=bind,src=SOURCE,DST=/results"]', "mounts at or under /results"),
+            ('["--mount", "type=BIND,SRC=./rel,dst=/x"]', "docker reads ./rel from the folder"),
+            ('["-v", "SOURCE:/results/.."]', ":/results/..: /results/.. (that is /) cannot be"),
+            ('["--mount", "type=bind,src=SOURCE,dst=/"]', ",dst=/: / cannot be a mount target"),
+            ('["--tmpfs", "/proc/x"]', "--tmpfs /proc/x: /proc/x cannot be a mount target"),
+            ('["-v", "SOURCE:/dev"]', ":/dev: /dev cannot be a mount target"),
+        ]
+    ),
 ]
 
 
