@@ -573,6 +573,153 @@ def _sweep(value: str) -> bool:
     return function in _OF_VALUES and (len(arguments) > 1 or any(map(_sweep, arguments)))
 
 
+_FUNCTIONS = ("int", "str", "bool", "float", "choice", "range", "interval", "tag", "sort",
+              "shuffle", "glob")  # fmt: skip
+"""The functions Hydra's override grammar calls (``int(5)``, ``choice(a,b)``)."""
+_FUNCTION = re.compile(r"([A-Za-z_][\w-]*)[ \t]*\([ \t]*", re.ASCII)
+_ARGUMENT_NAME = re.compile(r"[A-Za-z_][\w-]*[ \t]*=[ \t]*", re.ASCII)
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/\\+.$%*@?|:")
+"""What unquoted text of a value is made of, with blanks and escapes (:data:`_ESCAPED`)."""
+_ENDS = frozenset(",)]}=(")
+"""What ends unquoted text where blanks stand before it."""
+
+
+_READ = _PLAIN | frozenset(" \t'\",()[]{}=")
+_UNREAD = (
+    "Hydra reads unquoted text of ASCII letters, digits, blanks, escapes and _-/\\+.$%*@?|: "
+    "alone; put the value in quotes Hydra reads ('...'), inside the command's own quoting"
+)
+
+
+class _Misread(Exception):
+    """Where and why Hydra's override grammar cannot read a value."""
+
+
+def misread(value: str) -> str | None:
+    """Why Hydra's override grammar cannot read ``value``, an override's value from its
+    first character that is no blank, or None where it can: a value is text (unquoted, of
+    ASCII letters, digits, blanks, escapes, ``${...}`` and ``_-/\\+.$%*@?|:``; or quoted
+    whole), a list, a mapping, a call of a function Hydra has, or such values listed with
+    commas. What a function makes of its arguments Hydra tells at run."""
+    reader = _Reader(value)
+    try:
+        if value:
+            reader.element()
+            while reader.comma():
+                reader.element()
+            if reader.at < len(value):
+                raise reader.fail("a value ends here, or another follows a comma")
+    except _Misread as why:
+        return str(why)
+    return None
+
+
+class _Reader:
+    """A value read as Hydra's override grammar reads it, a character at a time."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at = text, 0
+
+    def fail(self, wanted: str) -> _Misread:
+        if self.at == len(self.text):
+            return _Misread(f"at its end: {wanted}")
+        char = self.text[self.at]
+        return _Misread(
+            f"at {char!r} (character {self.at + 1}): {_UNREAD if char not in _READ else wanted}"
+        )
+
+    def blanks(self) -> None:
+        while self.text[self.at : self.at + 1] in (" ", "\t"):
+            self.at += 1
+
+    def next_is(self, char: str) -> bool:
+        """Whether ``char`` comes next, after any blanks; if so, both are read."""
+        start = self.at
+        self.blanks()
+        if char and self.text.startswith(char, self.at):
+            self.at += 1
+            if char not in _CLOSE:  # blanks after it are its own; after a closer, the next's
+                self.blanks()
+            return True
+        self.at = start
+        return False
+
+    def expect(self, char: str, wanted: str) -> None:
+        if not self.next_is(char):
+            raise self.fail(wanted)
+
+    def comma(self) -> bool:
+        return self.next_is(",")
+
+    def element(self) -> None:
+        char = self.text[self.at : self.at + 1]
+        if char in ("[", "{"):
+            self.at += 1
+            self.blanks()
+            self._container(char)
+        elif char in ("'", '"'):
+            end = _quote_end(self.text, self.at)
+            if end is None:
+                raise self.fail("a quote that is not closed")
+            self.at = end + 1
+        elif call := _FUNCTION.match(self.text, self.at):
+            if call[1] not in _FUNCTIONS:
+                raise self.fail(f"Hydra has no function {call[1]} ({', '.join(_FUNCTIONS)})")
+            self.at = call.end()
+            if not self.next_is(")"):
+                self._arguments()
+        elif not self._unquoted(key=False):
+            raise self.fail("a value, which is missing")
+
+    def _container(self, opened: str) -> None:
+        closing = "]" if opened == "[" else "}"
+        if self.next_is(closing):
+            return
+        while True:
+            if opened == "{":
+                if not self._unquoted(key=True):
+                    raise self.fail("a key of the mapping, unquoted, without ${...}")
+                self.expect(":", "a : after the mapping's key")
+            self.element()
+            if self.next_is(closing):
+                return
+            self.expect(",", f"a comma, or the {closing} that closes the {opened}")
+
+    def _arguments(self) -> None:
+        while True:
+            named = _ARGUMENT_NAME.match(self.text, self.at)
+            self.at = named.end() if named else self.at
+            self.element()
+            if self.next_is(")"):
+                return
+            self.expect(",", "a comma, or the ) that closes the call")
+
+    def _unquoted(self, *, key: bool) -> bool:
+        """Read unquoted text (a mapping's ``key``: no ``:``, no ``${...}``); whether any."""
+        text, start = self.text, self.at
+        while self.at < len(text):
+            char = text[self.at]
+            if char in " \t":
+                after = self.at
+                while text[after : after + 1] in (" ", "\t"):
+                    after += 1
+                if after == len(text) or text[after] not in _ENDS:
+                    self.at = after
+                    continue
+                break
+            if char == "\\":
+                self.at += 2 if text[self.at + 1 : self.at + 2] in _ESCAPED else 1
+            elif (
+                text.startswith("${", self.at) and not key and text.find("}", self.at) > self.at + 2
+            ):
+                self.at = text.find("}", self.at) + 1
+            elif char in _PLAIN and not (key and char == ":"):
+                self.at += 1
+            else:
+                break
+        return self.at > start
+
+
 def _elements(value: str) -> list[str]:
     """``value`` cut at each comma outside any brackets, quotes or ``${...}``, and not
     escaped (Hydra's ``1,2``); whole when Hydra cannot read its quotes."""

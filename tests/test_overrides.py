@@ -77,6 +77,37 @@ def test_a_value_is_a_sweep_exactly_when_hydra_reads_one(value: str) -> None:
     assert read.sweep == hydra.is_sweep_override()
 
 
+GRAMMAR_PARTS = [
+    *VALUE_PARTS, "'a'", "[1, 2]", "{a: b}", "${x}", "\\ ", "\t", "#", "!", "é", "a b", "})",
+    "foo(", "-", "/", "@", "|", "*",
+]  # fmt: skip
+
+
+@settings(max_examples=6000, deadline=None)
+@given(st.lists(st.sampled_from(GRAMMAR_PARTS), max_size=9).map("".join))
+@example("[a,b")  # each of these passed validate, and failed when the job started
+@example("a)")
+@example("#x")
+@example("$(id)")
+@example("café")
+@example("[a] ")
+@example("'a' ,'b'")
+@example("foo(1)")
+def test_a_value_hydra_cannot_read_is_one_taospec_calls_misread(value: str) -> None:
+    read = override(f"train.lr={value}")
+    assert read is not None
+    why = overrides.misread(read.value)
+    try:
+        PARSER.parse_override(f"train.lr={value}")
+        refused = ""
+    except HydraException as error:
+        refused = str(error)
+    if not refused:
+        assert why is None, why
+    elif "while evaluating" not in refused or "Unknown function" in refused:
+        assert why is not None, refused  # what a function makes of its arguments is its own
+
+
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(KEY_PARTS), max_size=8).map("".join))
 @example("0.a=")
@@ -723,6 +754,42 @@ def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
         assert "reads this value as a sweep over several values" in done.stderr
         multirun = "Hydra's multirun (-m) takes, running the values one after another"
         assert (multirun in done.stderr) == ("-m" in command), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("word", "said"),
+    [
+        ("x=[a,b", "at its end: a comma, or the ] that closes the ["),
+        ("x=a)", "at ')' (character 2): a value ends here"),
+        ("train.loss=$(id)", "at '(' (character 2): a value ends here"),
+        ("x=#x", "at '#' (character 1): Hydra reads unquoted text of ASCII letters"),
+        ("x=café", "at 'é' (character 4): Hydra reads unquoted text"),
+        ("x=foo(1)", "Hydra has no function foo"),
+        ("x=\"{'a':1}\"", "a key of the mapping, unquoted"),  # TAO's split leaves the '
+        ("x='café'", "at 'é' (character 4)"),  # and takes these away
+        ("x=\"'café'\"", ""),
+        ("x=int(1)", ""),
+        ("'x={a: [1, 2]}'", ""),
+        ("x=${y}z", ""),
+        ("results_dir={results_dir}", ""),
+    ],
+)
+def test_a_value_hydra_s_grammar_cannot_read_is_refused_at_the_command(
+    taospec: Runner, tmp_path: Path, word: str, said: str
+) -> None:
+    # validate passed each, where a sweep in the same place was refused, and the job
+    # stopped at Hydra's OverrideParseException once it had started
+    file = dino_job(tmp_path, ["dino", "train", "-e", "{config_path}", word])
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    if said:
+        assert f"{file}:6:" in done.stderr
+        assert f"$.command[4]: {word!r}" in done.stderr
+        assert (
+            "Hydra, which reads the words after -e {config_path} as overrides of the spec, "
+            "cannot read this value"
+        ) in done.stderr
+        assert said in done.stderr
 
 
 @dataclasses.dataclass
