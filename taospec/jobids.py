@@ -10,6 +10,8 @@ import os
 import re
 
 _MINT_PART_LENGTH = 64
+"""Most characters of arch or action in a minted id, so its file name stays far below
+the 255 bytes a file name may have (the recorder does not cut them)."""
 _SUFFIX_BYTES = 3
 
 

@@ -57,8 +57,6 @@ or basic (``20260101T083000Z``), to the hour, minute or second, with a decimal f
 of its last part (``.`` or ``,``), and ``Z``, ``+00:00``, ``+0000`` or ``+00``: the
 recorder writes ``+00:00`` with microseconds, and reads none, so a record another tool
 wrote may hold any of these."""
-"""Most characters of arch or action in a minted id, so its file name stays far below
-the 255 bytes a file name may have (the recorder does not cut them)."""
 
 _REQUIRED_KEYS = (
     "schema_version",
