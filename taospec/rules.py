@@ -585,13 +585,6 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
         elif id(passed) in unread:
             fix = _whole(passed.word) if passed.split else _TAO_SETTINGS
             yield source.problem(at, f"{passed.shown}: {unread[id(passed)]}; {fix}")
-        elif read is not None and (misread := overrides.misread(read.value)):
-            yield source.problem(
-                at,
-                f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
-                f"overrides of the spec, cannot read this value, and TAO's run stops there: "
-                f"{misread}",
-            )
         elif read is not None and read.sweep:
             text = shlex.quote(f"{read.key}={read.value}".replace(",", "\\,"))
             how = (
@@ -605,6 +598,13 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
                 "overrides of the spec, reads this value as a sweep over several values, "
                 f"which {sweeps}; {how}",
+            )
+        elif read is not None and (misread := overrides.misread(read.value)):
+            yield source.problem(
+                at,
+                f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
+                f"overrides of the spec, cannot read this value, and TAO's run stops there: "
+                f"{misread}",
             )
 
 

@@ -765,6 +765,7 @@ def test_a_sweep_given_to_any_tao_entrypoint_is_refused(
         ("x=#x", "at '#' (character 1): Hydra reads unquoted text of ASCII letters"),
         ("x=café", "at 'é' (character 4): Hydra reads unquoted text"),
         ("x=foo(1)", "Hydra has no function foo"),
+        ("train.gpu_ids=[0,]", "at ']' (character 4): a value, which is missing"),
         ("x=\"{'a':1}\"", "a key of the mapping, unquoted"),  # TAO's split leaves the '
         ("x='café'", "at 'é' (character 4)"),  # and takes these away
         ("x=\"'café'\"", ""),
@@ -966,7 +967,6 @@ def test_an_override_of_the_gpu_count_must_agree_with_gpus(
         (["+train.cuda_blocking=true", "train.num_gpus=2"], "", 2),
         (["train.gpu_ids='[0,1]'"], "", 5),  # the literal is the text '[0,1]', 5 long
         (["train.num_gpus='2'"], "", None),  # int("'2'") fails
-        (["train.gpu_ids=[0,]"], "", 1),
         (["train.gpu_ids=[0]", "results_dir={results_dir}"], "", 1),
         (["train.gpu_ids={job_id}"], "", 2),  # known once the plan fills it: left to TAO
         # otherwise from the spec's train section: num_gpus (taospec's, from gpus:), gpu_ids
@@ -1245,7 +1245,7 @@ def test_a_job_naming_tao_deploy_s_image_has_its_words_read_as_bash_reads_them(
         tmp_path / "versions.yaml",
         "images:\n  tao_toolkit:\n    deploy: nvcr.io/nvidia/tao/tao-toolkit:7.1.0-deploy\n",
     )
-    command = ["dino", "gen_trt_engine", "-e", "{config_path}", "gen_trt_engine.x=$(id)"]
+    command = ["dino", "gen_trt_engine", "-e", "{config_path}", "gen_trt_engine.x=$HOME"]
     file = write(
         tmp_path / "job.yaml",
         f"version: 1\nnetwork_arch: dino\naction: gen_trt_engine\nplatform: docker\n"
@@ -1253,7 +1253,7 @@ def test_a_job_naming_tao_deploy_s_image_has_its_words_read_as_bash_reads_them(
         f"command: {json.dumps(command)}\nspec: {{gen_trt_engine: {{x: 1}}}}\n",
     )
     done = taospec("validate", file)
-    said = "$.command[4]: 'gen_trt_engine.x=$(id)': TAO Deploy's entrypoint runs the words"
+    said = "$.command[4]: 'gen_trt_engine.x=$HOME': TAO Deploy's entrypoint runs the words"
     assert (said in done.stderr) == refused, done.stderr
     assert done.returncode == (2 if refused else 0), done.stderr
 
