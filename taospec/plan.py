@@ -137,6 +137,8 @@ class Plan:
     they show: ``notifier``, the argument list that runs on this machine when the
     job ends (its ``notify:``, else ``$TAOSPEC_NOTIFY``), and ``retry_max``, the
     retries (``retry: {max}``) its chain may be given for an ``ERR_INFRA`` end.
+    ``file`` is the job file as the command line named it (``s.yaml``, ``./s.yaml``),
+    which is not what runs either.
     """
 
     file: str
@@ -186,7 +188,7 @@ class Plan:
         """SHA-256 of the plan with the job id abstracted: equal plans, equal digests."""
         abstract = self.with_placeholder_id()
         data = {name: getattr(abstract, name) for name in _FIELDS[Plan]}
-        del data["reactions"], data["notifier"], data["retry_max"]
+        del data["reactions"], data["notifier"], data["retry_max"], data["file"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_fields_of)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -140,6 +140,25 @@ def test_three_stages_run_once_in_order_then_everything_is_up_to_date(
     }
 
 
+def test_a_job_file_named_another_way_is_the_same_target(
+    taospec: Runner, three: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    # the plan's digest held the file as the command line named it: run ./pipeline.yaml
+    # after run pipeline.yaml ran every target again, and a job still running was not seen
+    first = taospec("run", three)
+    assert first.returncode == 0, first.stderr
+    opened = len(journal(state_dir))
+    inside = Runner(taospec.env, tmp_path)
+    for named in ("pipeline.yaml", "./pipeline.yaml", f"{tmp_path}/./pipeline.yaml"):
+        assert inside("run", "--check", named).returncode == 0, named
+        assert set(decisions(inside, Path(named)).values()) == {
+            f"skip up to date (job {line.split()[0]})" for line in first.stdout.splitlines()
+        }
+    again = inside("run", "./pipeline.yaml")
+    assert (again.returncode, again.stdout) == (0, "")
+    assert len(journal(state_dir)) == opened
+
+
 def test_changing_an_input_reruns_that_stage_and_its_dependents_only(
     taospec: Runner, three: Path, tmp_path: Path
 ) -> None:
