@@ -781,6 +781,12 @@ def test_list_is_newest_first_with_state_filter_and_limit(ledger: Ledger) -> Non
         ledger.list(limit=-1)
 
 
+def test_a_limit_past_what_a_list_can_hold_lists_every_record(ledger: Ledger) -> None:
+    # ls --limit 9223372036854775808 ended in a traceback (islice takes no such stop)
+    ids = [open_job(ledger).id for _ in range(2)]
+    assert [r.id for r in ledger.list(limit=2**63)] == ids[::-1]
+
+
 def test_list_with_a_small_limit_reads_only_the_newest_records(ledger: Ledger) -> None:
     ids = [open_job(ledger).id for _ in range(5)]
     (Path(ledger.jobs_dir) / f"{ids[0]}.json").write_text("garbage")

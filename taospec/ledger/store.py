@@ -456,7 +456,7 @@ class Ledger:
             raise InvalidInput(f"limit must not be negative, got {limit}")
         newest = self._newest_first(warn)
         matching = (r for r in newest if state is None or r.state == state)
-        return list(itertools.islice(matching, limit))
+        return list(itertools.islice(matching, None if limit is None else min(limit, sys.maxsize)))
 
     def files(self) -> Iterator[tuple[str, object]]:
         """Every ``*.json`` file in name order, with its JSON as read (any JSON value) or the
