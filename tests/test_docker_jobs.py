@@ -742,17 +742,26 @@ def test_a_follow_shows_a_progress_bar_before_its_line_ends(
     a_follow_shows_the_bar_as_it_is_redrawn(taospec, job_id, steps, opened, open_tmp)
 
 
-def test_logs_of_a_container_removed_outside_taospec_exit_1_with_why(
+def test_logs_of_a_container_removed_outside_taospec_exit_2_with_why(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:
-    # docker logs said "No such container" and taospec logs exited 0
+    # docker logs said "No such container" and taospec logs exited 0; then 1, which says
+    # the job failed, of a job that COMPLETED too: what it says is that nothing can be read
     spec = job_file(open_tmp, engine, "sh -c 'echo hi; sleep 300'")
     job_id = taospec("run", "--detach", spec).stdout.strip()
     docker("rm", "-f", job_id)
     shown = taospec("logs", job_id)
-    assert shown.returncode == 1, shown.stderr
+    assert shown.returncode == 2, shown.stderr
     assert "No such container" in shown.stdout + shown.stderr
     assert f"{job_id}: its output could not be read (docker exited 1)" in shown.stderr
+    done = taospec("run", job_file(open_tmp, engine, "echo hi"))
+    assert done.returncode == 0, done.stderr
+    completed = done.stdout.split()[0]
+    docker("rm", "-f", completed)
+    for argv in (("logs", completed), ("logs", "-f", completed)):
+        shown = taospec(*argv)
+        assert shown.returncode == 2, (argv, shown.stderr)
+        assert f"{completed}: its output could not be read (docker exited 1)" in shown.stderr
 
 
 def a_look_hands_on_each_line_as_docker_logs_gives_it(

@@ -11,7 +11,7 @@ from typing import NoReturn, TextIO
 
 from taospec import plantext, platforms, proc, progress, retrying
 from taospec.commands.session import ledger_for, say, shown_data
-from taospec.errors import EXIT_JOB_FAILED, EXIT_OK, InvalidInput
+from taospec.errors import EXIT_INVALID, EXIT_JOB_FAILED, EXIT_OK, InvalidInput
 from taospec.executor import cancel_job
 from taospec.ledger import Ledger, Record
 from taospec.lint import redacted
@@ -133,7 +133,8 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     """Print the job's output (redacted); with ``follow``, until the job ends, then exit 0
     when it completed and 1 when it ended otherwise (ERROR, CANCELED). A follow whose output
     stops while the job has not ended (its backend stopped answering, or what read the
-    output died) is refused (exit 2): the job may still be running."""
+    output died) is refused (exit 2): the job may still be running; so is a read that
+    fails (its container removed), which says nothing of how the job ended."""
 
     ledger, record, _ = ledger_for(job_id)
     cannot = f"cannot read the output of {job_id}"
@@ -162,7 +163,7 @@ def logs(job_id: str, *, tail: int | None = None, follow: bool = False) -> int:
     if code != 0:  # what the backend said is printed above, or here
         answered(module.status(record, sidecar), cannot)  # a job that ended: is it the engine?
         say(f"{job_id}: its output could not be read ({how})")
-        return EXIT_JOB_FAILED
+        return EXIT_INVALID  # as for a log that is gone: it says nothing of how the job ended
     if ended is None or ended.state == COMPLETE:
         return EXIT_OK
     say(f"{job_id} ended {ended.state}" + (f" ({ended.err_class})" if ended.err_class else ""))
