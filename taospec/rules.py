@@ -539,6 +539,10 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     a setting TAO sets again: :func:`overrides.unrun`), or a value Hydra reads as a sweep."""
     at: JsonPath = ("command",)
     given = command_overrides(source.data)
+    image = source.data.get("image")
+    # Hydra gets the words as written, unless TAO Deploy's bash reads them first (its image,
+    # or one a versions key or a skill names: judged where the image is known)
+    plain = isinstance(image, str) and not tao_deploy(image)
     unread = {id(each): why for each, why in overrides.unread(given)}
     unrun: dict[int, list[str]] = {}
     for each, why in () if unread else overrides.unrun(given):
@@ -599,7 +603,11 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                 "overrides of the spec, reads this value as a sweep over several values, "
                 f"which {sweeps}; {how}",
             )
-        elif read is not None and (misread := overrides.misread(read.value)):
+        elif (
+            read is not None
+            and (plain or _BASH_PLAIN.fullmatch(passed.word))
+            and (misread := overrides.misread(read.value))
+        ):
             yield source.problem(
                 at,
                 f"{passed.shown}: Hydra, which reads the words after -e {{config_path}} as "
