@@ -836,6 +836,33 @@ def test_the_output_kept_by_prune_is_redacted_a_whole_line_at_a_time(
     assert [live.stdout, kept.stdout] == ["out=<redacted>\n"] * 2
 
 
+def test_the_output_kept_by_prune_and_cancel_holds_the_lines_logs_showed(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # the copy was all of stdout, then all of stderr: an unended stdout line took the first
+    # stderr line into it ("partialerr1"), and logs of the copy showed other lines than before
+    command = "sh -c 'echo out1; printf partial; echo err1 >&2; echo err2 >&2'"
+    done = taospec("run", job_file(open_tmp, engine, command))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    live = taospec("logs", job_id).stdout
+    assert taospec("prune").returncode == 0
+    kept = taospec("logs", job_id).stdout
+    assert (
+        sorted(kept.splitlines())
+        == sorted(live.splitlines())
+        == sorted(["out1", "partial", "err1", "err2"])
+    )
+    assert kept.endswith("\npartial")  # a line not ended comes last, as logs shows it
+    script = "echo early >&2; printf step; sleep 0.3; echo late >&2; sleep 300"
+    started = taospec("run", "-d", job_file(open_tmp, engine, f"sh -c {shlex.quote(script)}"))
+    job_id = started.stdout.strip()
+    _wait_for(lambda: docker("logs", job_id).stderr == "early\nlate\n")
+    assert taospec("cancel", job_id).returncode == 0
+    kept = taospec("logs", job_id).stdout
+    assert sorted(kept.splitlines()) == ["early", "late", "step"], kept
+
+
 def test_the_tail_of_a_huge_kept_output_reads_its_end_alone(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

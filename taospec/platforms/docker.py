@@ -1106,16 +1106,19 @@ def prune(record: Record, sidecar: Mapping[str, object], *, dry_run: bool) -> st
 
 def _keep_output(record: Record, sidecar: Mapping[str, object]) -> Path | str | None:
     """Copy the container's output to ``<results_dir>/taospec.log`` (owned like the folder),
-    where ``logs`` reads it once the container is gone: the copy's path; what ``docker logs``
-    said when it failed; None when the results directory is not on this machine."""
+    where ``logs`` reads it once the container is gone, its lines in the order ``logs`` shows
+    them: the copy's path; what ``docker logs`` said when it failed; None when the results
+    directory is not on this machine."""
     results = Path(record.results_dir)
     if not on_this_machine(sidecar) or not results.is_dir():
         return None
-    out = proc.run(["docker", "logs", record.id], extra_env=engine_env(sidecar), check=False)
-    if not out.ok:
-        return out.stderr.strip()
+    read = _reader(record.id, engine_env(sidecar))
+    lines: list[str] = []  # as logs shows them: a line of one stream never breaks the other's
+    code = read_lines_through(lambda out, err: read(None, out, err), lines.append, False)
+    if code != 0:
+        return f"docker logs {proc.how_it_ended(code)}: {''.join(lines[-3:]).strip()}"
     target = results / LOG_FILE
-    write_atomic(target, (out.stdout + out.stderr).encode(), mode=0o644)
+    write_atomic(target, "".join(lines).encode(), mode=0o644)
     owner = results.stat()
     os.chown(target, owner.st_uid, owner.st_gid)
     return target
