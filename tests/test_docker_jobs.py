@@ -863,6 +863,23 @@ def test_the_output_kept_by_prune_and_cancel_holds_the_lines_logs_showed(
     assert sorted(kept.splitlines()) == ["early", "late", "step"], kept
 
 
+def test_prune_of_a_job_whose_results_folder_is_gone_says_so_and_what_to_do(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # it said the folder "is not on this machine", of a folder removed from this machine
+    done = taospec("run", job_file(open_tmp, engine, "echo hi"))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    shutil.rmtree(open_tmp / "results" / job_id)
+    pruned = taospec("prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"{job_id}: kept: its results directory {open_tmp}/results/{job_id} is gone" in (
+        pruned.stderr
+    )
+    assert f"or remove the container with its output: docker rm {job_id}" in pruned.stderr
+    assert docker("inspect", "--type", "container", job_id).returncode == 0
+
+
 def test_the_tail_of_a_huge_kept_output_reads_its_end_alone(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

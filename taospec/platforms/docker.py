@@ -1093,8 +1093,14 @@ def prune(record: Record, sidecar: Mapping[str, object], *, dry_run: bool) -> st
     if native not in ("exited", "dead", "created"):
         return f"kept: the container is {native}"
     results = Path(record.results_dir)
-    if not on_this_machine(sidecar) or not results.is_dir():
+    if not on_this_machine(sidecar):
         return f"kept: the results directory {record.results_dir} is not on this machine"
+    if not results.is_dir():
+        return (
+            f"kept: its results directory {record.results_dir} is gone, so its output has "
+            f"nowhere to be kept; make that folder again (logs then reads the copy), or "
+            f"remove the container with its output: docker rm {record.id}"
+        )
     if dry_run:
         return f"would copy its output to {results / LOG_FILE} and remove the container"
     kept = _keep_output(record, sidecar)
