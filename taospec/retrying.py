@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from taospec import settings
 from taospec.diagnose import INFRA
@@ -20,6 +21,7 @@ from taospec.errors import InvalidInput
 from taospec.executor import Progress, Submission, claimed_gpus, submit
 from taospec.fingerprint import Index
 from taospec.ledger import Ledger, Record
+from taospec.ledger.record import instant
 from taospec.plan import plan_from_json, stored_plan
 from taospec.states import COMPLETE, ERROR
 
@@ -60,12 +62,12 @@ def earlier(ledger: Ledger, record: Record) -> list[Record]:
 
 def retried_by(ledger: Ledger, job_id: str) -> list[Record]:
     """The jobs that retry ``job_id`` directly, oldest first."""
-    return sorted((r for r in ledger.list() if r.retry_of == job_id), key=lambda r: r.submitted_at)
+    return sorted((r for r in ledger.list() if r.retry_of == job_id), key=_submitted)
 
 
 def later(ledger: Ledger, job_id: str) -> list[Record]:
-    """The jobs that retry ``job_id``, directly or not, each job's retries oldest first after
-    it (the ledger is read once)."""
+    """The jobs that retry ``job_id``, directly or not, earliest first (the ledger is read
+    once)."""
     by_parent: dict[str, list[Record]] = {}
     for found in ledger.list():
         if found.retry_of:
@@ -74,16 +76,20 @@ def later(ledger: Ledger, job_id: str) -> list[Record]:
     seen = {job_id}
     frontier = [job_id]
     while frontier:
-        for child in sorted(by_parent.get(frontier.pop(0), []), key=lambda r: r.submitted_at):
+        for child in by_parent.get(frontier.pop(0), []):
             if child.id not in seen:
                 seen.add(child.id)
                 out.append(child)
                 frontier.append(child.id)
-    return out
+    return sorted(out, key=_submitted)
+
+
+def _submitted(record: Record) -> datetime:
+    return instant(record.submitted_at)
 
 
 def chain(ledger: Ledger, record: Record) -> list[Record]:
-    """Every job of ``record``'s chain, earliest first (later retries after each job)."""
+    """Every job of ``record``'s chain, earliest first."""
     return [*earlier(ledger, record), record, *later(ledger, record.id)]
 
 

@@ -264,6 +264,19 @@ def test_a_chain_holds_at_most_ten_retries(taospec: Runner, state_dir: Path, sha
     assert len(list((state_dir / "jobs").glob("*.json"))) == MAX_CHAIN + 1
 
 
+def test_a_chain_is_shown_earliest_first(taospec: Runner, state_dir: Path) -> None:
+    # retries of retries were listed after every retry of the job before them, whenever
+    # they were submitted
+    ledger = Ledger(state_dir)
+    first = _failed_job(ledger, state_dir, None)
+    early = _failed_job(ledger, state_dir, first)
+    of_early = _failed_job(ledger, state_dir, early)
+    late = _failed_job(ledger, state_dir, first)
+    shown = taospec("show", "--json", first)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["retry_chain"] == [first, early, of_early, late]
+
+
 def test_notify_and_retry_do_not_change_the_plan_digest(tmp_path: Path) -> None:
     plain = render(load_job(job_file(tmp_path, "true")))
     reacting = render(load_job(job_file(tmp_path, "true", notify="'echo done'", retry="{max: 3}")))
