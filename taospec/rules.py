@@ -536,7 +536,8 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
     of a config group (Hydra's own ``hydra/...`` aside), one Hydra's argument parser
     refuses (an option it has not, a word that is no override: :func:`overrides.unread`),
     one with which TAO's run does other than run the action as the job shows it (help,
-    a setting TAO sets again: :func:`overrides.unrun`), or a value Hydra reads as a sweep."""
+    a setting TAO sets again: :func:`overrides.unrun`), a value Hydra reads as a sweep, or
+    one its override grammar cannot read (:func:`overrides.misread`)."""
     at: JsonPath = ("command",)
     given = command_overrides(source.data)
     image = source.data.get("image")

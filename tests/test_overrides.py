@@ -32,7 +32,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import HydraException
-from hypothesis import assume, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -252,7 +252,9 @@ def test_a_word_is_refused_exactly_where_hydra_s_argument_parser_refuses_it(
         assert overrides.multirun(given_words) == read.multirun
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(  # most lists of these words are ones Hydra's parser refuses, which assume() drops
+    max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.filter_too_much]
+)
 @given(
     st.lists(st.sampled_from([*HYDRA_WORDS, "hydra.run.dir=x", "hydra/job_logging=x"]), max_size=6)
 )
