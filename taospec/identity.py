@@ -62,7 +62,7 @@ def parse_user(text: str) -> Identity:
     """An explicit ``UID:GID``; its name is ``u<UID>`` so plans do not depend on /etc/passwd."""
     ids = USER_IDS.fullmatch(text)
     if ids is None:
-        raise InvalidInput(f"--user {text!r}: expected UID:GID, e.g. 1000:1000")
+        raise InvalidInput(f"--user {text!r}: expected UID:GID, e.g. 1000:1000", key=("user",))
     uid = int(ids[1])
     return Identity(uid, int(ids[2]), (), f"u{uid}")
 

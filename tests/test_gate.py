@@ -1156,7 +1156,7 @@ def test_a_refusal_only_rendering_can_make_is_located_by_render_run_and_validate
     [
         ("docker", "3000000000:1000", "--user 3000000000:1000 holds an id past 2,147,483,647"),
         ("local", "99999999999:1", "--user 99999999999:1 holds an id past 4,294,967,294"),
-        ("docker", "\uff11\uff10\uff10\uff10:1000", "expected UID:GID, e.g. 1000:1000"),
+        ("docker", "\uff11\uff10\uff10\uff10:1000", ":7:7: $.user: --user '\uff11\uff10"),
         ("slurm", "1000:1000", "--user 1000:1000: a Slurm job runs as the account that submits"),
     ],
     ids=["past-docker", "past-linux", "full-width-digits", "slurm"],
