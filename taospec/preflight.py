@@ -28,7 +28,7 @@ from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, closed_folder, input_files, status, unreadable
 from taospec.jobids import mint_source, minted_form
-from taospec.plan import upstream_stand_ins
+from taospec.plan import Plan, upstream_stand_ins
 from taospec.yamlsrc import MergedSource, Source
 
 TOOLS = {"docker": ("docker",), "brev": ("brev",), "local": ()}
@@ -175,6 +175,48 @@ def extra_host_paths(job: Job, source: Source) -> list[Problem]:
             continue
         problems.append(source.problem(("docker", "extra_args", index), f"{flag} {value}: {said}"))
     return problems
+
+
+class Absent(NamedTuple):
+    """A path of this machine a stored plan names that is not here: ``option`` names it,
+    ``found`` is the kernel's reason when it gave one, ``docker`` how docker run takes it."""
+
+    option: str
+    path: str
+    found: str | None
+    docker: str
+
+
+def stored_launch_absent(plan: Plan) -> list[Absent]:
+    """The paths of this machine that a stored docker plan's launch mounts or passes as a
+    device (``-v``, ``--mount type=bind``, ``--device``...: its ``mounts`` and
+    ``docker.extra_args``, and the upstream results a pipeline target mounts) and that are
+    not here, where its engine runs; none when the engine is elsewhere. A path that holds
+    a stand-in (its own results folder, which the plan makes) is not asked about."""
+    host = plan.backend_value("docker_host") or ""
+    if (
+        plan.platform != "docker"
+        or plan.backend_value("docker_context")
+        or (host and not host.startswith("unix://"))
+    ):
+        return []
+    absent = []
+    for step in plan.steps:
+        if step.name != "launch" or step.argv[:2] != ("docker", "run"):
+            continue
+        for _, flag, value in rules.docker_options(step.argv[2:], until_image=True):
+            path = rules.bind_source(flag, value) or rules.device_path(flag, value)
+            if path is None or "\x00" in path:
+                continue
+            found = status(path)
+            if not isinstance(found, os.stat_result):
+                docker = _MISSING_REFUSED.get(
+                    flag,
+                    "the Docker engine would make it an empty "
+                    "root-owned folder and the job would see no data",
+                )
+                absent.append(Absent(f"{flag} {value}", path, found, docker))
+    return absent
 
 
 _MISSING_REFUSED = {

@@ -1438,12 +1438,18 @@ def _wants_value(word: str, flag: str, value: str) -> bool:
     return flag[1] not in DOCKER_SHORT_FLAGS
 
 
-def docker_options(words: Sequence[str]) -> Iterator[tuple[int, str, str]]:
+def docker_options(
+    words: Sequence[str], *, until_image: bool = False
+) -> Iterator[tuple[int, str, str]]:
     """Each option ``words`` (``docker.extra_args``) give ``docker run``, with its value and
-    the index of the word that names it, read as :func:`_options` reads each word."""
+    the index of the word that names it, read as :func:`_options` reads each word;
+    ``until_image``: ``words`` are those after ``docker run``, whose options end at the first
+    word that is none (the image) or at ``--``."""
     index = 0
     while index < len(words):
         at = index
+        if until_image and (words[index] == "--" or not words[index].startswith("-")):
+            return
         following = words[index + 1] if index + 1 < len(words) else None
         options, index = _options(words[index], following), index + 1
         for flag, value, took_next in options:

@@ -22,7 +22,9 @@ import pytest
 from taospec.errors import InvalidInput
 from taospec.ledger import Ledger
 from taospec.pipeline import busy_line
+from taospec.plan import plan_from_json
 from taospec.platforms import render
+from taospec.preflight import stored_launch_absent
 from taospec.retrying import MAX_CHAIN, backoff, backoff_first
 from taospec.states import ERROR
 from tests.conftest import Runner, load_job, spawn, taospec_command, write
@@ -210,6 +212,76 @@ def test_retry_of_a_docker_job_refuses_a_results_root_that_is_a_file(
     engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, containers_removed: None
 ) -> None:
     _retry_into_a_file(taospec, docker_job_file(tmp_path, engine, "sh -c 'exit 3'"), state_dir)
+
+
+@pytest.mark.engine
+def test_retry_of_a_docker_job_refuses_a_mount_source_that_is_gone(
+    engine: str, taospec: Runner, tmp_path: Path, state_dir: Path, containers_removed: None
+) -> None:
+    """The job's data folder is moved after it failed: the retry, which runs the plan as it
+    was stored, would have the engine mount an empty root-owned folder in its place; it is
+    refused before any record opens, and nothing is made there."""
+    data = tmp_path / "data"
+    data.mkdir()
+    mounts = f"[{{source: {data}, target: /data, readonly: true}}]"
+    spec = docker_job_file(tmp_path, engine, "sh -c 'ls /data; exit 3'", mounts=mounts)
+    failed = taospec("run", spec)
+    assert failed.returncode == 1, failed.stderr
+    first_id = failed.stdout.split()[0]
+    data.rename(tmp_path / "moved")
+    refused = taospec("retry", first_id)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"taospec: {first_id}: its plan needs what is not here: {data} (-v {data}:/data:ro) "
+        "does not exist on this machine, and the Docker engine would make it an empty "
+        "root-owned folder and the job would see no data. A retry runs the plan as it was "
+        "stored: restore it and retry, or run the job file again\n"
+    )
+    assert not data.exists()
+    assert [p.stem for p in _records(state_dir)] == [first_id]  # no record was opened
+    (tmp_path / "moved").rename(data)
+    retried = taospec("retry", first_id)
+    assert retried.returncode == 1, retried.stderr  # it ran again, and failed as the job does
+    assert record(state_dir, retried.stdout.split()[0])["retry_of"] == first_id
+
+
+def test_the_paths_a_stored_docker_launch_needs_are_read_from_its_options_alone(
+    tmp_path: Path,
+) -> None:
+    """Bind sources and devices of ``mounts`` and ``docker.extra_args`` (any case of a
+    ``--mount`` key), read up to the image: the command's own words are not docker's; the
+    job's results folder, which the plan makes, and a present path are not asked about."""
+    here = tmp_path / "here"
+    here.mkdir()
+    gone = tmp_path / "gone"
+    options = [
+        f"-v={gone}/a:/a",
+        "--mount",
+        f"type=bind,SRC={gone}/b,dst=/b",
+        f"--device={gone}/c",
+        f"--volume={here}:/here",
+        "-v",
+        "named:/named",
+    ]
+    spec = docker_job_file(
+        tmp_path,
+        "busybox:1",
+        f"sh -c 'echo -v {gone}/d:/d'",
+        mounts=f"[{{source: {gone}/e, target: /e}}]",
+    )
+    text = spec.read_text().replace("docker: {", f"docker: {{extra_args: {json.dumps(options)}, ")
+    spec.write_text(text)
+    plan = plan_from_json(render(load_job(spec)).to_json())
+    absent = stored_launch_absent(plan)
+    assert [(a.option.split()[0], a.path, a.found) for a in absent] == [
+        ("-v", f"{gone}/e", None),
+        ("-v", f"{gone}/a", None),
+        ("--mount", f"{gone}/b", None),
+        ("--device", f"{gone}/c", None),
+    ]
+    assert absent[2].docker == "docker run refuses a bind mount whose source is missing"
+    remote = plan_from_json({**plan.to_json(), "backend": [["docker_host", "ssh://gpu-box"]]})
+    assert stored_launch_absent(remote) == []
 
 
 def test_retry_keeps_a_passed_value_out_of_the_record_it_finds_ended(

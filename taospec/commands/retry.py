@@ -6,7 +6,8 @@ is reacted to as its plan's reactions say, as ``taospec run`` does: an ``ERR_INF
 is retried as the plan's ``retry_max`` allows, and the plan's notifier runs once, for the
 job that ends the chain.
 A job that has not ended, one that COMPLETED, a chain that already holds
-ten retries, and a results_root that is not a folder here (``run``'s own check)
+ten retries, a results_root that is not a folder here (``run``'s own check) and a path
+its launch mounts that is gone (a moved data folder, pruned upstream results)
 are refused (exit 2), before any record opens. So is a retry while another job of the
 same plan is under way (``run``'s refusal, decided in the same critical section as a
 launch of ``run``: :func:`taospec.pipeline.deciding`), unless ``force`` (``-B``); a retry
@@ -144,7 +145,9 @@ def _refuse_missing(record: Record, stored: object) -> None:
             "set it; export it before retrying (the value is never written down)"
         )
     if isinstance(stored, dict):  # else resubmit refuses it: no stored plan
-        _refuse_results_root(record.id, plan_from_json(stored))
+        plan = plan_from_json(stored)
+        _refuse_results_root(record.id, plan)
+        _refuse_absent(record.id, plan)
 
 
 def _decided(
@@ -228,6 +231,25 @@ def _refuse_results_root(job_id: str, plan: Plan) -> None:
     if why:
         fix = preflight.unusable_root_fix(root, retry=True)
         raise InvalidInput(f"{job_id}: {why}, and a retry makes its own there: {fix}, then retry")
+
+
+def _refuse_absent(job_id: str, plan: Plan) -> None:
+    """Refuse, before a record opens, a retry whose launch mounts a path of this machine that
+    is gone (a data folder moved, the upstream results of a pipeline target pruned): ``run``
+    refuses such a job file, and the retry runs the stored plan, which names it still."""
+    absent = preflight.stored_launch_absent(plan)
+    if not absent:
+        return
+    said = [
+        f"{a.path} ({a.option}) cannot be looked up on this machine ({a.found})"
+        if a.found
+        else f"{a.path} ({a.option}) does not exist on this machine, and {a.docker}"
+        for a in absent
+    ]
+    raise InvalidInput(
+        f"{job_id}: its plan needs what is not here: {'; '.join(said)}. A retry runs the "
+        "plan as it was stored: restore it and retry, or run the job file again"
+    )
 
 
 def _follow(ledger: Ledger, record: Record) -> Record:
