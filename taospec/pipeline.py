@@ -59,7 +59,15 @@ from taospec.lint import redacted
 from taospec.plan import Plan, upstream_stand_ins
 from taospec.platforms import render
 from taospec.polling import poll
-from taospec.retrying import BACKOFF_FIRST, MAX_CHAIN, backoff, earlier, resubmit, retryable
+from taospec.retrying import (
+    BACKOFF_FIRST,
+    MAX_CHAIN,
+    backoff,
+    earlier,
+    full,
+    resubmit,
+    retryable,
+)
 from taospec.states import CANCELED, COMPLETE, ERROR, FAILED, PENDING, RUNNING, UNKNOWN, Status
 from taospec.yamlsrc import Source
 
@@ -639,7 +647,7 @@ class Build:
         if retries >= wanted:
             board.say(f"{target.name}: {record.id} {failed}; no retries left (max {wanted})")
             return False
-        if len(earlier(self.ledger, record)) >= MAX_CHAIN:
+        if full(self.ledger, record):
             board.say(
                 f"{target.name}: {record.id} {failed}; its chain already holds {MAX_CHAIN} retries"
             )

@@ -93,6 +93,13 @@ def chain(ledger: Ledger, record: Record) -> list[Record]:
     return [*earlier(ledger, record), record, *later(ledger, record.id)]
 
 
+def full(ledger: Ledger, record: Record) -> bool:
+    """Whether ``record``'s chain holds :data:`MAX_CHAIN` retries, however they branch: the
+    retries of its first job, not only those ``record`` descends from."""
+    first = (earlier(ledger, record) or [record])[0]
+    return len(later(ledger, first.id)) >= MAX_CHAIN
+
+
 def retryable(record: Record) -> bool:
     """An infrastructure failure: a retry may cure it (a program failure would repeat)."""
     return record.state == ERROR and record.err_class == INFRA
@@ -106,8 +113,8 @@ def check(ledger: Ledger, record: Record) -> None:
         )
     if record.state == COMPLETE:
         raise InvalidInput(f"{record.id} COMPLETED; there is nothing to retry")
-    first = (earlier(ledger, record) or [record])[0]
-    if len(later(ledger, first.id)) >= MAX_CHAIN:  # retries of one job, however they branch
+    if full(ledger, record):
+        first = (earlier(ledger, record) or [record])[0]
         raise InvalidInput(
             f"the chain of {record.id} (from {first.id}) already holds {MAX_CHAIN} retries, "
             f"the most a chain holds (taospec show {record.id} lists them)"

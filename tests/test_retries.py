@@ -336,6 +336,35 @@ def test_a_chain_holds_at_most_ten_retries(taospec: Runner, state_dir: Path, sha
     assert len(list((state_dir / "jobs").glob("*.json"))) == MAX_CHAIN + 1
 
 
+def test_a_retry_that_fills_its_branching_chain_ends_as_a_job_with_no_retries_left(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    """Retries of the job's other branches fill its chain to the cap with this retry: it is
+    not retried again (a retry of it would be refused), so it ends the chain. It was said to
+    be retried, the command exited 2 and its notifier never ran."""
+    seen = tmp_path / "notified"
+    notifier = json.dumps(f"echo $TAOSPEC_JOB_ID >> {seen}")
+    spec = job_file(tmp_path, "sh -c 'kill -TERM $$'", retry="{max: 2}", notify=notifier)
+    ran = taospec("run", spec)
+    assert ran.returncode == 1, ran.stderr
+    ledger = Ledger(state_dir)
+    first = record(state_dir, ran.stdout.split()[0])["retry_of"]
+    first = record(state_dir, first)["retry_of"]  # the job, and its two retries in a line
+    for _ in range(MAX_CHAIN - 3):
+        _failed_job(ledger, state_dir, first)
+    seen.unlink()
+    retried = taospec("retry", first)
+    assert retried.returncode == 1, retried.stderr
+    last = retried.stdout.split()[0]
+    assert record(state_dir, last)["retry_of"] == first
+    assert retried.stderr.endswith(
+        f"{last} ended ERROR ERR_INFRA; its chain already holds {MAX_CHAIN} retries\n"
+        f"{last}: ERROR ERR_INFRA\n"
+    )
+    assert seen.read_text() == f"{last}\n"
+    assert len(list((state_dir / "jobs").glob("*.json"))) == MAX_CHAIN + 1
+
+
 def test_a_chain_is_shown_earliest_first(taospec: Runner, state_dir: Path) -> None:
     # retries of retries were listed after every retry of the job before them, whenever
     # they were submitted

@@ -95,7 +95,7 @@ def retry(
                 current = _follow(ledger, current)
             retries = len(retrying.earlier(ledger, current))
             wait = retrying.backoff(retries + 1, first_wait) if failed else 0.0
-            if not _retrying(current, wanted, retries, submitting=bool(failed), wait=wait):
+            if not _retrying(ledger, current, wanted, retries, submitting=bool(failed), wait=wait):
                 break
             due = _waiting(ledger, current) if failed else nullcontext()
             record = current
@@ -193,7 +193,9 @@ def _refused(job_id: str, busy: Busy) -> int:
     return EXIT_INVALID
 
 
-def _retrying(record: Record, wanted: int, retries: int, *, submitting: bool, wait: float) -> bool:
+def _retrying(
+    ledger: Ledger, record: Record, wanted: int, retries: int, *, submitting: bool, wait: float
+) -> bool:
     """Whether the plan's ``retry: {max}`` (``wanted``) has ``record``, which ended (or whose
     submit failed), retried, as ``taospec run`` would: says so either way."""
     if not wanted or not retrying.retryable(record):
@@ -202,7 +204,7 @@ def _retrying(record: Record, wanted: int, retries: int, *, submitting: bool, wa
     if retries >= wanted:
         say(f"{how}; no retries left (max {wanted})")
         return False
-    if retries >= retrying.MAX_CHAIN:
+    if retrying.full(ledger, record):
         say(f"{how}; its chain already holds {retrying.MAX_CHAIN} retries")
         return False
     say(f"{how}; retry {retries + 1} of {wanted}" + (f" in {wait:g}s" if wait else ""))
