@@ -6,8 +6,9 @@ and ``set`` values, image reference, platform options), the image's digest
 where the engine already has it (``docker image inspect``; never a pull),
 the content of each of the target's ``inputs``, and the fingerprints of the
 targets it needs. YAML comments, key order and whitespace change none of
-these. Not covered: the content of mount sources and of files the command
-reads that are not listed in ``inputs``, and images on remote engines.
+these, nor does how an input's path is spelled (``./data/``, ``data``). Not
+covered: the content of mount sources and of files the command reads that
+are not listed in ``inputs``, and images on remote engines.
 
 The index under ``$TAO_STATE_DIR/taospec/`` maps fingerprints and targets to
 job ids, so a check costs a few small file reads whatever the ledger's size.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -117,11 +119,13 @@ def _sha256_json(parts: Mapping[str, object]) -> str:
 def compute(target: Target, plan: Plan, needs: Mapping[str, str]) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``, its image not yet known
     (:meth:`Fingerprint.with_image` adds it). An input that cannot be read is refused at
-    its key (``("inputs", index)``)."""
+    its key (``("inputs", index)``). Each input is named by its path as written, made plain
+    (:func:`os.path.normpath`): the name only pairs an input with its digest from run to
+    run, and the digest is of what the path holds now."""
     digests = {}
     for index, (text, path) in enumerate(zip(target.inputs, target.input_paths(), strict=True)):
         try:
-            digests[text] = hash_path(path)
+            digests[os.path.normpath(text)] = hash_path(path)
         except InvalidInput as refused:
             raise InvalidInput(f"{text}: {refused}", key=("inputs", index)) from None
     return Fingerprint(plan=plan.digest(), image=None, inputs=digests, needs=dict(needs))

@@ -207,6 +207,20 @@ def test_comments_key_order_and_whitespace_change_nothing(taospec: Runner, three
     assert taospec("run", "--check", three).returncode == 0
 
 
+def test_an_input_spelled_another_way_is_the_same_input(
+    taospec: Runner, three: Path, tmp_path: Path
+) -> None:
+    # `./data.txt` for `data.txt` was "input ./data.txt changed", and reran the stage
+    assert taospec("run", three).returncode == 0
+    text = three.read_text()
+    respelled = text.replace("[data.txt]", "[./data.txt]").replace("[train.cfg]", "[.//train.cfg]")
+    assert respelled != text
+    three.write_text(respelled)
+    assert taospec("run", "--check", three).returncode == 0
+    (tmp_path / "train.cfg").write_text("epochs: 2\n")  # its content is still what counts
+    assert decisions(taospec, three)["train"] == "run input train.cfg changed"
+
+
 def test_a_changed_command_is_a_changed_plan(taospec: Runner, three: Path) -> None:
     assert taospec("run", three).returncode == 0
     three.write_text(three.read_text().replace("wc -c", "wc -l"))
