@@ -863,6 +863,31 @@ def test_the_output_kept_by_prune_and_cancel_holds_the_lines_logs_showed(
     assert sorted(kept.splitlines()) == ["early", "late", "step"], kept
 
 
+def test_every_read_of_the_output_keeps_the_unended_line_of_each_stream_apart(
+    engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
+) -> None:
+    # logs joined stdout's unended line to stderr's ("abcdef"), and so did --tail 2, while
+    # logs -f showed them apart ("abc\ndef")
+    command = "sh -c 'echo one; printf abc; sleep 0.2; printf def >&2'"
+    done = taospec("run", job_file(open_tmp, engine, command))
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    shown = {
+        how: taospec("logs", *how.split(), job_id).stdout
+        for how in ("", "-f", "--tail 1", "--tail 2", "--tail 3", "-f --tail 2")
+    }
+    assert shown == {
+        "": "one\nabc\ndef",
+        "-f": "one\nabc\ndef",
+        "--tail 1": "def",
+        "--tail 2": "abc\ndef",
+        "--tail 3": "one\nabc\ndef",
+        "-f --tail 2": "abc\ndef",
+    }
+    assert taospec("prune").returncode == 0
+    assert taospec("logs", job_id).stdout == "one\nabc\ndef"  # the copy prune kept
+
+
 def test_prune_of_a_job_whose_results_folder_is_gone_says_so_and_what_to_do(
     engine: str, taospec: Runner, open_tmp: Path, state_dir: Path, cleanup
 ) -> None:

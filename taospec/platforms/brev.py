@@ -40,7 +40,13 @@ from taospec.lint import redacted
 from taospec.plan import Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms import docker
 from taospec.platforms.base import Launched, StepRunner, Write, last_lines
-from taospec.platforms.common import gpu_facts, read_lines_through, still_writing, while_writing
+from taospec.platforms.common import (
+    apart,
+    gpu_facts,
+    read_lines_through,
+    still_writing,
+    while_writing,
+)
 from taospec.states import UNKNOWN, Status
 
 if TYPE_CHECKING:  # only for annotations: rendering a plan never loads the ledger
@@ -580,7 +586,7 @@ def logs(
         for line in found.lines:
             _said(line)
         return found.code
-    for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
+    for line in apart(last_lines(while_writing(found.lines) if writing else found.lines, tail)):
         on_line(line)
     return found.code
 

@@ -261,9 +261,17 @@ def read_lines_through(read: Callable[[Write, Write], int], on_line: Write, writ
             unended.append(line)
 
     code = read(take, take)
-    for line in while_writing(unended) if writing else unended:
+    for line in apart(while_writing(unended) if writing else unended):
         on_line(line)
     return code
+
+
+def apart(lines: list[str]) -> list[str]:
+    """Output ``lines`` read as two streams, those they leave unended last (as
+    :func:`taospec.proc.stream` hands them on), as every read of a job's output shows
+    them, a follow's too: each but the last ended, so that the line one stream leaves
+    unended is not joined to the other's."""
+    return [line if line.endswith("\n") else f"{line}\n" for line in lines[:-1]] + lines[-1:]
 
 
 def while_writing(lines: list[str]) -> list[str]:

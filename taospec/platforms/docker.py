@@ -25,6 +25,7 @@ from taospec.plan import LOG_FILE, Context, Plan, Step, gpu_ids_note, job_plan
 from taospec.platforms.base import EndedFirst, Launched, StepRunner, Write, last_lines
 from taospec.platforms.common import (
     Redrawn,
+    apart,
     ended,
     gpu_facts,
     gpu_ids,
@@ -643,7 +644,7 @@ def logs(
         read = _reader(record.id, env)
         return read_lines_through(lambda out, err: read(None, out, err), on_line, writing)
     found = looked_at(tail, writing, _reader(record.id, env))
-    for line in last_lines(while_writing(found.lines) if writing else found.lines, tail):
+    for line in apart(last_lines(while_writing(found.lines) if writing else found.lines, tail)):
         on_line(line)
     return found.code
 
