@@ -397,11 +397,13 @@ def submit(
         try:
             with recorded_first(ledger, NOT_LAUNCHED):
                 opened(record)
-        except StateUnwritable as unwritable:
+            _check_room(ledger, record)
+        except NoRoom:
+            raise  # recorded ERROR, and why
+        except Exception as unlaunched:  # no step has started: nothing is left that could launch
             with contextlib.suppress(TaospecError):
-                ledger.mark(record.id, ERROR, message=str(unwritable), err_class=INFRA)
+                ledger.mark(record.id, ERROR, message=_before_launch(unlaunched), err_class=INFRA)
             raise
-        _check_room(ledger, record)
         progress(f"{record.id}: opened record, results in {record.results_dir}")
         try:
             ref = _run_steps(real, record, ledger, env, progress, stopping=stopping)
@@ -427,6 +429,13 @@ def submit(
             _interrupted(ledger, record)
         raise
     return Submission(marked, real)
+
+
+def _before_launch(failed: Exception) -> str:
+    """What a record says of a submit that failed once it was open, before any step."""
+    if isinstance(failed, TaospecError):
+        return str(failed)
+    return f"taospec failed before launching ({type(failed).__name__}: {failed}); {NOT_LAUNCHED}"
 
 
 def this_process() -> dict[str, object]:

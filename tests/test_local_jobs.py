@@ -454,6 +454,35 @@ def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
 
 
+def test_a_failure_of_taospec_between_the_open_and_the_first_step_closes_the_record(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    # a bug of taospec's own raised once the record was open (a path that is no UTF-8 did)
+    # left it PENDING until a later status closed it as never launched
+    from taospec.executor import submit
+    from taospec.ledger import Ledger
+    from taospec.platforms import render
+    from tests.conftest import load_job
+
+    marker = tmp_path / "the-job-ran"
+    plan = render(load_job(job_file(tmp_path, f"touch {marker}")))
+
+    def failing(_: object) -> None:
+        raise UnicodeEncodeError("utf-8", "x\udcff", 1, 2, "surrogates not allowed")
+
+    with pytest.raises(UnicodeEncodeError):
+        submit(plan, Ledger(state_dir), opened=failing)
+    (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
+    closed = record(state_dir, job_id)
+    assert (closed["terminal_state"], closed["err_class"]) == ("ERROR", "ERR_INFRA")
+    assert closed["transitions"][-1]["message"] == (
+        "taospec failed before launching (UnicodeEncodeError: 'utf-8' codec can't encode "
+        "character '\\udcff' in position 1: surrogates not allowed); nothing was launched"
+    )
+    assert not marker.exists()
+    assert not (tmp_path / "results" / job_id).exists()  # no step ran
+
+
 @pytest.mark.parametrize("where", ["as the open returns", "inside the open"])
 def test_an_interrupt_that_lands_while_the_record_is_opened_cancels_it(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, where: str
