@@ -465,7 +465,6 @@ def _command_rules(source: Source, known: tuple[str, ...]) -> Iterator[Problem]:
     if isinstance(command, str | list):
         yield from _placeholder_rules(source, command, ("command",), known)
         yield from _spec_file_needed(source, ("command",), command)
-    if isinstance(command, list) or (isinstance(command, str) and "=" in command):
         yield from _hydra_words(source, command)
 
 

@@ -328,6 +328,29 @@ def test_a_word_hydra_s_argument_parser_refuses_is_refused_at_its_item(
         assert f"{file}:6:" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        ("--cfg job", "'--cfg': Hydra's --cfg prints the config and exits 0"),
+        ("-m", "'-m': Hydra's multirun runs the action in a folder of its own"),
+        ("--info", "'--info': Hydra's --info prints what it knows of the run"),
+        ("--config-name x", "'--config-name': TAO's entrypoint gives Hydra the spec file"),
+        ("-k key", "'-k': Hydra's argument parser has no option -k"),
+        ("", ""),
+    ],
+)
+def test_a_command_string_of_options_alone_is_judged_as_its_list_is(
+    taospec: Runner, tmp_path: Path, words: str, said: str
+) -> None:
+    # a string command was judged only when it held an "=": "dino train -e {config_path}
+    # --cfg job" passed, and its job would have ended COMPLETE having run nothing
+    file = dino_job(tmp_path, f"dino train -e {{config_path}} {words}".strip())
+    done = taospec("validate", file)
+    assert done.returncode == (2 if said else 0), done.stderr
+    if said:
+        assert f"{file}:6:10: $.command: {said}" in done.stderr
+
+
 TAO_ACTION = Path(__file__).with_name("tao_action.py")
 SETS_THE_SPEC = "train.num_epochs=6"
 
