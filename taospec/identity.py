@@ -78,9 +78,15 @@ def launcher() -> Identity:
     return Identity(uid, gid, groups, name)
 
 
-def resolve(user: str, override: str | None, submitter: Identity, *, platform: str) -> Identity:
-    """The identity for a job of ``platform`` whose spec says ``user`` (``--user``,
-    ``override``, wins, judged as the spec's ``user:`` is, at that key)."""
+WRITABLE_LAUNCHES = ("docker", "brev")
+"""The platforms whose launch never runs as root (:func:`refuse_root`)."""
+
+
+def resolve(
+    user: str, override: str | None, submitter: Identity, *, platform: str, file: str
+) -> Identity:
+    """The identity for a job of ``platform`` (of ``file``) whose spec says ``user``
+    (``--user``, ``override``, wins, judged as the spec's ``user:`` is, at that key)."""
     if override:
         who = parse_user(override)
         if platform == "slurm":
@@ -91,6 +97,8 @@ def resolve(user: str, override: str | None, submitter: Identity, *, platform: s
             )
         for why in id_refusals(override, platform, f"--user {override}"):
             raise InvalidInput(why, key=("user",))
+        if platform in WRITABLE_LAUNCHES:
+            refuse_root(who, file, from_host=False)
         return who
     if user == "host":
         return submitter

@@ -385,7 +385,9 @@ def results_root_reached(job: Job, source: Source, user: str | None = None) -> l
     if job.platform != "local" or os.getuid() != 0 or shutil.which("setpriv") is None:
         return []
     try:
-        who = identity.resolve(job.user, user, identity.launcher(), platform=job.platform)
+        who = identity.resolve(
+            job.user, user, identity.launcher(), platform=job.platform, file=job.file
+        )
     except InvalidInput as refused:  # --user, at the user: key as render places it
         return list(source.refusal(refused).problems)
     path = Path(job.results_root)

@@ -1145,10 +1145,14 @@ def test_a_refusal_only_rendering_can_make_is_located_by_render_run_and_validate
     # Who the job runs as is known only at render (--user, or user: host as root). render
     # and run used to print the refusal with the file alone; they now place it at its key.
     path = job(tmp_path)
-    expected = f"{path}:7:7: $.user: --user 0:0 would run this writable launch as root (UID 0)"
-    for argv in (("render",), ("run", "-n"), ("validate", "--here")):
-        refused(taospec(*argv, "--user", "0:0", path), expected)
+    for given in ("0:0", "0:1000"):
+        expected = f"{path}:7:7: $.user: --user {given} would run this writable launch as root"
+        for argv in (("render",), ("run", "-n"), ("validate", "--here"), ("validate",)):
+            refused(taospec(*argv, "--user", given, path), expected)  # validate: it passed
     assert not (state_dir / "jobs").exists()
+    local = path.read_text().replace("platform: docker", "platform: local")
+    path.write_text(local.replace('user: "1000:1000"\n', ""))
+    assert taospec("validate", "--user", "0:0", path).returncode == 0  # as root, it runs as root
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,8 @@ def _check_here(
             refused: list[Problem] = []
             for name, target in jobfile.targets.items():
                 try:
-                    identity.resolve(target.job.user, user, launcher, platform=target.job.platform)
+                    job = target.job
+                    identity.resolve(job.user, user, launcher, platform=job.platform, file=job.file)
                 except InvalidInput as refusal:
                     refused += sources[name].refusal(refusal).problems
             raise_if_any(refused)

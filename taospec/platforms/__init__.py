@@ -92,7 +92,7 @@ def _render(
     context = Context(
         job=job,
         job_id=job_id,
-        identity=identity.resolve(job.user, user, submitter, platform=job.platform),
+        identity=identity.resolve(job.user, user, submitter, platform=job.platform, file=job.file),
         launcher=submitter,
         results_dir=results_dir,
         job_results=job.sees_results_at(results_dir),
