@@ -86,7 +86,7 @@ from taospec.taoschema import (
     user_paths,
     with_gpu_count,
 )
-from taospec.versions import Images, image_in
+from taospec.versions import Images, Unpinned, image_in
 from taospec.yamlsrc import Source
 
 INPUTS_ROOT = "/inputs"
@@ -158,7 +158,8 @@ def apply_skill(
     if "image" not in data:
         image, versions_key, why = _image(skill, action, images, file)
         if image is None:
-            problems.append(source.problem(("skill",), f"{why}; give image:"))
+            fix = "fix that pin, or give image:" if versions_key else "give image:"
+            problems.append(source.problem(("skill",), f"{why}; {fix}"))
         filled["image"] = image
 
     deploy = tao_deploy(filled.get("image"))
@@ -1002,8 +1003,11 @@ def _image(
         return uri, None, f"skill {skill.name} names no container_image for {action.name}"
     try:
         return images.resolve(key), key, ""
-    except LookupError:
-        pass
+    except Unpinned:
+        pass  # the bank's own versions file pins it
+    except LookupError as exc:  # the job's versions.yaml pins it, to no image
+        why = f"skill {skill.name} names the image of {action.name} by its pin {key}: {exc}"
+        return None, key, why
     try:
         return image_in(skill.versions_file, key, file), key, ""
     except LookupError as exc:

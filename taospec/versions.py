@@ -12,6 +12,13 @@ from taospec.yamlsrc import parse_shared, read_text
 
 VERSIONS_FILE = "versions.yaml"
 
+
+class Unpinned(LookupError):
+    """There is no versions.yaml, or it has no such key: the image may be pinned elsewhere
+    (a skill's own versions file). Any other :class:`LookupError` of a pin is a pin that
+    names no image."""
+
+
 VersionsReader = Callable[[], "tuple[str, str] | None"]
 """Finds the versions.yaml a job file uses: its (display name, text), or None when there is none."""
 
@@ -26,7 +33,7 @@ class Images:
 
     def __init__(self, spec_file: Path, reader: VersionsReader | None = None) -> None:
         self.spec_file = spec_file
-        self._found: dict[str, tuple[bool, str]] = {}
+        self._found: dict[str, tuple[type[LookupError] | None, str]] = {}
         self._versions: tuple[Path | None] | None = None
         self._reader = reader
 
@@ -42,20 +49,20 @@ class Images:
         found = self._found.get(key)
         if found is None:
             try:
-                found = (True, self._image(key))
+                found = (None, self._image(key))
             except LookupError as exc:
-                found = (False, str(exc))
+                found = (type(exc), str(exc))
             self._found[key] = found
-        resolved, text = found
-        if not resolved:
-            raise LookupError(text)
+        failed, text = found
+        if failed is not None:
+            raise failed(text)
         return text
 
     def _image(self, key: str) -> str:
         if self._reader is not None:
             versions = self._reader()
             if versions is None:
-                raise LookupError(_no_versions(key, self.spec_file))
+                raise Unpinned(_no_versions(key, self.spec_file))
             return image_in_text(versions[1], versions[0], key)
         if self._versions is None:
             self._versions = (find_versions_file(self.spec_file),)
@@ -99,7 +106,7 @@ def find_versions_file(start: Path) -> Path | None:
 def image_in(versions: Path | None, key: str, spec_file: Path) -> str:
     """The image URI that ``key`` names in ``versions``, the versions.yaml ``spec_file`` uses."""
     if versions is None:
-        raise LookupError(_no_versions(key, spec_file))
+        raise Unpinned(_no_versions(key, spec_file))
     return image_in_text(read_text(versions, str(versions)), str(versions), key)
 
 
@@ -121,7 +128,7 @@ def image_in_text(text: str, versions: str, key: str) -> str:
     node: Any = parse_shared(text, versions, f"a {VERSIONS_FILE}").data
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise LookupError(f"{versions} has no key {key!r}")
+            raise Unpinned(f"{versions} has no key {key!r}")
         node = node[part]
     if not isinstance(node, str) or not node:
         raise LookupError(f"{versions}: {key!r} is not an image reference")

@@ -149,6 +149,22 @@ def test_without_a_pin_beside_the_job_the_banks_versions_file_names_the_image(
     assert rendered["record"]["image"] == "registry.invalid/tao/tao-toolkit:9.9.9-pyt"
 
 
+@pytest.mark.parametrize("pin", ["Registry.invalid/BAD", "5", "[a]", "''"])
+def test_a_pin_beside_the_job_that_names_no_image_is_refused_not_passed_over(
+    bank: Runner, tmp_path: Path, pin: str
+) -> None:
+    # the bank's own pin was used instead, and a typo in the project's pin ran another image
+    write(tmp_path / "versions.yaml", f"images:\n  tao_toolkit:\n    pyt: {pin}\n")
+    file = job(tmp_path, *TRAIN)
+    (said,) = invalid(bank, file)
+    assert said.startswith(
+        f"{file}:2:8: $.skill: skill tao-train-tiny names the image of train by its pin "
+        f"images.tao_toolkit.pyt: {tmp_path / 'versions.yaml'}: 'images.tao_toolkit.pyt' "
+    )
+    assert said.endswith("; fix that pin, or give image:")
+    assert bank("render", file).returncode == 2
+
+
 def test_a_misspelt_nested_key_fails_with_its_line_and_a_suggestion(
     bank: Runner, tmp_path: Path
 ) -> None:
