@@ -259,15 +259,21 @@ def _action(info: _Document, folder: Path, name: str) -> Action:
     at = ("actions", name)
     info.mapping(at, "a mapping with command, config_format, mode and inputs")
     image_uri, versions_key = _image(info, (*at, "container_image"))
+    outputs = tuple(_output(info, (*at, "outputs", key)) for key in _keys(info, (*at, "outputs")))
+    written = {output.spec_key for output in outputs}
     return Action(
         name=name,
         command=_required_str(info, (*at, "command")),
         config_format=_optional_str(info, (*at, "config_format")) or "yaml",
         mode=_choice(info, (*at, "mode"), ("config", "args")),
-        inputs=tuple(_input(info, (*at, "inputs", key)) for key in _keys(info, (*at, "inputs"))),
-        outputs=tuple(
-            _output(info, (*at, "outputs", key)) for key in _keys(info, (*at, "outputs"))
+        # a key the action lists as an output too is one TAO writes (a deploy skill's
+        # gen_trt_engine.trt_engine): mounted read-only as an input, the write would fail
+        inputs=tuple(
+            _input(info, (*at, "inputs", key))
+            for key in _keys(info, (*at, "inputs"))
+            if key not in written
         ),
+        outputs=outputs,
         upload_excludes=_strings(info, (*at, "upload_excludes")),
         template_path=_template(folder, info, name),
         schema_path=_existing(folder / "schemas" / f"{name}.schema.json"),

@@ -866,6 +866,35 @@ def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
     }
 
 
+def test_a_key_a_skill_lists_as_an_input_and_an_output_is_written_not_mounted(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # the bank's tao-deploy-centerpose and -clip list gen_trt_engine.trt_engine under both:
+    # init asked for it as an input, and the engine TAO writes went to a read-only mount
+    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
+    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
+    shutil.copy(BANK / "versions.yaml", tmp_path / "bank" / "versions.yaml")
+    info = folder / "references" / "tao-deploy-tiny.skill_info.yaml"
+    both = "      gen_trt_engine.onnx_file:\n        type: file\n"
+    text = info.read_text().replace(
+        both, both + "      gen_trt_engine.trt_engine:\n        type: file\n", 1
+    )
+    info.write_text(text)
+    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
+    made = bank("init", "tao-deploy-tiny", "gen_trt_engine", "-o", "engine.yaml")
+    assert made.returncode == 0, made.stderr
+    file = tmp_path / "engine.yaml"
+    found = invalid(bank, file)
+    assert [line.split(": ", 2)[1] for line in found] == ["$.spec.gen_trt_engine.onnx_file"]
+    write(tmp_path / "export" / "model.onnx", "onnx\n")
+    file.write_text(file.read_text().replace("onnx_file: ???", "onnx_file: export/model.onnx"))
+    rendered = plan(bank, file)
+    assert spec_of(rendered)["gen_trt_engine"]["trt_engine"] == "/results/tiny.engine"
+    assert [w for w in step(rendered, "launch")["argv"] if w.endswith(":ro")] == [
+        f"{tmp_path.resolve() / 'export' / 'model.onnx'}:/inputs/0/model.onnx:ro"
+    ]
+
+
 def test_a_deploy_evaluate_is_checked_by_the_model_s_schema(bank: Runner, tmp_path: Path) -> None:
     lines = (
         "action: evaluate",
