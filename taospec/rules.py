@@ -981,12 +981,18 @@ EXTENDED = frozenset({("results_root",)})
 """Strings every plan extends: ``results_root`` is the start of each job's results directory."""
 
 
+SPEC_REFERENCE = "${{oc.env:NAME}}"
+"""How a spec value names a variable of the job's environment, formatted: TAO reads its spec
+with OmegaConf, whose ``oc.env`` resolver reads the variable (it leaves ``$NAME`` as it is)."""
+
+
 def secret_key_message(name: str) -> str:
     """Why a spec value under a secret-named key is refused (the name, never the value)."""
     return (
         "a spec file is written with the job's results and shown by render, so it cannot "
-        "hold secrets; pass this value by name under env.pass for the job to read from its "
-        f"environment (the secret-named key is {name})"  # the name last: see redact's flags
+        "hold secrets; pass this value by name under env.pass and write "
+        f"{SPEC_REFERENCE.format()} as the value, for TAO to read it from the job's environment "
+        f"(the secret-named key is {name})"  # the name last: see redact's flags
     )
 
 
@@ -1012,10 +1018,11 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     An argument list is also judged whole, as the plan's lint reads it: a flag
     and its value may be two items (``[--token, x]``).
     """
-    message = (
-        "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
-        "by name under env.pass and refer to $NAME instead"
-    )
+    shown = "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
+    messages = {
+        False: shown + "by name under env.pass and refer to $NAME instead",
+        True: shown + f"by name under env.pass and write {SPEC_REFERENCE} in its place",
+    }
     said: set[JsonPath] = set()  # the argument lists an item of which was refused
     in_spec = False  # whether a problem was found in the spec
     refused: set[JsonPath] = set()  # the strings refused
@@ -1025,7 +1032,7 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
             continue
         found = secret_literals(text, where in EXTENDED, fill)
         if found:
-            yield source.problem(where, message.format(found[0]))
+            yield source.problem(where, messages[where[:1] == ("spec",)].format(found[0]))
             refused.add(where)
             said.update(path for path in ARGUMENT_LISTS if where[: len(path)] == path)
             in_spec = in_spec or where[:1] == ("spec",)
@@ -1036,7 +1043,7 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     for where, key in _keys(source.data, ()):
         found = secret_literals(key, fill=fill)
         if found:  # a key is written out too: spec keys in the spec file, env.set names in argv
-            yield source.problem(where, message.format(found[0]), key=True)
+            yield source.problem(where, messages[False].format(found[0]), key=True)
             in_spec = in_spec or where[:1] == ("spec",)
     lists = [*ARGUMENT_LISTS, *_string_lists(source.data.get("spec"), ("spec",))]
     for path in lists:
@@ -1048,10 +1055,10 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
             pair = lint.lint_argv([*words, following] if following else words)
             found = [_description(pair[0])] if pair else secret_literals(shlex.join(words))
             if found:  # a tool's option and its value in two items: [curl, -u, "u:pw"]
-                yield source.problem(path, message.format(found[0]))
+                yield source.problem(path, messages[path[:1] == ("spec",)].format(found[0]))
                 in_spec = in_spec or path[:1] == ("spec",)
     if not in_spec:
-        yield from _spec_file_rules(source, message)
+        yield from _spec_file_rules(source, messages[True])
 
 
 def _spec_file_rules(source: Source, message: str) -> Iterator[Problem]:

@@ -961,6 +961,19 @@ def test_the_spec_file_is_judged_as_the_plan_writes_it(
         refused(said, f"{path}{where}: holds what looks like a credential")
 
 
+def test_a_credential_in_the_spec_is_told_how_the_spec_names_a_variable(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # it was told to "refer to $NAME", which OmegaConf, which reads TAO's spec, leaves as it is
+    path = job(tmp_path, f"spec: {{encryption_key: {TOKEN}}}\n")
+    (said,) = refused(taospec("validate", path), f"{path}:9:24: $.spec.encryption_key: holds")
+    assert said.endswith(" pass it by name under env.pass and write ${oc.env:NAME} in its place")
+    path.write_text(path.read_text().replace("echo hi", f"echo {TOKEN}").replace("spec: ", "x: "))
+    path.write_text(path.read_text().replace(f"x: {{encryption_key: {TOKEN}}}\n", ""))
+    (said,) = refused(taospec("validate", path), f"{path}:8:10: $.command: holds")
+    assert said.endswith(" pass it by name under env.pass and refer to $NAME instead")
+
+
 @pytest.mark.parametrize(
     ("spec", "path", "name"),
     [
@@ -982,8 +995,9 @@ def test_a_secret_named_spec_key_with_a_literal_value_is_refused_at_the_value(
     column = line.index("hunter2pw") + (line[line.index("hunter2pw") - 1] not in "'\"")
     expected = (
         f"{file}:9:{column}: {path}: a spec file is written with the job's results and shown "
-        "by render, so it cannot hold secrets; pass this value by name under env.pass for the "
-        f"job to read from its environment (the secret-named key is {name})"
+        "by render, so it cannot hold secrets; pass this value by name under env.pass and "
+        "write ${oc.env:NAME} as the value, for TAO to read it from the job's environment "
+        f"(the secret-named key is {name})"
     )
     for verb in ("validate", "render", "run"):
         said = taospec(verb, "--check", file) if verb == "run" else taospec(verb, file)
