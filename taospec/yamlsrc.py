@@ -281,18 +281,36 @@ def parse_shared(text: str, display: str, kind: str = "a job file") -> Source:
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, display: str, text: str = "") -> SpecError:
+    """The error at the place the parser stopped, with what it was reading and where that
+    began (an unclosed quote is found only where the file ends)."""
     mark = exc.problem_mark or exc.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     reason = exc.problem or exc.context or "syntax error"
-    at = text[mark.index] if mark and mark.index < len(text) else ""
-    hint = _syntax_hint(reason if at != "\t" else reason + " (a tab)")
+    at = text[mark.index :] if mark else ""
+    if reason == "found undefined alias" and (alias := _ALIAS.match(at)):
+        reason = f"{reason} {alias[0]}"
+    began = exc.context_mark
+    if exc.problem and exc.context:
+        where = f" (line {began.line + 1}, column {began.column + 1})" if began else ""
+        reason = f"{exc.context}{where}, {reason}"
+    hint = _syntax_hint(reason if at[:1] != "\t" else reason + " (a tab)")
     return SpecError.single(display, f"YAML syntax error: {reason}{hint}", line, column)
+
+
+_ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+"""An alias as YAML reads it at its place: ``*`` and the anchor's name."""
 
 
 def _syntax_hint(reason: str) -> str:
     """A sentence for the usual causes of a YAML syntax error."""
     if "\\t" in reason or "tab" in reason:
         return "; YAML indents with spaces only: replace the tab with spaces"
+    if "scanning a quoted scalar" in reason:
+        return "; close the quote that begins there"
+    if "single document" in reason:
+        return "; the file must be one YAML document: remove the second '---' and what follows it"
+    if "undefined alias" in reason:
+        return "; an alias (*name) repeats a value an anchor (&name) marks above it: mark one"
     if "mapping values are not allowed" in reason:
         return (
             "; a value holding ': ' must be quoted (e.g. command: \"echo 'a: b'\"), "

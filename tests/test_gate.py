@@ -1708,6 +1708,40 @@ def test_every_unknown_key_gpu_text_and_syntax_errors_are_explained(
         refused(taospec("validate", bad), "YAML syntax error", hint)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            'version: 1\ncommand: "dino train\nresults_root: /x\n',
+            ":4:1: $: YAML syntax error: while scanning a quoted scalar (line 2, column 10), "
+            "found unexpected end of stream; close the quote that begins there",
+        ),
+        (
+            "---\nversion: 1\n---\nversion: 2\n",
+            ":3:1: $: YAML syntax error: expected a single document in the stream (line 2, "
+            "column 1), but found another document; the file must be one YAML document",
+        ),
+        (
+            "version: 1\nresults_root: *root\n",
+            ":2:15: $: YAML syntax error: found undefined alias *root; an alias (*name) repeats",
+        ),
+        (
+            "version: 1\nskill: [tao-train-dino\naction: x\n",
+            ":3:7: $: YAML syntax error: while parsing a flow sequence (line 2, column 8), did "
+            "not find expected ',' or ']'",
+        ),
+    ],
+    ids=["open-quote", "two-documents", "alias", "open-list"],
+)
+def test_a_syntax_error_says_what_the_parser_was_reading_and_where_it_began(
+    taospec: Runner, tmp_path: Path, text: str, said: str
+) -> None:
+    # only the last part of PyYAML's message was kept: "found unexpected end of stream" at
+    # the file's end, of a quote left open lines above; "but found another document"
+    bad = write(tmp_path / "syntax.yaml", text)
+    refused(taospec("validate", bad), f"{bad}{said}")
+
+
 def test_the_versions_file_search_ends_at_the_repository_top(
     taospec: Runner, tmp_path: Path
 ) -> None:
