@@ -251,8 +251,28 @@ class Index:
         return (self.root / "fingerprints").is_dir() and not (self.root / "works").is_dir()
 
     def complete_record(self, fingerprint: Fingerprint) -> Record | None:
-        """The COMPLETE job with this fingerprint whose results still exist, if any."""
-        return self._complete(fingerprint.digest, results_exist=True)
+        """The COMPLETE job with this fingerprint whose results still exist, if any: the
+        newest launch of its work, when that one completed it (a detached run, a retry:
+        no one who followed it noted its end, :meth:`completed`), else the job the
+        fingerprint stands for."""
+        return self.standing(fingerprint)[0]
+
+    def standing(self, fingerprint: Fingerprint) -> tuple[Record | None, bool]:
+        """:meth:`complete_record`, and whether a later job of the work was launched (one
+        that may be under way, or that ended otherwise)."""
+        newest = self._read(self._work_path(fingerprint.work_digest)).get("job_id")
+        done = self._complete(fingerprint.digest, results_exist=True)
+        if not isinstance(newest, str) or (done is not None and newest == done.id):
+            return done, False
+        try:
+            record = self.ledger.get(newest)
+            noted = self.ledger.sidecar(newest).get("fingerprint")
+        except (UnknownJob, LedgerCorrupt):
+            return done, False  # a record damaged by hand: nothing is known of it
+        ended = noted == fingerprint.digest and record.state == COMPLETE
+        if ended and Path(record.results_dir).is_dir():
+            return record, False
+        return done, True
 
     def results_missing(self, fingerprint: Fingerprint) -> bool:
         """True when the matching job completed but its results directory is gone."""

@@ -224,8 +224,8 @@ def _decide_one(
         if changed:
             return Decision(target, True, changed[0], plan, work=work)
     fingerprint = work.with_image(image_digest(plan, asked))
-    done = index.complete_record(fingerprint)
-    if done is None:
+    done, later = index.standing(fingerprint)
+    if done is None or later:  # a later job of this work, once its end is known, stands
         going = under_way(index, work.work_digest, fingerprint.digest)
         if going is not None:
             record, why = going

@@ -221,6 +221,50 @@ def test_an_input_spelled_another_way_is_the_same_input(
     assert decisions(taospec, three)["train"] == "run input train.cfg changed"
 
 
+def test_a_target_s_latest_completed_job_stands_however_it_was_followed(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # only a followed run noted a job that completed a fingerprint another job already had:
+    # after a retry, or a detached -B, of prep the target kept its first job, and what
+    # needs it was up to date on that job's results
+    flag = tmp_path / "flag"
+    prep = f"sh -c 'test ! -e {flag} && date +%s%N > {{results_dir}}/out.txt'"
+    spec = pipeline(
+        tmp_path,
+        f'  prep: {{action: prep, command: "{prep}"}}\n'
+        '  use: {action: use, needs: [prep], command: "cat {needs.prep.results_dir}/out.txt"}\n',
+    )
+    assert taospec("run", spec).returncode == 0
+    flag.touch()
+    failed = taospec("run", "-B", spec, "prep")
+    assert failed.returncode == 1, failed.stderr
+    flag.unlink()
+    retried = taospec("retry", failed.stdout.split()[0])
+    assert retried.returncode == 0, retried.stderr
+    retry_id = retried.stdout.split()[0]
+    assert decisions(taospec, spec) == {
+        "prep": f"skip up to date (job {retry_id})",
+        "use": "run upstream prep changed",
+    }
+    assert taospec("run", spec).returncode == 0
+    detached = taospec("run", "-d", "-B", spec, "prep")
+    assert detached.returncode == 0, detached.stderr
+    job_id = detached.stdout.strip()
+    deadline = time.monotonic() + 30
+    while json.loads(taospec("status", "--json", job_id).stdout)["state"] != "COMPLETE":
+        assert time.monotonic() < deadline, "the detached job did not complete"
+        time.sleep(0.2)
+    assert decisions(taospec, spec) == {
+        "prep": f"skip up to date (job {job_id})",
+        "use": "run upstream prep changed",
+    }
+    ran = taospec("run", spec)
+    assert ran.returncode == 0, ran.stderr
+    (used,) = ran.stdout.split()[::2]
+    out = (tmp_path / "results" / job_id / "out.txt").read_text()
+    assert (tmp_path / "results" / used / "taospec.log").read_text() == out
+
+
 def test_a_changed_command_is_a_changed_plan(taospec: Runner, three: Path) -> None:
     assert taospec("run", three).returncode == 0
     three.write_text(three.read_text().replace("wc -c", "wc -l"))
