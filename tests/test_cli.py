@@ -14,7 +14,7 @@ from taospec import proc
 from taospec.cli import run_guarded
 from taospec.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 from taospec.ledger import Ledger
-from tests.conftest import Runner, taospec_command, write
+from tests.conftest import ROOT, Runner, taospec_command, write
 from tests.ledgers import open_job
 
 HELLO = """\
@@ -90,6 +90,30 @@ def test_ls_shows_one_row_per_job_whatever_its_results_path_holds(
     assert len(listed) == 2
     assert listed[1].startswith(record.id)
     assert listed[1].endswith(f"/data/run\\nlog\\tx/{record.id}")
+
+
+@pytest.mark.parametrize("argv", [["ls"], ["ls", "--json"], ["render", "{job}"]])
+def test_output_whose_reader_has_gone_is_no_failure(
+    taospec: Runner, state_dir: Path, argv: list[str]
+) -> None:
+    # `taospec ls | head -1` exited 1, which says a job failed: click ends a write to a
+    # closed pipe with exit 1
+    open_job(Ledger(state_dir))
+    job = ROOT / "jobs" / "hello.yaml"
+    read, written = os.pipe()
+    os.close(read)  # the reader has gone before the first write
+    try:
+        done = subprocess.run(
+            [*taospec_command(), *(word.format(job=job) for word in argv)],
+            stdout=written,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=taospec.env,
+            check=False,
+        )
+    finally:
+        os.close(written)
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_a_relative_state_dir_is_refused(taospec: Runner) -> None:

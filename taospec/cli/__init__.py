@@ -59,7 +59,9 @@ def _say(text: str, *, redacted_in_parts: bool = False) -> None:
 
 
 def run_guarded(call: Callable[[], object]) -> int:
-    """Run ``call``; map taospec errors, usage errors, Ctrl-C and bugs to exit codes."""
+    """Run ``call``; map taospec errors, usage errors, Ctrl-C and bugs to exit codes. Output
+    whose reader has gone (``taospec ls | head -1``) is no failure: exit 0."""
+    stdout = sys.stdout
     try:
         result = call()
     except TaospecError as exc:
@@ -76,6 +78,8 @@ def run_guarded(call: Callable[[], object]) -> int:
         print("taospec: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except SystemExit as exc:
+        if sys.stdout is not stdout:  # click's answer to EPIPE: it wraps the streams, exits 1
+            return 0
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:
         return 0
