@@ -210,8 +210,24 @@ def _notes(plan: Plan) -> Iterator[str]:
     if plan.has_placeholder_id:
         yield "# The job id is minted when the job is submitted; until then it shows as $JOB_ID."
     yield f"# Results: {comment(plan.record.results_dir)}"
+    yield f"# Recorded as: {comment(recorded(plan))}"
     for note in (*plan.notes, *plan.reactions):
         yield f"# Note: {comment(note)}"
+
+
+def recorded(plan: Plan) -> str:
+    """What the job's record says of it besides its platform and results (the image, which
+    a local or Slurm job's commands may not name): each is a part of what the plan runs."""
+    record = plan.record
+    said = [
+        f"image {record.image}",
+        f"network_arch {record.network_arch}",
+        f"action {record.action}",
+        f"storage tier {record.storage_tier}",
+    ]
+    if record.upload_excludes:
+        said.append(f"upload excludes {', '.join(record.upload_excludes)}")
+    return ", ".join(said)
 
 
 def text(plan: Plan) -> str:

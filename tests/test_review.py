@@ -115,6 +115,29 @@ def test_diff_shows_a_changed_learning_rate_and_image_pin(taospec: Runner, repo:
     assert "6.1.0" in versions.read_text()
 
 
+def test_diff_shows_what_the_record_says_where_no_command_names_it(
+    taospec: Runner, repo: Path, state_dir: Path
+):
+    # a local job's image is in its record alone: diff said "unchanged" (exit 0) and run -n
+    # showed no change, where run --check found the plan changed and ran it again
+    spec = write(
+        repo / "jobs" / "local.yaml",
+        "version: 1\nnetwork_arch: hello\naction: greet\nplatform: local\n"
+        f"image: taospec-test/busybox:1\nresults_root: {state_dir}/r\ncommand: echo hi\n",
+    )
+    commit(repo, "local")
+    run = in_repo(taospec, repo)
+    assert run("run", "jobs/local.yaml").returncode == 0
+    spec.write_text(spec.read_text().replace("busybox:1", "busybox:2"))
+    done = run("diff", "jobs/local.yaml")
+    assert done.returncode == 1, done.stderr
+    assert "-# Recorded as: image taospec-test/busybox:1, network_arch hello" in done.stdout
+    assert "+# Recorded as: image taospec-test/busybox:2, network_arch hello" in done.stdout
+    shown = run("run", "-n", "jobs/local.yaml").stdout
+    assert "# what changed since the last run of local:" in shown
+    assert "+# Recorded as: image taospec-test/busybox:2" in shown
+
+
 @pytest.mark.parametrize("side", ["revision", "work tree"])
 def test_diff_refuses_a_passed_value_written_on_either_side(
     taospec: Runner, repo: Path, side: str

@@ -2,6 +2,7 @@
 # taospec plan: jobs/hello.yaml (target hello, platform local)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /tmp/taospec-results/$JOB_ID
+# Recorded as: image taospec-test/busybox:1, network_arch hello, action greet, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail

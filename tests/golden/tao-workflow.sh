@@ -2,6 +2,7 @@
 # taospec plan: jobs/tao-workflow.yaml (target prepare, platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action dataset_convert, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -68,6 +69,7 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # taospec plan: jobs/tao-workflow.yaml (target train[lr=0.0001], platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -140,6 +142,7 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # taospec plan: jobs/tao-workflow.yaml (target train[lr=0.00005], platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -212,6 +215,7 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # taospec plan: jobs/tao-workflow.yaml (target evaluate[lr=0.0001], platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action evaluate, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -279,6 +283,7 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # taospec plan: jobs/tao-workflow.yaml (target evaluate[lr=0.00005], platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action evaluate, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -346,6 +351,7 @@ taospec record mark "$JOB_ID" --state RUNNING --backend-ref "$backend_ref"
 # taospec plan: jobs/tao-workflow.yaml (target export, platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action export, storage tier A
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail

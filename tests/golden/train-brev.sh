@@ -2,6 +2,7 @@
 # taospec plan: jobs/train-brev.yaml (target train-brev, platform brev)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /home/ubuntu/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier C
 # Note: runs on Brev instance tao-a100 through brev exec: each remote command is one argument, and each step reports its outcome in a TAOSPEC_ line because brev returns no exit code and runs a failed command again
 # Note: results_root and mount sources are paths on the instance
 # Note: the job runs as 1000:1000; the account brev exec uses on the instance must be that user or root to create the results tree

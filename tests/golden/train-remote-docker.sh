@@ -2,6 +2,7 @@
 # taospec plan: jobs/train-remote-docker.yaml (target train-remote-docker, platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier A
 # Note: the containers run on ssh://ubuntu@gpu-box.example.com:2222: mount sources and results_root are paths on that host, not on this machine
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016

@@ -2,6 +2,7 @@
 # taospec plan: jobs/train-slurm.yaml (target train-slurm, platform slurm)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /lustre/tao/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier A, upload excludes *.tmp
 # Note: the Slurm commands run on alice@login.cluster.example over ssh: results_root and mount sources are paths on the cluster's shared filesystem
 # Note: Slurm chooses the GPUs: the job asks for 2 per node (--gpus-per-node), whichever ids the scheduler gives it
 # Note: enroot pulls the image on the compute nodes with the registry credentials in ~/.config/enroot/.credentials there, not with anything from this machine

@@ -2,6 +2,7 @@
 # taospec plan: jobs/train.yaml (target train, platform docker)
 # The job id is minted when the job is submitted; until then it shows as $JOB_ID.
 # Results: /data/results/$JOB_ID
+# Recorded as: image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt, network_arch visual_changenet, action train, storage tier A, upload excludes *.tmp
 # Values are single-quoted so that a $ in them stays literal, as in the spec.
 # shellcheck disable=SC2016
 set -euo pipefail
