@@ -159,6 +159,16 @@ def test_a_job_file_named_another_way_is_the_same_target(
     assert len(journal(state_dir)) == opened
 
 
+def test_the_dry_run_as_json_holds_every_target_s_plan(taospec: Runner, three: Path) -> None:
+    # the README said a target that waits for an upstream has no plan there
+    done = taospec("run", "-n", "--json", three)
+    assert done.returncode == 0, done.stderr
+    plans = {d["target"]: json.dumps(d["plan"]) for d in json.loads(done.stdout)["decisions"]}
+    assert sorted(plans) == ["evaluate", "prepare", "train"]
+    assert "${UPSTREAM_PREPARE}" in plans["train"]
+    assert "${UPSTREAM_TRAIN}" in plans["evaluate"]
+
+
 def test_changing_an_input_reruns_that_stage_and_its_dependents_only(
     taospec: Runner, three: Path, tmp_path: Path
 ) -> None:
