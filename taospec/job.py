@@ -306,7 +306,9 @@ def _hint(name: str, jobfile: JobFile) -> str:
 
 
 def matching(name: str, names: list[str]) -> list[str]:
-    """Targets a needs entry or command-line name stands for."""
+    """Targets a needs entry or command-line name stands for: a matrix target by some or
+    all of its values, each as its name writes it or as a number of the same value
+    (``lr=1e-4`` for ``lr=0.0001``) where none is written so."""
     if name in names:
         return [name]
     parsed = _MATRIX.match(name)
@@ -314,7 +316,7 @@ def matching(name: str, names: list[str]) -> list[str]:
         return []
     base = parsed.group("base")
     wanted = set(filter(None, (parsed.group("pairs") or "").split(",")))
-    out = []
+    out, alike = [], []
     for candidate in names:
         found = _MATRIX.match(candidate)
         if not found or found.group("base") != base:
@@ -322,4 +324,19 @@ def matching(name: str, names: list[str]) -> list[str]:
         have = set(filter(None, (found.group("pairs") or "").split(",")))
         if wanted <= have:
             out.append(candidate)
-    return out
+        elif all(any(_same_value(pair, held) for held in have) for pair in wanted):
+            alike.append(candidate)
+    return out or alike
+
+
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _same_value(pair: str, held: str) -> bool:
+    """Whether ``key=value`` names the value of a target's ``key=value`` as a number written
+    another way."""
+    key, _, value = pair.partition("=")
+    their_key, _, theirs = held.partition("=")
+    if key != their_key or not (_NUMBER.fullmatch(value) and _NUMBER.fullmatch(theirs)):
+        return False
+    return float(value) == float(theirs)

@@ -61,11 +61,7 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
         if name in allowed:
             continue
         if name.startswith("needs.") and name.endswith(".results_dir"):
-            target = name[len("needs.") : -len(".results_dir")]
-            found.append(
-                f"{{{name}}} refers to target {target!r}, which this job does not need; "
-                f"add it to needs: (a matrix target by its full name, e.g. {target}[x=1])"
-            )
+            found.append(_unneeded(name, name[len("needs.") : -len(".results_dir")], allowed))
             continue
         guess = closest(name, allowed)
         hint = f" (did you mean {{{guess}}}?)" if guess else ""
@@ -80,6 +76,23 @@ def unknown(text: str, known: Iterable[str]) -> list[str]:
             "for literal braces"
         )
     return found
+
+
+def _unneeded(name: str, target: str, allowed: list[str]) -> str:
+    """Why ``{needs.<target>.results_dir}`` (``name``) names no target this job needs, and
+    which to write: of a matrix target, one of its expansions by its full name."""
+    needed = [a[len("needs.") : -len(".results_dir")] for a in allowed if a.startswith("needs.")]
+    base = target.partition("[")[0]
+    of_base = [n for n in needed if n.partition("[")[0] == base]
+    said = f"{{{name}}} names target {target!r}, "
+    if of_base:
+        listed = ", ".join(of_base)
+        return (
+            f"{said}and this job needs {listed}: name the one whose results it reads by its "
+            f"full name, e.g. {{needs.{of_base[0]}.results_dir}}"
+        )
+    example = f" (a matrix target by its full name, e.g. {base}[x=1])" if "[" not in target else ""
+    return f"{said}which this job does not need; add it to needs:{example}"
 
 
 def _lookalikes(text: str) -> list[str]:

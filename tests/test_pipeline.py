@@ -683,6 +683,44 @@ def test_matrix_expands_into_named_targets_with_their_values(
     assert (tmp_path / "results" / job_id / "args").read_text() == "lr=0.00005 seed=2\n"
 
 
+@pytest.mark.parametrize(
+    ("needs", "command", "said"),
+    [
+        ('["train[lr=1e-4]"]', "echo hi", ""),
+        ("[train]", "echo hi", ""),
+        (
+            "[train]",
+            "echo {needs.train.results_dir}",
+            "{needs.train.results_dir} names target 'train', and this job needs "
+            "train[lr=0.0001], train[lr=0.001]: name the one whose results it reads by its full "
+            "name, e.g. {needs.train[lr=0.0001].results_dir}",
+        ),
+        (
+            "[train]",
+            "echo {needs.other.results_dir}",
+            "{needs.other.results_dir} names target 'other', which this job does not need; add "
+            "it to needs: (a matrix target by its full name, e.g. other[x=1])",
+        ),
+    ],
+)
+def test_a_matrix_target_is_named_by_its_values_however_a_number_is_written(
+    taospec: Runner, tmp_path: Path, needs: str, command: str, said: str
+) -> None:
+    # needs: [train[lr=1e-4]] was an unknown target ("did you mean 'train[lr=0.001]'?") of a
+    # target named train[lr=0.0001]; {needs.train.results_dir} with train in needs was told
+    # to add train to needs
+    spec = pipeline(
+        tmp_path,
+        '  train: {action: train, matrix: {lr: [1e-4, 0.001]}, command: "echo {matrix.lr}"}\n'
+        f'  agg: {{action: agg, needs: {needs}, command: "{command}"}}\n',
+    )
+    done = taospec("validate", spec)
+    assert done.returncode == (2 if said else 0), done.stderr
+    assert said in done.stderr
+    if not said:
+        assert "run   agg" in taospec("run", "-n", spec, "train[lr=1e-4]", "agg").stdout
+
+
 def test_a_matrix_value_arrives_as_written_wherever_it_is_filled(
     taospec: Runner, tmp_path: Path
 ) -> None:
