@@ -573,7 +573,7 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
             yield source.problem(
                 at,
                 f"{passed.word!r}: {overrides.RESPLIT}, and cannot split this one (an unclosed "
-                f"quote, or a backslash at its end); {_whole(passed.word)}",
+                f"quote, or a backslash at its end); {_whole(passed.word, command)}",
             )
         elif id(passed) in unrun:
             for why in unrun[id(passed)]:
@@ -587,7 +587,7 @@ def _hydra_words(source: Source, command: str | list[Any]) -> Iterator[Problem]:
                     "file; set a key of the spec as key.sub=value",
                 )
         elif id(passed) in unread:
-            fix = _whole(passed.word) if passed.split else _TAO_SETTINGS
+            fix = _whole(passed.word, command) if passed.split else _TAO_SETTINGS
             yield source.problem(at, f"{passed.shown}: {unread[id(passed)]}; {fix}")
         elif read is not None and read.sweep:
             text = shlex.quote(f"{read.key}={read.value}".replace(",", "\\,"))
@@ -622,12 +622,25 @@ _TAO_SETTINGS = (
 )
 
 
-def _whole(word: str) -> str:
-    """How to write ``word`` so that a TAO entrypoint passes it to Hydra whole."""
+def _whole(word: str, command: object) -> str:
+    """How to give Hydra ``word`` whole: in ``spec:``, or (not through TAO Deploy's bash) as a
+    word quoted for the entrypoint's split, written in ``command`` (a list, or a string
+    that taospec splits first) so that the quotes reach it."""
+    quoted = shlex.quote(word)
+    if not isinstance(command, str):
+        written = f"make the item {quoted}, quotes and all"
+    elif quoted.startswith("'") and not _UNSAFE_IN_DOUBLE_QUOTES.search(quoted):
+        written = f'write "{quoted}" in the command, quotes and all'
+    else:
+        written = f"write {shlex.quote(quoted)} in the command"
     return (
-        f"make the word {shlex.quote(word)}, quotes and all: the entrypoint takes them off and "
-        "gives Hydra the word as written"
+        f"set the key in spec: instead, or {written}: TAO's entrypoint takes its quotes off and "
+        "gives Hydra the word whole (not TAO Deploy's, which runs the words through bash)"
     )
+
+
+_UNSAFE_IN_DOUBLE_QUOTES = re.compile(r'["$`\\]')
+"""What a shell reads otherwise inside double quotes."""
 
 
 def _spec_file_needed(source: Source, path: JsonPath, value: Any) -> Iterator[Problem]:

@@ -351,6 +351,34 @@ def test_a_command_string_of_options_alone_is_judged_as_its_list_is(
         assert f"{file}:6:10: $.command: {said}" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "written", "fixed"),
+    [
+        (
+            "dino train -e {config_path} 'model.backbone=my run'",
+            "write \"'model.backbone=my run'\" in the command, quotes and all",
+            "dino train -e {config_path} \"'model.backbone=my run'\"",
+        ),
+        (
+            ["dino", "train", "-e", "{config_path}", "model.backbone=my run"],
+            "make the item 'model.backbone=my run', quotes and all",
+            ["dino", "train", "-e", "{config_path}", "'model.backbone=my run'"],
+        ),
+    ],
+    ids=["string", "list"],
+)
+def test_a_word_the_entrypoint_splits_is_told_how_to_reach_hydra_whole(
+    taospec: Runner, tmp_path: Path, command: object, written: str, fixed: object
+) -> None:
+    # a string command was told to "make the word 'model.backbone=my run'", which is what
+    # it held: taospec's own split takes those quotes off before the entrypoint sees them
+    done = taospec("validate", dino_job(tmp_path, command))
+    assert done.returncode == 2, done.stderr
+    assert f"set the key in spec: instead, or {written}: TAO's entrypoint takes" in done.stderr
+    mended = taospec("validate", dino_job(tmp_path, fixed))
+    assert mended.returncode == 0, mended.stderr
+
+
 TAO_ACTION = Path(__file__).with_name("tao_action.py")
 SETS_THE_SPEC = "train.num_epochs=6"
 
