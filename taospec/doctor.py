@@ -231,14 +231,14 @@ def _no_engine(output: str) -> Check:
 
 
 def engine_checks(
-    gpus: Sequence[int | str] | str,
+    gpus: Sequence[int | str] | str | None,
     docker_env: Sequence[tuple[str, str]] = (),
     *,
     local: bool = True,
     found: Engine | Check | None = None,
 ) -> list[Check]:
     """Engine version, NVIDIA runtime and (when local) the data root's free space: one call
-    (none when the engine's answer is ``found`` already)."""
+    (none when the engine's answer is ``found`` already). ``gpus`` None: no job asks."""
     found = engine(docker_env) if found is None else found
     if isinstance(found, Check):
         return [found]
@@ -282,11 +282,16 @@ def docker_client(docker_env: Sequence[tuple[str, str]] = ()) -> Check:
     return engine_version(lines[0] if lines else "", "docker client")
 
 
-def nvidia_runtime(runtimes: Sequence[str], gpus: Sequence[int | str] | str) -> Check:
-    """With GPUs named, the engine must know the ``nvidia`` runtime."""
+def nvidia_runtime(runtimes: Sequence[str], gpus: Sequence[int | str] | str | None) -> Check:
+    """With GPUs named, the engine must know the ``nvidia`` runtime; with no job (``gpus``
+    None), whether it does is said, and is no failure."""
+    listed = ", ".join(runtimes) or "none"
+    if gpus is None:
+        known = "nvidia" in runtimes
+        said = f"{'registered' if known else 'not registered'} (runtimes: {listed})"
+        return Check("NVIDIA runtime", True, said + ("" if known else "; a GPU job needs it"))
     if not gpus:
         return Check("NVIDIA runtime", True, "not needed: the job names no GPUs")
-    listed = ", ".join(runtimes) or "none"
     if "nvidia" in runtimes:
         return Check("NVIDIA runtime", True, f"registered (runtimes: {listed})")
     return Check(
@@ -419,7 +424,8 @@ _DATA_ROOT = (
 
 
 def free_space(name: str, path: str, need: int, advice: str = _RESULTS) -> Check:
-    """At least ``need`` bytes free on the filesystem holding ``path`` (or its nearest parent)."""
+    """At least ``need`` bytes free on the filesystem holding ``path`` (or its nearest parent
+    folder: what lies under a file is another check's)."""
     existing = _nearest_existing(Path(path))
     stats = os.statvfs(existing)
     free = stats.f_bavail * stats.f_frsize
@@ -429,7 +435,7 @@ def free_space(name: str, path: str, need: int, advice: str = _RESULTS) -> Check
 
 def _nearest_existing(path: Path) -> Path:
     for candidate in (path, *path.parents):
-        if candidate.exists():
+        if candidate.is_dir():
             return candidate
     return Path("/")
 

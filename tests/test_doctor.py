@@ -82,6 +82,27 @@ def test_without_gpus_the_runtime_is_not_needed(engine: str) -> None:
     assert checks["docker data root free space"].detail.endswith("(needs 20.0 GiB)")
 
 
+@pytest.mark.engine
+def test_without_a_job_the_runtime_is_reported_and_not_needed(engine: str) -> None:
+    # doctor without a file said "not needed: the job names no GPUs" of no job at all
+    checks = by_name(doctor.engine_checks(gpus=None))
+    runtime = checks["NVIDIA runtime"]
+    assert runtime.ok
+    assert runtime.detail.startswith("not registered (runtimes: ")  # this engine's own list
+    assert runtime.detail.endswith("runc); a GPU job needs it")
+    assert doctor.nvidia_runtime(("nvidia", "runc"), None) == Check(
+        "NVIDIA runtime", True, "registered (runtimes: nvidia, runc)"
+    )
+
+
+def test_free_space_under_a_file_is_that_of_the_folder_holding_it(tmp_path: Path) -> None:
+    # a results_root under a file (refused by its own check) was "free on <the file>"
+    (tmp_path / "afile").write_text("x\n")
+    check = doctor.free_space("results_root free space", f"{tmp_path}/afile/sub", 1)
+    assert check.ok
+    assert check.detail.endswith(f" free on {tmp_path} (needs 0.0 MiB)")
+
+
 def test_no_engine_is_one_failed_check_with_what_to_do() -> None:
     checks = doctor.engine_checks(gpus=(0,), docker_env=NOWHERE)
     assert len(checks) == 1

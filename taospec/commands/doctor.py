@@ -40,7 +40,7 @@ def verb(file: str | None, targets: Sequence[str] = ()) -> int:
     """``taospec doctor [FILE [TARGETS]]``: what ``run`` would stop at on this machine, then
     the full checks for each docker job's host; without a file the local engine's."""
     if file is None:
-        return run([doctor.docker_client(), *doctor.engine_checks(())])
+        return run([doctor.docker_client(), *doctor.engine_checks(None)])
     jobfile, sources = load_located(file)
     names = jobfile.closure(tuple(targets))
     roots: preflight.RootVerdicts = {}
