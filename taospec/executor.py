@@ -410,12 +410,10 @@ def submit(
         except _Ended as ended:
             raise JobFailed(f"{record.id}: {ended}; nothing was launched") from None
         except _Stopped:
-            _interrupted(ledger, record)
-            raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
+            raise SubmitInterrupted(_interrupted(ledger, record)) from None
         except CommandFailed as failure:
             if stopping() or _killed_by_signal(failure.returncode):
-                _interrupted(ledger, record)
-                raise JobFailed(f"{record.id}: interrupted; recorded CANCELED") from None
+                raise SubmitInterrupted(_interrupted(ledger, record)) from None
             failed = _mark_failed(ledger, record, failure)
             raise SubmitFailed(f"{record.id}: {failure}", failed) from None
         try:
@@ -747,10 +745,19 @@ def _mark_failed(ledger: Ledger, record: Record, failure: CommandFailed) -> Reco
     return marked
 
 
-def _interrupted(ledger: Ledger, record: Record) -> None:
-    """Interrupted during submit: remove whatever may have started, then record CANCELED."""
+def _interrupted(ledger: Ledger, record: Record) -> Record:
+    """Interrupted during submit: remove whatever may have started, then record CANCELED
+    (the record as it is then)."""
     interrupts.hold()
-    cancel_job(ledger.get(record.id), ledger, reason="interrupted during submit")
+    return cancel_job(ledger.get(record.id), ledger, reason="interrupted during submit").record
+
+
+class SubmitInterrupted(JobFailed):
+    """The run was cancelled while a worker submitted ``record``: it is recorded CANCELED."""
+
+    def __init__(self, record: Record) -> None:
+        super().__init__(f"{record.id}: interrupted; recorded {record.state}")
+        self.record = record
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from taospec.errors import EXIT_INTERNAL, InvalidInput, TaospecError
 from taospec.executor import (
     NOT_LAUNCHED,
     SubmitFailed,
+    SubmitInterrupted,
     cancel_job,
     claimed_gpus,
     launch_alive,
@@ -480,6 +481,9 @@ class Build:
                 self._finished(outcome, waiting, board)
         except KeyboardInterrupt:
             self._cancel_all(board)
+            while not done.empty():  # what the workers ended with, each job said as it ended
+                outcome = done.get_nowait()
+                self.results.setdefault(outcome.name, outcome)
             raise
         for decision in waiting:
             self.results[decision.target.name] = Outcome(
@@ -585,6 +589,8 @@ class Build:
             )
         except SubmitFailed as failed:  # its record is opened and says ERROR: report that job
             outcome = Outcome(name, ERROR, failed.record, message=str(failed))
+        except SubmitInterrupted as stopped:  # the run was cancelled: report the job's end
+            outcome = Outcome(name, stopped.record.state, stopped.record)
         except TaospecError as exc:
             if exc.exit_code == EXIT_INTERNAL:  # as the command line's handler reports it
                 outcome = Outcome(name, INTERNAL_ERROR, message=str(exc), internal=True)

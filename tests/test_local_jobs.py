@@ -7,6 +7,7 @@ import os
 import pty
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -452,6 +453,25 @@ def test_a_submit_in_a_worker_thread_stops_when_the_run_is_cancelled(
     assert "recorded CANCELED" in str(failures[0])
     (job_id,) = [p.stem for p in (state_dir / "jobs").glob("*.json")]
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+
+
+def test_a_run_interrupted_while_its_job_is_submitted_says_how_the_job_ended(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # the worker recorded the job CANCELED, but the run exited 130 saying nothing of it:
+    # the outcome it put on the queue was never read once the run was interrupted
+    stand_ins = tmp_path / "bin"
+    real = shutil.which("install")
+    write(stand_ins / "install", f'#!/bin/sh\nkill -INT "$PPID"\nsleep 1\nexec {real} "$@"\n')
+    (stand_ins / "install").chmod(0o755)
+    path = f"{stand_ins}:{os.environ['PATH']}"
+    done = taospec("run", job_file(tmp_path, "echo ran"), env={"PATH": path})
+    assert done.returncode == 130, done.stderr
+    job_id, state = done.stdout.split()
+    assert state == "CANCELED"
+    assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
+    assert "\njob: CANCELED in " in done.stderr
+    assert not (tmp_path / "results" / job_id / "taospec.log").exists()  # it never launched
 
 
 def test_a_failure_of_taospec_between_the_open_and_the_first_step_closes_the_record(

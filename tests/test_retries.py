@@ -541,6 +541,34 @@ def test_a_detached_run_retries_a_failed_submit_too(
     assert f"{retry['id']}: command failed" in done.stderr  # the last failure is the one shown
 
 
+def test_a_retry_interrupted_while_followed_says_it_cancelled_the_job(
+    taospec: Runner, tmp_path: Path, state_dir: Path
+) -> None:
+    # it cancelled the job and exited 130, its last word the job's RUNNING line
+    mark = tmp_path / "mark"
+    spec = job_file(
+        tmp_path, f"sh -c 'if [ -e {mark} ]; then sleep 300; else touch {mark}; exit 3; fi'"
+    )
+    first = taospec("run", spec).stdout.split()[0]
+    following = spawn(["retry", first], taospec.env, tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r != first and record(state_dir, r)["transitions"][-1]["state"] == "RUNNING"
+                      for r in (p.stem for p in _records(state_dir))):  # fmt: skip
+            assert following.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        following.send_signal(signal.SIGINT)
+        out, err = following.communicate(timeout=60)
+    finally:
+        if following.poll() is None:
+            following.kill()
+    assert following.returncode == 130, err
+    retry_id = out.strip()
+    assert record(state_dir, retry_id)["terminal_state"] == "CANCELED"
+    assert err.endswith(f"{retry_id}: CANCELED (interrupted)\n")
+
+
 @pytest.mark.engine
 def test_a_docker_submit_that_failed_err_infra_succeeds_on_its_retry(
     engine: str,

@@ -102,7 +102,9 @@ def retry(
     except KeyboardInterrupt:
         interrupts.hold()
         if current is not None and ledger.get(current.id).terminal_state is None:
-            _notify(ledger, cancel_job(ledger.get(current.id), ledger, reason="interrupted").record)
+            ended = cancel_job(ledger.get(current.id), ledger, reason="interrupted").record
+            say(f"{ended.id}: {ended.state} (interrupted)")
+            _notify(ledger, ended)
         return EXIT_INTERRUPTED
     _notify(ledger, current)
     if failed is not None:
