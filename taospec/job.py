@@ -30,13 +30,15 @@ class Mount:
     """A bind mount: a host path seen by the job at ``target``.
 
     ``written_at`` is where the job file wrote ``source`` when no ``mounts:`` entry did:
-    the spec key of the skill input the mount carries.
+    the spec key of the skill input the mount carries; ``template``, the skill's template
+    that gave that key its value, when the job file did not.
     """
 
     source: str
     target: str
     readonly: bool = False
     written_at: JsonPath = ()
+    template: str | None = None
 
     @classmethod
     def entry(cls, entry: Mapping[str, Any]) -> Mount:

@@ -113,7 +113,12 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
         if "{" in mount.source:
             continue
         found = status(mount.source)
-        if not isinstance(found, os.stat_result):
+        if not isinstance(found, os.stat_result) and mount.template is not None:
+            key = ".".join(map(str, mount.written_at[1:]))
+            fix = f"set spec.{key} in the job file (the value comes from {mount.template})"
+            said = _no_source(mount.source, found, fix=fix)
+            problems.append(source.about(mount.written_at, said, ("skill",)))
+        elif not isinstance(found, os.stat_result):
             problems.append(
                 source.problem(job.mount_source_at(index), _no_source(mount.source, found))
             )
@@ -132,19 +137,19 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
     return problems
 
 
-def _no_source(path: str, found: str | None, why: str = "") -> str:
+def _no_source(path: str, found: str | None, why: str = "", fix: str = "fix the path") -> str:
     """What a mount whose source ``path`` is not here is told: ``found`` is the kernel's
-    reason, when it gave one; ``why`` how docker run fails, when it refuses the mount."""
+    reason, when it gave one; ``why`` how docker run fails, when it refuses the mount;
+    ``fix``, what else mends it."""
     if found is not None:
-        fix = "fix the path"
         if closed_folder(Path(path)) is not None:
             fix = f"let this user enter that folder, or {fix}"
         return f"{path} cannot be looked up on this machine ({found}); {fix}"
     if why:
-        return f"{path} does not exist on this machine, and {why}; create it, or fix the path"
+        return f"{path} does not exist on this machine, and {why}; create it, or {fix}"
     return (
         f"{path} does not exist on this machine; the Docker engine would create it as an "
-        "empty root-owned directory and the job would see no data. Create it, or fix the path"
+        f"empty root-owned directory and the job would see no data. Create it, or {fix}"
     )
 
 

@@ -29,6 +29,7 @@ import dataclasses
 import itertools
 import json
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,8 +92,11 @@ from taospec.yamlsrc import Source
 
 INPUTS_ROOT = "/inputs"
 """Where inputs are mounted in a container: ``/inputs/<n>/<name>``."""
-PATH_TYPES = ("file", "folder")
-"""Input types that are paths (``local_glob`` and ``list`` are passed on as written)."""
+PATH_TYPES = ("file", "folder", "local_glob")
+"""Input types that name paths of this machine (``list`` is passed on as written): a
+``local_glob`` by the folder its pattern starts in, which is mounted as a folder input is."""
+_GLOB = re.compile(r"[*?\[]")
+"""What makes a part of a path a pattern, as Python's glob reads it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1189,6 +1193,7 @@ def _inputs(
     found: list[SpecInput] = []
     problems: list[Problem] = []
     for key, path, value in _input_paths(spec, action):
+        value, pattern = _glob_start(value)
         host = _host_path(value, folder)
         at: JsonPath = ("spec", *path)
         job_path = host
@@ -1202,10 +1207,22 @@ def _inputs(
                     continue
                 used.add(job_path)
                 added[host] = job_path
-                mounts.append(Mount(host, job_path, readonly=True, written_at=at))
-        _set(spec, path, job_path)
+                given = lookup(data.get("spec"), path) is not ABSENT  # else the template's
+                template = None if given else str(action.template_path)
+                mounts.append(Mount(host, job_path, True, written_at=at, template=template))
+        _set(spec, path, posixpath.join(job_path, pattern) if pattern else job_path)
         found.append(SpecInput(key, host, job_path))
     return tuple(mounts), tuple(found), problems
+
+
+def _glob_start(value: str) -> tuple[str, str]:
+    """A path and, of a glob pattern (``data/vids/*.mp4``), the folder it starts in and the
+    pattern below it (``data/vids``, ``*.mp4``); a path without one, as it is."""
+    parts = value.split("/")
+    at = next((i for i, part in enumerate(parts) if _GLOB.search(part)), None)
+    if at is None:
+        return value, ""
+    return "/".join(parts[:at]) or ("/" if value.startswith("/") else "."), "/".join(parts[at:])
 
 
 def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPath, str]]:

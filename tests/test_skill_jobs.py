@@ -895,6 +895,60 @@ def test_a_key_a_skill_lists_as_an_input_and_an_output_is_written_not_mounted(
     ]
 
 
+def _own_bank(
+    bank: Runner,
+    tmp_path: Path,
+    info: tuple[str, str] = ("", ""),
+    template: tuple[str, str] = ("", ""),
+) -> Path:
+    """A copy of the test bank in use, its tiny skill's info and train template each with
+    its first (old, new) text mended: the copy's template."""
+    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
+    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
+    shutil.copy(BANK / "versions.yaml", tmp_path / "bank" / "versions.yaml")
+    for name, (old, new) in (("skill_info.yaml", info), ("spec_template_train.yaml", template)):
+        path = folder / "references" / name
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new, 1))
+    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
+    return folder / "references" / "spec_template_train.yaml"
+
+
+def test_a_glob_input_mounts_the_folder_its_pattern_starts_in(bank: Runner, tmp_path: Path) -> None:
+    # a local_glob input (the bank's cosmos-embed mp4_urls) went into the container as the
+    # host's pattern, with nothing mounted: the job saw no files
+    declared = "      dataset.val_data_sources.image_dir:\n        type: "
+    _own_bank(bank, tmp_path, info=(declared + "folder", declared + "local_glob"))
+    (tmp_path / "data" / "vids").mkdir(parents=True)
+    (tmp_path / "data" / "images").mkdir()
+    val = "    val_data_sources: {image_dir: data/vids/*.mp4}"
+    file = job(tmp_path, *TRAIN[:-1], val, TRAIN[-1])
+    rendered = plan(bank, file)
+    assert spec_of(rendered)["dataset"]["val_data_sources"]["image_dir"] == "/inputs/2/vids/*.mp4"
+    vids = tmp_path.resolve() / "data" / "vids"
+    assert f"{vids}:/inputs/2/vids:ro" in step(rendered, "launch")["argv"]
+    assert bank("validate", "--here", file).returncode == 0
+
+
+def test_a_template_s_input_that_is_not_here_is_placed_at_the_skill_naming_the_template(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # it was placed at the first key of the job's spec, and told to "fix the path" the job
+    # file does not hold
+    default = "  pretrained_model_path: "
+    template = _own_bank(bank, tmp_path, template=(default + "''", default + "/m/t.pth"))
+    (tmp_path / "data" / "images").mkdir()
+    file = job(tmp_path, *TRAIN)
+    done = bank("validate", "--here", file)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-2] == (
+        f"{file}:2:8: $.spec.train.pretrained_model_path: /m/t.pth does not exist on this "
+        "machine; the Docker engine would create it as an empty root-owned directory and the "
+        "job would see no data. Create it, or set spec.train.pretrained_model_path in the job "
+        f"file (the value comes from {template})"
+    )
+
+
 def test_a_deploy_evaluate_is_checked_by_the_model_s_schema(bank: Runner, tmp_path: Path) -> None:
     lines = (
         "action: evaluate",
