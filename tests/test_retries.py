@@ -183,6 +183,13 @@ def test_retry_refuses_a_job_that_has_not_ended(taospec: Runner, tmp_path: Path)
         assert taospec("cancel", job_id).returncode == 0
 
 
+def _refused_retry(taospec: Runner, job_id: str) -> str:
+    """What a retry of ``job_id`` that is refused (exit 2, nothing submitted) says."""
+    refused = taospec("retry", job_id)
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    return refused.stderr
+
+
 def _retry_into_a_file(taospec: Runner, spec: Path, state_dir: Path) -> None:
     """The job fails; its results_root is then a file: the retry is refused, no record opened."""
     failed = taospec("run", spec)
@@ -191,9 +198,7 @@ def _retry_into_a_file(taospec: Runner, spec: Path, state_dir: Path) -> None:
     root = spec.parent / "results"
     subprocess.run(["rm", "-rf", str(root)], check=True)  # a container may own what it wrote
     root.write_text("not a folder\n")
-    refused = taospec("retry", first_id)
-    assert (refused.returncode, refused.stdout) == (2, "")
-    assert refused.stderr == (
+    assert _refused_retry(taospec, first_id) == (
         f"taospec: {first_id}: {root} is not a folder on this machine; each job's results go "
         "in a folder made under results_root, and a retry makes its own there: move what is "
         "there, then retry\n"
@@ -229,9 +234,7 @@ def test_retry_of_a_docker_job_refuses_a_mount_source_that_is_gone(
     assert failed.returncode == 1, failed.stderr
     first_id = failed.stdout.split()[0]
     data.rename(tmp_path / "moved")
-    refused = taospec("retry", first_id)
-    assert (refused.returncode, refused.stdout) == (2, "")
-    assert refused.stderr == (
+    assert _refused_retry(taospec, first_id) == (
         f"taospec: {first_id}: its plan needs what is not here: {data} (-v {data}:/data:ro) "
         "does not exist on this machine, and the Docker engine would make it an empty "
         "root-owned folder and the job would see no data. A retry runs the plan as it was "

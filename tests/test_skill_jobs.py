@@ -839,10 +839,23 @@ def test_a_warning_names_its_target_and_line_and_a_matrix_says_it_once(
     ]
 
 
-def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
-    bank: Runner, tmp_path: Path
-) -> None:
-    # TAO Deploy's gen_trt_engine (the bank's tao-deploy-<model>) could not be named at all
+def _own_bank(bank: Runner, tmp_path: Path, changes: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the test bank in use, the first ``old`` text of each of its tiny skill's
+    reference files named in ``changes`` made ``new``: the copy's references folder."""
+    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
+    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
+    shutil.copy(BANK / "versions.yaml", tmp_path / "bank" / "versions.yaml")
+    for name, (old, new) in changes.items():
+        path = folder / "references" / name
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new, 1))
+    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
+    return folder / "references"
+
+
+def _engine_plan(bank: Runner, tmp_path: Path) -> dict[str, Any]:
+    """The plan of the test bank's deploy gen_trt_engine as init writes it, once the one
+    value it asks for (the onnx file to read) is set."""
     made = bank("init", "tao-deploy-tiny", "gen_trt_engine", "-o", "engine.yaml")
     assert made.returncode == 0, made.stderr
     file = tmp_path / "engine.yaml"
@@ -850,7 +863,14 @@ def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
     assert [line.split(": ", 2)[1] for line in found] == ["$.spec.gen_trt_engine.onnx_file"]
     write(tmp_path / "export" / "model.onnx", "onnx\n")
     file.write_text(file.read_text().replace("onnx_file: ???", "onnx_file: export/model.onnx"))
-    rendered = plan(bank, file)
+    return plan(bank, file)
+
+
+def test_a_deploy_workflow_s_job_runs_its_action_in_the_pinned_deploy_image(
+    bank: Runner, tmp_path: Path
+) -> None:
+    # TAO Deploy's gen_trt_engine (the bank's tao-deploy-<model>) could not be named at all
+    rendered = _engine_plan(bank, tmp_path)
     assert rendered["record"]["image"] == "registry.invalid/tao/tao-toolkit:9.9.9-deploy"
     assert rendered["record"]["network_arch"] == "tiny_net"
     launch = step(rendered, "launch")["argv"]
@@ -871,54 +891,21 @@ def test_a_key_a_skill_lists_as_an_input_and_an_output_is_written_not_mounted(
 ) -> None:
     # the bank's tao-deploy-centerpose and -clip list gen_trt_engine.trt_engine under both:
     # init asked for it as an input, and the engine TAO writes went to a read-only mount
-    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
-    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
-    shutil.copy(BANK / "versions.yaml", tmp_path / "bank" / "versions.yaml")
-    info = folder / "references" / "tao-deploy-tiny.skill_info.yaml"
     both = "      gen_trt_engine.onnx_file:\n        type: file\n"
-    text = info.read_text().replace(
-        both, both + "      gen_trt_engine.trt_engine:\n        type: file\n", 1
-    )
-    info.write_text(text)
-    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
-    made = bank("init", "tao-deploy-tiny", "gen_trt_engine", "-o", "engine.yaml")
-    assert made.returncode == 0, made.stderr
-    file = tmp_path / "engine.yaml"
-    found = invalid(bank, file)
-    assert [line.split(": ", 2)[1] for line in found] == ["$.spec.gen_trt_engine.onnx_file"]
-    write(tmp_path / "export" / "model.onnx", "onnx\n")
-    file.write_text(file.read_text().replace("onnx_file: ???", "onnx_file: export/model.onnx"))
-    rendered = plan(bank, file)
+    engine = "      gen_trt_engine.trt_engine:\n        type: file\n"
+    _own_bank(bank, tmp_path, {"tao-deploy-tiny.skill_info.yaml": (both, both + engine)})
+    rendered = _engine_plan(bank, tmp_path)  # init asks for the onnx file alone
     assert spec_of(rendered)["gen_trt_engine"]["trt_engine"] == "/results/tiny.engine"
     assert [w for w in step(rendered, "launch")["argv"] if w.endswith(":ro")] == [
         f"{tmp_path.resolve() / 'export' / 'model.onnx'}:/inputs/0/model.onnx:ro"
     ]
 
 
-def _own_bank(
-    bank: Runner,
-    tmp_path: Path,
-    info: tuple[str, str] = ("", ""),
-    template: tuple[str, str] = ("", ""),
-) -> Path:
-    """A copy of the test bank in use, its tiny skill's info and train template each with
-    its first (old, new) text mended: the copy's template."""
-    folder = tmp_path / "bank" / "skills" / "models" / "tao-train-tiny"
-    shutil.copytree(BANK / "skills" / "models" / "tao-train-tiny", folder)
-    shutil.copy(BANK / "versions.yaml", tmp_path / "bank" / "versions.yaml")
-    for name, (old, new) in (("skill_info.yaml", info), ("spec_template_train.yaml", template)):
-        path = folder / "references" / name
-        assert old in path.read_text()
-        path.write_text(path.read_text().replace(old, new, 1))
-    bank.env["TAO_SKILL_BANK"] = str(tmp_path / "bank")
-    return folder / "references" / "spec_template_train.yaml"
-
-
 def test_a_glob_input_mounts_the_folder_its_pattern_starts_in(bank: Runner, tmp_path: Path) -> None:
     # a local_glob input (the bank's cosmos-embed mp4_urls) went into the container as the
     # host's pattern, with nothing mounted: the job saw no files
     declared = "      dataset.val_data_sources.image_dir:\n        type: "
-    _own_bank(bank, tmp_path, info=(declared + "folder", declared + "local_glob"))
+    _own_bank(bank, tmp_path, {"skill_info.yaml": (declared + "folder", declared + "local_glob")})
     (tmp_path / "data" / "vids").mkdir(parents=True)
     (tmp_path / "data" / "images").mkdir()
     val = "    val_data_sources: {image_dir: data/vids/*.mp4}"
@@ -936,7 +923,8 @@ def test_a_template_s_input_that_is_not_here_is_placed_at_the_skill_naming_the_t
     # it was placed at the first key of the job's spec, and told to "fix the path" the job
     # file does not hold
     default = "  pretrained_model_path: "
-    template = _own_bank(bank, tmp_path, template=(default + "''", default + "/m/t.pth"))
+    changed = {"spec_template_train.yaml": (default + "''", default + "/m/t.pth")}
+    template = _own_bank(bank, tmp_path, changed) / "spec_template_train.yaml"
     (tmp_path / "data" / "images").mkdir()
     file = job(tmp_path, *TRAIN)
     done = bank("validate", "--here", file)
