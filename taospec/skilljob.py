@@ -1192,10 +1192,13 @@ def _inputs(
     used = {str(m.get("target", "")).rstrip("/") for m in explicit}
     found: list[SpecInput] = []
     problems: list[Problem] = []
-    for key, path, value in _input_paths(spec, action):
-        value, pattern = _glob_start(value)
+    for key, path, value, glob in _input_paths(spec, action):
+        value, pattern = _glob_start(value) if glob else (value, "")
         host = _host_path(value, folder)
         at: JsonPath = ("spec", *path)
+        if pattern and host == "/":
+            problems.append(source.problem(at, f"input {value + pattern!r}: {_GLOB_AT_ROOT}"))
+            continue
         job_path = host
         if container:
             job_path = _covered(host, explicit) or added.get(host) or ""
@@ -1216,19 +1219,29 @@ def _inputs(
 
 
 def _glob_start(value: str) -> tuple[str, str]:
-    """A path and, of a glob pattern (``data/vids/*.mp4``), the folder it starts in and the
-    pattern below it (``data/vids``, ``*.mp4``); a path without one, as it is."""
+    """Of a glob input's pattern (``data/vids/*.mp4``), the folder it starts in and the
+    pattern below it (``data/vids``, ``*.mp4``); a path without one, as it is. An
+    upstream's results folder (``{needs.train[lr=1].results_dir}``) is a folder, never a
+    pattern."""
     parts = value.split("/")
-    at = next((i for i, part in enumerate(parts) if _GLOB.search(part)), None)
+    first = 1 if parts[0].startswith("{needs.") else 0
+    at = next((i for i in range(first, len(parts)) if _GLOB.search(parts[i])), None)
     if at is None:
         return value, ""
     return "/".join(parts[:at]) or ("/" if value.startswith("/") else "."), "/".join(parts[at:])
 
 
-def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPath, str]]:
+_GLOB_AT_ROOT = (
+    "a glob input is mounted by the folder its pattern starts in, and this one starts at /, "
+    "which is not mounted; name the folder the files are in, e.g. /data/vids/*.mp4"
+)
+
+
+def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPath, str, bool]]:
     """Each path an input of ``action`` names in ``spec``: its spec key, where it is, the
-    path. A key declared at a list index (``sources[0].dir``) names that field of every item
-    of the list, and a value may be one path or a list of them (each item is one)."""
+    path, and whether it is a glob pattern (``local_glob``). A key declared at a list index
+    (``sources[0].dir``) names that field of every item of the list, and a value may be one
+    path or a list of them (each item is one)."""
     found = []
     for declared in action.inputs:
         if declared.type not in PATH_TYPES:
@@ -1239,7 +1252,7 @@ def _input_paths(spec: dict[str, Any], action: Action) -> list[tuple[str, KeyPat
             for index, item in items:
                 where = path if index is None else (*path, index)
                 if isinstance(item, str) and _is_path(item):
-                    found.append((dotted(where), where, item))
+                    found.append((dotted(where), where, item, declared.type == "local_glob"))
     return found
 
 

@@ -67,7 +67,8 @@ class Input:
     spec_key: str
     type: str
     """``file`` or ``folder`` (the bank also uses ``file`` for folders); a few skills use
-    ``local_glob`` or ``list``, which taospec passes on without treating them as paths."""
+    ``local_glob`` (a pattern of paths, mounted by the folder it starts in) or ``list``,
+    which taospec passes on without treating it as a path."""
     optional: bool = False
 
     @property

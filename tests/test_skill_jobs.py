@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from taospec.skilljob import _glob_start
 from tests.conftest import Runner, load_job, write
 
 BANK = Path(__file__).resolve().parent / "skills"
@@ -915,6 +916,16 @@ def test_a_glob_input_mounts_the_folder_its_pattern_starts_in(bank: Runner, tmp_
     vids = tmp_path.resolve() / "data" / "vids"
     assert f"{vids}:/inputs/2/vids:ro" in step(rendered, "launch")["argv"]
     assert bank("validate", "--here", file).returncode == 0
+    # a path of a file or folder input is no pattern, whatever it holds
+    (tmp_path / "data" / "img[1]").mkdir()
+    file.write_text(file.read_text().replace("image_dir: data/images", "image_dir: data/img[1]"))
+    rendered = plan(bank, file)
+    images = tmp_path.resolve() / "data" / "img[1]"
+    assert f"{images}:/inputs/0/img[1]:ro" in step(rendered, "launch")["argv"]
+    # an upstream's results folder is the folder a pattern below it starts in
+    upstream = "{needs.train[lr=1e-4].results_dir}"
+    assert _glob_start(f"{upstream}/vids/*.mp4") == (f"{upstream}/vids", "*.mp4")
+    assert _glob_start(f"{upstream}/model.pth") == (f"{upstream}/model.pth", "")
 
 
 def test_a_template_s_input_that_is_not_here_is_placed_at_the_skill_naming_the_template(
