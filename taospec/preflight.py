@@ -182,6 +182,11 @@ def extra_host_paths(job: Job, source: Source) -> list[Problem]:
     return problems
 
 
+ENGINE_FACTS = frozenset({"docker_host", "docker_context", "engine"})
+"""The backend facts of a plan that pinned its engine; a plan without one (stored before
+engines were pinned) runs on the engine ``$DOCKER_HOST`` names."""
+
+
 class Absent(NamedTuple):
     """A path of this machine a stored plan names that is not here: ``option`` names it,
     ``found`` is the kernel's reason when it gave one, ``docker`` how docker run takes it."""
@@ -198,13 +203,15 @@ def stored_launch_absent(plan: Plan) -> list[Absent]:
     ``docker.extra_args``, and the upstream results a pipeline target mounts) and that are
     not here, where its engine runs; none when the engine is elsewhere. A path that holds
     a stand-in (its own results folder, which the plan makes) is not asked about."""
-    host = plan.backend_value("docker_host") or ""
+    pinned = ENGINE_FACTS.intersection(dict(plan.backend))
+    host = plan.backend_value("docker_host") or ("" if pinned else os.environ.get("DOCKER_HOST"))
     if (
         plan.platform != "docker"
         or plan.backend_value("docker_context")
         or (host and not host.startswith("unix://"))
     ):
         return []
+    plan = plan.with_placeholder_id()  # its own results folder, which the retry makes anew
     absent = []
     for step in plan.steps:
         if step.name != "launch" or step.argv[:2] != ("docker", "run"):

@@ -243,6 +243,8 @@ def test_retry_of_a_docker_job_refuses_a_mount_source_that_is_gone(
     assert not data.exists()
     assert [p.stem for p in _records(state_dir)] == [first_id]  # no record was opened
     (tmp_path / "moved").rename(data)
+    # its own results folder is not asked about: the retry makes its own
+    subprocess.run(["rm", "-rf", str(tmp_path / "results" / first_id)], check=True)
     retried = taospec("retry", first_id)
     assert retried.returncode == 1, retried.stderr  # it ran again, and failed as the job does
     assert record(state_dir, retried.stdout.split()[0])["retry_of"] == first_id
