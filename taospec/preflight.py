@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from taospec import identity, lint, platforms, proc, rules
-from taospec.diagnostics import JsonPath, Problem, SpecError, raise_if_any, unique
+from taospec.diagnostics import (
+    JsonPath,
+    Problem,
+    SpecError,
+    format_path,
+    raise_if_any,
+    unique,
+)
 from taospec.errors import InvalidInput
 from taospec.identity import Identity
 from taospec.job import Job, JobFile, Target, closed_folder, input_files, status, unreadable
@@ -114,8 +121,8 @@ def mount_sources(job: Job, source: Source) -> list[Problem]:
             continue
         found = status(mount.source)
         if not isinstance(found, os.stat_result) and mount.template is not None:
-            key = ".".join(map(str, mount.written_at[1:]))
-            fix = f"set spec.{key} in the job file (the value comes from {mount.template})"
+            key = format_path(mount.written_at).removeprefix("$.")
+            fix = f"set {key} in the job file (the value comes from {mount.template})"
             said = _no_source(mount.source, found, fix=fix)
             problems.append(source.about(mount.written_at, said, ("skill",)))
         elif not isinstance(found, os.stat_result):
