@@ -335,10 +335,14 @@ _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def _same_value(pair: str, held: str) -> bool:
-    """Whether ``key=value`` names the value of a target's ``key=value`` as a number written
-    another way."""
+    """Whether ``key=value`` names a target's ``key=value``: as written, or as a number
+    written another way (compared exactly, as decimals)."""
+    if pair == held:
+        return True
     key, _, value = pair.partition("=")
     their_key, _, theirs = held.partition("=")
     if key != their_key or not (_NUMBER.fullmatch(value) and _NUMBER.fullmatch(theirs)):
         return False
-    return float(value) == float(theirs)
+    from decimal import Decimal  # only a name that matches no target as written pays for it
+
+    return Decimal(value) == Decimal(theirs)

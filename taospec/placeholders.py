@@ -18,6 +18,7 @@ from typing import Any
 
 from taospec.braces import fill, name_of, token
 from taospec.diagnostics import closest
+from taospec.job import matching
 from taospec.yamlsrc import dump_yaml
 
 JOB_PLACEHOLDERS = ("config_path", "results_dir", "job_id")
@@ -87,9 +88,10 @@ def _unneeded(name: str, target: str, allowed: list[str]) -> str:
     said = f"{{{name}}} names target {target!r}, "
     if of_base:
         listed = ", ".join(of_base)
+        example = (matching(target, of_base) or of_base)[0]
         return (
             f"{said}and this job needs {listed}: name the one whose results it reads by its "
-            f"full name, e.g. {{needs.{of_base[0]}.results_dir}}"
+            f"full name, e.g. {{needs.{example}.results_dir}}"
         )
     example = f" (a matrix target by its full name, e.g. {base}[x=1])" if "[" not in target else ""
     return f"{said}which this job does not need; add it to needs:{example}"

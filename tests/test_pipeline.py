@@ -721,6 +721,24 @@ def test_a_matrix_target_is_named_by_its_values_however_a_number_is_written(
         assert "run   agg" in taospec("run", "-n", spec, "train[lr=1e-4]", "agg").stdout
 
 
+def test_a_matrix_target_named_by_a_word_and_a_number_written_another_way(
+    taospec: Runner, tmp_path: Path
+) -> None:
+    # a value that is no number was compared as one: ds=levir never named ds=levir
+    spec = pipeline(
+        tmp_path,
+        "  train: {action: train, matrix: {ds: [levir, whu], lr: [1e-4, 0.001]}, "
+        'command: "echo {matrix.lr}"}\n'
+        '  agg: {action: agg, needs: ["train[ds=levir,lr=1e-4]"], command: "echo hi"}\n',
+    )
+    shown = taospec("run", "-n", spec, "agg")
+    assert shown.returncode == 0, shown.stderr
+    assert [line.split()[1] for line in shown.stdout.splitlines()[:2]] == [
+        "train[ds=levir,lr=0.0001]",
+        "agg",
+    ]
+
+
 def test_a_matrix_value_arrives_as_written_wherever_it_is_filled(
     taospec: Runner, tmp_path: Path
 ) -> None:
