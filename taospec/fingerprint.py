@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -119,16 +118,23 @@ def _sha256_json(parts: Mapping[str, object]) -> str:
 def compute(target: Target, plan: Plan, needs: Mapping[str, str]) -> Fingerprint:
     """The fingerprint of ``target`` rendered as ``plan``, its image not yet known
     (:meth:`Fingerprint.with_image` adds it). An input that cannot be read is refused at
-    its key (``("inputs", index)``). Each input is named by its path as written, made plain
-    (:func:`os.path.normpath`): the name only pairs an input with its digest from run to
-    run, and the digest is of what the path holds now."""
+    its key (``("inputs", index)``). Each input is named by its path as written, without
+    what names no other path (``./``, a doubled or a trailing ``/``): the name pairs an
+    input with its digest from run to run. A ``..`` stays: behind a link it leads elsewhere,
+    and two inputs must not share a name."""
     digests = {}
     for index, (text, path) in enumerate(zip(target.inputs, target.input_paths(), strict=True)):
         try:
-            digests[os.path.normpath(text)] = hash_path(path)
+            digests[_plain(text)] = hash_path(path)
         except InvalidInput as refused:
             raise InvalidInput(f"{text}: {refused}", key=("inputs", index)) from None
     return Fingerprint(plan=plan.digest(), image=None, inputs=digests, needs=dict(needs))
+
+
+def _plain(path: str) -> str:
+    """``path`` without ``.`` parts and empty ones (a doubled or a trailing ``/``)."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    return ("/" if path.startswith("/") else "") + "/".join(parts) or "."
 
 
 def has_image_digest(plan: Plan) -> bool:

@@ -229,6 +229,15 @@ def test_an_input_spelled_another_way_is_the_same_input(
     assert taospec("run", "--check", three).returncode == 0
     (tmp_path / "train.cfg").write_text("epochs: 2\n")  # its content is still what counts
     assert decisions(taospec, three)["train"] == "run input train.cfg changed"
+    # a .. behind a link leads elsewhere: it is another input, never folded into one
+    (tmp_path / "other" / "inner").mkdir(parents=True)
+    (tmp_path / "other" / "data.txt").write_text("other\n")
+    (tmp_path / "link").symlink_to(tmp_path / "other" / "inner")
+    both = "[./data.txt, link/../data.txt]"
+    three.write_text(three.read_text().replace("[./data.txt]", both))
+    assert taospec("run", three).returncode == 0
+    (tmp_path / "other" / "data.txt").write_text("changed\n")
+    assert decisions(taospec, three)["prepare"] == "run input link/../data.txt changed"
 
 
 def test_a_target_s_latest_completed_job_stands_however_it_was_followed(
