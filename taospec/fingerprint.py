@@ -264,21 +264,29 @@ class Index:
         return self.standing(fingerprint)[0]
 
     def standing(self, fingerprint: Fingerprint) -> tuple[Record | None, bool]:
-        """:meth:`complete_record`, and whether a later job of the work was launched (one
-        that may be under way, or that ended otherwise)."""
+        """:meth:`complete_record`, and whether a later job of the work may be under way
+        (not recorded as ended). A later job found to have completed the fingerprint is
+        noted as the one it stands for (:meth:`completed`), so it is looked up once."""
         newest = self._read(self._work_path(fingerprint.work_digest)).get("job_id")
         done = self._complete(fingerprint.digest, results_exist=True)
         if not isinstance(newest, str) or (done is not None and newest == done.id):
             return done, False
         try:
             record = self.ledger.get(newest)
-            noted = self.ledger.sidecar(newest).get("fingerprint")
         except (UnknownJob, LedgerCorrupt):
             return done, False  # a record damaged by hand: nothing is known of it
-        ended = noted == fingerprint.digest and record.state == COMPLETE
-        if ended and Path(record.results_dir).is_dir():
-            return record, False
-        return done, True
+        if record.terminal_state is None:
+            return done, True
+        if record.state != COMPLETE or not Path(record.results_dir).is_dir():
+            return done, False
+        try:
+            noted = self.ledger.sidecar(newest).get("fingerprint")
+        except LedgerCorrupt:
+            return done, False
+        if noted != fingerprint.digest:
+            return done, False
+        self.completed(record.id, fingerprint)
+        return record, False
 
     def results_missing(self, fingerprint: Fingerprint) -> bool:
         """True when the matching job completed but its results directory is gone."""
