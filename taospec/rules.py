@@ -1034,7 +1034,9 @@ def _secret_rules(source: Source) -> Iterator[Problem]:
     shown = "holds what looks like a credential ({}); a job file is recorded and shown: pass it "
     messages = {
         False: shown + "by name under env.pass and refer to $NAME instead",
-        True: shown + f"by name under env.pass and write {SPEC_REFERENCE} in its place",
+        True: shown
+        + f"by name under env.pass and write {SPEC_REFERENCE} in its place (TAO's OmegaConf "
+        "reads it from the job's environment)",
     }
     said: set[JsonPath] = set()  # the argument lists an item of which was refused
     in_spec = False  # whether a problem was found in the spec

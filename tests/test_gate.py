@@ -967,7 +967,10 @@ def test_a_credential_in_the_spec_is_told_how_the_spec_names_a_variable(
     # it was told to "refer to $NAME", which OmegaConf, which reads TAO's spec, leaves as it is
     path = job(tmp_path, f"spec: {{encryption_key: {TOKEN}}}\n")
     (said,) = refused(taospec("validate", path), f"{path}:9:24: $.spec.encryption_key: holds")
-    assert said.endswith(" pass it by name under env.pass and write ${oc.env:NAME} in its place")
+    assert said.endswith(
+        " pass it by name under env.pass and write ${oc.env:NAME} in its place (TAO's "
+        "OmegaConf reads it from the job's environment)"
+    )
     path.write_text(path.read_text().replace("echo hi", f"echo {TOKEN}").replace("spec: ", "x: "))
     path.write_text(path.read_text().replace(f"x: {{encryption_key: {TOKEN}}}\n", ""))
     (said,) = refused(taospec("validate", path), f"{path}:8:10: $.command: holds")
