@@ -484,6 +484,8 @@ class Build:
             while not done.empty():  # what the workers ended with, each job said as it ended
                 outcome = done.get_nowait()
                 self.results.setdefault(outcome.name, outcome)
+                if outcome.record is not None and outcome.record.terminal_state is not None:
+                    self._notify(outcome.record, outcome.name, board)
             raise
         for decision in waiting:
             self.results[decision.target.name] = Outcome(

@@ -465,12 +465,15 @@ def test_a_run_interrupted_while_its_job_is_submitted_says_how_the_job_ended(
     write(stand_ins / "install", f'#!/bin/sh\nkill -INT "$PPID"\nsleep 1\nexec {real} "$@"\n')
     (stand_ins / "install").chmod(0o755)
     path = f"{stand_ins}:{os.environ['PATH']}"
-    done = taospec("run", job_file(tmp_path, "echo ran"), env={"PATH": path})
+    seen = tmp_path / "notified"
+    notifier = json.dumps(f"echo $TAOSPEC_STATE >> {seen}")
+    done = taospec("run", job_file(tmp_path, "echo ran", notify=notifier), env={"PATH": path})
     assert done.returncode == 130, done.stderr
     job_id, state = done.stdout.split()
     assert state == "CANCELED"
     assert record(state_dir, job_id)["terminal_state"] == "CANCELED"
     assert "\njob: CANCELED in " in done.stderr
+    assert seen.read_text() == "CANCELED\n"  # its notifier ran, once
     assert not (tmp_path / "results" / job_id / "taospec.log").exists()  # it never launched
 
 
