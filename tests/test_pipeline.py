@@ -977,7 +977,7 @@ def test_an_upstreams_placeholder_where_no_plan_fills_it_is_refused_at_its_line(
         (
             "  a:\n    action: a\n    command: 'cat {needs.b.results_dir}/x'\n",
             [
-                "{file}:10:14: $.jobs.a.command: {needs.b.results_dir} refers to target 'b', which "
+                "{file}:10:14: $.jobs.a.command: {needs.b.results_dir} names target 'b', which "
                 "this job does not need; add it to needs: (a matrix target by its full name, "
                 "e.g. b[x=1])"
             ],
